@@ -1,1 +1,77 @@
-"""charter."""
+"""charter: agent tools authored once and exposed anywhere.
+
+The contract, registry, policy, auth and host are importable from here; transports
+and storage are extras (``charter.mcp``, ``charter.http``, ``charter.store``,
+``charter.cli``) and are never imported by ``import charter``.
+"""
+
+from __future__ import annotations
+
+from .auth import AccessCatalog, Authenticator, Principal, has_permission
+from .context import CancelSignal, ResolverScope, ResumeInfo, ToolContext
+from .errors import CharterError, ConfigurationError, ErrorCode, ToolError
+from .manifest import CONTRACT_VERSION, RegisteredTool
+from .outcome import (
+    Completed,
+    Deferred,
+    Denied,
+    Failed,
+    Interaction,
+    InteractionRequired,
+    ToolOutcome,
+)
+from .policy import (
+    ActionPolicy,
+    CommandClaim,
+    CreatedTarget,
+    HandlerActionPolicy,
+    InvocationControls,
+)
+from .registry import PreparedAction, Registry
+from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
+from .tool import Deprecation, Tool, ToolAnnotations, ToolBinding, define_tool, tool
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "CONTRACT_VERSION",
+    "READ_ONLY_RISK",
+    "AccessCatalog",
+    "ActionPolicy",
+    "Authenticator",
+    "CancelSignal",
+    "CharterError",
+    "CommandClaim",
+    "Completed",
+    "ConfigurationError",
+    "CreatedTarget",
+    "Deferred",
+    "Denied",
+    "DeploymentRisk",
+    "Deprecation",
+    "ErrorCode",
+    "Failed",
+    "HandlerActionPolicy",
+    "Interaction",
+    "InteractionRequired",
+    "InvocationControls",
+    "PreparedAction",
+    "Principal",
+    "Registry",
+    "RegisteredTool",
+    "ResolverScope",
+    "ResumeInfo",
+    "RiskPolicy",
+    "RiskTier",
+    "SideEffect",
+    "Tool",
+    "ToolAnnotations",
+    "ToolBinding",
+    "ToolContext",
+    "ToolError",
+    "ToolOutcome",
+    "__version__",
+    "define_tool",
+    "has_permission",
+    "tool",
+)

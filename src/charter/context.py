@@ -1,0 +1,213 @@
+"""What a handler sees of the call: who, for which tenant, with which services and signals."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import ErrorCode, ToolError
+
+if TYPE_CHECKING:
+    from .auth import Principal
+    from .policy import HandlerActionPolicy
+
+__all__ = (
+    "AfterCommit",
+    "CancelSignal",
+    "LogLevel",
+    "ProgressSink",
+    "LogSink",
+    "ResolverScope",
+    "ResumeInfo",
+    "ToolContext",
+)
+
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical"]
+
+ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
+"""Receives ``(progress, total, message)``; a transport turns it into a notification."""
+
+LogSink = Callable[[LogLevel, str, Mapping[str, Any] | None], Awaitable[None]]
+"""Receives ``(level, message, data)``; a transport turns it into a log notification."""
+
+AfterCommit = Callable[[], Awaitable[object]]
+"""Work to run once the call's transaction has committed."""
+
+
+async def run_after_commit(work: list[AfterCommit | Awaitable[object]]) -> None:
+    """Run work registered with ``wait_until``, in order."""
+    for item in work:
+        await (item if inspect.isawaitable(item) else item())
+    work.clear()
+
+
+def discard_after_commit(work: list[AfterCommit | Awaitable[object]]) -> None:
+    """Drop registered work after a rollback, closing coroutines so none leaks."""
+    for item in work:
+        close = getattr(item, "close", None)
+        if inspect.iscoroutine(item) and close is not None:
+            close()
+    work.clear()
+
+
+class CancelSignal:
+    """A cancellation flag that async handlers can await and sync handlers can poll.
+
+    The host sets it when the caller cancels, the call times out or the session
+    stops. A sync handler running in a worker thread checks ``is_set()`` (or waits
+    with ``wait_sync``); an async handler may ``await cancel.wait()``.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def is_set(self) -> bool:
+        """Return True once cancellation was requested."""
+        return self._event.is_set()
+
+    def set(self) -> None:
+        """Request cancellation; runs every subscribed callback once, from any thread."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when the signal is set (now, if it already is); return an unsubscriber.
+
+        The callback may run in any thread; it must be quick and thread-safe.
+        """
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._unsubscribe(callback)
+        callback()
+        return lambda: None
+
+    def _unsubscribe(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+    async def wait(self) -> None:
+        """Wait until cancellation is requested."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_resolve, future)
+
+        unsubscribe = self.subscribe(wake)
+        try:
+            await future
+        finally:
+            unsubscribe()
+
+    def wait_sync(self, timeout: float | None = None) -> bool:
+        """Block a worker thread until cancellation or ``timeout``; return whether set."""
+        return self._event.wait(timeout)
+
+    def raise_if_set(self) -> None:
+        """Raise ``ToolError(CANCELLED)`` if cancellation was requested."""
+        if self._event.is_set():
+            raise ToolError(ErrorCode.CANCELLED, "The call was cancelled.")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResolverScope:
+    """Locale and market facts a domain uses to resolve what the caller sees."""
+
+    locale: str | None = None
+    audience: str | None = None
+    market: str | None = None
+    actor: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumeInfo:
+    """The decision or answer a paused call resumes with."""
+
+    interaction_id: str
+    kind: Literal["approval", "response"]
+    approved: bool | None = None
+    """For approvals: the decision."""
+    value: object = None
+    """For responses: the person's answer."""
+    token: object = None
+    """The token the tool returned with its ``InteractionRequired``."""
+
+
+@dataclass(kw_only=True)
+class ToolContext:
+    """The per-call context handed to a handler; domains subclass it to add services.
+
+    ``class TravelContext(ToolContext): trips: TripService`` — the subclass's own
+    fields may be required, since every field here has a default.
+    """
+
+    tenant_id: str = ""
+    """The effective tenant (the caller's, or the delegated one)."""
+    actor: str | None = None
+    """The caller's actor type (``staff``, ``customer``, ``partner``, ``supplier``)."""
+    audience: str | None = None
+    """The audience the call was made for."""
+    principal: Principal | None = None
+    """The authenticated caller, or None for anonymous calls to public tools."""
+    delegated: bool = False
+    """True when an admin acts for another tenant through a delegable tool."""
+    request_id: str | None = None
+    """The caller's request id (the ledger key), when given."""
+    db: Any = None
+    """The database connection of the call's transaction (ledgered calls on a SQL store)."""
+    resolver_scope: ResolverScope | None = None
+    tool_action_policy: object = None
+    """Reserved for hosts that supply an action gate to the handler."""
+    handler_action_policy: HandlerActionPolicy | None = None
+    """Minted by the host for handler-enforced tools only; never taken from a caller."""
+    session_id: str | None = None
+    turn_id: str | None = None
+    step_id: str | None = None
+    call_id: str | None = None
+    invocation_id: str | None = None
+    cancel: CancelSignal = field(default_factory=CancelSignal)
+    state: Any = None
+    """Session-local capability state (harness)."""
+    resume: ResumeInfo | None = None
+    """Set when a paused call resumes."""
+    progress_sink: ProgressSink | None = None
+    log_sink: LogSink | None = None
+    after_commit: list[AfterCommit | Awaitable[object]] = field(default_factory=list)
+    """Work registered with ``wait_until``; the host runs it after commit."""
+
+    def wait_until(self, work: AfterCommit | Awaitable[object]) -> None:
+        """Run ``work`` after the call's transaction commits (never if it rolls back)."""
+        self.after_commit.append(work)
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report progress to the caller, when its transport can show it."""
+        if self.progress_sink is not None:
+            await self.progress_sink(progress, total, message)
+
+    async def log(
+        self, level: LogLevel, message: str, data: Mapping[str, Any] | None = None
+    ) -> None:
+        """Send a log message to the caller, when its transport can show it."""
+        if self.log_sink is not None:
+            await self.log_sink(level, message, data)

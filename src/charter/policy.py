@@ -1,0 +1,211 @@
+"""Action policies, reserved invocation controls, targets and command fingerprints."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Annotated, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ._canonical import sha256_fingerprint
+from .errors import ErrorCode, ToolError
+from .risk import DeploymentRisk, RiskPolicy, RiskTier
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+__all__ = (
+    "CONTROL_FIELD",
+    "ActionPolicy",
+    "CommandClaim",
+    "ControlSpec",
+    "CreatedTarget",
+    "HandlerActionPolicy",
+    "InvocationControls",
+    "TargetResolution",
+    "command_fingerprint",
+    "default_action_policy",
+)
+
+CONTROL_FIELD = "_charter"
+"""The reserved argument that carries invocation controls; domain schemas may not use it."""
+
+TargetResolution = Literal["package-resolver", "command-target-field", "tenant-collection"]
+"""How the host finds the target of a ledgered generic action, in order of precedence."""
+
+ControlName = Literal["requestId", "confirmed", "approvalId", "reasonCode"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CreatedTarget:
+    """Identity of a command that creates its target (the handler generates the id)."""
+
+    command_target_type: str
+    """The type of the command itself (e.g. ``trip-create-command``)."""
+    result_reference_type: str
+    """The type of the reference the handler records (e.g. ``trip``); no ``:`` allowed."""
+    durability: Literal["handler-command-claim-v1"] = "handler-command-claim-v1"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionPolicy:
+    """How the host gates a tool's action: ledger, confirmation, approval, target."""
+
+    kind: Literal["execute", "read", "sensitive-read"] = "execute"
+    target_type: str
+    """What the action acts on (``trip``, ``booking``)."""
+    command_target_field: str | None = None
+    """Input field holding the target id (trimmed)."""
+    target_lifecycle: Literal["existing", "created"] = "existing"
+    created_target: CreatedTarget | None = None
+    ledger: Literal["required", "optional"] = "required"
+    approval: Literal["never", "conditional", "required"] = "never"
+    confirmation: Literal["never", "required"] = "never"
+    """Whether the caller must send ``confirmed: true`` (also implied by approval)."""
+    allowed_actor_types: tuple[str, ...] = ()
+    """Actor types that may run the action; empty means any."""
+    risk: DeploymentRisk | None = None
+    """The evaluated risk; defaults to the tool's deployment risk."""
+
+
+def default_action_policy(tier: RiskTier, target_type: str) -> ActionPolicy | None:
+    """Return the secure-by-default policy for a tool that declares none."""
+    if tier is RiskTier.READ:
+        return None
+    if tier is RiskTier.WRITE:
+        return ActionPolicy(target_type=target_type)
+    if tier is RiskTier.SENSITIVE:
+        return ActionPolicy(target_type=target_type, confirmation="required")
+    return ActionPolicy(target_type=target_type, confirmation="required", approval="required")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ControlSpec:
+    """The reserved controls a tool requires and accepts."""
+
+    required: tuple[ControlName, ...] = ()
+    optional: tuple[ControlName, ...] = ()
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        """Every control name the tool accepts."""
+        return frozenset(self.required) | frozenset(self.optional)
+
+    @classmethod
+    def for_policy(cls, policy: ActionPolicy | None, risk: RiskPolicy) -> ControlSpec:
+        """Derive the controls from a policy and a risk policy."""
+        confirm = risk.confirmation_required or (
+            policy is not None and (policy.confirmation == "required" or policy.approval != "never")
+        )
+        required: list[ControlName] = []
+        optional: list[ControlName] = []
+        if policy is not None and policy.ledger == "required":
+            (required if policy.kind == "execute" else optional).append("requestId")
+        elif policy is not None:
+            optional.append("requestId")
+        if confirm:
+            required.append("confirmed")
+        elif policy is not None and policy.kind == "execute":
+            optional.append("confirmed")
+        if policy is not None and policy.approval != "never":
+            optional.append("approvalId")
+        optional.append("reasonCode")
+        return cls(required=tuple(required), optional=tuple(optional))
+
+
+_TrimmedId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class InvocationControls(BaseModel):
+    """The reserved ``_charter`` controls of one call, parsed strictly.
+
+    Unknown keys are rejected. ``confirmed`` counts only as the boolean ``true``:
+    ``"true"``, ``1`` or ``"yes"`` leave the call unconfirmed.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    request_id: UUID | None = Field(default=None, alias="requestId", strict=False)
+    confirmed: object = None
+    approval_id: _TrimmedId | None = Field(default=None, alias="approvalId")
+    reason_code: _TrimmedId | None = Field(default=None, alias="reasonCode")
+
+    @property
+    def is_confirmed(self) -> bool:
+        """True only when ``confirmed`` is the boolean ``true``."""
+        return self.confirmed is True
+
+    @property
+    def request_key(self) -> str | None:
+        """The request id in canonical (lower-case) form."""
+        return str(self.request_id) if self.request_id is not None else None
+
+    def given(self) -> frozenset[str]:
+        """The control names the caller actually sent."""
+        return frozenset(
+            self.model_dump(by_alias=True, exclude_unset=True, exclude_none=True).keys()
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CommandClaim:
+    """A created-target command's claim, taken by the handler before it mutates anything."""
+
+    prior: str | None
+    """The stored result reference on an exact replay; None on a first execution."""
+    record: Callable[[str], Awaitable[None]]
+    """Record the typed result reference (``"trip:trp_123"``) in the same transaction."""
+
+
+ClaimFactory = Callable[[], Awaitable[CommandClaim]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True, eq=False)
+class HandlerActionPolicy:
+    """A request-scoped admission minted by the host for a handler-enforced tool.
+
+    Only a registry can mint one; a copy or a value built by a caller is refused.
+    """
+
+    capability_id: str
+    capability_version: str
+    canonical_name: str
+    action_policy: ActionPolicy
+    controls: InvocationControls
+    claim_factory: ClaimFactory | None = None
+
+    async def claim(self) -> CommandClaim:
+        """Claim the command before mutating; see ``CommandClaim``."""
+        if self.claim_factory is None:
+            raise ToolError(
+                ErrorCode.ACTION_POLICY_REQUIRED,
+                f"Tool {self.canonical_name!r} needs a durable store to claim its command.",
+                meta={"reason": "claim_unavailable"},
+            )
+        return await self.claim_factory()
+
+    def with_claim_factory(self, factory: ClaimFactory) -> HandlerActionPolicy:
+        """Return an unminted copy carrying ``factory``; the registry mints it."""
+        return replace(self, claim_factory=factory)
+
+
+def command_fingerprint(
+    *,
+    capability_id: str,
+    capability_version: str,
+    tenant_id: str,
+    target: str | None,
+    arguments: JsonValue,
+) -> str:
+    """Fingerprint a command: SHA-256 over RFC 8785 canonical JSON, controls excluded."""
+    return sha256_fingerprint(
+        {
+            "capabilityId": capability_id,
+            "capabilityVersion": capability_version,
+            "tenantId": tenant_id,
+            "target": target,
+            "input": arguments,
+        }
+    )
