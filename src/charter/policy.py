@@ -101,10 +101,12 @@ class ControlSpec:
         )
         required: list[ControlName] = []
         optional: list[ControlName] = []
-        if policy is not None and policy.ledger == "required":
-            (required if policy.kind == "execute" else optional).append("requestId")
-        elif policy is not None:
-            optional.append("requestId")
+        needs_request_id = policy is not None and (
+            (policy.ledger == "required" and policy.kind == "execute") or policy.approval != "never"
+        )
+        # Every tool accepts a requestId (for correlation); ledgered executes and
+        # approval-gated tools require one, since it keys the ledger and the approval.
+        (required if needs_request_id else optional).append("requestId")
         if confirm:
             required.append("confirmed")
         elif policy is not None and policy.kind == "execute":
@@ -131,6 +133,8 @@ class InvocationControls(BaseModel):
     confirmed: object = None
     approval_id: _TrimmedId | None = Field(default=None, alias="approvalId")
     reason_code: _TrimmedId | None = Field(default=None, alias="reasonCode")
+    on_behalf_of: _TrimmedId | None = Field(default=None, alias="onBehalfOf")
+    """The tenant a delegable tool should act for (admin scope only)."""
 
     @property
     def is_confirmed(self) -> bool:

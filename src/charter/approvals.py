@@ -1,0 +1,217 @@
+"""Human approvals: request, check, list, grant and deny, bound to one exact command."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .auth import Principal, missing_scopes
+from .errors import ErrorCode
+from .ledger import (
+    ApprovalRecord,
+    ApprovalStatus,
+    LedgerStore,
+    interaction_for_approval,
+)
+from .outcome import Failed, InteractionRequired, failed
+
+if TYPE_CHECKING:
+    from .registry import PreparedAction, Registry
+
+__all__ = ("Approvals",)
+
+
+class Approvals:
+    """The approvals of one host: ``host.approvals``."""
+
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        registry: Registry,
+        approver_scope: str,
+        admin_scope: str,
+        allow_self_approval: bool,
+        clock: Callable[[], datetime],
+    ) -> None:
+        """Bind approvals to a store; approvers need ``approver_scope`` in the same tenant."""
+        self.store = store
+        self.registry = registry
+        self.approver_scope = approver_scope
+        self.admin_scope = admin_scope
+        self.allow_self_approval = allow_self_approval
+        self.clock = clock
+
+    # -- used by the gate ---------------------------------------------------------------------
+
+    async def request(
+        self,
+        *,
+        prepared: PreparedAction,
+        tenant_id: str,
+        requester_id: str,
+        request_id: str,
+        fingerprint: str,
+        reason_code: str | None,
+        ttl: timedelta,
+    ) -> InteractionRequired | Failed:
+        """Create (or, for the same request, return) a pending approval for this command."""
+        registered = prepared.tool
+        now = self.clock()
+        record = ApprovalRecord(
+            id="apr_" + uuid.uuid4().hex,
+            tenant_id=tenant_id,
+            requester_id=requester_id,
+            request_id=request_id,
+            tool=registered.name,
+            capability_id=registered.capability_id,
+            capability_version=registered.capability_version,
+            target=prepared.target,
+            fingerprint=fingerprint,
+            arguments=prepared.arguments,
+            risk=registered.evaluated_risk,
+            reason_code=reason_code,
+            created_at=now,
+            expires_at=now + ttl,
+        )
+        stored = await self.store.insert_approval(record)
+        if stored.fingerprint != fingerprint:
+            return failed(
+                ErrorCode.IDEMPOTENCY_CONFLICT,
+                "This requestId already asked approval for a different call.",
+                reason="idempotency_key_reused",
+            )
+        return interaction_for_approval(stored, replayed=stored.id != record.id)
+
+    async def check(
+        self,
+        approval_id: str,
+        *,
+        prepared: PreparedAction,
+        tenant_id: str,
+        principal_tenant: str,
+        requester_id: str,
+        fingerprint: str,
+    ) -> Failed | None:
+        """Return why ``approval_id`` does not authorise this exact call, or None if it does."""
+        record = await self.store.get_approval(approval_id)
+        # A foreign tenant's approval answers exactly like a missing one (no oracle),
+        # unless the caller's own tenant minted it for a different (delegated) tenant.
+        if record is None or record.tenant_id not in (tenant_id, principal_tenant):
+            return _denied(approval_id, "not_found")
+        registered = prepared.tool
+        checks: tuple[tuple[bool, str], ...] = (
+            (record.status == "pending", "not_approved"),
+            (record.status == "denied", "denied"),
+            (record.status == "consumed", "already_executed"),
+            (record.expires_at <= self.clock(), "expired"),
+            (
+                (record.capability_id, record.capability_version, record.target)
+                != (registered.capability_id, registered.capability_version, prepared.target),
+                "mismatched_action",
+            ),
+            (record.tenant_id != tenant_id, "tenant_mismatch"),
+            (record.fingerprint != fingerprint, "fingerprint_mismatch"),
+            (record.requester_id != requester_id, "principal_mismatch"),
+        )
+        for failed_check, reason in checks:
+            if failed_check:
+                return _denied(approval_id, reason)
+        return None
+
+    # -- used by approvers --------------------------------------------------------------------
+
+    async def list(
+        self, principal: Principal, status: ApprovalStatus | None = "pending", limit: int = 100
+    ) -> list[ApprovalRecord]:
+        """Approvals in the caller's tenant (approvers see all, others their own)."""
+        records = await self.store.list_approvals(principal.tenant_id, status, limit)
+        if self._is_approver(principal):
+            return records
+        return [r for r in records if r.requester_id == principal.subject]
+
+    async def get(self, principal: Principal, approval_id: str) -> ApprovalRecord | None:
+        """One approval, if the caller may see it (same tenant; approver or requester)."""
+        record = await self.store.get_approval(approval_id)
+        if record is None or record.tenant_id != principal.tenant_id:
+            return None
+        if not self._is_approver(principal) and record.requester_id != principal.subject:
+            return None
+        return record
+
+    async def grant(
+        self, approval_id: str, approver: Principal, reason: str | None = None
+    ) -> ApprovalRecord | Failed:
+        """Grant a pending approval; repeating the same decision is a no-op."""
+        return await self._decide(approval_id, approver, "approved", reason)
+
+    async def deny(
+        self, approval_id: str, approver: Principal, reason: str | None = None
+    ) -> ApprovalRecord | Failed:
+        """Deny a pending approval, or revoke a granted one that was not yet used."""
+        return await self._decide(approval_id, approver, "denied", reason)
+
+    def _is_approver(self, principal: Principal) -> bool:
+        return missing_scopes(
+            principal.scopes, (self.approver_scope,), admin_scope=self.admin_scope
+        ).allowed
+
+    async def _decide(
+        self,
+        approval_id: str,
+        approver: Principal,
+        status: ApprovalStatus,
+        reason: str | None,
+    ) -> ApprovalRecord | Failed:
+        if not self._is_approver(approver):
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"Deciding approvals needs the {self.approver_scope!r} scope.",
+                reason="insufficient_scope",
+                missing=[self.approver_scope],
+            )
+        record = await self.store.get_approval(approval_id)
+        if record is None or record.tenant_id != approver.tenant_id:
+            return _denied(approval_id, "not_found")
+        if record.requester_id == approver.subject and not self.allow_self_approval:
+            return _denied(approval_id, "self_approval")
+        if record.status == status:
+            return record
+        expected: tuple[ApprovalStatus, ...] = (
+            ("pending",) if status == "approved" else ("pending", "approved")
+        )
+        if record.status not in expected:
+            return _denied(approval_id, f"already_{record.status}")
+        if record.expires_at <= self.clock():
+            return _denied(approval_id, "expired")
+        changed = await self.store.decide_approval(
+            approval_id,
+            expected=expected,
+            status=status,
+            decided_by=approver.subject,
+            reason=reason,
+            at=self.clock(),
+        )
+        current = await self.store.get_approval(approval_id)
+        if current is None:
+            return _denied(approval_id, "not_found")
+        if not changed and current.status != status:
+            return _denied(approval_id, f"already_{current.status}")
+        return current
+
+
+def _denied(approval_id: str, reason: str) -> Failed:
+    return failed(
+        ErrorCode.AUTHORIZATION_DENIED,
+        "The approval does not authorise this exact call."
+        if reason not in {"self_approval", "not_found"}
+        else (
+            "Requesters may not approve their own requests."
+            if reason == "self_approval"
+            else f"No approval {approval_id!r} in your tenant."
+        ),
+        reason=reason,
+        approvalId=approval_id,
+    )

@@ -1,0 +1,74 @@
+"""Audit events: one per invocation, with who acted, for which tenant, and how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ("AuditEvent", "AuditSink", "MemoryAuditSink")
+
+
+class AuditEvent(BaseModel):
+    """What happened in one invocation; stored, listed and exported as is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    time: datetime
+    subject: str | None
+    """Who called (None for anonymous calls to public tools)."""
+    principal_tenant: str | None
+    """The caller's own tenant."""
+    tenant: str | None
+    """The tenant the call acted on (differs from ``principal_tenant`` when delegated)."""
+    delegated: bool = False
+    admin_used: bool = False
+    """True when the admin scope satisfied a check the caller's own scopes did not."""
+    tool: str
+    capability_id: str | None = None
+    capability_version: str | None = None
+    request_id: str | None = None
+    approval_id: str | None = None
+    outcome: Literal["completed", "denied", "failed", "interaction-required", "deferred"]
+    code: str | None = None
+    reason: str | None = None
+    replayed: bool = False
+    duration_ms: float = 0.0
+
+
+class AuditSink(Protocol):
+    """Protocol: receives one audit event per invocation."""
+
+    async def record(self, event: AuditEvent) -> None:
+        """Store ``event``."""
+        ...
+
+    async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
+        """Return recent events, newest first, for one tenant or all."""
+        ...
+
+
+class MemoryAuditSink:
+    """An in-memory audit sink for tests and examples; keeps the newest ``capacity`` events."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        """Create an empty sink holding at most ``capacity`` events."""
+        self._events: deque[AuditEvent] = deque(maxlen=capacity)
+        self._lock = asyncio.Lock()
+
+    async def record(self, event: AuditEvent) -> None:
+        """Store ``event``."""
+        self._events.append(event)
+
+    async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
+        """Return recent events, newest first, for one tenant or all."""
+        selected = [
+            e
+            for e in reversed(self._events)
+            if tenant is None or tenant in (e.tenant, e.principal_tenant)
+        ]
+        return selected[:limit]

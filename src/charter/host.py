@@ -1,0 +1,670 @@
+"""The host: one invocation pipeline that every transport calls.
+
+``Host.invoke`` runs these steps in order; checks before the ledger never leave a row,
+so a corrected retry with the same request id works:
+
+1. Limits on the raw payload (size, depth, width, NaN/Infinity, duplicate keys).
+2. Find the tool. A tool outside the caller's audience answers like an unknown one.
+3. Auth mode and required scopes (AND; the admin scope satisfies scope checks only,
+   and each such use is audited).
+4. Tenancy: the principal's tenant, or, for a delegable tool called with the admin
+   scope, the tenant named in ``tenant_field`` or ``_charter.onBehalfOf`` (audited as
+   delegated). Any other foreign tenant is ``AUTHORIZATION_DENIED``.
+5. Reserved controls: ``_charter`` is taken out of the arguments and parsed strictly.
+6. Input validation and target resolution (``Registry.prepare_action``).
+7. Confirmation; then the action gate (ledger, approvals) and the handler under its
+   timeout and cancellation; then output validation.
+8. Audit event and trace span; return the outcome.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import ValidationError
+
+from ._canonical import NonCanonicalValueError
+from ._limits import PayloadLimits, PayloadRejected, check_value, parse_json
+from ._telemetry import Telemetry
+from .approvals import Approvals
+from .audit import AuditEvent, AuditSink, MemoryAuditSink
+from .auth import (
+    AccessCatalog,
+    Authenticator,
+    Credentials,
+    Principal,
+    audience_allows,
+    check_auth_mode,
+    missing_scopes,
+    resolve_tenant,
+)
+from .context import (
+    CancelSignal,
+    LogSink,
+    ProgressSink,
+    ResumeInfo,
+    ToolContext,
+    discard_after_commit,
+    run_after_commit,
+)
+from .errors import ConfigurationError, ErrorCode
+from .ledger import ActionStatus, LedgerGate, LedgerStore
+from .manifest import RegisteredTool
+from .memory_store import MemoryStore
+from .outcome import (
+    Completed,
+    Failed,
+    Interaction,
+    InteractionRequired,
+    ToolOutcome,
+    failed,
+)
+from .policy import CONTROL_FIELD, InvocationControls, command_fingerprint
+from .registry import PreparedAction, Registry
+
+__all__ = ("CallOptions", "ContextFactory", "Host")
+
+ContextFactory = Callable[
+    [Principal | None, RegisteredTool, InvocationControls], ToolContext | Awaitable[ToolContext]
+]
+"""Builds the domain context for a call. Usage ``ContextFactory`` (sync or async)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallOptions:
+    """Transport facts about one call: its ids, signals and where progress goes."""
+
+    cancel: CancelSignal | None = None
+    progress_sink: ProgressSink | None = None
+    log_sink: LogSink | None = None
+    audience: str | None = None
+    """The audience the call is made for; defaults to the principal's actor type."""
+    session_id: str | None = None
+    turn_id: str | None = None
+    step_id: str | None = None
+    call_id: str | None = None
+    invocation_id: str | None = None
+    resume: ResumeInfo | None = None
+    state: object = None
+
+
+class Host:
+    """Runs every tool call through one pipeline: auth, tenancy, controls, ledger, audit."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        store: LedgerStore | None = None,
+        authenticator: Authenticator | None = None,
+        context_factory: ContextFactory | None = None,
+        audit: AuditSink | None = None,
+        limits: PayloadLimits | None = None,
+        admin_scope: str = "admin",
+        approver_scope: str = "charter:approve",
+        access_catalog: AccessCatalog | None = None,
+        approval_ttl: timedelta = timedelta(hours=1),
+        retention: timedelta = timedelta(hours=24),
+        allow_self_approval: bool = False,
+        in_progress_wait: float = 5.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        """Build a host around a registry.
+
+        Args:
+            registry: the tools.
+            store: the durable ledger; defaults to an in-memory store (not durable).
+            authenticator: turns transport credentials into principals.
+            context_factory: builds the domain context; defaults to a plain ``ToolContext``.
+            audit: receives one event per call; defaults to the store when it records
+                audit events, else an in-memory sink.
+            limits: limits on untrusted argument payloads.
+            admin_scope: the scope that satisfies every scope check (never tenancy,
+                confirmation, approval or validation).
+            approver_scope: the scope an approver needs.
+            access_catalog: scopes that wildcard grants do not satisfy.
+            approval_ttl: how long a pending or granted approval stays usable.
+            retention: how long completed outcomes are kept for replay.
+            allow_self_approval: let requesters approve their own requests.
+            in_progress_wait: seconds a duplicate waits for a running request before
+                ``REQUEST_IN_PROGRESS``.
+            clock: the current UTC time (injected by tests).
+
+        Raises:
+            ConfigurationError: retention is shorter than the approval lifetime.
+        """
+        if retention < approval_ttl:
+            raise ConfigurationError(
+                "retention must be at least the approval lifetime, so an approved request "
+                "can still be replayed"
+            )
+        self.registry = registry
+        self.store: LedgerStore = store if store is not None else MemoryStore()
+        self.authenticator = authenticator
+        self.limits = limits or PayloadLimits()
+        self.admin_scope = admin_scope
+        self.access_catalog = access_catalog
+        self._context_factory = context_factory
+        self._clock = clock or (lambda: datetime.now(UTC))
+        store_sink = self.store if isinstance(self.store, _StoreAuditSink) else None
+        self.audit: AuditSink = audit or store_sink or MemoryAuditSink()
+        self._telemetry = Telemetry()
+        self.approvals = Approvals(
+            self.store,
+            registry=registry,
+            approver_scope=approver_scope,
+            admin_scope=admin_scope,
+            allow_self_approval=allow_self_approval,
+            clock=self._clock,
+        )
+        self._gate = LedgerGate(
+            self.store,
+            registry=registry,
+            approvals=self.approvals,
+            approval_ttl=approval_ttl,
+            retention=retention,
+            in_progress_wait=in_progress_wait,
+            clock=self._clock,
+            # Audit rows commit with the action when the store is the audit sink.
+            audit_in_transaction=store_sink is not None and self.audit is store_sink,
+        )
+
+    # -- authentication and discovery -------------------------------------------------------
+
+    async def authenticate(self, credentials: Credentials) -> Principal | None:
+        """Turn credentials into a principal (None when anonymous or no authenticator).
+
+        Raises:
+            AuthenticationFailed: the credentials are present but invalid.
+        """
+        if self.authenticator is None:
+            return None
+        return await self.authenticator.authenticate(credentials)
+
+    def discover(
+        self, principal: Principal | None, audience: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The manifest entries of the tools ``principal`` may call."""
+        return [t.entry for t in self.callable_tools(principal, audience)]
+
+    def callable_tools(
+        self, principal: Principal | None, audience: str | None = None
+    ) -> list[RegisteredTool]:
+        """The registered tools ``principal`` may call, in registration order."""
+        return [
+            t
+            for t in self.registry.tools()
+            if self._visible(t, principal, audience) and self._authorized(t, principal)
+        ]
+
+    def _visible(
+        self, registered: RegisteredTool, principal: Principal | None, audience: str | None
+    ) -> bool:
+        caller_audience = audience or (principal.actor if principal is not None else None)
+        if registered.tool.audience is None:
+            return True
+        return caller_audience is not None and audience_allows(
+            registered.tool.audience, caller_audience
+        )
+
+    def _authorized(self, registered: RegisteredTool, principal: Principal | None) -> bool:
+        tool = registered.tool
+        if not check_auth_mode(tool.auth, principal, admin_scope=self.admin_scope).ok:
+            return False
+        if tool.auth == "public" or principal is None:
+            return True
+        return missing_scopes(
+            principal.scopes,
+            registered.required_scopes,
+            self.access_catalog,
+            admin_scope=self.admin_scope,
+        ).allowed
+
+    # -- the pipeline -----------------------------------------------------------------------
+
+    async def invoke(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None = None,
+        *,
+        call: CallOptions | None = None,
+    ) -> ToolOutcome:
+        """Run one call through the pipeline; always returns an outcome, never raises one.
+
+        Args:
+            name: the tool's canonical name or alias.
+            arguments: the arguments as parsed JSON, or raw JSON text/bytes (then parsed
+                here under the payload limits).
+            principal: the authenticated caller, or None for anonymous.
+            controls: controls the transport took from its own fields (HTTP headers);
+                merged with ``_charter`` in the arguments, which must agree.
+            call: transport facts (cancel signal, progress and log sinks, ids).
+        """
+        started = time.perf_counter()
+        call = call or CallOptions()
+        trace = _Trace(tool=name, principal=principal)
+        with self._telemetry.span(name, call.call_id) as span:
+            outcome = await self._invoke(name, arguments, principal, controls, call, trace)
+            seconds = time.perf_counter() - started
+            code = outcome.code.value if isinstance(outcome, Failed) else None
+            self._telemetry.finish(
+                span, tool=trace.tool, outcome=outcome.kind, code=code, seconds=seconds
+            )
+        if not trace.audited:
+            await self.audit.record(trace.event(outcome, seconds, self._clock()))
+        return outcome
+
+    async def _invoke(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None,
+        call: CallOptions,
+        trace: _Trace,
+    ) -> ToolOutcome:
+        payload = self._check_payload(arguments)
+        if isinstance(payload, Failed):
+            return payload
+        registered = self.registry.get(name) if isinstance(name, str) else None
+        if registered is None or not self._visible(registered, principal, call.audience):
+            visible = [
+                n
+                for t in self.callable_tools(principal, call.audience)
+                for n in (t.name, *t.aliases)
+            ]
+            return self.registry.not_found(str(name), visible)
+        trace.registered = registered
+        trace.tool = registered.name
+        denied = self._authorize(registered, principal, trace)
+        if denied is not None:
+            return denied
+        parsed_controls = self._controls(registered, payload, controls)
+        if isinstance(parsed_controls, Failed):
+            return parsed_controls
+        arguments_only, controls = parsed_controls
+        trace.request_id = controls.request_key
+        trace.approval_id = controls.approval_id
+        tenant = self._tenant(registered, principal, arguments_only, controls, trace)
+        if isinstance(tenant, Failed):
+            return tenant
+        ctx = await self._context(registered, principal, controls, call, tenant, trace)
+        prepared = await self.registry.prepare_action(registered.name, arguments_only, ctx)
+        if isinstance(prepared, Failed):
+            return prepared
+        if "requestId" in registered.controls.required and controls.request_id is None:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Tool {registered.name!r} changes data and needs a requestId (a UUID you "
+                "generate once per action and reuse on retries).",
+                reason="request_id_required",
+                next_steps=(
+                    'Generate a UUID and retry with "_charter": {"requestId": "<uuid>"}; '
+                    "reuse it if you retry this same action.",
+                ),
+            )
+        fingerprint: str | None = None
+        if registered.action_policy is not None:
+            try:
+                fingerprint = command_fingerprint(
+                    capability_id=registered.capability_id,
+                    capability_version=registered.capability_version,
+                    tenant_id=tenant,
+                    target=prepared.target,
+                    arguments=prepared.arguments,
+                )
+            except NonCanonicalValueError as exc:
+                return failed(
+                    ErrorCode.INVALID_INPUT,
+                    f"The arguments cannot be fingerprinted: {exc}",
+                    reason="not_canonical",
+                    issues=[],
+                )
+        if "confirmed" in registered.controls.required and not controls.is_confirmed:
+            return self._confirmation_required(registered, prepared, fingerprint)
+        return await self._execute(
+            registered, prepared, ctx, principal, controls, fingerprint, trace
+        )
+
+    def _check_payload(self, arguments: object) -> Mapping[str, Any] | Failed:
+        try:
+            if isinstance(arguments, (bytes, bytearray, memoryview, str)):
+                value = parse_json(
+                    bytes(arguments) if not isinstance(arguments, str) else arguments, self.limits
+                )
+            else:
+                check_value(arguments, self.limits)
+                value = arguments
+        except PayloadRejected as exc:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"The arguments were rejected: {exc}",
+                reason=exc.reason,
+                issues=[],
+            )
+        if not isinstance(value, Mapping):
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                "The arguments must be a JSON object.",
+                reason="not_an_object",
+                issues=[],
+            )
+        return value
+
+    def _authorize(
+        self, registered: RegisteredTool, principal: Principal | None, trace: _Trace
+    ) -> Failed | None:
+        tool = registered.tool
+        decision = check_auth_mode(tool.auth, principal, admin_scope=self.admin_scope)
+        if not decision.ok:
+            if decision.code == "UNAUTHENTICATED":
+                return failed(
+                    ErrorCode.UNAUTHENTICATED,
+                    f"Tool {registered.name!r} requires an authenticated caller.",
+                    reason=decision.reason,
+                )
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"Tool {registered.name!r} requires the admin scope.",
+                reason=decision.reason,
+                required=[self.admin_scope],
+                missing=[self.admin_scope],
+            )
+        trace.admin_used = decision.admin_used
+        if tool.auth == "public" or principal is None:
+            return None
+        check = missing_scopes(
+            principal.scopes,
+            registered.required_scopes,
+            self.access_catalog,
+            admin_scope=self.admin_scope,
+        )
+        if not check.allowed:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"Tool {registered.name!r} needs scopes the caller lacks: "
+                f"{', '.join(check.missing)}.",
+                reason="insufficient_scope",
+                required=list(registered.required_scopes),
+                granted=sorted(principal.scopes),
+                missing=list(check.missing),
+            )
+        trace.admin_used = trace.admin_used or check.admin_used
+        return None
+
+    def _controls(
+        self,
+        registered: RegisteredTool,
+        payload: Mapping[str, Any],
+        given: InvocationControls | None,
+    ) -> tuple[dict[str, Any], InvocationControls] | Failed:
+        arguments = dict(payload)
+        raw = arguments.pop(CONTROL_FIELD, None)
+        try:
+            body = InvocationControls.model_validate(raw if raw is not None else {})
+        except ValidationError as exc:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Invalid {CONTROL_FIELD} controls: "
+                + "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}"
+                    for e in exc.errors(include_input=False, include_url=False)
+                ),
+                reason="invalid_controls",
+                issues=[
+                    {
+                        "loc": [CONTROL_FIELD, *map(str, e["loc"])],
+                        "msg": e["msg"],
+                        "type": e["type"],
+                    }
+                    for e in exc.errors(
+                        include_input=False, include_url=False, include_context=False
+                    )
+                ],
+            )
+        merged = _merge_controls(body, given)
+        if isinstance(merged, Failed):
+            return merged
+        unaccepted = merged.given() - registered.controls.accepted - {"onBehalfOf"}
+        if unaccepted:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Tool {registered.name!r} does not accept the control(s) "
+                f"{', '.join(sorted(unaccepted))}.",
+                reason="control_not_accepted",
+                accepted=sorted(registered.controls.accepted),
+            )
+        return arguments, merged
+
+    def _tenant(
+        self,
+        registered: RegisteredTool,
+        principal: Principal | None,
+        arguments: dict[str, Any],
+        controls: InvocationControls,
+        trace: _Trace,
+    ) -> str | Failed:
+        tool = registered.tool
+        if principal is None:
+            if controls.on_behalf_of is not None:
+                return _tenant_forbidden(registered)
+            return ""
+        field_name = tool.tenant_field
+        requested: object = controls.on_behalf_of
+        if field_name is not None and arguments.get(field_name) is not None:
+            from_input = arguments[field_name]
+            if requested is not None and from_input != requested:
+                return _tenant_forbidden(registered)
+            requested = from_input
+        decision = resolve_tenant(
+            principal=principal,
+            requested=requested,
+            delegable=tool.delegable,
+            admin_scope=self.admin_scope,
+        )
+        if decision.denied:
+            return _tenant_forbidden(registered)
+        if field_name is not None:
+            arguments[field_name] = decision.tenant_id
+        trace.tenant = decision.tenant_id
+        trace.delegated = decision.delegated
+        trace.admin_used = trace.admin_used or decision.delegated
+        return decision.tenant_id
+
+    async def _context(
+        self,
+        registered: RegisteredTool,
+        principal: Principal | None,
+        controls: InvocationControls,
+        call: CallOptions,
+        tenant: str,
+        trace: _Trace,
+    ) -> ToolContext:
+        if self._context_factory is None:
+            ctx = ToolContext()
+        else:
+            made = self._context_factory(principal, registered, controls)
+            ctx = await made if inspect.isawaitable(made) else made
+        ctx.tenant_id = tenant
+        ctx.principal = principal
+        ctx.actor = principal.actor if principal is not None else None
+        ctx.audience = call.audience or ctx.actor
+        ctx.delegated = trace.delegated
+        ctx.request_id = controls.request_key
+        # A caller-supplied admission is never trusted; the gate mints one when needed.
+        ctx.handler_action_policy = None
+        ctx.session_id = call.session_id
+        ctx.turn_id = call.turn_id
+        ctx.step_id = call.step_id
+        ctx.call_id = call.call_id
+        ctx.invocation_id = call.invocation_id or uuid.uuid4().hex
+        ctx.resume = call.resume
+        ctx.state = call.state
+        ctx.progress_sink = call.progress_sink
+        ctx.log_sink = call.log_sink
+        if call.cancel is not None:
+            ctx.cancel = call.cancel
+        return ctx
+
+    def _confirmation_required(
+        self, registered: RegisteredTool, prepared: PreparedAction, fingerprint: str | None
+    ) -> InteractionRequired:
+        digest = fingerprint or "sha256:" + uuid.uuid4().hex
+        return InteractionRequired(
+            interaction=Interaction(
+                id="confirm_" + digest.removeprefix("sha256:")[:24],
+                kind="approval",
+                prompt=f"Confirm running {registered.name!r}"
+                + (f" on {prepared.target!r}" if prepared.target else "")
+                + '. Retry the same call with "_charter": {"confirmed": true} once the '
+                "user agrees.",
+                metadata={
+                    "code": ErrorCode.CONFIRMATION_REQUIRED.value,
+                    "tool": registered.name,
+                    "target": prepared.target,
+                    "retryWith": {CONTROL_FIELD: {"confirmed": True}},
+                },
+            )
+        )
+
+    async def _execute(
+        self,
+        registered: RegisteredTool,
+        prepared: PreparedAction,
+        ctx: ToolContext,
+        principal: Principal | None,
+        controls: InvocationControls,
+        fingerprint: str | None,
+        trace: _Trace,
+    ) -> ToolOutcome:
+        policy = registered.action_policy
+        if (
+            fingerprint is not None
+            and policy is not None
+            and (
+                policy.ledger == "required"
+                or policy.approval != "never"
+                or registered.tool.enforcement == "handler"
+            )
+        ):
+            outcome, audited = await self._gate.execute(
+                prepared=prepared,
+                ctx=ctx,
+                principal=principal,
+                controls=controls,
+                fingerprint=fingerprint,
+                audit=lambda o: trace.event(o, trace.elapsed(), self._clock()),
+            )
+            trace.audited = audited
+            return outcome
+        outcome = await self.registry.dispatch_prepared(prepared, ctx)
+        if isinstance(outcome, Completed):
+            await run_after_commit(ctx.after_commit)
+        else:
+            discard_after_commit(ctx.after_commit)
+        return outcome
+
+    # -- where requests stand ---------------------------------------------------------------
+
+    async def action_status(self, principal: Principal, request_id: str) -> ActionStatus | None:
+        """Where a request stands, scoped to the caller's tenant (None if unknown there)."""
+        return await self._gate.status(principal, request_id)
+
+    async def settle(self, invocation_id: str, outcome: ToolOutcome) -> bool:
+        """Complete a deferred call once; returns False if it was already settled."""
+        return await self._gate.settle(invocation_id, outcome)
+
+    async def aclose(self) -> None:
+        """Release the store's connections and the registry's worker threads."""
+        self.registry.close()
+        close = getattr(self.store, "aclose", None)
+        if close is not None:
+            await close()
+
+
+@runtime_checkable
+class _StoreAuditSink(AuditSink, Protocol):
+    """A store that also keeps audit events (then they commit with the action)."""
+
+
+def _tenant_forbidden(registered: RegisteredTool) -> Failed:
+    return failed(
+        ErrorCode.AUTHORIZATION_DENIED,
+        f"Tool {registered.name!r} may only act on the caller's own tenant.",
+        reason="tenant_forbidden",
+    )
+
+
+def _merge_controls(
+    body: InvocationControls, given: InvocationControls | None
+) -> InvocationControls | Failed:
+    """Merge transport controls (headers) with ``_charter``; a value in both must agree."""
+    if given is None:
+        return body
+    merged: dict[str, Any] = {}
+    for field_name in InvocationControls.model_fields:
+        a, b = getattr(body, field_name), getattr(given, field_name)
+        if a is not None and b is not None and a != b:
+            alias = InvocationControls.model_fields[field_name].alias or field_name
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"The control {alias!r} was given twice with different values.",
+                reason="controls_conflict",
+                control=alias,
+            )
+        value = a if a is not None else b
+        if value is not None:
+            merged[field_name] = value
+    return InvocationControls.model_validate(
+        {InvocationControls.model_fields[k].alias or k: v for k, v in merged.items()}
+    )
+
+
+class _Trace:
+    """What the pipeline learned about a call, for its audit event."""
+
+    def __init__(self, *, tool: str, principal: Principal | None) -> None:
+        self.tool = str(tool)[:200]
+        self.principal = principal
+        self.registered: RegisteredTool | None = None
+        self.tenant: str | None = principal.tenant_id if principal is not None else None
+        self.delegated = False
+        self.admin_used = False
+        self.request_id: str | None = None
+        self.approval_id: str | None = None
+        self.audited = False
+        self._started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._started
+
+    def event(self, outcome: ToolOutcome, seconds: float, now: datetime) -> AuditEvent:
+        registered = self.registered
+        principal = self.principal
+        return AuditEvent(
+            id="aud_" + uuid.uuid4().hex,
+            time=now,
+            subject=principal.subject if principal is not None else None,
+            principal_tenant=principal.tenant_id if principal is not None else None,
+            tenant=self.tenant,
+            delegated=self.delegated,
+            admin_used=self.admin_used,
+            tool=self.tool,
+            capability_id=registered.capability_id if registered else None,
+            capability_version=registered.capability_version if registered else None,
+            request_id=self.request_id,
+            approval_id=self.approval_id,
+            outcome=outcome.kind,
+            code=outcome.code.value if isinstance(outcome, Failed) else None,
+            reason=outcome.reason if isinstance(outcome, Failed) else None,
+            replayed=bool(getattr(outcome, "replayed", False)),
+            duration_ms=round(seconds * 1000, 3),
+        )

@@ -1,0 +1,221 @@
+"""An in-memory ``LedgerStore`` for tests, examples and single-process demos (not durable)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+from .audit import AuditEvent, MemoryAuditSink
+from .ledger import (
+    ApprovalRecord,
+    ApprovalStatus,
+    ClaimRecord,
+    DeferredRecord,
+    LedgerEntry,
+    StoreBusy,
+)
+
+__all__ = ("MemoryStore",)
+
+_Key = tuple[str, str, str]
+
+
+class MemoryStore(MemoryAuditSink):
+    """Keeps the ledger in dictionaries; transactions run one at a time and roll back whole."""
+
+    def __init__(self) -> None:
+        """Create an empty store."""
+        super().__init__()
+        self.entries: dict[_Key, LedgerEntry] = {}
+        self.approvals: dict[str, ApprovalRecord] = {}
+        self.claims: dict[_Key, ClaimRecord] = {}
+        self.deferred: dict[str, DeferredRecord] = {}
+        self._write = asyncio.Lock()
+
+    @asynccontextmanager
+    async def transaction(self, *, wait: float) -> AsyncIterator[_MemoryTransaction]:
+        """Serialise writers; everything written in the block is applied only on success."""
+        try:
+            await asyncio.wait_for(self._write.acquire(), timeout=wait)
+        except TimeoutError:
+            raise StoreBusy("the in-memory store is busy") from None
+        tx = _MemoryTransaction(self)
+        try:
+            yield tx
+            tx.apply()
+        finally:
+            self._write.release()
+
+    async def get_entry(
+        self, tenant_id: str, principal_id: str, request_id: str
+    ) -> LedgerEntry | None:
+        """Read a committed entry."""
+        return self.entries.get((tenant_id, principal_id, request_id))
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert a pending approval, or return the one already made for its request."""
+        for existing in self.approvals.values():
+            if (existing.tenant_id, existing.requester_id, existing.request_id) == (
+                record.tenant_id,
+                record.requester_id,
+                record.request_id,
+            ):
+                return existing
+        self.approvals[record.id] = record
+        return record
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """Read an approval by id."""
+        return self.approvals.get(approval_id)
+
+    async def find_approval(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """Read the approval made for one request."""
+        for record in self.approvals.values():
+            if (record.tenant_id, record.requester_id, record.request_id) == (
+                tenant_id,
+                requester_id,
+                request_id,
+            ):
+                return record
+        return None
+
+    async def list_approvals(
+        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+    ) -> list[ApprovalRecord]:
+        """List a tenant's approvals, newest first."""
+        records = [
+            r
+            for r in self.approvals.values()
+            if r.tenant_id == tenant_id and (status is None or r.status == status)
+        ]
+        return sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+    ) -> bool:
+        """Change an approval's status if it is still in ``expected``."""
+        record = self.approvals.get(approval_id)
+        if record is None or record.status not in expected:
+            return False
+        self.approvals[approval_id] = record.model_copy(
+            update={
+                "status": status,
+                "decided_by": decided_by,
+                "decided_at": at,
+                "decision_reason": reason,
+            }
+        )
+        return True
+
+    async def get_deferred(self, invocation_id: str) -> DeferredRecord | None:
+        """Read a deferred record."""
+        return self.deferred.get(invocation_id)
+
+    async def settle_deferred(self, invocation_id: str, outcome: str, at: datetime) -> bool:
+        """Settle an active deferred record and its ledger entry once."""
+        record = self.deferred.get(invocation_id)
+        if record is None or record.status != "active":
+            return False
+        self.deferred[invocation_id] = record.model_copy(
+            update={"status": "settled", "outcome": outcome, "settled_at": at}
+        )
+        key = (record.tenant_id, record.principal_id, record.request_id)
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries[key] = entry.model_copy(update={"status": "completed", "outcome": outcome})
+        return True
+
+    async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
+        """Delete expired completed entries and expired decided approvals."""
+        doomed = [
+            k for k, e in self.entries.items() if e.status == "completed" and e.expires_at < before
+        ]
+        for key in doomed:
+            del self.entries[key]
+        stale = [
+            a.id
+            for a in self.approvals.values()
+            if a.status in ("denied", "consumed") and a.expires_at < before
+        ]
+        for approval_id in stale:
+            del self.approvals[approval_id]
+        return len(doomed) + len(stale)
+
+
+class _MemoryTransaction:
+    """Buffers writes and applies them to the store on commit."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._entries: dict[_Key, LedgerEntry] = {}
+        self._consumed: dict[str, ApprovalRecord] = {}
+        self._claims: dict[_Key, ClaimRecord] = {}
+        self._deferred: dict[str, DeferredRecord] = {}
+        self._audit: list[AuditEvent] = []
+
+    @property
+    def connection(self) -> object:
+        """No database connection: handlers of an in-memory host get ``ctx.db = None``."""
+        return None
+
+    async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:
+        key = (entry.tenant_id, entry.principal_id, entry.request_id)
+        existing = self._store.entries.get(key)
+        if existing is not None and existing.expires_at > now:
+            return existing
+        self._entries[key] = entry
+        return None
+
+    async def complete(self, entry: LedgerEntry) -> None:
+        self._entries[(entry.tenant_id, entry.principal_id, entry.request_id)] = entry
+
+    async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
+        record = self._store.approvals.get(approval_id)
+        if record is None or record.status != "approved" or record.expires_at <= now:
+            return False
+        self._consumed[approval_id] = record.model_copy(
+            update={"status": "consumed", "consumed_by": request_id}
+        )
+        return True
+
+    async def get_claim(
+        self, tenant_id: str, principal_id: str, request_id: str
+    ) -> ClaimRecord | None:
+        key = (tenant_id, principal_id, request_id)
+        return self._claims.get(key) or self._store.claims.get(key)
+
+    async def insert_claim(self, claim: ClaimRecord) -> None:
+        self._claims[(claim.tenant_id, claim.principal_id, claim.request_id)] = claim
+
+    async def record_claim_result(
+        self, tenant_id: str, principal_id: str, request_id: str, reference: str
+    ) -> None:
+        key = (tenant_id, principal_id, request_id)
+        claim = self._claims.get(key) or self._store.claims[key]
+        self._claims[key] = claim.model_copy(update={"result_reference": reference})
+
+    async def insert_deferred(self, record: DeferredRecord) -> None:
+        self._deferred[record.invocation_id] = record
+
+    async def record_audit(self, event: AuditEvent) -> None:
+        self._audit.append(event)
+
+    def apply(self) -> None:
+        store = self._store
+        store.entries.update(self._entries)
+        store.approvals.update(self._consumed)
+        store.claims.update(self._claims)
+        store.deferred.update(self._deferred)
+        for event in self._audit:
+            store._events.append(event)
