@@ -1,0 +1,400 @@
+"""The rules that judge a change to one tool's manifest entry (see docs/versioning.md).
+
+Each rule reads one part of an old and a new entry (camelCase, as in
+docs/manifest-format.md) and returns `Finding`s: where, what kind, how severe, why.
+Schemas are judged by `_schema_diff`, inputs in the input position, outputs in the output
+position. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from charter._schema_diff import Position, Severity, diff_schemas
+
+__all__ = ("Entry", "Finding", "entry_findings", "strings")
+
+Entry: TypeAlias = Mapping[str, object]
+"""One manifest entry, as JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One judged difference inside a tool's entry."""
+
+    path: str
+    kind: str
+    severity: Severity
+    detail: str
+
+
+_TIERS = ("read", "write", "sensitive", "destructive")
+_RISKS = ("low", "medium", "high", "critical")
+_AUTH = ("public", "identity", "admin")
+_APPROVAL = ("never", "conditional", "required")
+
+# Entry keys with their own rule, and keys that never matter to callers.
+_RULED = frozenset(
+    {
+        *("name", "description", "aliases", "deprecation", "capabilityId", "capabilityVersion"),
+        *("inputSchema", "outputSchema", "requiredScopes", "audience", "tier", "deploymentRisk"),
+        *("riskPolicy", "annotations", "auth", "delegable", "tenantField", "actionPolicy"),
+    }
+)
+_INFORMATIONAL = frozenset({"owner", "contractVersion"})
+
+
+def strings(value: object) -> tuple[str, ...]:
+    """The strings of a JSON array, else none."""
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _listed(values: Sequence[str]) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def entry_findings(old: Entry, new: Entry) -> list[Finding]:
+    """Judge every difference between two entries of the same tool (or a renamed one)."""
+    findings: list[Finding] = []
+    for rule in _RULES:
+        findings += rule(old, new)
+    return findings
+
+
+def _description(old: Entry, new: Entry) -> list[Finding]:
+    if old.get("description") == new.get("description"):
+        return []
+    return [Finding("description", "description-changed", "compatible", "description changed")]
+
+
+def _aliases(old: Entry, new: Entry) -> list[Finding]:
+    # Names a caller could use before, and can use now.
+    old_names = {old.get("name"), *strings(old.get("aliases"))}
+    new_names = {new.get("name"), *strings(new.get("aliases"))}
+    findings = []
+    for alias in strings(old.get("aliases")):
+        if alias not in new_names:
+            detail = f"alias {alias!r} removed; callers using it get NOT_FOUND"
+            findings.append(Finding("aliases", "alias-removed", "breaking", detail))
+    for alias in strings(new.get("aliases")):
+        if alias not in old_names:
+            findings.append(
+                Finding("aliases", "alias-added", "compatible", f"alias {alias!r} added")
+            )
+    return findings
+
+
+def _deprecation(old: Entry, new: Entry) -> list[Finding]:
+    before, after = old.get("deprecation"), new.get("deprecation")
+    if before == after:
+        return []
+    if before is None:
+        parts = ["deprecated"]
+        if isinstance(after, Mapping):
+            if isinstance(message := after.get("message"), str):
+                parts.append(message)
+            if isinstance(sunset := after.get("sunsetDate"), str):
+                parts.append(f"sunset {sunset}")
+        detail = "; ".join(parts)
+        return [Finding("deprecation", "deprecation-added", "compatible", detail)]
+    if after is None:
+        return [Finding("deprecation", "deprecation-removed", "compatible", "no longer deprecated")]
+    detail = f"deprecation changed: {_show(before)} → {_show(after)}"
+    return [Finding("deprecation", "deprecation-changed", "compatible", detail)]
+
+
+def _identity(old: Entry, new: Entry) -> list[Finding]:
+    findings = []
+    if old.get("capabilityId") != new.get("capabilityId"):
+        detail = (
+            f"capabilityId {_show(old.get('capabilityId'))} → {_show(new.get('capabilityId'))}; "
+            "lookups and ledger fingerprints by capability change"
+        )
+        findings.append(Finding("capabilityId", "capability-id-changed", "breaking", detail))
+    for key in sorted((set(old) | set(new)) - _RULED):
+        if old.get(key) != new.get(key):
+            detail = f"{key} {_show(old.get(key))} → {_show(new.get(key))}"
+            kind = "field-changed" if key not in _INFORMATIONAL else f"{key}-changed"
+            findings.append(Finding(key, kind, "compatible", detail))
+    return findings
+
+
+def _scopes(old: Entry, new: Entry) -> list[Finding]:
+    before, after = strings(old.get("requiredScopes")), strings(new.get("requiredScopes"))
+    added = [s for s in after if s not in before]
+    removed = [s for s in before if s not in after]
+    findings = []
+    if added:
+        detail = f"required scopes added: {_listed(added)}; callers without them are denied"
+        findings.append(Finding("requiredScopes", "scopes-added", "breaking", detail))
+    if removed:
+        detail = f"required scopes removed: {_listed(removed)}"
+        findings.append(Finding("requiredScopes", "scopes-removed", "compatible", detail))
+    return findings
+
+
+def _audience(old: Entry, new: Entry) -> list[Finding]:
+    # An absent audience means every audience may see the tool.
+    before, after = old.get("audience"), new.get("audience")
+    if before == after:
+        return []
+    if after is None:
+        detail = "audience restriction removed; every audience sees the tool"
+        return [Finding("audience", "audience-widened", "compatible", detail)]
+    if before is None:
+        detail = f"now visible only to {_listed(strings(after))}"
+        return [Finding("audience", "audience-narrowed", "breaking", detail)]
+    removed = [a for a in strings(before) if a not in strings(after)]
+    added = [a for a in strings(after) if a not in strings(before)]
+    findings = []
+    if removed:
+        detail = f"no longer visible to {_listed(removed)}"
+        findings.append(Finding("audience", "audience-narrowed", "breaking", detail))
+    if added:
+        detail = f"now also visible to {_listed(added)}"
+        findings.append(Finding("audience", "audience-widened", "compatible", detail))
+    return findings
+
+
+def _ranked(
+    path: str, name: str, order: Sequence[str], before: object, after: object, why: str
+) -> list[Finding]:
+    """A change on an ordered scale: up is breaking, down compatible, unknown undecidable."""
+    if before == after:
+        return []
+    detail = f"{name} {_show(before)} → {_show(after)}"
+    if before not in order or after not in order:
+        detail += f"; charter does not know how to order these (expected {', '.join(order)})"
+        return [Finding(path, f"{name}-changed", "undecidable", detail)]
+    if order.index(str(after)) > order.index(str(before)):
+        return [Finding(path, f"{name}-raised", "breaking", f"{detail}; {why}")]
+    return [Finding(path, f"{name}-lowered", "compatible", detail)]
+
+
+def _risk(old: Entry, new: Entry) -> list[Finding]:
+    return [
+        *_ranked(
+            "tier",
+            "tier",
+            _TIERS,
+            old.get("tier"),
+            new.get("tier"),
+            "calls may now need a request id, confirmation or approval",
+        ),
+        *_ranked(
+            "deploymentRisk",
+            "deployment-risk",
+            _RISKS,
+            old.get("deploymentRisk"),
+            new.get("deploymentRisk"),
+            "policies keyed on risk may now stop callers",
+        ),
+        *_ranked(
+            "auth",
+            "auth",
+            _AUTH,
+            old.get("auth"),
+            new.get("auth"),
+            "callers that were allowed may now be refused",
+        ),
+        *_risk_policy(old, new),
+    ]
+
+
+def _risk_policy(old: Entry, new: Entry) -> list[Finding]:
+    before = old.get("riskPolicy")
+    after = new.get("riskPolicy")
+    before = before if isinstance(before, Mapping) else {}
+    after = after if isinstance(after, Mapping) else {}
+    findings = []
+    was, now = before.get("confirmationRequired") is True, after.get("confirmationRequired") is True
+    if now and not was:
+        detail = "riskPolicy now requires confirmation; calls without `confirmed: true` stop"
+        findings.append(Finding("riskPolicy", "confirmation-required", "breaking", detail))
+    elif was and not now:
+        detail = "riskPolicy no longer requires confirmation"
+        findings.append(Finding("riskPolicy", "confirmation-dropped", "compatible", detail))
+    for key in sorted((set(before) | set(after)) - {"confirmationRequired"}):
+        if before.get(key) != after.get(key):
+            detail = f"riskPolicy.{key} {_show(before.get(key))} → {_show(after.get(key))}"
+            findings.append(Finding("riskPolicy", "risk-policy-changed", "compatible", detail))
+    return findings
+
+
+def _annotations(old: Entry, new: Entry) -> list[Finding]:
+    if old.get("annotations") == new.get("annotations"):
+        return []
+    detail = f"annotations {_show(old.get('annotations'))} → {_show(new.get('annotations'))}"
+    return [Finding("annotations", "annotations-changed", "compatible", detail)]
+
+
+def _delegation(old: Entry, new: Entry) -> list[Finding]:
+    findings = []
+    was, now = old.get("delegable") is True, new.get("delegable") is True
+    if was and not now:
+        detail = "no longer delegable; admin calls on behalf of another tenant are denied"
+        findings.append(Finding("delegable", "delegation-removed", "breaking", detail))
+    elif now and not was:
+        findings.append(Finding("delegable", "delegation-added", "compatible", "now delegable"))
+    before, after = old.get("tenantField"), new.get("tenantField")
+    if before != after:
+        detail = f"tenantField {_show(before)} → {_show(after)}"
+        # Only delegated callers name a tenant; for them a moved field is breaking.
+        severity: Severity = "breaking" if was and before is not None else "compatible"
+        findings.append(Finding("tenantField", "tenant-field-changed", severity, detail))
+    return findings
+
+
+def _requires_interaction(policy: Mapping[str, object]) -> bool:
+    controls = policy.get("controls")
+    required = strings(controls.get("required")) if isinstance(controls, Mapping) else ()
+    return (
+        bool(required)
+        or policy.get("approval") in ("conditional", "required")
+        or policy.get("confirmation") == "required"
+    )
+
+
+def _action_policy(old: Entry, new: Entry) -> list[Finding]:
+    before, after = old.get("actionPolicy"), new.get("actionPolicy")
+    if before == after:
+        return []
+    if not isinstance(after, Mapping):
+        detail = "action policy removed; calls need no controls"
+        return [Finding("actionPolicy", "action-policy-removed", "compatible", detail)]
+    if not isinstance(before, Mapping):
+        if _requires_interaction(after):
+            controls = after.get("controls")
+            required = strings(controls.get("required")) if isinstance(controls, Mapping) else ()
+            detail = (
+                f"action policy added (approval {_show(after.get('approval'))}, "
+                f"required controls: {_listed(required) or 'none'})"
+            )
+            return [Finding("actionPolicy", "action-policy-added", "breaking", detail)]
+        detail = "action policy added; it requires nothing of callers"
+        return [Finding("actionPolicy", "action-policy-added", "compatible", detail)]
+    return [
+        *_ranked(
+            "actionPolicy.approval",
+            "approval",
+            _APPROVAL,
+            before.get("approval"),
+            after.get("approval"),
+            "calls may now wait for a human approval",
+        ),
+        *_ranked(
+            "actionPolicy.risk",
+            "action-risk",
+            _RISKS,
+            before.get("risk"),
+            after.get("risk"),
+            "policies keyed on risk may now stop callers",
+        ),
+        *_confirmation(before, after),
+        *_controls(before, after),
+        *_actor_types(before, after),
+        *_policy_details(before, after),
+    ]
+
+
+def _confirmation(before: Mapping[str, object], after: Mapping[str, object]) -> list[Finding]:
+    was, now = before.get("confirmation"), after.get("confirmation")
+    if was == now or now is None:
+        return []
+    path = "actionPolicy.confirmation"
+    if now == "required":
+        detail = "action policy now requires confirmation"
+        return [Finding(path, "confirmation-required", "breaking", detail)]
+    return [Finding(path, "confirmation-dropped", "compatible", f"confirmation {was} → {now}")]
+
+
+def _controls(before: Mapping[str, object], after: Mapping[str, object]) -> list[Finding]:
+    old_c, new_c = before.get("controls"), after.get("controls")
+    old_c = old_c if isinstance(old_c, Mapping) else {}
+    new_c = new_c if isinstance(new_c, Mapping) else {}
+    old_required, new_required = strings(old_c.get("required")), strings(new_c.get("required"))
+    old_accepted = {*old_required, *strings(old_c.get("optional"))}
+    new_accepted = {*new_required, *strings(new_c.get("optional"))}
+    path = "actionPolicy.controls"
+    findings = []
+    for name in new_required:
+        if name not in old_required:
+            detail = f"control {name!r} is now required; calls without it stop"
+            findings.append(Finding(path, "control-required", "breaking", detail))
+    for name in old_required:
+        if name not in new_required:
+            detail = f"control {name!r} is no longer required"
+            findings.append(Finding(path, "control-no-longer-required", "compatible", detail))
+    for name in sorted(old_accepted - new_accepted):
+        detail = f"control {name!r} is no longer listed as accepted"
+        findings.append(Finding(path, "control-dropped", "compatible", detail))
+    for name in sorted(new_accepted - old_accepted - set(new_required)):
+        detail = f"control {name!r} is now accepted"
+        findings.append(Finding(path, "control-accepted", "compatible", detail))
+    return findings
+
+
+def _actor_types(before: Mapping[str, object], after: Mapping[str, object]) -> list[Finding]:
+    # An empty list allows every actor type.
+    was, now = strings(before.get("allowedActorTypes")), strings(after.get("allowedActorTypes"))
+    if was == now:
+        return []
+    path = "actionPolicy.allowedActorTypes"
+    removed = [a for a in was if a not in now]
+    if now and (not was or removed):
+        detail = f"allowed actor types {_listed(was) or 'any'} → {_listed(now)}"
+        return [Finding(path, "actor-types-narrowed", "breaking", detail)]
+    detail = f"allowed actor types {_listed(was) or 'any'} → {_listed(now) or 'any'}"
+    return [Finding(path, "actor-types-widened", "compatible", detail)]
+
+
+def _policy_details(before: Mapping[str, object], after: Mapping[str, object]) -> list[Finding]:
+    ruled = {"approval", "risk", "confirmation", "controls", "allowedActorTypes"}
+    findings = []
+    for key in sorted((set(before) | set(after)) - ruled):
+        if before.get(key) != after.get(key):
+            detail = f"actionPolicy.{key} {_show(before.get(key))} → {_show(after.get(key))}"
+            path = f"actionPolicy.{key}"
+            findings.append(Finding(path, "action-policy-changed", "compatible", detail))
+    return findings
+
+
+_SCHEMA_POSITIONS: tuple[tuple[str, Position], ...] = (
+    ("inputSchema", "input"),
+    ("outputSchema", "output"),
+)
+
+
+def _schemas(old: Entry, new: Entry) -> list[Finding]:
+    findings = []
+    for key, position in _SCHEMA_POSITIONS:
+        before, after = old.get(key, True), new.get(key, True)
+        for change in diff_schemas(before, after, position=position):
+            path = key + change.path[1:]
+            findings.append(Finding(path, change.kind, change.severity, change.detail))
+    return findings
+
+
+_RULES: tuple[Callable[[Entry, Entry], list[Finding]], ...] = (
+    _aliases,
+    _identity,
+    _scopes,
+    _audience,
+    _risk,
+    _delegation,
+    _action_policy,
+    _description,
+    _deprecation,
+    _annotations,
+    _schemas,
+)

@@ -1,0 +1,90 @@
+"""Load the registry a `charter` command works on from a `module:attribute` spec."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Protocol, runtime_checkable
+
+from charter.errors import ConfigurationError
+
+__all__ = ("ManifestSource", "load_target", "manifest_of", "registry_of")
+
+
+@runtime_checkable
+class ManifestSource(Protocol):
+    """Protocol: anything that renders the discovery manifest as JSON, like a `Registry`."""
+
+    def manifest_json(self) -> str:
+        """The whole manifest as stable JSON."""
+        ...
+
+
+def load_target(spec: str) -> object:
+    """Import `module:attribute` (the attribute may be dotted) and return the object.
+
+    A zero-argument factory that is neither a registry nor a host is called once and its
+    result returned.
+
+    Raises:
+        ConfigurationError: The spec is malformed, the module cannot be imported, the
+            attribute is missing, or the factory fails.
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigurationError(
+            f"target {spec!r} must look like 'module:attribute', e.g. 'myapp.tools:registry'"
+        )
+    try:
+        obj: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import module {module_name!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise ConfigurationError(
+                f"module {module_name!r} has no attribute {attribute!r}"
+            ) from exc
+    if _is_registry_or_host(obj) or not callable(obj):
+        return obj
+    try:
+        return obj()
+    except Exception as exc:
+        # Anything the user's factory raises is reported as a target problem, with the cause.
+        raise ConfigurationError(f"calling the factory {spec!r} failed: {exc!r}") from exc
+
+
+def _is_registry_or_host(obj: object) -> bool:
+    return isinstance(obj, ManifestSource) or isinstance(
+        getattr(obj, "registry", None), ManifestSource
+    )
+
+
+def registry_of(obj: object) -> ManifestSource:
+    """The registry behind a `Registry` or a `Host` (its `.registry`).
+
+    Raises:
+        ConfigurationError: The object is neither.
+    """
+    if isinstance(obj, ManifestSource):
+        return obj
+    registry = getattr(obj, "registry", None)
+    if isinstance(registry, ManifestSource):
+        return registry
+    raise ConfigurationError(
+        f"{type(obj).__name__} is not a charter Registry or Host "
+        "(expected an object with manifest_json(), or a .registry that has one)"
+    )
+
+
+def manifest_of(obj: object) -> list[dict[str, object]]:
+    """The manifest entries of a `Registry` or a `Host`, as plain JSON values.
+
+    Raises:
+        ConfigurationError: The object is neither, or its manifest is not a list of entries.
+    """
+    document = json.loads(registry_of(obj).manifest_json())
+    if not isinstance(document, list) or not all(isinstance(e, dict) for e in document):
+        raise ConfigurationError("manifest_json() did not return a JSON list of tool entries")
+    return document
