@@ -1,0 +1,190 @@
+"""Tools that let approvers (and agents acting for them) work approvals through any transport."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .auth import Principal
+from .context import ToolContext
+from .errors import ErrorCode, ToolError
+from .ledger import ApprovalRecord
+from .outcome import Failed, InteractionRequired
+from .policy import ActionPolicy
+from .risk import RiskPolicy
+from .tool import Tool, define_tool
+
+if TYPE_CHECKING:
+    from .host import Host
+
+__all__ = ("APPROVER_SCOPE", "approval_tools")
+
+APPROVER_SCOPE = "charter:approve"
+
+
+class ApprovalDecisionInput(BaseModel):
+    """Which approval to decide, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approval_id: str = Field(min_length=1, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class ApprovalView(BaseModel):
+    """An approval as an approver or requester sees it."""
+
+    approval_id: str
+    status: Literal["pending", "approved", "denied", "consumed"]
+    tool: str
+    target: str | None
+    arguments: dict[str, Any]
+    requester: str
+    risk: str
+    expires_at: datetime
+    decided_by: str | None = None
+    reason: str | None = None
+
+
+class ApprovalRequestInput(BaseModel):
+    """The call to ask approval for: the tool, its exact arguments and your request id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=128)
+    arguments: dict[str, Any]
+    request_id: str = Field(min_length=1, max_length=64)
+
+
+class ApprovalListInput(BaseModel):
+    """Which approvals to list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["pending", "approved", "denied", "consumed"] | None = "pending"
+
+
+class ApprovalList(BaseModel):
+    """Approvals in the caller's tenant."""
+
+    approvals: list[ApprovalView]
+
+
+_DECISION_RISK = RiskPolicy(
+    destructive=False, reversible=False, dry_run_supported=False, side_effects=("data-write",)
+)
+_DECISION_POLICY = ActionPolicy(
+    kind="execute", target_type="approval", command_target_field="approval_id", ledger="optional"
+)
+
+
+def approval_tools(
+    host: Host, *, approver_scope: str = APPROVER_SCOPE
+) -> list[Tool[Any, Any, Any]]:
+    """Build the approval tools over ``host.approvals``; register them to expose them.
+
+    The tools are ``request_action_approval``, ``approve_action_approval``,
+    ``deny_action_approval`` and ``list_action_approvals``.
+    """
+
+    async def approve(args: ApprovalDecisionInput, ctx: ToolContext) -> ApprovalView:
+        return _view(await host.approvals.grant(args.approval_id, _principal(ctx), args.reason))
+
+    async def deny(args: ApprovalDecisionInput, ctx: ToolContext) -> ApprovalView:
+        return _view(await host.approvals.deny(args.approval_id, _principal(ctx), args.reason))
+
+    async def listing(args: ApprovalListInput, ctx: ToolContext) -> ApprovalList:
+        records = await host.approvals.list(_principal(ctx), args.status)
+        return ApprovalList(approvals=[_view(r) for r in records])
+
+    async def request(args: ApprovalRequestInput, ctx: ToolContext) -> ApprovalView:
+        principal = _principal(ctx)
+        arguments = {
+            **args.arguments,
+            "_charter": {"requestId": args.request_id, "confirmed": True},
+        }
+        outcome = await host.invoke(args.tool, arguments, principal)
+        if isinstance(outcome, Failed):
+            raise ToolError(outcome.code, outcome.message, meta=outcome.meta)
+        if not isinstance(outcome, InteractionRequired) or outcome.interaction.id.startswith(
+            "confirm_"
+        ):
+            raise ToolError(
+                ErrorCode.INVALID_INPUT,
+                f"Tool {args.tool!r} does not need an approval for these arguments.",
+                meta={"reason": "approval_not_required"},
+            )
+        record = await host.approvals.get(principal, outcome.interaction.id)
+        if record is None:
+            raise ToolError(ErrorCode.NOT_FOUND, "The approval could not be read back.")
+        return _view(record)
+
+    common: dict[str, Any] = {"tier": "write", "risk_policy": _DECISION_RISK, "owner": "charter"}
+    return [
+        define_tool(
+            name="request_action_approval",
+            description="Ask for a person's approval of one exact call (tool, arguments, "
+            "requestId) before making it; returns the approvalId to pass later.",
+            input_schema=ApprovalRequestInput,
+            output_schema=ApprovalView,
+            handler=request,
+            action_policy=ActionPolicy(
+                kind="execute", target_type="approval-request", ledger="optional"
+            ),
+            **common,
+        ),
+        define_tool(
+            name="approve_action_approval",
+            description="Grant a pending approval (approvers only; not your own request).",
+            input_schema=ApprovalDecisionInput,
+            output_schema=ApprovalView,
+            handler=approve,
+            required_scopes=(approver_scope,),
+            action_policy=_DECISION_POLICY,
+            **common,
+        ),
+        define_tool(
+            name="deny_action_approval",
+            description="Deny a pending approval, or revoke a granted one not yet used.",
+            input_schema=ApprovalDecisionInput,
+            output_schema=ApprovalView,
+            handler=deny,
+            required_scopes=(approver_scope,),
+            action_policy=_DECISION_POLICY,
+            **common,
+        ),
+        define_tool(
+            name="list_action_approvals",
+            description="List approvals in your tenant (approvers see all, others their own).",
+            input_schema=ApprovalListInput,
+            output_schema=ApprovalList,
+            handler=listing,
+            tier="read",
+            owner="charter",
+        ),
+    ]
+
+
+def _principal(ctx: ToolContext) -> Principal:
+    if ctx.principal is None:
+        raise ToolError(ErrorCode.UNAUTHENTICATED, "Approvals need an authenticated caller.")
+    return ctx.principal
+
+
+def _view(record: ApprovalRecord | Failed) -> ApprovalView:
+    if isinstance(record, Failed):
+        raise ToolError(record.code, record.message, meta=record.meta)
+    return ApprovalView(
+        approval_id=record.id,
+        status=record.status,
+        tool=record.tool,
+        target=record.target,
+        arguments=record.arguments,
+        requester=record.requester_id,
+        risk=record.risk,
+        expires_at=record.expires_at,
+        decided_by=record.decided_by,
+        reason=record.decision_reason,
+    )
