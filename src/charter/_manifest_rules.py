@@ -116,11 +116,13 @@ def _deprecation(old: Entry, new: Entry) -> list[Finding]:
 def _identity(old: Entry, new: Entry) -> list[Finding]:
     findings = []
     if old.get("capabilityId") != new.get("capabilityId"):
+        # Callers address tools by name; the capability id is the registry's identity
+        # (lookups, ledger fingerprints), so its change is reported but not breaking.
         detail = (
             f"capabilityId {_show(old.get('capabilityId'))} → {_show(new.get('capabilityId'))}; "
-            "lookups and ledger fingerprints by capability change"
+            "lookups by capability and ledger fingerprints change"
         )
-        findings.append(Finding("capabilityId", "capability-id-changed", "breaking", detail))
+        findings.append(Finding("capabilityId", "capability-id-changed", "compatible", detail))
     for key in sorted((set(old) | set(new)) - _RULED):
         if old.get(key) != new.get(key):
             detail = f"{key} {_show(old.get(key))} → {_show(new.get(key))}"
