@@ -39,6 +39,9 @@ def load_target(spec: str) -> object:
         obj: object = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigurationError(f"cannot import module {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        # The user's module failed while running; say where, keep the cause for --debug.
+        raise ConfigurationError(f"importing module {module_name!r} failed: {exc!r}") from exc
     for part in attribute.split("."):
         try:
             obj = getattr(obj, part)

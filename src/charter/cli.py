@@ -168,7 +168,8 @@ def lock(
     if locked is not None:
         _report(diff_manifests(locked, live), json_output)
     output.write_text(lock_json(live), encoding="utf-8")
-    _console().print(Text(f"wrote {output} ({len(live)} tools)"))
+    count = "1 tool" if len(live) == 1 else f"{len(live)} tools"
+    _console().print(Text(f"wrote {output} ({count})"))
 
 
 def _read_lock(path: Path, target: str) -> list[dict[str, object]]:
