@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,6 +23,10 @@ __all__ = (
     "LogSink",
     "ResolverScope",
     "ResumeInfo",
+    "SampleRequest",
+    "SampleResult",
+    "Sampler",
+    "SamplingRole",
     "ToolContext",
 )
 
@@ -33,6 +37,37 @@ ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 
 LogSink = Callable[[LogLevel, str, Mapping[str, Any] | None], Awaitable[None]]
 """Receives ``(level, message, data)``; a transport turns it into a log notification."""
+
+SamplingRole = Literal["user", "assistant"]
+"""Who said a message in a ``SampleRequest``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SampleRequest:
+    """A completion the tool asks the caller's model for (MCP sampling, for example)."""
+
+    messages: tuple[tuple[SamplingRole, str], ...]
+    """The conversation so far, as ``(role, text)`` pairs."""
+    max_tokens: int
+    system_prompt: str | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SampleResult:
+    """What the caller's model answered."""
+
+    text: str
+    model: str | None = None
+    """The model that answered, when the transport says."""
+    stop_reason: str | None = None
+
+
+Sampler = Callable[[SampleRequest], Awaitable[SampleResult]]
+"""Runs a ``SampleRequest`` on the caller's model; set by a transport that can do so.
+
+It raises ``ToolError`` when the caller refuses or fails.
+"""
 
 AfterCommit = Callable[[], Awaitable[object]]
 """Work to run once the call's transaction has committed."""
@@ -145,7 +180,7 @@ class ResumeInfo:
     interaction_id: str
     kind: Literal["approval", "response"]
     approved: bool | None = None
-    """For approvals: the decision."""
+    """For approvals: the decision. For responses: False when the person declined to answer."""
     value: object = None
     """For responses: the person's answer."""
     token: object = None
@@ -191,6 +226,8 @@ class ToolContext:
     """Set when a paused call resumes."""
     progress_sink: ProgressSink | None = None
     log_sink: LogSink | None = None
+    sampler: Sampler | None = None
+    """Set by transports that can ask the caller's model (MCP sampling); see ``sample()``."""
     after_commit: list[AfterCommit | Awaitable[object]] = field(default_factory=list)
     """Work registered with ``wait_until``; the host runs it after commit."""
 
@@ -211,3 +248,47 @@ class ToolContext:
         """Send a log message to the caller, when its transport can show it."""
         if self.log_sink is not None:
             await self.log_sink(level, message, data)
+
+    async def sample(
+        self,
+        prompt: str | Sequence[tuple[SamplingRole, str]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+    ) -> SampleResult:
+        """Ask the caller's model for a completion, through the caller's transport.
+
+        Args:
+            prompt: a user message, or the conversation as ``(role, text)`` pairs.
+            max_tokens: the most tokens the model may produce.
+            system_prompt: an optional system prompt.
+            temperature: an optional sampling temperature.
+
+        Returns:
+            The model's answer.
+
+        Raises:
+            ToolError: ``MISSING_SERVICE`` when the caller's transport cannot sample
+                (no MCP sampling capability, or a connection without a back-channel);
+                otherwise whatever the transport raised for a refused or failed request.
+        """
+        if self.sampler is None:
+            raise ToolError(
+                ErrorCode.MISSING_SERVICE,
+                "This tool asks the caller's model for a completion, and the caller's "
+                "client cannot answer sampling requests.",
+                next_steps=(
+                    "Call this tool from a client that supports sampling (MCP "
+                    "sampling/createMessage over stdio or stateful streamable HTTP).",
+                ),
+                meta={"reason": "sampling_unavailable"},
+            )
+        messages = (("user", prompt),) if isinstance(prompt, str) else tuple(prompt)
+        request = SampleRequest(
+            messages=messages,
+            max_tokens=max_tokens,
+            system_prompt=system_prompt,
+            temperature=temperature,
+        )
+        return await self.sampler(request)

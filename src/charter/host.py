@@ -49,6 +49,7 @@ from .context import (
     LogSink,
     ProgressSink,
     ResumeInfo,
+    Sampler,
     ToolContext,
     discard_after_commit,
     run_after_commit,
@@ -83,6 +84,8 @@ class CallOptions:
     cancel: CancelSignal | None = None
     progress_sink: ProgressSink | None = None
     log_sink: LogSink | None = None
+    sampler: Sampler | None = None
+    """Asks the caller's model for a completion (MCP sampling), when the transport can."""
     audience: str | None = None
     """The audience the call is made for; defaults to the principal's actor type."""
     session_id: str | None = None
@@ -510,6 +513,7 @@ class Host:
         ctx.state = call.state
         ctx.progress_sink = call.progress_sink
         ctx.log_sink = call.log_sink
+        ctx.sampler = call.sampler
         if call.cancel is not None:
             ctx.cancel = call.cancel
         return ctx
