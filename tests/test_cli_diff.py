@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import sys
 import textwrap
 import threading
@@ -371,3 +372,60 @@ def test_assert_compatible_with_lock_without_a_lock_file_fails(
         assert_compatible_with_lock(
             load_target(f"{write_module()}:registry"), tmp_path / "none.json"
         )
+
+
+# --- the worked example in docs/versioning.md -------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "versioning.md"
+
+
+def _fenced(language: str) -> list[str]:
+    text = DOCS.read_text(encoding="utf-8")
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+
+
+def _expected_output(block: str) -> list[str]:
+    """The lines a console block shows after its first command, up to the next command."""
+    lines = block.splitlines()[1:]
+    end = next((i for i, line in enumerate(lines) if line.startswith("$ ")), len(lines))
+    return lines[:end]
+
+
+def test_the_worked_example_in_the_docs_is_what_the_cli_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module, bumped, renamed = _fenced("python")[:3]
+    decorator = '@charter.tool(tier="read", name="flights.search", capability_version="v1")\n'
+    assert decorator in module
+    narrow = module.replace('"economy", "premium", "business"', '"economy", "business"')
+    sources = {
+        "docs_flights_v1": module,
+        "docs_flights_narrow": narrow,
+        "docs_flights_bumped": narrow.replace(decorator, bumped),
+        "docs_flights_renamed": "import datetime\n" + narrow.replace(decorator, renamed),
+    }
+    for name, source in sources.items():
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+    lock = str(tmp_path / "charter.lock.json")
+    consoles = _fenced("console")
+    try:
+        written = runner.invoke(app, ["lock", "docs_flights_v1:registry", "-o", lock])
+        assert written.exit_code == 0, written.output
+        for name, block, status in zip(
+            ["docs_flights_narrow", "docs_flights_bumped", "docs_flights_renamed"],
+            consoles[1:4],
+            [1, 0, 0],
+            strict=True,
+        ):
+            result = runner.invoke(
+                app, ["lock", f"{name}:registry", "-o", lock, "--check"], env={"COLUMNS": "100"}
+            )
+            assert result.exit_code == status, result.output
+            shown = [line.rstrip() for line in result.output.splitlines()]
+            # A sunset warning appears once today is past the example's sunset date.
+            shown = [line for line in shown if not line.startswith("warning:")]
+            assert shown == _expected_output(block)
+    finally:
+        for name in sources:
+            sys.modules.pop(name, None)

@@ -99,13 +99,12 @@ def _deprecation(old: Entry, new: Entry) -> list[Finding]:
     if before == after:
         return []
     if before is None:
-        parts = ["deprecated"]
+        detail = "deprecated"
         if isinstance(after, Mapping):
             if isinstance(message := after.get("message"), str):
-                parts.append(message)
+                detail += f": {message}"
             if isinstance(sunset := after.get("sunsetDate"), str):
-                parts.append(f"sunset {sunset}")
-        detail = "; ".join(parts)
+                detail += f" (sunset {sunset})"
         return [Finding("deprecation", "deprecation-added", "compatible", detail)]
     if after is None:
         return [Finding("deprecation", "deprecation-removed", "compatible", "no longer deprecated")]

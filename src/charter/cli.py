@@ -1,7 +1,8 @@
 """The `charter` command (the `cli` extra: Typer and Rich).
 
-Each command maps its arguments onto a library call and renders the result; the logic
-lives in the library (`charter.diff`, `charter._target`). Exit status: 0 success, 1 the
+Each command is a private function (`_diff` for `charter diff`) that maps its arguments
+onto a library call and renders the result; the logic lives in the library
+(`charter.diff`, `charter._target`). Exit status: 0 success, 1 the
 check failed, 2 the input could not be used (one line on stderr; `--debug` shows the
 traceback).
 """
@@ -85,8 +86,8 @@ def _unusable_input(debug: bool) -> Iterator[None]:
 # --- charter diff ---------------------------------------------------------------------------
 
 
-@app.command()
-def diff(
+@app.command("diff")
+def _diff(
     old: Annotated[str, typer.Argument(help="The manifest callers know: a file or URL.")],
     new: Annotated[str, typer.Argument(help="The manifest that replaces it: a file or URL.")],
     json_output: JsonOption = False,
@@ -142,8 +143,8 @@ def _parse_headers(values: list[str]) -> dict[str, str]:
 # --- charter lock ---------------------------------------------------------------------------
 
 
-@app.command()
-def lock(
+@app.command("lock")
+def _lock(
     target: Annotated[
         str,
         typer.Argument(help="module:attribute naming a Registry, a Host, or a factory of one."),
