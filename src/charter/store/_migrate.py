@@ -1,0 +1,150 @@
+"""Run charter's Alembic migrations from code (no ``alembic.ini``) and check the revision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ._dialects import READ_ONLY_OPTION
+from ._schema import VERSION_TABLE
+from .errors import SchemaMismatch
+
+__all__ = (
+    "MIGRATIONS",
+    "SchemaState",
+    "ensure_schema",
+    "head_revision",
+    "read_schema",
+    "upgrade",
+)
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+# Any constant works; it only keeps two processes from creating the tables at once.
+_MIGRATION_LOCK = 0x63686172746572  # "charter"
+
+
+def _config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_config())
+
+
+def head_revision() -> str:
+    """The newest revision this charter ships."""
+    head = _script().get_current_head()
+    assert head is not None
+    return head
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SchemaState:
+    """What a database holds of charter's schema."""
+
+    revision: str | None
+    """The revision in ``charter_alembic_version``, or None."""
+    head: str
+    """The revision this charter ships."""
+    has_tables: bool
+    """Whether any ``charter_`` table exists (in the connection's default schema)."""
+
+    @property
+    def empty(self) -> bool:
+        """No charter table and no revision: a fresh database."""
+        return self.revision is None and not self.has_tables
+
+    @property
+    def current(self) -> bool:
+        """The schema is at this charter's head revision."""
+        return self.revision == self.head
+
+
+def _read_sync(conn: Connection) -> SchemaState:
+    names = sa.inspect(conn).get_table_names()
+    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+    revision = context.get_current_revision() if VERSION_TABLE in names else None
+    return SchemaState(
+        revision=revision,
+        head=head_revision(),
+        has_tables=any(n.startswith("charter_") and n != VERSION_TABLE for n in names),
+    )
+
+
+async def read_schema(engine: AsyncEngine) -> SchemaState:
+    """Read the database's charter revision."""
+    async with engine.connect() as conn:
+        await conn.execution_options(**{READ_ONLY_OPTION: True})
+        return await conn.run_sync(_read_sync)
+
+
+def _upgrade_sync(conn: Connection, revision: str) -> None:
+    command.upgrade(_config(conn), revision)
+
+
+async def _lock(conn: AsyncConnection) -> None:
+    # SQLite's BEGIN IMMEDIATE already excludes other writers. On PostgreSQL, DDL of a
+    # concurrent migration is invisible until it commits, so a transaction-scoped
+    # advisory lock makes the second process wait and then find the tables. It guards
+    # schema changes only; the ledger's arbiter is its unique keys.
+    if conn.dialect.name == "postgresql":
+        await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    """Migrate to ``revision`` in one transaction (Alembic is sync: run through ``run_sync``)."""
+    async with engine.connect() as conn:
+        await conn.begin()
+        await _lock(conn)
+        await conn.run_sync(_upgrade_sync, revision)
+        await conn.commit()
+
+
+async def ensure_schema(engine: AsyncEngine) -> None:
+    """Create the schema in a fresh database; otherwise insist it is at the head revision.
+
+    Raises:
+        SchemaMismatch: The schema is behind (run ``charter db upgrade``), ahead of this
+            charter, or has charter tables without a revision.
+    """
+    state = await read_schema(engine)
+    if state.current:
+        return
+    if state.empty:
+        # Re-checked under the migration lock: Alembic reads the revision again there.
+        await upgrade(engine)
+        return
+    if state.revision is None:
+        raise SchemaMismatch(
+            "The database has charter_ tables but no charter revision in "
+            f"{VERSION_TABLE}; it was not created by charter's migrations.",
+            current=None,
+            head=state.head,
+        )
+    known = {script.revision for script in _script().walk_revisions()}
+    if state.revision in known:
+        raise SchemaMismatch(
+            f"The charter schema is at revision {state.revision}, behind {state.head}: "
+            "run `charter db upgrade` (or `await SqlStore(url).upgrade()`), then start again.",
+            current=state.revision,
+            head=state.head,
+        )
+    raise SchemaMismatch(
+        f"The charter schema is at revision {state.revision}, which this charter does not "
+        f"know (its newest is {state.head}): the database was migrated by a newer charter. "
+        "Upgrade charter.",
+        current=state.revision,
+        head=state.head,
+    )
