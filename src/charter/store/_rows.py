@@ -1,0 +1,91 @@
+"""Statements and row conversions shared by the store and its transactions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..audit import AuditEvent
+from ._schema import audit_events, claims, ledger_entries
+from ._types import searchable
+
+__all__ = (
+    "audit_from_row",
+    "audit_values",
+    "claim_key",
+    "entry_key",
+    "insert",
+    "searchable_tenant",
+    "without",
+    "write_audit",
+)
+
+
+def insert(conn: AsyncConnection, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
+    """An INSERT that supports ``ON CONFLICT`` on this connection's database."""
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+def entry_key(tenant_id: str, principal_id: str, request_id: str) -> sa.ColumnElement[bool]:
+    """The WHERE clause selecting one ledger entry."""
+    c = ledger_entries.c
+    return sa.and_(
+        c.tenant_id == tenant_id, c.principal_id == principal_id, c.request_id == request_id
+    )
+
+
+def claim_key(tenant_id: str, principal_id: str, request_id: str) -> sa.ColumnElement[bool]:
+    """The WHERE clause selecting one created-target claim."""
+    c = claims.c
+    return sa.and_(
+        c.tenant_id == tenant_id, c.principal_id == principal_id, c.request_id == request_id
+    )
+
+
+def without(values: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``values`` minus ``names`` (the key columns of an UPDATE)."""
+    return {k: v for k, v in values.items() if k not in names}
+
+
+def _searchable(value: str | None) -> str | None:
+    # Search columns only: the exact value is kept in the event's JSON.
+    return None if value is None else searchable(value)
+
+
+def audit_values(event: AuditEvent) -> dict[str, Any]:
+    """The row for one audit event; the exact event goes in ``event`` as ASCII JSON.
+
+    An audit write must never fail on what a caller sent (an unknown tool name with a
+    NUL in it is still worth recording), so the search columns get NUL-free copies.
+    """
+    return {
+        "id": _searchable(event.id),
+        "time": event.time,
+        "tenant": _searchable(event.tenant),
+        "principal_tenant": _searchable(event.principal_tenant),
+        "subject": _searchable(event.subject),
+        "tool": _searchable(event.tool),
+        "request_id": _searchable(event.request_id),
+        "outcome": event.outcome,
+        "event": event.model_dump(mode="json"),
+    }
+
+
+def searchable_tenant(tenant: str) -> str:
+    """The form a tenant takes in the audit search columns."""
+    return searchable(tenant)
+
+
+def audit_from_row(row: sa.Row[Any]) -> AuditEvent:
+    """Rebuild an audit event from its stored JSON."""
+    return AuditEvent.model_validate(row._mapping["event"])
+
+
+async def write_audit(conn: AsyncConnection, event: AuditEvent) -> None:
+    """Insert one audit event on ``conn``."""
+    await conn.execute(sa.insert(audit_events).values(**audit_values(event)))

@@ -1,0 +1,567 @@
+"""``SqlStore``: the durable ledger on SQLite (embedded) or PostgreSQL (shared by replicas)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ..audit import AuditEvent
+from ..auth import PrincipalKind
+from ..ledger import (
+    ApprovalRecord,
+    ApprovalStatus,
+    DeferredRecord,
+    LedgerEntry,
+)
+from . import api_keys as _keys
+from ._dialects import READ_ONLY_OPTION, begin_write
+from ._engine import make_engine
+from ._errors import translated
+from ._migrate import ensure_schema, upgrade
+from ._rows import audit_from_row, entry_key, insert, searchable_tenant, write_audit
+from ._schema import approvals, audit_events, claims, deferred, ledger_entries
+from ._transaction import SqlTransaction
+from ._types import is_storable
+from .api_keys import ApiKeyRecord
+from .errors import StoreError
+
+__all__ = ("SqlStore",)
+
+T = TypeVar("T")
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    """Built; ``open()`` not called yet (``upgrade()`` is allowed)."""
+    OPEN = "open"
+    """Schema checked; serving."""
+    CLOSED = "closed"
+    """``aclose()`` released the connections; the store cannot be reopened."""
+
+
+async def _to_completion(work: Awaitable[T]) -> T:
+    """Await ``work`` in its own task so a cancellation cannot cut it short.
+
+    Commit, rollback and close must finish once begun: a rollback abandoned halfway
+    would hand a connection in an unknown state back to the pool. A cancellation that
+    arrives meanwhile is re-raised once the work is done.
+    """
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError as exc:
+            if task.done():
+                raise
+            cancelled = exc
+        else:
+            break
+    if cancelled is not None:
+        raise cancelled
+    return result
+
+
+class SqlStore:
+    """The ledger, approvals, claims, deferred records, audit events and API keys in SQL.
+
+    ``sqlite+aiosqlite:///path`` (see ``sqlite_url``) is the embedded default: WAL,
+    ``BEGIN IMMEDIATE`` for every write transaction, a busy timeout. A fresh database is
+    migrated on ``open()``; an older one must be upgraded explicitly (``charter db
+    upgrade`` or ``upgrade()``). ``postgresql+psycopg://…`` runs the same schema for many
+    replicas, at READ COMMITTED. Unique keys arbitrate every race; nothing checks and then
+    acts. Use it as ``async with SqlStore(url) as store: …``.
+    """
+
+    def __init__(
+        self, url: str, *, busy_timeout: float = 5.0, pool_size: int = 10, echo: bool = False
+    ) -> None:
+        """Configure a store; nothing connects until ``open()``.
+
+        Args:
+            url: ``sqlite+aiosqlite:///path`` or ``postgresql+psycopg://user@host/db``
+                (``sqlite://`` and ``postgresql://`` pick those drivers).
+            busy_timeout: Seconds a write outside the gate waits for a lock (SQLite's
+                busy timeout, PostgreSQL's ``lock_timeout``); ``transaction(wait=…)``
+                sets its own.
+            pool_size: The most connections the store holds open at once.
+            echo: Log every statement (SQLAlchemy's ``echo``).
+
+        Raises:
+            ConfigurationError: The URL or an option is not supported.
+            ImportError: The driver is missing (names ``pip install 'charter[sql]'`` or
+                ``'charter[postgres]'``).
+        """
+        self._engine = make_engine(url, busy_timeout=busy_timeout, pool_size=pool_size, echo=echo)
+        self.busy_timeout = busy_timeout
+        self._state = _State.NEW
+
+    def __repr__(self) -> str:
+        url = self._engine.url.render_as_string(hide_password=True)
+        return f"SqlStore({url!r}, state={self._state.value})"
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._engine.dialect.name
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine, for the application's own tables and for tests."""
+        return self._engine
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Check the schema (creating it in a fresh database) and start serving.
+
+        Raises:
+            SchemaMismatch: The schema is behind (run ``charter db upgrade``) or unknown.
+            StoreError: The database cannot be reached.
+            RuntimeError: The store was already opened or closed.
+        """
+        if self._state is not _State.NEW:
+            raise RuntimeError(
+                f"SqlStore.open() was called on a store that is {self._state.value}; "
+                "a store opens once — create a new SqlStore"
+            )
+        try:
+            with translated("checking the schema"):
+                await ensure_schema(self._engine)
+        except BaseException:
+            await self.aclose()
+            raise
+        self._state = _State.OPEN
+
+    async def upgrade(self) -> None:
+        """Apply charter's pending migrations (what ``charter db upgrade`` runs).
+
+        Allowed before ``open()``, which refuses an old schema, and while open.
+
+        Raises:
+            StoreError: The database cannot be reached or a migration failed.
+            RuntimeError: The store is closed.
+        """
+        if self._state is _State.CLOSED:
+            raise RuntimeError(self._closed_reason())
+        with translated("migrating the schema"):
+            await upgrade(self._engine)
+
+    async def aclose(self) -> None:
+        """Close every connection; the store cannot be used afterwards (safe to repeat)."""
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        await _to_completion(self._engine.dispose())
+
+    def _closed_reason(self) -> str:
+        return "this SqlStore was closed by aclose(); create a new SqlStore to use the database"
+
+    def _require_open(self) -> None:
+        if self._state is _State.OPEN:
+            return
+        if self._state is _State.NEW:
+            raise RuntimeError(
+                "this SqlStore is not open: use `async with SqlStore(url) as store:` or "
+                "`await store.open()` first"
+            )
+        raise RuntimeError(self._closed_reason())
+
+    # -- connections ----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _connection(self, wait: float | None) -> AsyncIterator[AsyncConnection]:
+        """A connection in a transaction: a write one (``wait`` seconds for locks) or a read.
+
+        Commits when the block ends normally; rolls back on any exception, cancellation
+        included, and always returns the connection to the pool.
+        """
+        self._require_open()
+        with translated("connecting"):
+            conn = await self._engine.connect()
+        try:
+            with translated("beginning a transaction"):
+                if wait is None:
+                    await conn.execution_options(**{READ_ONLY_OPTION: True})
+                    await conn.begin()
+                else:
+                    await begin_write(conn, wait)
+            yield conn
+            with translated("committing"):
+                await _to_completion(conn.commit())
+        except BaseException:
+            await _to_completion(_rollback(conn))
+            raise
+        finally:
+            await _to_completion(conn.close())
+
+    @asynccontextmanager
+    async def transaction(self, *, wait: float) -> AsyncIterator[SqlTransaction]:
+        """Open a write transaction for the gate; it commits when the block ends normally.
+
+        Args:
+            wait: Seconds to wait for a lock: SQLite's write lock at ``BEGIN IMMEDIATE``,
+                PostgreSQL's row locks (``SET LOCAL lock_timeout``), e.g. a concurrent
+                claim of the same request.
+
+        Yields:
+            A ``LedgerTransaction`` whose ``connection`` is this transaction's
+            ``AsyncConnection`` (the handler's ``ctx.db``).
+
+        Raises:
+            StoreBusy: A lock was not granted within ``wait``.
+        """
+        async with self._connection(wait) as conn:
+            yield SqlTransaction(conn)
+
+    async def _read(self, statement: sa.Executable) -> list[sa.Row[Any]]:
+        async with self._connection(None) as conn:
+            with translated("reading"):
+                return list(await conn.execute(statement))
+
+    # -- ledger entries -------------------------------------------------------------------
+
+    async def get_entry(
+        self, tenant_id: str, principal_id: str, request_id: str
+    ) -> LedgerEntry | None:
+        """Read a committed entry."""
+        if not is_storable(tenant_id, principal_id, request_id):
+            return None
+        rows = await self._read(
+            sa.select(ledger_entries).where(entry_key(tenant_id, principal_id, request_id))
+        )
+        return LedgerEntry.model_validate(dict(rows[0]._mapping)) if rows else None
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert a pending approval, or return the one already made for its request.
+
+        The unique key (tenant, requester, request id) decides between concurrent callers.
+
+        Raises:
+            UnstorableValue: A field holds a NUL character or an unpaired surrogate.
+        """
+        c = approvals.c
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("inserting an approval"):
+                for _ in range(3):
+                    inserted = await conn.execute(
+                        insert(conn, approvals)
+                        .values(**record.model_dump())
+                        .on_conflict_do_nothing(
+                            index_elements=["tenant_id", "requester_id", "request_id"]
+                        )
+                        .returning(c.id)
+                    )
+                    if inserted.first() is not None:
+                        return record
+                    row = (
+                        await conn.execute(
+                            sa.select(approvals).where(
+                                c.tenant_id == record.tenant_id,
+                                c.requester_id == record.requester_id,
+                                c.request_id == record.request_id,
+                            )
+                        )
+                    ).first()
+                    if row is not None:
+                        return ApprovalRecord.model_validate(dict(row._mapping))
+        raise StoreError("the approval kept disappearing while it was inserted; retry")
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """Read an approval by id."""
+        if not is_storable(approval_id):
+            return None
+        rows = await self._read(sa.select(approvals).where(approvals.c.id == approval_id))
+        return ApprovalRecord.model_validate(dict(rows[0]._mapping)) if rows else None
+
+    async def find_approval(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """Read the approval made for one request."""
+        if not is_storable(tenant_id, requester_id, request_id):
+            return None
+        c = approvals.c
+        rows = await self._read(
+            sa.select(approvals).where(
+                c.tenant_id == tenant_id,
+                c.requester_id == requester_id,
+                c.request_id == request_id,
+            )
+        )
+        return ApprovalRecord.model_validate(dict(rows[0]._mapping)) if rows else None
+
+    async def list_approvals(
+        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+    ) -> list[ApprovalRecord]:
+        """List a tenant's approvals, newest first."""
+        if limit <= 0 or not is_storable(tenant_id):
+            return []
+        c = approvals.c
+        statement = (
+            sa.select(approvals)
+            .where(c.tenant_id == tenant_id)
+            .order_by(c.created_at.desc(), c.id.desc())
+            .limit(limit)
+        )
+        if status is not None:
+            statement = statement.where(c.status == status)
+        return [
+            ApprovalRecord.model_validate(dict(r._mapping)) for r in await self._read(statement)
+        ]
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+    ) -> bool:
+        """Change an approval's status if it is still in ``expected`` (compare-and-set).
+
+        Raises:
+            UnstorableValue: ``decided_by`` or ``reason`` holds a NUL character.
+        """
+        if not is_storable(approval_id) or not expected:
+            return False
+        c = approvals.c
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("deciding an approval"):
+                result = await conn.execute(
+                    sa.update(approvals)
+                    .where(c.id == approval_id, c.status.in_(expected))
+                    .values(
+                        status=status, decided_by=decided_by, decided_at=at, decision_reason=reason
+                    )
+                )
+        return result.rowcount == 1
+
+    # -- deferred records -----------------------------------------------------------------
+
+    async def get_deferred(self, invocation_id: str) -> DeferredRecord | None:
+        """Read a deferred record."""
+        if not is_storable(invocation_id):
+            return None
+        rows = await self._read(
+            sa.select(deferred).where(deferred.c.invocation_id == invocation_id)
+        )
+        return DeferredRecord.model_validate(dict(rows[0]._mapping)) if rows else None
+
+    async def settle_deferred(self, invocation_id: str, outcome: str, at: datetime) -> bool:
+        """Settle an active deferred record and complete its ledger entry, once.
+
+        Both updates commit together; of concurrent settlers exactly one sees True.
+        """
+        if not is_storable(invocation_id):
+            return False
+        d = deferred.c
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("settling a deferred call"):
+                settled = (
+                    await conn.execute(
+                        sa.update(deferred)
+                        .where(d.invocation_id == invocation_id, d.status == "active")
+                        .values(status="settled", outcome=outcome, settled_at=at)
+                        .returning(d.tenant_id, d.principal_id, d.request_id)
+                    )
+                ).first()
+                if settled is None:
+                    return False
+                await conn.execute(
+                    sa.update(ledger_entries)
+                    .where(
+                        entry_key(*settled.tuple()),
+                        # The entry this call created, not a later one that reused the key.
+                        ledger_entries.c.invocation_id == invocation_id,
+                    )
+                    .values(status="completed", outcome=outcome)
+                )
+        return True
+
+    # -- retention ------------------------------------------------------------------------
+
+    async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
+        """Delete completed entries and decided approvals that expired before ``before``.
+
+        Works in batches of ``batch_size`` rows, one short write transaction each, so a
+        large backlog never holds the write lock for long. A pruned entry takes its
+        created-target claim and settled deferred record with it. Deferred (unsettled)
+        entries, pending and approved approvals and active deferred records are never
+        touched. Returns the number of entries and approvals deleted.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        total = 0
+        while (deleted := await self._prune_entries(before, batch_size)) > 0:
+            total += deleted
+            if deleted < batch_size:
+                break
+        while (deleted := await self._prune_approvals(before, batch_size)) > 0:
+            total += deleted
+            if deleted < batch_size:
+                break
+        return total
+
+    async def _prune_entries(self, before: datetime, batch_size: int) -> int:
+        e = ledger_entries.c
+        doomed = sa.and_(e.status == "completed", e.expires_at < before)
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("pruning the ledger"):
+                keys = [
+                    row.tuple()
+                    for row in await conn.execute(
+                        sa.select(e.tenant_id, e.principal_id, e.request_id, e.invocation_id)
+                        .where(doomed)
+                        .order_by(e.expires_at)
+                        .limit(batch_size)
+                    )
+                ]
+                if not keys:
+                    return 0
+                ids = [k[:3] for k in keys]
+                c, d = claims.c, deferred.c
+                await conn.execute(
+                    sa.delete(claims).where(
+                        sa.tuple_(c.tenant_id, c.principal_id, c.request_id).in_(ids)
+                    )
+                )
+                await conn.execute(
+                    sa.delete(deferred).where(
+                        d.invocation_id.in_([k[3] for k in keys]), d.status == "settled"
+                    )
+                )
+                result = await conn.execute(
+                    sa.delete(ledger_entries).where(
+                        sa.tuple_(e.tenant_id, e.principal_id, e.request_id).in_(ids), doomed
+                    )
+                )
+        return result.rowcount
+
+    async def _prune_approvals(self, before: datetime, batch_size: int) -> int:
+        a = approvals.c
+        doomed = sa.and_(a.status.in_(("denied", "consumed")), a.expires_at < before)
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("pruning approvals"):
+                ids = (
+                    sa.select(a.id).where(doomed).order_by(a.expires_at).limit(batch_size)
+                ).scalar_subquery()
+                result = await conn.execute(sa.delete(approvals).where(a.id.in_(ids), doomed))
+        return result.rowcount
+
+    # -- audit events (the store is also the durable audit sink) ---------------------------
+
+    async def record(self, event: AuditEvent) -> None:
+        """Store an audit event in its own transaction."""
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("recording an audit event"):
+                await write_audit(conn, event)
+
+    async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
+        """Recent audit events, newest first, acting on or made by one tenant (or all)."""
+        if limit <= 0:
+            return []
+        c = audit_events.c
+        statement = sa.select(c.event).order_by(c.time.desc(), c.seq.desc()).limit(limit)
+        if tenant is not None:
+            wanted = searchable_tenant(tenant)
+            statement = statement.where(sa.or_(c.tenant == wanted, c.principal_tenant == wanted))
+        return [audit_from_row(row) for row in await self._read(statement)]
+
+    # -- API keys -------------------------------------------------------------------------
+
+    async def create_api_key(
+        self,
+        *,
+        tenant_id: str,
+        subject: str,
+        scopes: Iterable[str],
+        kind: PrincipalKind = "api_key",
+        actor: str = "staff",
+        name: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> tuple[str, ApiKeyRecord]:
+        """Create an API key; the returned ``chk_<id>_<secret>`` is the only copy of the secret.
+
+        Args:
+            tenant_id: The tenant the key acts for.
+            subject: The principal's subject (who the key stands for).
+            scopes: Granted scopes, each valid as given (``charter.auth.is_valid_scope``).
+            kind: The principal kind the key authenticates as.
+            actor: The principal's audience.
+            name: A label for people.
+            expires_at: When the key stops working (timezone-aware), or None.
+
+        Returns:
+            The key to hand over once, and its record (which never holds the secret).
+
+        Raises:
+            ValueError: A scope, tenant, subject, actor or kind is invalid, or
+                ``expires_at`` is naive.
+        """
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("creating an API key"):
+                return await _keys.create_key(
+                    conn,
+                    tenant_id=tenant_id,
+                    subject=subject,
+                    scopes=scopes,
+                    kind=kind,
+                    actor=actor,
+                    name=name,
+                    expires_at=expires_at,
+                    now=datetime.now(UTC),
+                )
+
+    async def list_api_keys(self, tenant_id: str | None = None) -> list[ApiKeyRecord]:
+        """The API keys of one tenant (or all), oldest first; never their secrets."""
+        async with self._connection(None) as conn:
+            with translated("listing API keys"):
+                return await _keys.list_keys(conn, tenant_id)
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke a key at once; False when it does not exist or was already revoked."""
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("revoking an API key"):
+                return await _keys.revoke_key(conn, key_id, datetime.now(UTC))
+
+    async def verify_api_key(self, presented: str, *, now: datetime) -> ApiKeyRecord | None:
+        """The active key ``presented`` names if its secret matches, else None (no reason why)."""
+        async with self._connection(None) as conn:
+            with translated("checking an API key"):
+                return await _keys.verify_key(conn, presented, now)
+
+
+async def _rollback(conn: AsyncConnection) -> None:
+    # A failed rollback means the connection is broken; invalidating it keeps it out of
+    # the pool, and the database discards the transaction when the connection drops.
+    try:
+        await conn.rollback()
+    except Exception:
+        try:
+            await conn.invalidate()
+        except Exception:
+            pass
