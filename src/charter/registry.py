@@ -14,15 +14,18 @@ import dataclasses
 import functools
 import inspect
 import logging
+import math
 import re
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from ._nearmatch import near_matches, suggestion_text
 from .auth import audience_allows, js_trim
@@ -48,9 +51,9 @@ from .policy import (
     default_action_policy,
 )
 from .risk import DEFAULT_DEPLOYMENT_RISK, risk_allows_tier
-from .tool import Tool, ToolBinding, check_action_policy
+from .tool import NAME_PATTERN, Tool, ToolBinding, check_action_policy
 
-__all__ = ("PreparedAction", "Registry")
+__all__ = ("PreparedAction", "Registry", "finish_output")
 
 logger = logging.getLogger("charter")
 
@@ -299,7 +302,7 @@ class Registry:
                 issues=[],
             )
         try:
-            return registered.tool.validator.model_validate(arguments)
+            parsed = registered.tool.validator.model_validate(arguments)
         except ValidationError as exc:
             return failed(
                 ErrorCode.INVALID_INPUT,
@@ -307,6 +310,16 @@ class Registry:
                 reason="validation_failed",
                 issues=_issues(exc),
             )
+        loc = _non_finite(parsed)
+        if loc is not None:
+            where = ".".join(loc) or "(root)"
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Invalid input for tool {registered.name!r}: {where}: {_FINITE_MSG}",
+                reason="validation_failed",
+                issues=[{"loc": list(loc), "msg": _FINITE_MSG, "type": "finite_number"}],
+            )
+        return parsed
 
     async def _resolve_target(
         self, registered: RegisteredTool, parsed: BaseModel, ctx: ToolContext
@@ -428,28 +441,88 @@ async def _guard(awaitable: Any, ctx: ToolContext, timeout: float | None) -> Any
 
 
 def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
-    """Turn a handler's return value into an outcome, validating output data."""
+    """Turn a handler's return value into an outcome, validating output data.
+
+    The output is validated against the output model (closed to unknown fields) and
+    returned in its serialised, by-alias form, which is what the output schema describes.
+    Data that does not match becomes ``INVALID_OUTPUT``; the data itself is never returned
+    or logged, only the locations and kinds of the problems.
+    """
     if isinstance(result, (Denied, Failed, InteractionRequired, Deferred)):
         return result
     data = result.output if isinstance(result, Completed) else result
     try:
         if isinstance(data, BaseModel):
-            data = data.model_dump(mode="json", by_alias=True)
+            # warnings="error": a model built with wrong types (model_construct, assignment)
+            # fails here instead of serialising something else. Computed fields are
+            # recomputed by validation, and the closed validator would refuse them.
+            data = data.model_dump(
+                mode="json", by_alias=True, exclude_computed_fields=True, warnings="error"
+            )
+        elif isinstance(data, Mapping):
+            computed = registered.tool.output_model.model_computed_fields
+            keys = {info.alias or name for name, info in computed.items()}
+            data = {key: value for key, value in data.items() if key not in keys}
         validated = registered.tool.output_validator.model_validate(data)
+        problem = _non_finite(validated)
+        if problem is not None:
+            issues: list[dict[str, Any]] = [
+                {"loc": list(problem), "msg": _FINITE_MSG, "type": "finite_number"}
+            ]
+        else:
+            return Completed(output=validated.model_dump(mode="json", by_alias=True))
     except ValidationError as exc:
-        error_id = _error_id()
-        logger.error(
-            "tool %s returned invalid output (error id %s): %s",
-            registered.name,
-            error_id,
-            _issues(exc),
-        )
-        return failed(
-            ErrorCode.INVALID_OUTPUT,
-            f"Tool {registered.name!r} produced output that does not match its output schema.",
-            errorId=error_id,
-        )
-    return Completed(output=validated.model_dump(mode="json"))
+        issues = _issues(exc)
+    except PydanticSerializationError:
+        issues = [{"loc": [], "msg": "Output could not be serialised", "type": "serialization"}]
+    error_id = _error_id()
+    logger.error(
+        "tool %s returned invalid output (error id %s): %s", registered.name, error_id, issues
+    )
+    return failed(
+        ErrorCode.INVALID_OUTPUT,
+        f"Tool {registered.name!r} produced output that does not match its output schema.",
+        errorId=error_id,
+    )
+
+
+_FINITE_MSG = "Input should be a finite number"
+
+
+def _non_finite(
+    value: object, loc: tuple[str, ...] = (), allowed: bool = False
+) -> tuple[str, ...] | None:
+    """Return the location of the first NaN or infinity in validated data, if any.
+
+    The tool's own model is closed to NaN/Infinity by its config, but a nested model
+    keeps pydantic's default (allowed); this walk closes those too. A model that sets
+    ``allow_inf_nan=True`` in its own config keeps its choice for its own fields.
+    """
+    if isinstance(value, BaseModel):
+        own = value.model_config.get("allow_inf_nan") is True
+        for name, info in type(value).model_fields.items():
+            found = _non_finite(getattr(value, name, None), (*loc, info.alias or name), own)
+            if found is not None:
+                return found
+        for key, item in (value.model_extra or {}).items():
+            found = _non_finite(item, (*loc, str(key)), own)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, float | Decimal):
+        finite = math.isfinite(value) if isinstance(value, float) else value.is_finite()
+        return None if finite or allowed else loc
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = enumerate(value)
+    else:
+        return None
+    for index, item in items:
+        found = _non_finite(item, (*loc, str(index)), allowed)
+        if found is not None:
+            return found
+    return None
 
 
 def _provider_error(name: str, where: str) -> Failed:
@@ -485,8 +558,22 @@ def _summary(exc: ValidationError) -> str:
 _VERSION_NUMBERS = re.compile(r"\d+")
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in _VERSION_NUMBERS.findall(version)) or (-1,)
+def _version_key(version: str) -> tuple[tuple[int, ...], int, tuple[tuple[int, int, str], ...]]:
+    """Order versions as semver does: numbers first, then a release above its pre-releases.
+
+    ``v2`` and ``2.0.0`` both read as numbers; ``2.0.0-rc.1`` sorts below ``2.0.0`` and its
+    identifiers compare numerically when numeric, else as text (numeric ones first). Build
+    metadata (``+...``) is ignored. A version with no number sorts lowest.
+    """
+    main, _, _build = version.partition("+")
+    core, dash, prerelease = main.partition("-")
+    numbers = tuple(int(n) for n in _VERSION_NUMBERS.findall(core)) or (-1,)
+    identifiers = tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in prerelease.split(".")
+        if part
+    )
+    return numbers, 0 if dash else 1, identifiers
 
 
 def _resolve(tool: Tool[Any, Any, Any], binding: ToolBinding) -> RegisteredTool:
@@ -515,6 +602,12 @@ def _resolve(tool: Tool[Any, Any, Any], binding: ToolBinding) -> RegisteredTool:
             f"tool {tool.name!r}: action_policy does not match the binding's action_policy"
         )
     aliases = tuple(dict.fromkeys((*binding.aliases, *tool.aliases)))
+    for alias in binding.aliases:
+        if not isinstance(alias, str) or not NAME_PATTERN.fullmatch(alias):
+            raise ConfigurationError(
+                f"tool {tool.name!r}: the binding's alias {alias!r} must use 1-128 letters, "
+                "digits, '_', '.' or '-'"
+            )
     if tool.name in aliases:
         raise ConfigurationError(f"tool {tool.name!r}: an alias repeats the canonical name")
     identity: dict[str, str] = {

@@ -6,10 +6,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, get_args
 
+from .errors import ConfigurationError
+
 __all__ = (
     "DEFAULT_DEPLOYMENT_RISK",
-    "DeploymentRisk",
+    "DEPLOYMENT_RISKS",
+    "EXTERNAL_SIDE_EFFECTS",
     "READ_ONLY_RISK",
+    "SIDE_EFFECTS",
+    "DeploymentRisk",
     "RiskPolicy",
     "RiskTier",
     "SideEffect",
@@ -85,7 +90,9 @@ class RiskPolicy:
     def __post_init__(self) -> None:
         unknown = [effect for effect in self.side_effects if effect not in SIDE_EFFECTS]
         if unknown:
-            raise ValueError(f"unknown side effect(s) {unknown}; use one of {sorted(SIDE_EFFECTS)}")
+            raise ConfigurationError(
+                f"unknown side effect(s) {unknown}; use one of {sorted(SIDE_EFFECTS)}"
+            )
 
 
 READ_ONLY_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)

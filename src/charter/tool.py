@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
 import types
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Generic, Literal, Protocol, cast, overload
+from typing import Any, Generic, Literal, Protocol, cast, get_args, overload
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, RootModel
 from pydantic.errors import PydanticUserError
 from typing_extensions import TypeVar
 
@@ -32,6 +33,8 @@ __all__ = (
     "Tool",
     "ToolAnnotations",
     "ToolBinding",
+    "ToolDecorator",
+    "check_action_policy",
     "define_tool",
     "tool",
 )
@@ -143,7 +146,9 @@ class Tool(Generic[InT, OutT, CtxT]):
         set_(self, "input_schema", _json_schema(self.validator, "validation", self.name))
         set_(self, "output_schema", _json_schema(self.output_model, "serialization", self.name))
         properties = self.input_schema.get("properties", {})
-        if isinstance(properties, dict) and CONTROL_FIELD in properties:
+        if _declares_control_field(self.input_model) or (
+            isinstance(properties, dict) and CONTROL_FIELD in properties
+        ):
             raise ConfigurationError(
                 f"tool {self.name!r}: the input may not declare {CONTROL_FIELD!r}; "
                 "it is reserved for invocation controls"
@@ -178,17 +183,35 @@ def _check_definition(tool: Tool[Any, Any, Any]) -> None:
             )
     if not tool.description.strip():
         raise ConfigurationError(f"tool {tool.name!r}: a description is required")
+    _check_options(tool)
+    if tool.action_policy is not None:
+        check_action_policy(tool.name, tool.action_policy, tool.enforcement)
+
+
+def _check_options(tool: Tool[Any, Any, Any]) -> None:
     for scope in tool.required_scopes:
         try:
             validate_required_scope(scope)
         except ValueError as exc:
             raise ConfigurationError(f"tool {tool.name!r}: {exc}") from None
+    if tool.auth not in get_args(AuthMode):
+        raise ConfigurationError(
+            f"tool {tool.name!r}: auth must be one of {list(get_args(AuthMode))}, got {tool.auth!r}"
+        )
+    if tool.enforcement not in ("generic", "handler"):
+        raise ConfigurationError(
+            f"tool {tool.name!r}: enforcement must be 'generic' or 'handler', "
+            f"got {tool.enforcement!r}"
+        )
+    if not isinstance(tool.delegable, bool):
+        raise ConfigurationError(f"tool {tool.name!r}: delegable must be True or False")
     if tool.auth == "public" and tool.delegable:
         raise ConfigurationError(f"tool {tool.name!r}: a public tool cannot be delegable")
-    if tool.timeout is not None and tool.timeout <= 0:
-        raise ConfigurationError(f"tool {tool.name!r}: timeout must be positive")
-    if tool.action_policy is not None:
-        check_action_policy(tool.name, tool.action_policy, tool.enforcement)
+    if tool.timeout is not None and not _is_positive_seconds(tool.timeout):
+        raise ConfigurationError(
+            f"tool {tool.name!r}: timeout must be a finite, positive number of seconds, "
+            f"got {tool.timeout!r}"
+        )
 
 
 def check_action_policy(
@@ -221,6 +244,32 @@ def check_action_policy(
         )
     if not policy.target_type.strip():
         raise ConfigurationError(f"tool {name!r}: action policy target_type must be non-empty")
+
+
+def _is_positive_seconds(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _declares_control_field(model: type[BaseModel]) -> bool:
+    """Whether any field of ``model`` can be populated from the reserved control field.
+
+    The schema's property names show plain aliases; validation aliases with several
+    choices or paths do not appear there, so they are checked here.
+    """
+    for name, info in model.model_fields.items():
+        names: list[object] = [name, info.alias]
+        alias = info.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        for choice in choices:
+            names.append(choice.path[0] if isinstance(choice, AliasPath) else choice)
+        if CONTROL_FIELD in names:
+            return True
+    return False
 
 
 def _is_async_callable(func: object) -> bool:
