@@ -19,8 +19,8 @@ __all__ = (
     "AfterCommit",
     "CancelSignal",
     "LogLevel",
-    "ProgressSink",
     "LogSink",
+    "ProgressSink",
     "ResolverScope",
     "ResumeInfo",
     "SampleRequest",
@@ -28,6 +28,8 @@ __all__ = (
     "Sampler",
     "SamplingRole",
     "ToolContext",
+    "discard_after_commit",
+    "run_after_commit",
 )
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical"]

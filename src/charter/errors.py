@@ -16,10 +16,12 @@ from typing import Any
 
 __all__ = (
     "DEFAULT_NEXT_STEPS",
+    "RETRYABLE_BY_DEFAULT",
     "CharterError",
     "ConfigurationError",
     "ErrorCode",
     "ToolError",
+    "coerce_code",
 )
 
 

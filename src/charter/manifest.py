@@ -15,6 +15,7 @@ from .tool import Deprecation, Tool, ToolAnnotations
 __all__ = (
     "CONTRACT_VERSION",
     "RegisteredTool",
+    "build_entry",
     "derive_annotations",
     "manifest_json",
     "sunset_passed",

@@ -18,6 +18,7 @@ __all__ = (
     "InteractionRequired",
     "ToolOutcome",
     "failed",
+    "failed_from_error",
     "outcome_adapter",
 )
 

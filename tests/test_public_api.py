@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import pkgutil
+import subprocess
+import sys
+from types import ModuleType
+
+import pytest
+
+import charter
+
+FORBIDDEN_ON_IMPORT = ("mcp", "starlette", "sqlalchemy", "httpx", "uvicorn", "typer")
+
+# Modules that exist only with an extra installed; they are checked when importable.
+PUBLIC_MODULES = sorted(
+    f"charter.{info.name}"
+    for info in pkgutil.iter_modules(charter.__path__)
+    if not info.name.startswith("_")
+)
+
+
+def public_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # an extra that is not installed
+        pytest.skip(f"{name} needs an extra: {exc}")
+
+
+def isort_key(name: str) -> tuple[int, str]:
+    """The order ruff's RUF022 calls isort-style: CONSTANTS, then Classes, then the rest."""
+    if name.isupper() or (name.upper() == name and not name.startswith("_")):
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
+
+
+def test_importing_charter_imports_no_transport_or_storage_library() -> None:
+    code = (
+        "import json, sys, charter; "
+        f"print(json.dumps([m for m in {FORBIDDEN_ON_IMPORT!r} "
+        "if any(k == m or k.startswith(m + '.') for k in sys.modules)]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == []
+
+
+def test_the_package_exports_the_contract() -> None:
+    for name in (
+        "define_tool",
+        "tool",
+        "Tool",
+        "RiskTier",
+        "RiskPolicy",
+        "ActionPolicy",
+        "ToolContext",
+        "Completed",
+        "Denied",
+        "Failed",
+        "InteractionRequired",
+        "Deferred",
+        "Interaction",
+        "Registry",
+        "ToolError",
+        "ErrorCode",
+        "ConfigurationError",
+    ):
+        assert name in charter.__all__, name
+
+
+@pytest.mark.parametrize("name", ["charter", *PUBLIC_MODULES])
+def test_all_is_a_sorted_tuple(name: str) -> None:
+    module = public_module(name)
+    exported = module.__all__
+    assert isinstance(exported, tuple)
+    assert list(exported) == sorted(exported, key=isort_key)
+    assert len(set(exported)) == len(exported)
+
+
+@pytest.mark.parametrize("name", ["charter", *PUBLIC_MODULES])
+def test_every_name_in_all_exists(name: str) -> None:
+    module = public_module(name)
+    missing = [attr for attr in module.__all__ if not hasattr(module, attr)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_all_lists_every_public_class_and_function_defined_in_the_module(name: str) -> None:
+    module = public_module(name)
+    defined = {
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and getattr(value, "__module__", None) == name
+    }
+    assert sorted(defined - set(module.__all__)) == []
+
+
+def test_the_package_re_exports_every_name_of_the_core_modules_it_imports_from() -> None:
+    for name in ("charter.outcome", "charter.registry"):
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            value = getattr(module, attr)
+            if inspect.isclass(value) and attr in charter.__all__:
+                assert getattr(charter, attr) is value
+
+
+@pytest.mark.parametrize("name", ["charter", *PUBLIC_MODULES])
+def test_every_public_dataclass_is_keyword_only(name: str) -> None:
+    module = public_module(name)
+    for attr in module.__all__:
+        value = getattr(module, attr)
+        if inspect.isclass(value) and dataclasses.is_dataclass(value):
+            positional = [f.name for f in dataclasses.fields(value) if f.init and not f.kw_only]
+            assert positional == [], f"{name}.{attr} takes {positional} positionally"
