@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+
+
+def readme_blocks() -> list[str]:
+    return PYTHON_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+def test_the_readme_starts_with_the_two_commands() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("# charter\n\n```\nmake run\nmake test\n```\n")
+
+
+def test_the_readme_quickstart_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = readme_blocks()
+    assert len(blocks) >= 3
+    namespace: dict[str, object] = {"__name__": "readme"}
+    for number, block in enumerate(blocks, start=1):
+        exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "{'trip_id': 'trp_1', 'destination': 'Lisbon', 'nights': 4}" in out
+    assert 'Did you mean "get_trip"?' in out
+    manifest = json.loads(out[out.index("[\n") :])
+    assert [entry["name"] for entry in manifest] == ["get_trip", "change_destination"]
+
+
+def test_the_quickstart_example_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "examples.quickstart"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("greet {'name': 'Ada'} -> {\"kind\":\"completed\"")
+    assert '"code":"NOT_FOUND"' in lines[3]
+    manifest = json.loads("\n".join(lines[4:]))
+    assert [entry["name"] for entry in manifest] == ["greet", "save_note"]
