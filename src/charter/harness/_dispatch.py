@@ -1,0 +1,230 @@
+"""Running sealed calls through ``Host.invoke`` and turning outcomes into call states.
+
+How a charter outcome becomes a harness call state (seed-semantics §7.14):
+
+| host outcome                                   | call state / model-visible result        |
+|------------------------------------------------|------------------------------------------|
+| ``Completed``                                  | completed (output already validated)     |
+| ``Denied``, or ``Failed(AUTHORIZATION_DENIED)``| denied, with the reason / message        |
+| ``InteractionRequired`` (``APPROVAL_REQUIRED``)| paused; interaction id = the approval id |
+| ``InteractionRequired`` (``CONFIRMATION_...``) | paused; approve = the person confirms    |
+| ``InteractionRequired`` from the handler       | paused; resumed with ``ctx.resume``      |
+| ``Deferred``                                   | paused until ``Settle``                  |
+| ``Failed(CANCELLED)``                          | failed ``tool.cancelled``                |
+| ``Failed(INVALID_OUTPUT)``                     | failed ``tool.invalid-output``           |
+| ``Failed(INVALID_INPUT)``                      | failed ``tool.invalid-arguments``        |
+| ``Failed(PROVIDER_ERROR)`` (unexpected raise)  | failed ``tool.execution-failed``         |
+| any other ``Failed``                           | failed with the charter code             |
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from ..auth import Principal
+from ..context import CancelSignal, ResumeInfo
+from ..errors import ErrorCode
+from ..host import CallOptions, Host
+from ..outcome import (
+    Completed,
+    Deferred,
+    Denied,
+    Failed,
+    InteractionRequired,
+    ToolOutcome,
+)
+from ..policy import InvocationControls
+from .messages import ToolResult
+from .seal import SealCodes
+from .store import CallRecord
+
+__all__ = ("absorb", "invoke_call", "request_id_for")
+
+logger = logging.getLogger("charter.harness")
+
+_REQUEST_NAMESPACE = uuid.UUID("6b0d4a52-8f55-4f0a-9a63-3c2f3f0c1a77")
+
+_CODE_MAP = {
+    ErrorCode.CANCELLED: SealCodes.CANCELLED,
+    ErrorCode.INVALID_OUTPUT: SealCodes.INVALID_OUTPUT,
+    ErrorCode.INVALID_INPUT: SealCodes.INVALID_ARGUMENTS,
+}
+
+
+def request_id_for(session_id: str, invocation_id: str) -> str:
+    """The ledger request id of a call: a UUID derived from the session and invocation ids.
+
+    The invocation id stays the same across pauses, resumes and restarts (it is in the
+    session record), so a re-invocation reaches the same ledger row and replays.
+    """
+    return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{session_id}\x1f{invocation_id}"))
+
+
+async def invoke_call(
+    host: Host,
+    call: CallRecord,
+    *,
+    principal: Principal | None,
+    options: CallOptions,
+) -> ToolOutcome:
+    """Invoke one call through the host, with the controls its state calls for."""
+    controls = InvocationControls(
+        request_id=uuid.UUID(call.request_id) if call.request_id else None,
+        confirmed=True if call.confirmed else None,
+        approval_id=call.approval_id,
+    )
+    try:
+        return await host.invoke(call.tool_name, call.args or {}, principal, controls, call=options)
+    except Exception:
+        # The host answers every expected failure with an outcome; this is a bug in it or
+        # in a store. One failing call never crashes the loop.
+        error_id = "err_" + uuid.uuid4().hex[:16]
+        logger.exception("harness: invoking %s failed (error id %s)", call.tool_name, error_id)
+        return Failed(
+            code=ErrorCode.PROVIDER_ERROR,
+            message=f"Tool {call.tool_name!r} failed. Error id: {error_id}.",
+            meta={"errorId": error_id},
+        )
+
+
+def call_options(
+    call: CallRecord,
+    *,
+    session_id: str,
+    turn_id: str,
+    step_id: str,
+    cancel: CancelSignal,
+    audience: str | None,
+    state: object,
+) -> CallOptions:
+    """The transport facts of one call: its ids, its own cancel signal and resume info."""
+    resume = call.resume
+    return CallOptions(
+        cancel=cancel,
+        audience=audience,
+        session_id=session_id,
+        turn_id=turn_id,
+        step_id=step_id,
+        call_id=call.call.call_id,
+        invocation_id=call.invocation_id,
+        resume=ResumeInfo(
+            interaction_id=resume.interaction_id,
+            kind=resume.kind,
+            approved=resume.approved,
+            value=resume.value,
+            token=resume.token,
+        )
+        if resume is not None
+        else None,
+        state=state,
+    )
+
+
+def absorb(call: CallRecord, outcome: ToolOutcome) -> CallRecord:
+    """The call's next state after the host answered ``outcome`` (see the module table)."""
+    base: dict[str, Any] = {"resume": None}
+    if isinstance(outcome, InteractionRequired):
+        metadata = outcome.interaction.metadata or {}
+        code = metadata.get("code")
+        gate = (
+            "approval"
+            if code == ErrorCode.APPROVAL_REQUIRED.value
+            else "confirmation"
+            if code == ErrorCode.CONFIRMATION_REQUIRED.value
+            else None
+        )
+        return call.model_copy(
+            update={
+                **base,
+                "status": "interaction",
+                "phase": "execute",
+                "interaction": outcome.interaction,
+                "gate": gate,
+                "token": outcome.token,
+                "approval_id": None,
+            }
+        )
+    if isinstance(outcome, Deferred):
+        return call.model_copy(
+            update={**base, "status": "deferred", "interaction": None, "token": outcome.token}
+        )
+    if (
+        isinstance(outcome, Failed)
+        and call.approval_id is not None
+        and outcome.code is ErrorCode.AUTHORIZATION_DENIED
+        and outcome.reason == "not_approved"
+    ):
+        # Resumed before an approver granted it: keep waiting on the same interaction.
+        return call.model_copy(update={**base, "status": "interaction", "approval_id": None})
+    return settle(call, outcome_result(call, outcome))
+
+
+def settle(call: CallRecord, result: ToolResult) -> CallRecord:
+    """The call, settled with ``result``."""
+    return call.model_copy(
+        update={"status": "settled", "result": result, "resume": None, "interaction": None}
+    )
+
+
+def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
+    """The model-visible result of a terminal outcome."""
+    call_id, name = call.call.call_id, call.tool_name
+    if isinstance(outcome, Completed):
+        return ToolResult(
+            kind="completed",
+            call_id=call_id,
+            tool_name=name,
+            output=outcome.output,
+            replayed=outcome.replayed,
+        )
+    if isinstance(outcome, Denied):
+        return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.reason)
+    if isinstance(outcome, Failed):
+        return _failed_result(call_id, name, outcome)
+    # Interactions and deferrals are not terminal; a settle that tries one is refused
+    # before it gets here, so this is a tool answering with something it may not.
+    return failure(
+        call,
+        SealCodes.INVALID_TOOL_RESULT,
+        f"Tool {name!r} returned a {outcome.kind!r} outcome where a result was needed.",
+    )
+
+
+def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
+    if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
+        return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.message)
+    meta = dict(outcome.meta or {})
+    code = _CODE_MAP.get(outcome.code, outcome.code.value)
+    if outcome.code is ErrorCode.PROVIDER_ERROR and set(meta) == {"errorId"}:
+        # The registry's answer to an unexpected exception (a raised ToolError keeps its
+        # code): the message is redacted to an error id, never the exception text.
+        code = SealCodes.EXECUTION_FAILED
+    details: dict[str, Any] = {"charterCode": outcome.code.value, **meta}
+    if outcome.code is ErrorCode.INVALID_INPUT:
+        details["phase"] = "input"
+    if outcome.code is ErrorCode.INVALID_OUTPUT:
+        details["phase"] = "output"
+    return ToolResult(
+        kind="failed",
+        call_id=call_id,
+        tool_name=name,
+        code=code,
+        message=outcome.message,
+        retryable=outcome.retryable,
+        next_steps=outcome.next_steps,
+        details=details,
+        replayed=outcome.replayed,
+    )
+
+
+def failure(call: CallRecord, code: str, message: str) -> ToolResult:
+    """A harness-level failed result for ``call``."""
+    return ToolResult(
+        kind="failed",
+        call_id=call.call.call_id,
+        tool_name=call.tool_name,
+        code=code,
+        message=message,
+    )

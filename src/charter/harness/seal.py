@@ -1,0 +1,242 @@
+"""Sealing a model step: each tool call becomes an immediate result or an executable call.
+
+Immediate results are decided in this order (the seed's ``seal.ts``):
+
+1. empty call id → failed ``tool.invalid-call-id``;
+2. a call id seen earlier in the step → failed ``tool.duplicate-call-id``;
+3. a tool the session may not use → failed ``tool.unknown``;
+4. arguments that are not a JSON object, break the payload limits, carry the reserved
+   ``_charter`` controls, or fail the input model → failed ``tool.invalid-arguments``
+   with ``details = {"phase": "input", "issues": [...]}`` (values are never echoed);
+5. a middleware denies the call → ``denied`` with its reason.
+
+Everything else is executable, with a fresh invocation id. The model's order is kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+
+from .._limits import PayloadLimits, PayloadRejected, check_value, parse_json
+from ..auth import Principal
+from ..outcome import Denied, Failed, Interaction
+from ..policy import CONTROL_FIELD
+from ..registry import Registry
+from .definitions import BoundToolDefinition, SealedToolCall, lookup
+from .messages import ToolCall, ToolResult
+
+__all__ = (
+    "CallMiddleware",
+    "PlannedCall",
+    "SealCodes",
+    "seal_calls",
+)
+
+
+class SealCodes:
+    """The failure codes sealing and execution give tool results (the seed's vocabulary)."""
+
+    INVALID_CALL_ID = "tool.invalid-call-id"
+    DUPLICATE_CALL_ID = "tool.duplicate-call-id"
+    UNKNOWN = "tool.unknown"
+    INVALID_ARGUMENTS = "tool.invalid-arguments"
+    INVALID_OUTPUT = "tool.invalid-output"
+    INVALID_TOOL_RESULT = "tool.invalid-tool-result"
+    EXECUTION_FAILED = "tool.execution-failed"
+    CANCELLED = "tool.cancelled"
+
+
+class CallMiddleware(Protocol):
+    """Protocol: reviews each sealed call before it runs.
+
+    Return None to let the call run, a ``Denied`` to refuse it (the model gets a denied
+    result), or an ``Interaction`` to pause the session before anything in the step runs
+    (resumed like any other interaction; a rejected approval becomes "Approval rejected").
+    Approvals bound to the exact arguments belong in the tool's action policy instead.
+    """
+
+    id: str
+    """The middleware id, reported as the ``middleware_id`` of interactions it raises."""
+
+    async def review(
+        self, call: SealedToolCall, tool: BoundToolDefinition, principal: Principal | None
+    ) -> Denied | Interaction | None:
+        """Decide whether the call may run."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedCall:
+    """One model tool call after sealing: an immediate result or an executable call."""
+
+    call: ToolCall
+    result: ToolResult | None = None
+    sealed: SealedToolCall | None = None
+    tool: BoundToolDefinition | None = None
+    invocation_id: str | None = None
+    interaction: Interaction | None = None
+    """A before-execution interaction a middleware attached."""
+    middleware_id: str | None = None
+
+
+async def seal_calls(
+    calls: Sequence[ToolCall],
+    *,
+    tools: Mapping[str, BoundToolDefinition],
+    registry: Registry,
+    limits: PayloadLimits,
+    principal: Principal | None,
+    middleware: Sequence[CallMiddleware] = (),
+    new_id: Callable[[], str],
+) -> list[PlannedCall]:
+    """Seal one step's tool calls, in the model's order (see the module docstring)."""
+    seen: set[str] = set()
+    planned: list[PlannedCall] = []
+    for call in calls:
+        planned.append(
+            await _seal_one(call, seen, tools, registry, limits, principal, middleware, new_id)
+        )
+    return planned
+
+
+async def _seal_one(
+    call: ToolCall,
+    seen: set[str],
+    tools: Mapping[str, BoundToolDefinition],
+    registry: Registry,
+    limits: PayloadLimits,
+    principal: Principal | None,
+    middleware: Sequence[CallMiddleware],
+    new_id: Callable[[], str],
+) -> PlannedCall:
+    call_id = call.call_id
+    if not isinstance(call_id, str) or not call_id.strip():
+        return _immediate(call, SealCodes.INVALID_CALL_ID, "The tool call has an empty id.")
+    if call_id in seen:
+        return _immediate(
+            call,
+            SealCodes.DUPLICATE_CALL_ID,
+            f"The tool call id {call_id!r} was already used in this step.",
+        )
+    seen.add(call_id)
+    name = lookup(tools, registry, call.name)
+    if name is None:
+        shown = call.name if len(call.name) <= 128 else call.name[:125] + "..."
+        return _immediate(
+            call,
+            SealCodes.UNKNOWN,
+            f"Unknown tool {shown!r}. Available tools: {', '.join(sorted(tools))}.",
+        )
+    bound = tools[name]
+    args = _arguments(call, bound, registry, limits)
+    if isinstance(args, ToolResult):
+        return PlannedCall(call=call, result=args)
+    sealed = SealedToolCall(call_id=call_id, tool_name=name, args=args)
+    for reviewer in middleware:
+        verdict = await reviewer.review(sealed, bound, principal)
+        if isinstance(verdict, Denied):
+            return PlannedCall(
+                call=call,
+                result=ToolResult(
+                    kind="denied", call_id=call_id, tool_name=name, reason=verdict.reason
+                ),
+            )
+        if isinstance(verdict, Interaction):
+            return PlannedCall(
+                call=call,
+                sealed=sealed,
+                tool=bound,
+                invocation_id=new_id(),
+                interaction=verdict,
+                middleware_id=reviewer.id,
+            )
+    return PlannedCall(call=call, sealed=sealed, tool=bound, invocation_id=new_id())
+
+
+def _arguments(
+    call: ToolCall,
+    bound: BoundToolDefinition,
+    registry: Registry,
+    limits: PayloadLimits,
+) -> dict[str, JsonValue] | ToolResult:
+    try:
+        if isinstance(call.arguments, str):
+            value = parse_json(call.arguments or "{}", limits)
+        else:
+            check_value(call.arguments, limits)
+            value = json.loads(json.dumps(call.arguments, allow_nan=False))
+    except (PayloadRejected, ValueError, TypeError) as exc:
+        reason = exc.reason if isinstance(exc, PayloadRejected) else "invalid_json"
+        return _invalid(call, bound, [{"path": [], "code": "invalid_json", "message": reason}])
+    if not isinstance(value, dict):
+        return _invalid(
+            call,
+            bound,
+            [{"path": [], "code": "invalid_type", "message": "Arguments must be a JSON object"}],
+        )
+    if CONTROL_FIELD in value:
+        # The model never supplies invocation controls: a model that could send
+        # "confirmed": true would confirm (or approve) its own calls.
+        return _invalid(
+            call,
+            bound,
+            [
+                {
+                    "path": [CONTROL_FIELD],
+                    "code": "reserved",
+                    "message": "This field is reserved for the host and cannot be sent",
+                }
+            ],
+        )
+    parsed = registry.validate_input(bound.registered, value)
+    if isinstance(parsed, Failed):
+        raw = (parsed.meta or {}).get("issues")
+        issues: list[dict[str, Any]] = [
+            {"path": _path(i.get("loc")), "code": i.get("type"), "message": i.get("msg")}
+            for i in (raw if isinstance(raw, list) else [])
+            if isinstance(i, dict)
+        ]
+        return _invalid(call, bound, issues)
+    return value
+
+
+def _path(loc: object) -> list[str]:
+    return [str(part) for part in loc] if isinstance(loc, list) else []
+
+
+def _invalid(
+    call: ToolCall, bound: BoundToolDefinition, issues: list[dict[str, Any]]
+) -> ToolResult:
+    text = "; ".join(
+        f"{'.'.join(str(p) for p in issue['path']) or '(root)'}: {issue['message']}"
+        for issue in issues
+    )
+    return ToolResult(
+        kind="failed",
+        call_id=call.call_id,
+        tool_name=bound.name,
+        code=SealCodes.INVALID_ARGUMENTS,
+        message=text or "The arguments are invalid.",
+        retryable=True,
+        next_steps=("Fix the arguments so they match the tool's parameters, then call again.",),
+        details={"phase": "input", "issues": issues},
+    )
+
+
+def _immediate(call: ToolCall, code: str, message: str) -> PlannedCall:
+    return PlannedCall(
+        call=call,
+        result=ToolResult(
+            kind="failed",
+            call_id=call.call_id,
+            tool_name=call.name,
+            code=code,
+            message=message,
+            retryable=code != SealCodes.INVALID_CALL_ID,
+        ),
+    )

@@ -1,0 +1,380 @@
+"""Shared tools, principals and helpers for the harness tests (imported by conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from charter import (
+    ActionPolicy,
+    Deferred,
+    ErrorCode,
+    Interaction,
+    InteractionRequired,
+    Principal,
+    Registry,
+    RiskPolicy,
+    ToolContext,
+    ToolError,
+    define_tool,
+)
+from charter.harness import Capability, Harness, Model, ModelResponse, SessionStore, ToolCall
+from charter.host import Host
+from charter.memory_store import MemoryStore
+
+ALICE = Principal(
+    subject="alice",
+    tenant_id="t1",
+    scopes=frozenset({"trips:read", "trips:write", "bookings:cancel"}),
+)
+"""The requester: a staff user who may call every tool."""
+
+BOB = Principal(subject="bob", tenant_id="t1", scopes=frozenset({"charter:approve"}))
+"""An approver in the same tenant."""
+
+DESTRUCTIVE = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
+WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
+
+
+class FakeClock:
+    """A UTC clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+class AddIn(BaseModel):
+    a: int
+    b: int
+
+
+class AddOut(BaseModel):
+    sum: int
+
+
+class BookingIn(BaseModel):
+    booking_id: str
+    reason: str | None = None
+
+
+class CancelOut(BaseModel):
+    cancelled: str
+
+
+class AskIn(BaseModel):
+    question: str
+
+
+class AskOut(BaseModel):
+    answer: str
+
+
+class JobIn(BaseModel):
+    job: str
+
+
+class JobOut(BaseModel):
+    status: str
+
+
+class TotalOut(BaseModel):
+    total: int
+
+
+class ItemIn(BaseModel):
+    item: str
+
+
+class CartOut(BaseModel):
+    count: int
+
+
+class WaitIn(BaseModel):
+    name: str
+
+
+class Empty(BaseModel):
+    pass
+
+
+@dataclass
+class World:
+    """The tools' side effects and the gates tests open, visible to assertions."""
+
+    clock: FakeClock
+    registry: Registry
+    ledger: MemoryStore
+    host: Host
+    executions: list[tuple[str, str | None, dict[str, Any]]] = field(default_factory=list)
+    """(tool, invocation id, arguments) of every handler run that got past its checks."""
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    entered: dict[str, asyncio.Event] = field(default_factory=dict)
+    sync_saw_cancel: threading.Event = field(default_factory=threading.Event)
+    sync_started: threading.Event = field(default_factory=threading.Event)
+    states_created: int = 0
+
+    def gate(self, name: str) -> asyncio.Event:
+        return self.gates.setdefault(name, asyncio.Event())
+
+    def entered_event(self, name: str) -> asyncio.Event:
+        return self.entered.setdefault(name, asyncio.Event())
+
+    def count(self, tool: str) -> int:
+        return sum(1 for name, _, _ in self.executions if name == tool)
+
+    def new_host(self, **options: Any) -> Host:
+        """A host on the same registry and ledger, as after a process restart."""
+        return Host(self.registry, store=self.ledger, clock=self.clock, **options)
+
+    def harness(
+        self,
+        model: Model,
+        *,
+        host: Host | None = None,
+        store: SessionStore | None = None,
+        **options: Any,
+    ) -> Harness:
+        return Harness(
+            host or self.host,
+            model,
+            store=store,
+            capabilities=options.pop("capabilities", (self.cart,)),
+            clock=self.clock,
+            **options,
+        )
+
+    cart: Capability[dict[str, list[str]]] = field(init=False)
+
+
+def _core_handlers(world: World) -> dict[str, Any]:
+    async def add(args: AddIn, ctx: ToolContext) -> AddOut:
+        world.executions.append(("add", ctx.invocation_id, args.model_dump()))
+        return AddOut(sum=args.a + args.b)
+
+    async def wait_for(args: WaitIn, ctx: ToolContext) -> AddOut:
+        world.entered_event(args.name).set()
+        await world.gate(args.name).wait()
+        world.executions.append(("wait_for", ctx.invocation_id, args.model_dump()))
+        return AddOut(sum=len(args.name))
+
+    async def cancel_booking(args: BookingIn, ctx: ToolContext) -> CancelOut:
+        world.executions.append(("cancel_booking", ctx.invocation_id, args.model_dump()))
+        if args.booking_id in world.gates:
+            world.entered_event(args.booking_id).set()
+            await world.gate(args.booking_id).wait()
+        return CancelOut(cancelled=args.booking_id)
+
+    async def ask_user(args: AskIn, ctx: ToolContext) -> AskOut | InteractionRequired:
+        world.executions.append(("ask_user", ctx.invocation_id, args.model_dump()))
+        if ctx.resume is None:
+            return InteractionRequired(
+                interaction=Interaction(id="ask-1", kind="response", prompt=args.question),
+                token={"asked": args.question},
+            )
+        assert ctx.resume.kind == "response"
+        return AskOut(answer=f"{ctx.resume.value} (token {ctx.resume.token})")
+
+    async def start_job(args: JobIn, ctx: ToolContext) -> Deferred:
+        world.executions.append(("start_job", ctx.invocation_id, args.model_dump()))
+        return Deferred(token={"job": args.job})
+
+    return {
+        "add": add,
+        "wait_for": wait_for,
+        "cancel_booking": cancel_booking,
+        "ask_user": ask_user,
+        "start_job": start_job,
+    }
+
+
+def _other_handlers(world: World) -> dict[str, Any]:
+    async def boom(args: Empty) -> AddOut:
+        world.executions.append(("boom", None, {}))
+        raise RuntimeError("kaboom: secret detail")
+
+    async def refuse(args: Empty) -> AddOut:
+        raise ToolError(ErrorCode.PROVIDER_UNAVAILABLE, "The booking system is down.")
+
+    async def bad_total(args: Empty) -> TotalOut:
+        world.executions.append(("bad_total", None, {}))
+        return {"total": "not-an-int"}  # type: ignore[return-value]
+
+    async def add_item(args: ItemIn, ctx: ToolContext) -> CartOut:
+        items: list[str] = ctx.state["items"]
+        items.append(args.item)
+        world.executions.append(("add_item", ctx.invocation_id, args.model_dump()))
+        return CartOut(count=len(items))
+
+    def sync_wait(args: Empty, ctx: ToolContext) -> AddOut:
+        world.sync_started.set()
+        # A sync handler in a worker thread: asyncio cannot interrupt it, only ctx.cancel.
+        if ctx.cancel.wait_sync(timeout=10):
+            world.sync_saw_cancel.set()
+            raise ToolError(ErrorCode.CANCELLED, "stopped")
+        return AddOut(sum=0)
+
+    async def async_wait(args: Empty, ctx: ToolContext) -> AddOut:
+        world.entered_event("async_wait").set()
+        await asyncio.sleep(10)
+        return AddOut(sum=0)
+
+    def make_state() -> dict[str, list[str]]:
+        world.states_created += 1
+        return {"items": []}
+
+    return {
+        "boom": boom,
+        "refuse": refuse,
+        "bad_total": bad_total,
+        "add_item": add_item,
+        "sync_wait": sync_wait,
+        "async_wait": async_wait,
+        "make_state": make_state,
+    }
+
+
+def build_world() -> World:
+    clock = FakeClock()
+    registry = Registry()
+    ledger = MemoryStore()
+    world = World(
+        clock=clock,
+        registry=registry,
+        ledger=ledger,
+        host=Host(registry, store=ledger, clock=clock),
+    )
+
+    h = {**_core_handlers(world), **_other_handlers(world)}
+
+    booking_policy = ActionPolicy(
+        target_type="booking", command_target_field="booking_id", approval="required"
+    )
+    tools = [
+        define_tool(
+            name="add",
+            description="Add two integers.",
+            input_schema=AddIn,
+            output_schema=AddOut,
+            handler=h["add"],
+            tier="read",
+            required_scopes=("trips:read",),
+        ),
+        define_tool(
+            name="wait_for",
+            description="Wait until the test opens a gate.",
+            input_schema=WaitIn,
+            output_schema=AddOut,
+            handler=h["wait_for"],
+            tier="read",
+        ),
+        define_tool(
+            name="cancel_booking",
+            description="Cancel a booking (needs confirmation and an approver).",
+            input_schema=BookingIn,
+            output_schema=CancelOut,
+            handler=h["cancel_booking"],
+            tier="destructive",
+            risk_policy=DESTRUCTIVE,
+            required_scopes=("bookings:cancel",),
+            action_policy=booking_policy,
+        ),
+        define_tool(
+            name="ask_user",
+            description="Ask the user a question.",
+            input_schema=AskIn,
+            output_schema=AskOut,
+            handler=h["ask_user"],
+            tier="read",
+        ),
+        define_tool(
+            name="start_job",
+            description="Start a job that finishes elsewhere.",
+            input_schema=JobIn,
+            output_schema=JobOut,
+            handler=h["start_job"],
+            tier="write",
+            risk_policy=WRITE,
+        ),
+        define_tool(
+            name="boom",
+            description="Always raises.",
+            input_schema=Empty,
+            output_schema=AddOut,
+            handler=h["boom"],
+            tier="read",
+        ),
+        define_tool(
+            name="refuse",
+            description="Fails with a coded error.",
+            input_schema=Empty,
+            output_schema=AddOut,
+            handler=h["refuse"],
+            tier="read",
+        ),
+        define_tool(
+            name="bad_total",
+            description="Returns output that breaks its schema.",
+            input_schema=Empty,
+            output_schema=TotalOut,
+            handler=h["bad_total"],
+            tier="read",
+        ),
+        define_tool(
+            name="sync_wait",
+            description="A sync handler that waits for cancellation.",
+            input_schema=Empty,
+            output_schema=AddOut,
+            handler=h["sync_wait"],
+            tier="read",
+        ),
+        define_tool(
+            name="async_wait",
+            description="An async handler that sleeps.",
+            input_schema=Empty,
+            output_schema=AddOut,
+            handler=h["async_wait"],
+            tier="read",
+        ),
+    ]
+    registry.register_all(tools)
+    add_item_tool = define_tool(
+        name="add_item",
+        description="Add an item to the session's cart.",
+        input_schema=ItemIn,
+        output_schema=CartOut,
+        handler=h["add_item"],
+        tier="read",
+    )
+    world.cart = Capability(id="cart", tools=(add_item_tool,), state_factory=h["make_state"])
+    world.cart.register(registry)
+    return world
+
+
+def calls(*items: tuple[str, str, dict[str, Any]]) -> ModelResponse:
+    """A model response made of tool calls ``(name, call_id, arguments)``."""
+    return ModelResponse(
+        tool_calls=[ToolCall(call_id=cid, name=name, arguments=args) for name, cid, args in items]
+    )
+
+
+def last_results(request_messages: Any) -> Any:
+    """The results of the last tool-results message a model request carried."""
+    for message in reversed(request_messages):
+        if message.role == "tool":
+            return message.results
+    raise AssertionError("no tool results in the transcript")
+
+
+Clock = Callable[[], datetime]
