@@ -1,0 +1,258 @@
+"""Talking back to the client during a call: elicitation, sampling, logging.
+
+A handshake-era connection with a back-channel (stdio, stateful streamable HTTP) gets
+server-to-client requests mid-call. A 2026-07-28 connection cannot be called back, so
+an elicitation becomes an ``InputRequiredResult`` whose sealed ``requestState`` says
+how to continue when the client retries the call with the user's answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import mcp.types as types
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import JsonValue, ValidationError
+
+from ..context import LogLevel, LogSink, Sampler, SampleRequest, SampleResult
+from ..errors import ErrorCode, ToolError
+from ..outcome import InteractionRequired
+
+__all__ = (
+    "ELICITATION_KEY",
+    "Ask",
+    "ConnectionState",
+    "ask_for",
+    "decode_ask",
+    "elicitation_channel",
+    "log_sink",
+    "sampler",
+)
+
+ELICITATION_KEY = "charter/elicitation"
+"""The key of charter's elicitation in an ``InputRequiredResult``'s ``inputRequests``."""
+
+_LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+_CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confirm": {
+            "type": "boolean",
+            "title": "Confirm",
+            "description": "Allow this action to run.",
+            "default": False,
+        }
+    },
+    "required": ["confirm"],
+}
+
+_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "title": "Answer"}},
+    "required": ["answer"],
+}
+
+
+@dataclass
+class ConnectionState:
+    """What the adapter remembers per connection (the server's lifespan state).
+
+    stdio and in-memory connections each enter the lifespan; streamable HTTP enters
+    it once, so HTTP sessions are told apart by their ``Mcp-Session-Id``.
+    """
+
+    log_levels: OrderedDict[str | None, types.LoggingLevel] = field(default_factory=OrderedDict)
+    max_sessions: int = 10_000
+
+    def set_level(self, key: str | None, level: types.LoggingLevel) -> None:
+        """Remember the minimum log level a session asked for (``logging/setLevel``)."""
+        self.log_levels[key] = level
+        self.log_levels.move_to_end(key)
+        while len(self.log_levels) > self.max_sessions:
+            self.log_levels.popitem(last=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ask:
+    """A question the user can answer mid-call, and how to continue with the answer."""
+
+    kind: Literal["confirm", "response"]
+    interaction_id: str
+    message: str
+    schema: dict[str, Any]
+    token: JsonValue = None
+
+    def state(self) -> str:
+        """The ``requestState`` plaintext (the SDK seals it before it leaves the server)."""
+        return json.dumps(
+            {"v": 1, "k": self.kind, "i": self.interaction_id, "m": self.message, "t": self.token}
+        )
+
+
+def decode_ask(state: str) -> Ask | None:
+    """Read an ``Ask`` back from a ``requestState`` this server minted."""
+    try:
+        data = json.loads(state)
+        kind, interaction_id, message = data["k"], data["i"], data["m"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if data.get("v") != 1 or kind not in ("confirm", "response"):
+        return None
+    if not isinstance(interaction_id, str) or not isinstance(message, str):
+        return None
+    return Ask(
+        kind=kind, interaction_id=interaction_id, message=message, schema={}, token=data["t"]
+    )
+
+
+def ask_for(outcome: InteractionRequired) -> Ask | None:
+    """The question a user can answer for ``outcome``; None when only an approver can."""
+    interaction = outcome.interaction
+    metadata = interaction.metadata or {}
+    if interaction.kind == "response":
+        schema = metadata.get("schema")
+        return Ask(
+            kind="response",
+            interaction_id=interaction.id,
+            message=interaction.prompt,
+            schema=schema if isinstance(schema, dict) else _ANSWER_SCHEMA,
+            token=outcome.token,
+        )
+    if metadata.get("code") != ErrorCode.CONFIRMATION_REQUIRED.value:
+        return None
+    tool, target = metadata.get("tool"), metadata.get("target")
+    message = f"Allow {tool!r} to run" + (f" on {target!r}" if target else "") + "?"
+    return Ask(
+        kind="confirm", interaction_id=interaction.id, message=message, schema=_CONFIRM_SCHEMA
+    )
+
+
+def elicitation_channel(
+    ctx: ServerRequestContext[Any, Any],
+) -> Literal["push", "input-required"] | None:
+    """How this client can be asked mid-call, if it can (form-mode elicitation)."""
+    capabilities = ctx.session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+        return None
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return "input-required"
+    return "push" if ctx.session.can_send_request else None
+
+
+async def elicit(ctx: ServerRequestContext[Any, Any], ask: Ask) -> types.ElicitResult | None:
+    """Ask the user over the back-channel; None when the client cannot or would not answer."""
+    try:
+        return await ctx.session.elicit_form(
+            ask.message, ask.schema, related_request_id=ctx.request_id
+        )
+    except (MCPError, NoBackChannelError, ValidationError):
+        return None
+
+
+def input_required(ask: Ask) -> types.InputRequiredResult:
+    """The 2026-07-28 form of an elicitation: the client retries with the answer."""
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=ask.message, requested_schema=ask.schema)
+    )
+    return types.InputRequiredResult(
+        input_requests={ELICITATION_KEY: request}, request_state=ask.state()
+    )
+
+
+def log_sink(
+    ctx: ServerRequestContext[ConnectionState, Any], session_key: str | None, logger: str
+) -> LogSink:
+    """Turn ``ctx.log`` into ``notifications/message`` on this request's stream."""
+    allowed = allowed_log_levels(ctx.protocol_version, ctx.meta)
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        minimum = ctx.lifespan_context.log_levels.get(session_key, "debug")
+        allowed = frozenset(_LEVELS[_LEVELS.index(minimum) :])
+
+    async def log(level: LogLevel, message: str, data: Mapping[str, Any] | None) -> None:
+        if level not in allowed:
+            return
+        payload: Any = message if data is None else {"message": message, "data": dict(data)}
+        await ctx.session.send_notification(
+            types.LoggingMessageNotification(
+                params=types.LoggingMessageNotificationParams(
+                    level=level, data=payload, logger=logger
+                )
+            ),
+            related_request_id=ctx.request_id,
+        )
+
+    return log
+
+
+def sampler(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
+    """A ``Sampler`` over ``sampling/createMessage``, when this client can be asked."""
+    capabilities = ctx.session.client_capabilities
+    if (
+        capabilities is None
+        or capabilities.sampling is None
+        or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        or not ctx.session.can_send_request
+    ):
+        return None
+
+    async def sample(request: SampleRequest) -> SampleResult:
+        message = types.CreateMessageRequest(
+            params=types.CreateMessageRequestParams(
+                messages=[
+                    types.SamplingMessage(
+                        role=role, content=types.TextContent(type="text", text=text)
+                    )
+                    for role, text in request.messages
+                ],
+                max_tokens=request.max_tokens,
+                system_prompt=request.system_prompt,
+                temperature=request.temperature,
+            )
+        )
+        try:
+            result = await ctx.session.send_request(
+                message,
+                types.CreateMessageResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+            )
+        except MCPError as exc:
+            raise ToolError(
+                ErrorCode.PROVIDER_ERROR,
+                f"The client did not complete the sampling request: {exc.error.message}",
+                meta={"reason": "sampling_failed"},
+            ) from exc
+        except (NoBackChannelError, ValidationError) as exc:
+            raise ToolError(
+                ErrorCode.PROVIDER_UNAVAILABLE,
+                "The client could not be asked for a completion.",
+                meta={"reason": "sampling_unavailable"},
+            ) from exc
+        content = result.content
+        if not isinstance(content, types.TextContent):
+            raise ToolError(
+                ErrorCode.PROVIDER_ERROR,
+                f"The client's model answered with {content.type} content; text was expected.",
+                meta={"reason": "sampling_not_text"},
+            )
+        return SampleResult(text=content.text, model=result.model, stop_reason=result.stop_reason)
+
+    return sample

@@ -1,0 +1,151 @@
+"""Registered tools as MCP ``tools/list`` entries: schemas passed through, contract in ``_meta``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp.types as types
+
+from ..ledger import ActionStatus
+from ..manifest import RegisteredTool
+from ..policy import CONTROL_FIELD
+from ..tool import JSON_SCHEMA_DIALECT
+from ._render import STATUS_TOOL
+
+__all__ = ("TOOL_META_KEY", "ToolListing", "status_tool")
+
+TOOL_META_KEY = "charter/tool"
+"""``_meta`` key of a listed tool: charter's contract data for it."""
+
+# Manifest keys that MCP carries in its own fields, not in ``_meta``.
+_MCP_FIELDS = frozenset({"name", "description", "inputSchema", "outputSchema", "annotations"})
+
+_CONTROL_PROPERTIES: dict[str, dict[str, Any]] = {
+    "requestId": {
+        "type": "string",
+        "format": "uuid",
+        "description": "A UUID you generate once per action and reuse when you retry the "
+        "same action; repeating it returns the stored result instead of acting twice.",
+    },
+    "confirmed": {
+        "type": "boolean",
+        "description": "true once the user has confirmed this exact action.",
+    },
+    "approvalId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "The approval an approver granted for this exact call.",
+    },
+    "reasonCode": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "Why the action is taken; recorded with the call and its approval.",
+    },
+    "onBehalfOf": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "The tenant to act for (admin scope only).",
+    },
+}
+
+
+class ToolListing:
+    """Builds (once per registered tool) the ``types.Tool`` a caller sees in ``tools/list``."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[RegisteredTool, types.Tool]] = {}
+
+    def tool(self, registered: RegisteredTool) -> types.Tool:
+        """The MCP tool for ``registered``; cached while the registration is the same object."""
+        cached = self._cache.get(registered.name)
+        if cached is not None and cached[0] is registered:
+            return cached[1]
+        listed = _listed(registered)
+        self._cache[registered.name] = (registered, listed)
+        return listed
+
+
+def _listed(registered: RegisteredTool) -> types.Tool:
+    entry = registered.entry
+    annotations = entry.get("annotations") or {}
+    contract = {k: v for k, v in entry.items() if k not in _MCP_FIELDS}
+    policy = entry.get("actionPolicy")
+    if isinstance(policy, dict) and "targetResolution" in policy:
+        contract["targetResolution"] = policy["targetResolution"]
+    return types.Tool(
+        name=registered.name,
+        title=annotations.get("title"),
+        description=registered.tool.description,
+        input_schema=_input_schema(registered),
+        output_schema=registered.tool.output_schema,
+        annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
+        meta={TOOL_META_KEY: contract},
+    )
+
+
+def _input_schema(registered: RegisteredTool) -> dict[str, Any]:
+    """The tool's schema unchanged, plus the optional ``_charter`` controls it accepts."""
+    schema = registered.tool.input_schema
+    spec = registered.controls
+    names: list[str] = [*spec.required, *(n for n in spec.optional if n not in spec.required)]
+    if registered.tool.delegable:
+        names.append("onBehalfOf")
+    if not names:
+        return schema
+    controls: dict[str, Any] = {
+        "type": "object",
+        "description": "charter invocation controls (never part of the tool's own input). "
+        + (
+            f"This tool requires {', '.join(spec.required)}."
+            if spec.required
+            else "All are optional for this tool."
+        ),
+        "properties": {name: _CONTROL_PROPERTIES[name] for name in names},
+        "additionalProperties": False,
+    }
+    if spec.required:
+        controls["required"] = list(spec.required)
+    properties = schema.get("properties")
+    return {
+        **schema,
+        "properties": {
+            **(properties if isinstance(properties, dict) else {}),
+            CONTROL_FIELD: controls,
+        },
+    }
+
+
+def status_tool() -> types.Tool:
+    """The adapter's ``charter.action_status`` tool (listed for authenticated callers)."""
+    output = ActionStatus.model_json_schema(mode="serialization")
+    return types.Tool(
+        name=STATUS_TOOL,
+        title="Action status",
+        description="Where a request you made stands: completed (with its result), "
+        "deferred, awaiting approval, approved or denied. Pass the requestId you sent "
+        f"in {CONTROL_FIELD}.",
+        input_schema={
+            "$schema": JSON_SCHEMA_DIALECT,
+            "type": "object",
+            "properties": {
+                "requestId": {
+                    "type": "string",
+                    "format": "uuid",
+                    "description": "The requestId of the call to look up.",
+                }
+            },
+            "required": ["requestId"],
+            "additionalProperties": False,
+        },
+        output_schema={"$schema": JSON_SCHEMA_DIALECT, **output},
+        annotations=types.ToolAnnotations(
+            title="Action status",
+            read_only_hint=True,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )

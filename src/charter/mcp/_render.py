@@ -1,0 +1,169 @@
+"""Outcomes as MCP tool results: the one table from ``ErrorCode`` to an MCP rendering."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import mcp.types as types
+from pydantic_core import to_json
+
+from ..errors import DEFAULT_NEXT_STEPS, ErrorCode
+from ..manifest import CONTRACT_VERSION
+from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
+
+__all__ = ("OUTCOME_META_KEY", "Presenter", "Resolution", "render_outcome")
+
+OUTCOME_META_KEY = "charter/outcome"
+"""``_meta`` key of a non-completed result: the outcome as charter's JSON (``outcome_adapter``)."""
+
+Presenter = Callable[[Mapping[str, Any]], Sequence[types.ContentBlock]]
+"""Renders a tool's validated output (JSON-compatible) as MCP content blocks.
+
+Usage ``Presenter``: ``lambda out: [types.ImageContent(type="image", data=..., mimeType=...)]``.
+The result still carries the output as ``structuredContent``; only ``content`` changes.
+"""
+
+Resolution = Literal["caller", "user", "approver", "retry", "operator"]
+"""Who can resolve an error: the calling model (fix the call), the user, an approver,
+time (retry later), or the server's operator."""
+
+RESOLUTION: Mapping[ErrorCode, Resolution] = {
+    ErrorCode.NOT_FOUND: "caller",
+    ErrorCode.INVALID_INPUT: "caller",
+    ErrorCode.INVALID_OUTPUT: "operator",
+    ErrorCode.UNAUTHENTICATED: "caller",
+    ErrorCode.AUTHORIZATION_DENIED: "caller",
+    ErrorCode.CONFIRMATION_REQUIRED: "user",
+    ErrorCode.APPROVAL_REQUIRED: "approver",
+    ErrorCode.ACTION_POLICY_REQUIRED: "caller",
+    ErrorCode.IDEMPOTENCY_CONFLICT: "caller",
+    ErrorCode.REQUEST_IN_PROGRESS: "retry",
+    ErrorCode.TIMEOUT: "retry",
+    ErrorCode.CANCELLED: "caller",
+    ErrorCode.MISSING_SERVICE: "operator",
+    ErrorCode.PROVIDER_ERROR: "operator",
+    ErrorCode.PROVIDER_UNAVAILABLE: "retry",
+}
+"""Every error code's MCP rendering: who can resolve it (``_meta`` ``resolution``).
+
+Every code renders as an ``isError`` result (``[CODE] message`` and next steps in the
+text, the outcome in ``_meta``); JSON-RPC errors are kept for protocol faults.
+"""
+
+STATUS_TOOL = "charter.action_status"
+"""The adapter's own tool that reports where a ledgered request stands."""
+
+
+def render_outcome(
+    outcome: ToolOutcome,
+    *,
+    presenter: Presenter | None = None,
+    request_id: str | None = None,
+) -> types.CallToolResult:
+    """Render an outcome as a ``tools/call`` result.
+
+    Args:
+        outcome: what ``Host.invoke`` returned.
+        presenter: renders completed output as content blocks, for this tool.
+        request_id: the call's ``_charter.requestId``, named in a deferred result's handle.
+    """
+    if isinstance(outcome, Completed):
+        return _completed(outcome, presenter)
+    if isinstance(outcome, Failed):
+        return _failed(outcome)
+    if isinstance(outcome, InteractionRequired):
+        return _interaction(outcome)
+    if isinstance(outcome, Denied):
+        return _error_result(
+            f"[DENIED] {outcome.reason}",
+            ("A person declined this action; do not retry it unless they change their mind.",),
+            outcome,
+        )
+    return _deferred(outcome, request_id)
+
+
+def _completed(outcome: Completed, presenter: Presenter | None) -> types.CallToolResult:
+    output = outcome.output
+    content: list[types.ContentBlock]
+    if presenter is not None and isinstance(output, Mapping):
+        content = list(presenter(output))
+    else:
+        content = [types.TextContent(type="text", text=to_json(output).decode())]
+    meta = {"charter/replayed": True} if outcome.replayed else None
+    return types.CallToolResult(content=content, structured_content=output, meta=meta)
+
+
+def _failed(outcome: Failed) -> types.CallToolResult:
+    meta: dict[str, Any] = {
+        OUTCOME_META_KEY: outcome.model_dump(mode="json"),
+        "charter/error": {
+            "contractVersion": CONTRACT_VERSION,
+            "code": outcome.code.value,
+            "resolution": RESOLUTION[outcome.code],
+            "retryable": outcome.retryable,
+        },
+    }
+    missing = (outcome.meta or {}).get("missing")
+    if outcome.reason == "insufficient_scope" and isinstance(missing, list):
+        # What an HTTP resource server would put in its 403 challenge (RFC 6750 §3.1).
+        scopes = " ".join(str(s) for s in missing)
+        meta["charter/challenge"] = f'Bearer error="insufficient_scope", scope="{scopes}"'
+    text = _text(f"[{outcome.code.value}] {outcome.message}", outcome.next_steps)
+    if outcome.replayed:
+        text += "\n(This is the stored result of an earlier identical request.)"
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=True, meta=meta
+    )
+
+
+def _interaction(outcome: InteractionRequired) -> types.CallToolResult:
+    interaction = outcome.interaction
+    metadata = interaction.metadata or {}
+    code = metadata.get("code")
+    label = code if isinstance(code, str) else "INTERACTION_REQUIRED"
+    lines = [f"[{label}] {interaction.prompt}"]
+    if code == ErrorCode.APPROVAL_REQUIRED.value:
+        lines.append(f"approvalId: {interaction.id}")
+    steps = metadata.get("nextSteps")
+    if isinstance(steps, list):
+        next_steps: Sequence[str] = [str(step) for step in steps]
+    elif isinstance(code, str) and code in ErrorCode.__members__:
+        next_steps = DEFAULT_NEXT_STEPS[ErrorCode(code)]
+    else:
+        next_steps = (
+            "Ask the user the question above, then call the tool again with their answer "
+            "from a client that supports MCP elicitation.",
+        )
+    return _error_result("\n".join(lines), next_steps, outcome)
+
+
+def _deferred(outcome: Deferred, request_id: str | None) -> types.CallToolResult:
+    if request_id is not None:
+        steps: tuple[str, ...] = (
+            f'Call {STATUS_TOOL} with {{"requestId": "{request_id}"}} later to get the result; '
+            "do not repeat this call with a new requestId.",
+        )
+    else:
+        steps = ("The result will be delivered out of band; this call cannot be polled.",)
+    return _error_result(
+        "[DEFERRED] The call was accepted and continues in the background.", steps, outcome
+    )
+
+
+def _error_result(
+    heading: str, next_steps: Sequence[str], outcome: ToolOutcome
+) -> types.CallToolResult:
+    # Not a failure, but a tool with an outputSchema must return matching structured
+    # content on a non-error result, and this is not its output (see docs/mcp.md).
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=_text(heading, next_steps))],
+        is_error=True,
+        meta={OUTCOME_META_KEY: outcome.model_dump(mode="json")},
+    )
+
+
+def _text(heading: str, next_steps: Sequence[str]) -> str:
+    if not next_steps:
+        return heading
+    return heading + "\nNext steps:\n" + "\n".join(f"  - {step}" for step in next_steps)

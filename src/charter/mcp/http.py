@@ -1,0 +1,185 @@
+"""MCP over streamable HTTP: the SDK's session manager behind the SDK's bearer-token hooks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .. import __version__
+from ..errors import ConfigurationError
+from ..host import Host
+from ._auth import HostTokenVerifier
+from ._interact import ConnectionState
+from ._render import Presenter
+from .server import create_server
+
+__all__ = ("DEFAULT_ALLOWED_HOSTS", "StreamableHTTPApp", "create_asgi_app", "streamable_http_app")
+
+DEFAULT_ALLOWED_HOSTS: tuple[str, ...] = (
+    "127.0.0.1:*",
+    "localhost:*",
+    "[::1]:*",
+    "127.0.0.1",
+    "localhost",
+    "[::1]",
+)
+"""Host headers accepted by default: loopback only (DNS-rebinding protection)."""
+
+
+class StreamableHTTPApp:
+    """An ASGI app serving MCP streamable HTTP for one host, and the lifespan it needs.
+
+    Mount it (``Route("/mcp", app)`` or ``Mount``) and run ``lifespan()`` for the life of
+    the application: it runs the SDK's ``StreamableHTTPSessionManager``, which can run
+    only once; build a new app to serve again.
+    """
+
+    def __init__(
+        self,
+        *,
+        server: Server[ConnectionState],
+        session_manager: StreamableHTTPSessionManager,
+        app: ASGIApp,
+    ) -> None:
+        """Wrap a prepared ASGI app; build one with ``streamable_http_app``."""
+        self.server = server
+        self.session_manager = session_manager
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI request."""
+        await self._app(scope, receive, send)
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        """Run the session manager; enter it once, for as long as the app serves."""
+        return self.session_manager.run()
+
+
+def streamable_http_app(
+    host: Host,
+    *,
+    stateless: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    json_response: bool = False,
+    require_auth: bool | None = None,
+    resource_metadata_url: str | None = None,
+    name: str = "charter",
+    version: str = __version__,
+    presenters: Mapping[str, Presenter] | None = None,
+    request_state_keys: Sequence[bytes | str] | None = None,
+) -> StreamableHTTPApp:
+    """Serve ``host``'s tools over MCP streamable HTTP.
+
+    Args:
+        host: the host whose pipeline runs every call.
+        stateless: no ``Mcp-Session-Id``: each request stands alone, so any replica can
+            take any request (server-to-client requests then need 2026-07-28 clients).
+        allowed_hosts: ``Host`` header values to accept (``name:*`` allows any port);
+            DNS-rebinding protection stays on. Default: ``DEFAULT_ALLOWED_HOSTS``.
+        allowed_origins: ``Origin`` values to accept; default: ``http://`` and
+            ``https://`` forms of the allowed hosts.
+        json_response: answer with JSON bodies instead of SSE streams.
+        require_auth: answer requests without a valid bearer token with 401. Default:
+            when the host has an authenticator. False lets anonymous callers reach
+            public tools while tokens still authenticate.
+        resource_metadata_url: the RFC 9728 protected-resource metadata URL to name in
+            the ``WWW-Authenticate`` challenge (you serve the document).
+        name: the server name announced to clients.
+        version: the server version announced to clients.
+        presenters: per-tool renderers of output as MCP content (see ``create_server``).
+        request_state_keys: shared secrets for sealed ``requestState`` (see
+            ``create_server``); give every replica the same keys.
+
+    Raises:
+        ConfigurationError: ``require_auth=True`` on a host without an authenticator.
+    """
+    server = create_server(
+        host,
+        name=name,
+        version=version,
+        presenters=presenters,
+        request_state_keys=request_state_keys,
+    )
+    hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
+    origins = (
+        list(allowed_origins)
+        if allowed_origins is not None
+        else [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+    )
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        json_response=json_response,
+        stateless=stateless,
+        security_settings=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+        ),
+    )
+    app: ASGIApp = StreamableHTTPASGIApp(manager)
+    if host.authenticator is not None:
+        if require_auth is None or require_auth:
+            metadata = AnyHttpUrl(resource_metadata_url) if resource_metadata_url else None
+            app = RequireAuthMiddleware(app, [], metadata)
+        app = AuthContextMiddleware(app)
+        app = AuthenticationMiddleware(app, backend=BearerAuthBackend(HostTokenVerifier(host)))
+    elif require_auth:
+        raise ConfigurationError(
+            "require_auth=True needs a host with an authenticator (Host(authenticator=...))"
+        )
+    return StreamableHTTPApp(server=server, session_manager=manager, app=app)
+
+
+def create_asgi_app(
+    host: Host,
+    *,
+    path: str = "/mcp",
+    stateless: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    json_response: bool = False,
+    require_auth: bool | None = None,
+    resource_metadata_url: str | None = None,
+    name: str = "charter",
+    version: str = __version__,
+    presenters: Mapping[str, Presenter] | None = None,
+    request_state_keys: Sequence[bytes | str] | None = None,
+) -> Starlette:
+    """A standalone Starlette app serving MCP at ``path``, with its lifespan wired.
+
+    The arguments are those of ``streamable_http_app``; ``path`` is where MCP answers.
+    """
+    mcp_app = streamable_http_app(
+        host,
+        stateless=stateless,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        json_response=json_response,
+        require_auth=require_auth,
+        resource_metadata_url=resource_metadata_url,
+        name=name,
+        version=version,
+        presenters=presenters,
+        request_state_keys=request_state_keys,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        async with mcp_app.lifespan():
+            yield
+
+    return Starlette(
+        routes=[Route(path, endpoint=mcp_app, methods=["GET", "POST", "DELETE"])],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,358 @@
+"""charter's MCP server: the SDK's low-level ``Server`` over ``Host.discover`` and ``Host.invoke``.
+
+``tools/list`` lists the tools the caller may call with their precomputed schemas;
+``tools/call`` runs ``Host.invoke`` and renders the outcome. Policy, validation,
+scopes and the ledger all stay in the host.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+
+from .. import __version__
+from ..auth import Principal
+from ..context import CancelSignal, ResumeInfo
+from ..errors import ConfigurationError, ErrorCode
+from ..host import CallOptions, Host
+from ..outcome import Completed, Denied, InteractionRequired, ToolOutcome, failed
+from ..policy import CONTROL_FIELD
+from . import _interact
+from ._auth import principal_from_scope
+from ._interact import Ask, ConnectionState
+from ._listing import ToolListing, status_tool
+from ._render import STATUS_TOOL, Presenter, render_outcome
+
+__all__ = ("create_server",)
+
+Context = ServerRequestContext[ConnectionState, Any]
+
+_MAX_ROUNDS = 4
+"""Elicitation rounds one ``tools/call`` may take (a confirmation, then a question)."""
+
+
+def create_server(
+    host: Host,
+    *,
+    name: str = "charter",
+    version: str = __version__,
+    principal: Principal | None = None,
+    presenters: Mapping[str, Presenter] | None = None,
+    request_state_keys: Sequence[bytes | str] | None = None,
+    instructions: str | None = None,
+) -> Server[ConnectionState]:
+    """Build an MCP server that exposes ``host``'s tools.
+
+    Args:
+        host: the host whose pipeline runs every call.
+        name: the server name announced to clients.
+        version: the server version announced to clients.
+        principal: who calls over connections that carry no credentials (stdio, in
+            memory). HTTP requests are always authenticated from their bearer token and
+            never fall back to it. None: those connections are anonymous and see only
+            public tools.
+        presenters: per-tool renderers of completed output as MCP content (images,
+            audio, embedded resources), keyed by canonical tool name.
+        request_state_keys: secrets (at least 32 bytes each) that seal the
+            ``requestState`` of 2026-07-28 elicitation round trips; give every replica
+            the same keys. Default: a key held by this process only.
+        instructions: optional server instructions for the client.
+
+    Raises:
+        ConfigurationError: a presenter names an unknown tool, or a registered tool uses
+            the adapter's reserved ``charter.action_status`` name.
+    """
+    presenters = dict(presenters or {})
+    unknown = sorted(n for n in presenters if host.registry.get(n) is None)
+    if unknown:
+        raise ConfigurationError(f"presenters name unknown tool(s) {unknown}; use canonical names")
+    if host.registry.get(STATUS_TOOL) is not None:
+        raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
+    adapter = _Adapter(host, principal=principal, presenters=presenters)
+    server: Server[ConnectionState] = Server(
+        name,
+        version=version,
+        instructions=instructions,
+        lifespan=_lifespan,
+        on_list_tools=adapter.list_tools,
+        on_call_tool=adapter.call_tool,
+        get_tool_input_schema=adapter.input_schema,
+    )
+    # Registered directly: the constructor's on_set_logging_level warns that logging is
+    # deprecated at 2026-07-28, but handshake-era clients still set levels.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, adapter.set_level)
+    security = (
+        RequestStateSecurity(keys=list(request_state_keys), bind_principal=adapter.principal_key)
+        if request_state_keys
+        else RequestStateSecurity(
+            keys=[uuid.uuid4().bytes + uuid.uuid4().bytes], bind_principal=adapter.principal_key
+        )
+    )
+    server.middleware.append(RequestStateBoundary(security, default_audience=name))
+    return server
+
+
+@asynccontextmanager
+async def _lifespan(_: Server[ConnectionState]) -> AsyncIterator[ConnectionState]:
+    yield ConnectionState()
+
+
+class _Adapter:
+    """The handlers behind one server."""
+
+    def __init__(
+        self, host: Host, *, principal: Principal | None, presenters: dict[str, Presenter]
+    ) -> None:
+        self.host = host
+        self.default_principal = principal
+        self.presenters = presenters
+        self.listing = ToolListing()
+        self.status = status_tool()
+
+    # -- who is calling -----------------------------------------------------------------
+
+    def principal(self, ctx: Context) -> Principal | None:
+        """The caller: from the bearer token on HTTP, else the configured principal."""
+        if ctx.request is None:
+            return self.default_principal
+        return principal_from_scope(ctx.request.scope)
+
+    def principal_key(self, ctx: Context) -> str | None:
+        """Binds sealed ``requestState`` to the caller who minted it."""
+        principal = self.principal(ctx)
+        return None if principal is None else f"{principal.tenant_id}/{principal.subject}"
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The tool's input schema, for the SDK's ``Mcp-Param-*`` header checks."""
+        registered = self.host.registry.get(name)
+        return registered.tool.input_schema if registered is not None else None
+
+    # -- handlers -----------------------------------------------------------------------
+
+    async def list_tools(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """``tools/list``: the tools this caller may call."""
+        principal = self.principal(ctx)
+        tools = [self.listing.tool(t) for t in self.host.callable_tools(principal)]
+        if principal is not None:
+            tools.append(self.status)
+        return types.ListToolsResult(tools=tools)
+
+    async def set_level(
+        self, ctx: Context, params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """``logging/setLevel`` (handshake-era clients): the minimum level for this session."""
+        key = _session_key(ctx)
+        if key != _NO_SESSION:
+            ctx.lifespan_context.set_level(key, params.level)
+        return types.EmptyResult()
+
+    async def call_tool(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """``tools/call``: run the call through the host and render its outcome."""
+        principal = self.principal(ctx)
+        name = params.name
+        arguments: dict[str, Any] = params.arguments if params.arguments is not None else {}
+        if name == STATUS_TOOL and principal is not None:
+            return render_outcome(await self._action_status(principal, arguments))
+        cancel = CancelSignal()
+        key = _session_key(ctx)
+        call = CallOptions(
+            cancel=cancel,
+            progress_sink=ctx.session.report_progress,
+            log_sink=_interact.log_sink(ctx, None if key == _NO_SESSION else key, name),
+            sampler=_interact.sampler(ctx),
+            call_id=None if ctx.request_id is None else str(ctx.request_id),
+        )
+        try:
+            if params.request_state is not None:
+                outcome, ask_again = await self._answered(ctx, params, arguments, principal, call)
+            else:
+                outcome, ask_again = (
+                    await self.host.invoke(name, arguments, principal, call=call),
+                    True,
+                )
+            result = (
+                await self._interact(ctx, name, arguments, principal, call, outcome)
+                if ask_again
+                else outcome
+            )
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled (notifications/cancelled, or a closed stream): a sync
+            # handler still running in its worker thread sees ctx.cancel.
+            cancel.set()
+            raise
+        if isinstance(result, types.InputRequiredResult):
+            return result
+        return self._render(name, arguments, result)
+
+    # -- interactions -------------------------------------------------------------------
+
+    async def _interact(
+        self,
+        ctx: Context,
+        name: str,
+        arguments: dict[str, Any],
+        principal: Principal | None,
+        call: CallOptions,
+        outcome: ToolOutcome,
+    ) -> ToolOutcome | types.InputRequiredResult:
+        """Ask the user mid-call while the outcome is a question they can answer."""
+        for _ in range(_MAX_ROUNDS):
+            if not isinstance(outcome, InteractionRequired):
+                return outcome
+            ask = _interact.ask_for(outcome)
+            channel = _interact.elicitation_channel(ctx) if ask is not None else None
+            if ask is None or channel is None:
+                return outcome
+            if channel == "input-required":
+                return _interact.input_required(ask)
+            answer = await _interact.elicit(ctx, ask)
+            if answer is None:
+                return outcome
+            answered = await self._continue(name, arguments, principal, call, ask, answer)
+            if answered is None:
+                return outcome
+            outcome = answered
+        return outcome
+
+    async def _answered(
+        self,
+        ctx: Context,
+        params: types.CallToolRequestParams,
+        arguments: dict[str, Any],
+        principal: Principal | None,
+        call: CallOptions,
+    ) -> tuple[ToolOutcome, bool]:
+        """Continue a 2026-07-28 round trip: the retried call carries the user's answer.
+
+        Returns the outcome and whether the user may be asked again.
+        """
+        # The SDK's RequestStateBoundary verified and unsealed the state: it is ours, it
+        # was minted for this caller, this tool and these exact arguments.
+        ask = _interact.decode_ask(params.request_state or "")
+        answer = (params.input_responses or {}).get(_interact.ELICITATION_KEY)
+        if ask is None or not isinstance(answer, types.ElicitResult):
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"Retry with the inputResponses[{_interact.ELICITATION_KEY!r}] "
+                "elicitation answer and the requestState this server returned",
+            )
+        outcome = await self._continue(params.name, arguments, principal, call, ask, answer)
+        if outcome is None:
+            # Dismissed: answer with the question's own outcome, without asking again.
+            return await self.host.invoke(params.name, arguments, principal, call=call), False
+        return outcome, True
+
+    async def _continue(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        principal: Principal | None,
+        call: CallOptions,
+        ask: Ask,
+        answer: types.ElicitResult,
+    ) -> ToolOutcome | None:
+        """Run the call again with the user's answer; None when the user dismissed it."""
+        accepted = answer.action == "accept"
+        if ask.kind == "response":
+            resume = ResumeInfo(
+                interaction_id=ask.interaction_id,
+                kind="response",
+                approved=accepted,
+                value=dict(answer.content or {}) if accepted else None,
+                token=ask.token,
+            )
+            return await self.host.invoke(
+                name, arguments, principal, call=replace(call, resume=resume)
+            )
+        if answer.action == "cancel":
+            return None
+        if not (accepted and (answer.content or {}).get("confirm") is True):
+            return Denied(reason=f"The user declined: {ask.message}")
+        controls = arguments.get(CONTROL_FIELD)
+        confirmed = (
+            {**arguments, CONTROL_FIELD: {**controls, "confirmed": True}}
+            if isinstance(controls, dict)
+            else {**arguments, CONTROL_FIELD: {"confirmed": True}}
+            if controls is None
+            else arguments
+        )
+        return await self.host.invoke(name, confirmed, principal, call=call)
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def _render(
+        self, name: str, arguments: Mapping[str, Any], outcome: ToolOutcome
+    ) -> types.CallToolResult:
+        presenter = self.presenters.get(name) if isinstance(outcome, Completed) else None
+        if presenter is None and isinstance(outcome, Completed) and self.presenters:
+            # An alias names the same tool as its canonical name.
+            registered = self.host.registry.get(name)
+            presenter = self.presenters.get(registered.name) if registered is not None else None
+        controls = arguments.get(CONTROL_FIELD)
+        request_id = controls.get("requestId") if isinstance(controls, dict) else None
+        try:
+            return render_outcome(
+                outcome,
+                presenter=presenter,
+                request_id=request_id if isinstance(request_id, str) else None,
+            )
+        except Exception:
+            # A presenter bug must not become an opaque protocol error.
+            return render_outcome(
+                failed(
+                    ErrorCode.PROVIDER_ERROR,
+                    f"The result of {name!r} could not be presented.",
+                    reason="presenter_failed",
+                )
+            )
+
+    async def _action_status(
+        self, principal: Principal, arguments: Mapping[str, Any]
+    ) -> ToolOutcome:
+        raw = arguments.get("requestId")
+        try:
+            request_id = str(uuid.UUID(raw)) if isinstance(raw, str) else None
+        except ValueError:
+            request_id = None
+        if request_id is None or set(arguments) != {"requestId"}:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f'{STATUS_TOOL} takes exactly {{"requestId": "<uuid>"}}.',
+                reason="invalid_status_query",
+                issues=[],
+            )
+        status = await self.host.action_status(principal, request_id)
+        if status is None:
+            return failed(
+                ErrorCode.NOT_FOUND,
+                f"No request {request_id} is known for this caller.",
+                reason="unknown_request",
+                next_steps=("Check the requestId; results are kept for the retention period.",),
+            )
+        return Completed(output=status.model_dump(mode="json"))
+
+
+_NO_SESSION = "\x00no-session"
+"""A stateless HTTP request: it belongs to no session that could remember a log level."""
+
+
+def _session_key(ctx: Context) -> str | None:
+    """Which connection a request belongs to, within the server's lifespan state."""
+    if ctx.request is None:
+        return None  # stdio / in memory: the lifespan state is this connection's own
+    session_id = ctx.request.headers.get("mcp-session-id")
+    return session_id if isinstance(session_id, str) else _NO_SESSION
