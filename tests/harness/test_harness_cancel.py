@@ -1,0 +1,124 @@
+"""Session-level cancellation reaches async and sync handlers; every call gets a result."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import pytest
+from harness_support import ALICE, World, calls
+
+from charter.harness import ModelRequest, ModelResponse, SealCodes, TurnResult
+from charter.harness.testing import FunctionModel, ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+
+async def wait_in_thread(event: object, timeout: float = 5.0) -> bool:
+    """Wait for a ``threading.Event`` without blocking the event loop."""
+    return bool(await anyio.to_thread.run_sync(event.wait, timeout))  # type: ignore[attr-defined]
+
+
+async def test_cancelling_a_session_reaches_an_async_handler(world: World) -> None:
+    model = ScriptedModel([calls(("async_wait", "c1", {}), ("add", "c2", {"a": 1, "b": 1}))])
+    session = world.harness(model).session(ALICE)
+    results: list[TurnResult] = []
+
+    async def run() -> None:
+        results.append(await session.run("go"))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await world.entered_event("async_wait").wait()
+            session.cancel()
+
+    (result,) = results
+    assert result.status == "cancelled"
+    assert [(r.call_id, r.kind, r.code) for r in result.results] == [
+        ("c1", "failed", SealCodes.CANCELLED),
+        ("c2", "completed", None),
+    ]
+    assert len(model.requests) == 1  # no model step after the cancel
+
+
+async def test_cancelling_a_session_reaches_a_sync_handler_through_ctx_cancel(
+    world: World,
+) -> None:
+    # Catches cancellation that only cancels the awaiting task: a sync handler in a
+    # worker thread never notices (pydantic-ai's documented behaviour) and would block
+    # in wait_sync for its full 10 s instead of returning at once.
+    model = ScriptedModel([calls(("sync_wait", "c1", {}))])
+    session = world.harness(model).session(ALICE)
+    results: list[TurnResult] = []
+
+    async def run() -> None:
+        results.append(await session.run("go"))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            assert await wait_in_thread(world.sync_started)
+            session.cancel()
+        assert await wait_in_thread(world.sync_saw_cancel)
+
+    (result,) = results
+    assert result.status == "cancelled"
+    assert [(r.kind, r.code) for r in result.results] == [("failed", SealCodes.CANCELLED)]
+
+
+async def test_cancelling_during_a_model_step_ends_the_turn_without_waiting_for_it(
+    world: World,
+) -> None:
+    started = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> ModelResponse:
+        started.set()
+        await asyncio.sleep(30)
+        return ModelResponse(text="too late")
+
+    session = world.harness(FunctionModel(slow)).session(ALICE)
+    results: list[TurnResult] = []
+
+    async def run() -> None:
+        results.append(await session.run("go"))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await started.wait()
+            session.cancel()
+
+    assert results[0].status == "cancelled"
+    assert results[0].text is None
+    # The session can take the next turn.
+    record = await session.record()
+    assert record is not None and record.status == "idle"
+
+
+async def test_a_cancelled_turn_pairs_every_call_in_the_transcript(world: World) -> None:
+    # Providers reject a transcript where a tool call has no result; the next turn's
+    # model step must see one for each.
+    model = ScriptedModel(
+        [
+            calls(("async_wait", "c1", {}), ("sync_wait", "c2", {})),
+            ModelResponse(text="next turn"),
+        ]
+    )
+    session = world.harness(model).session(ALICE)
+
+    async def cancel_when_both_started() -> None:
+        await world.entered_event("async_wait").wait()
+        await wait_in_thread(world.sync_started)
+        session.cancel()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_when_both_started)
+            first = await session.run("go")
+        second = await session.run("again")
+
+    assert first.status == "cancelled"
+    assert second.text == "next turn"
+    tool_messages = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert [r.call_id for r in tool_messages[0].results] == ["c1", "c2"]
