@@ -27,6 +27,7 @@ from .policy import (
     HandlerActionPolicy,
     InvocationControls,
 )
+from .host import CallOptions, Host
 from .registry import PreparedAction, Registry
 from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
 from .tool import Deprecation, Tool, ToolAnnotations, ToolBinding, define_tool, tool
@@ -39,6 +40,7 @@ __all__ = (
     "AccessCatalog",
     "ActionPolicy",
     "Authenticator",
+    "CallOptions",
     "CancelSignal",
     "CharterError",
     "CommandClaim",
@@ -52,6 +54,7 @@ __all__ = (
     "ErrorCode",
     "Failed",
     "HandlerActionPolicy",
+    "Host",
     "Interaction",
     "InteractionRequired",
     "InvocationControls",

@@ -19,7 +19,15 @@ from .tool import Tool, define_tool
 if TYPE_CHECKING:
     from .host import Host
 
-__all__ = ("APPROVER_SCOPE", "approval_tools")
+__all__ = (
+    "APPROVER_SCOPE",
+    "ApprovalDecisionInput",
+    "ApprovalList",
+    "ApprovalListInput",
+    "ApprovalRequestInput",
+    "ApprovalView",
+    "approval_tools",
+)
 
 APPROVER_SCOPE = "charter:approve"
 

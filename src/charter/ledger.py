@@ -48,6 +48,7 @@ __all__ = (
     "LedgerStore",
     "LedgerTransaction",
     "StoreBusy",
+    "interaction_for_approval",
 )
 
 _record = ConfigDict(frozen=True, extra="forbid")
