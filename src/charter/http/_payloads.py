@@ -1,0 +1,202 @@
+"""The JSON bodies the HTTP transport sends and reads (camelCase on the wire)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+from charter.audit import AuditEvent
+from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
+from charter.outcome import Interaction
+
+__all__ = (
+    "AcceptedBody",
+    "ActionStatusBody",
+    "ApprovalBody",
+    "ApprovalListBody",
+    "AuditBody",
+    "AuditEventBody",
+    "CallResultBody",
+    "DecisionBody",
+    "HealthBody",
+    "ProblemBody",
+    "ToolListBody",
+    "WhoamiBody",
+)
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class ProblemBody(BaseModel):
+    """An RFC 9457 problem; the extension members use the outcome's own field names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+    """``urn:charter:error:<CODE>`` for charter's codes, ``about:blank`` otherwise."""
+    title: str
+    status: int
+    detail: str
+    code: str | None = None
+    """The ``ErrorCode``; absent for plain HTTP problems (an unknown route, a bad method)."""
+    reason: str | None = None
+    """The finer cause (``meta.reason``), e.g. ``insufficient_scope`` or ``invalid_json``."""
+    next_steps: list[str] = Field(default_factory=list)
+    """What a caller, or a model, can do about it."""
+    retryable: bool = False
+    """Whether the same request may succeed unchanged later."""
+    meta: dict[str, JsonValue] | None = None
+    """Structured details: validation issues, missing scopes, suggestions; never on a 500."""
+    error_id: str | None = None
+    """The id to report for a server error; the only detail a 500 carries."""
+    replayed: bool | None = None
+    """True when this is the stored outcome of an earlier identical request."""
+
+
+class CallResultBody(_Wire):
+    """A completed call: the tool's validated output."""
+
+    output: JsonValue
+    replayed: bool
+
+
+class AcceptedBody(_Wire):
+    """A call that is paused for a person (``interaction-required``) or continues elsewhere."""
+
+    kind: Literal["interaction-required", "deferred"]
+    interaction: Interaction | None = None
+    approval_id: str | None = None
+    """The approval an approver must grant, for approval interactions."""
+    request_id: str | None = None
+    """The request id to retry with and to look up under ``/v1/actions/{requestId}``."""
+    token: JsonValue = None
+
+
+class ToolListBody(_Wire):
+    """The manifest entries the caller may call."""
+
+    contract_version: str
+    tools: list[dict[str, Any]]
+
+
+class ApprovalBody(_Wire):
+    """One approval, as an approver (or its requester) sees it."""
+
+    id: str
+    tenant_id: str
+    requester_id: str
+    request_id: str
+    tool: str
+    description: str | None = None
+    """What the tool does, from its declaration (absent if it is no longer registered)."""
+    tier: str | None = None
+    capability_id: str
+    capability_version: str
+    target: str | None
+    arguments: dict[str, Any]
+    """The exact, validated arguments the approval is bound to."""
+    risk: str
+    reason_code: str | None = None
+    status: ApprovalStatus
+    created_at: datetime
+    expires_at: datetime
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    decision_reason: str | None = None
+    consumed_by: str | None = None
+
+    @classmethod
+    def from_record(
+        cls, record: ApprovalRecord, *, description: str | None, tier: str | None
+    ) -> ApprovalBody:
+        """Render a stored approval; the fingerprint stays on the server."""
+        data = record.model_dump(exclude={"fingerprint"})
+        return cls(**data, description=description, tier=tier)
+
+
+class ApprovalListBody(_Wire):
+    """Approvals in the caller's tenant, newest first."""
+
+    approvals: list[ApprovalBody]
+
+
+class DecisionBody(_Wire):
+    """The optional body of ``:grant`` and ``:deny``."""
+
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class ActionStatusBody(_Wire):
+    """Where a request stands."""
+
+    request_id: str
+    tool: str
+    status: Literal["completed", "deferred", "awaiting_approval", "approved", "denied"]
+    outcome: dict[str, Any] | None = None
+    approval_id: str | None = None
+    updated_at: datetime
+
+    @classmethod
+    def from_status(cls, status: ActionStatus) -> ActionStatusBody:
+        """Render the host's ``ActionStatus``."""
+        return cls(**status.model_dump())
+
+
+class AuditEventBody(_Wire):
+    """One audit event."""
+
+    id: str
+    time: datetime
+    subject: str | None
+    principal_tenant: str | None
+    tenant: str | None
+    delegated: bool
+    admin_used: bool
+    tool: str
+    capability_id: str | None = None
+    capability_version: str | None = None
+    request_id: str | None = None
+    approval_id: str | None = None
+    outcome: Literal["completed", "denied", "failed", "interaction-required", "deferred"]
+    code: str | None = None
+    reason: str | None = None
+    replayed: bool
+    duration_ms: float
+
+    @classmethod
+    def from_event(cls, event: AuditEvent) -> AuditEventBody:
+        """Render a stored audit event."""
+        return cls(**event.model_dump())
+
+
+class AuditBody(_Wire):
+    """Recent audit events of one tenant, newest first."""
+
+    tenant: str
+    events: list[AuditEventBody]
+
+
+class WhoamiBody(_Wire):
+    """The authenticated caller, for consoles and scripts."""
+
+    subject: str
+    tenant_id: str
+    kind: str
+    actor: str
+    display_name: str | None = None
+    scopes: list[str]
+    approver: bool
+    """Whether the caller may decide approvals (a hint for UIs; the host decides)."""
+
+
+class HealthBody(_Wire):
+    """Liveness or readiness."""
+
+    status: Literal["ok"]

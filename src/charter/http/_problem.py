@@ -1,0 +1,189 @@
+"""Failures as RFC 9457 ``application/problem+json``: one table from ``ErrorCode`` to status.
+
+The status follows the code. A few reasons of ``INVALID_INPUT`` say more precisely what
+is wrong with the request and get their own status: a body that is not strict JSON, or
+controls that disagree, is 400; anything too large is 413. A 500 carries only an error id:
+the message and details stay in the server's log.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+
+from starlette.responses import Response
+
+from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
+from charter.outcome import Denied, Failed
+
+from ._payloads import ProblemBody
+
+__all__ = (
+    "PROBLEM_MEDIA_TYPE",
+    "STATUS_BY_CODE",
+    "STATUS_BY_REASON",
+    "denied_problem",
+    "failed_problem",
+    "http_problem",
+    "problem_response",
+    "status_for",
+)
+
+logger = logging.getLogger("charter.http")
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+STATUS_BY_CODE: Mapping[ErrorCode, tuple[int, str]] = {
+    ErrorCode.NOT_FOUND: (404, "Not found"),
+    ErrorCode.INVALID_INPUT: (422, "Invalid input"),
+    ErrorCode.INVALID_OUTPUT: (500, "Internal error"),
+    ErrorCode.UNAUTHENTICATED: (401, "Authentication required"),
+    ErrorCode.AUTHORIZATION_DENIED: (403, "Not allowed"),
+    ErrorCode.CONFIRMATION_REQUIRED: (403, "Confirmation required"),
+    ErrorCode.APPROVAL_REQUIRED: (403, "Approval required"),
+    ErrorCode.ACTION_POLICY_REQUIRED: (403, "Action policy required"),
+    ErrorCode.IDEMPOTENCY_CONFLICT: (422, "Request id reused"),
+    ErrorCode.REQUEST_IN_PROGRESS: (409, "Request in progress"),
+    ErrorCode.TIMEOUT: (504, "Timed out"),
+    # 499 is not a registered status, and a client that went away reads no answer: the
+    # only reader of CANCELLED is a caller whose call the server cancelled (shutdown).
+    ErrorCode.CANCELLED: (503, "Cancelled"),
+    ErrorCode.MISSING_SERVICE: (503, "Service missing"),
+    ErrorCode.PROVIDER_ERROR: (500, "Internal error"),
+    ErrorCode.PROVIDER_UNAVAILABLE: (503, "Dependency unavailable"),
+}
+"""Status and title for every error code; a test fails when a code is missing."""
+
+STATUS_BY_REASON: Mapping[str, tuple[int, str]] = {
+    # The body is not a JSON text charter accepts: syntax, encoding, duplicate keys,
+    # NaN/Infinity or a number a double cannot hold.
+    "invalid_json": (400, "Malformed request"),
+    "invalid_utf8": (400, "Malformed request"),
+    "duplicate_key": (400, "Malformed request"),
+    "non_finite_number": (400, "Malformed request"),
+    # A header is malformed, or a control was given in a header and in the body differently.
+    "invalid_header": (400, "Malformed request"),
+    "controls_conflict": (400, "Malformed request"),
+    # The body, a string or an integer in it is larger than the limits.
+    "input_too_large": (413, "Content too large"),
+}
+"""Reasons of ``INVALID_INPUT`` that override the code's 422."""
+
+_RETRY_AFTER_SECONDS = "1"
+
+
+def status_for(code: ErrorCode, reason: str | None = None) -> tuple[int, str]:
+    """The HTTP status and title for an error code and its finer reason."""
+    if code is ErrorCode.INVALID_INPUT and reason is not None and reason in STATUS_BY_REASON:
+        return STATUS_BY_REASON[reason]
+    return STATUS_BY_CODE[code]
+
+
+def problem_response(problem: ProblemBody, headers: Mapping[str, str] | None = None) -> Response:
+    """Render a problem with its media type."""
+    return Response(
+        problem.model_dump_json(exclude_none=True),
+        status_code=problem.status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=dict(headers or {}),
+    )
+
+
+def failed_problem(failed: Failed) -> Response:
+    """Render a ``Failed`` outcome, with the headers its status calls for."""
+    status, title = status_for(failed.code, failed.reason)
+    headers: dict[str, str] = {}
+    if status >= 500 and failed.code in (ErrorCode.INVALID_OUTPUT, ErrorCode.PROVIDER_ERROR):
+        return problem_response(_server_error(failed, status, title))
+    if failed.code is ErrorCode.UNAUTHENTICATED:
+        headers["WWW-Authenticate"] = "Bearer"
+    elif failed.code is ErrorCode.AUTHORIZATION_DENIED and failed.reason == "insufficient_scope":
+        missing = (failed.meta or {}).get("missing")
+        scopes = (
+            " ".join(s for s in missing if isinstance(s, str)) if isinstance(missing, list) else ""
+        )
+        headers["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{scopes}"'
+    if status in (409, 503) and failed.retryable:
+        headers["Retry-After"] = _RETRY_AFTER_SECONDS
+    meta = {k: v for k, v in (failed.meta or {}).items() if k != "reason"}
+    problem = ProblemBody(
+        type=_type(failed.code),
+        title=title,
+        status=status,
+        detail=failed.message,
+        code=failed.code.value,
+        reason=failed.reason,
+        next_steps=list(failed.next_steps),
+        retryable=failed.retryable,
+        meta=meta or None,
+        replayed=True if failed.replayed else None,
+    )
+    return problem_response(problem, headers)
+
+
+def _server_error(failed: Failed, status: int, title: str) -> ProblemBody:
+    """A 500 that says only that it failed and under which error id."""
+    error_id = (failed.meta or {}).get("errorId")
+    if not isinstance(error_id, str):
+        # A handler raised ToolError(PROVIDER_ERROR, ...) itself: its message may hold
+        # anything, so it goes to the log under a fresh id and not to the caller.
+        error_id = "err_" + uuid.uuid4().hex[:16]
+        logger.error("tool failed with %s (error id %s): %s", failed.code, error_id, failed.message)
+    return ProblemBody(
+        type=_type(failed.code),
+        title=title,
+        status=status,
+        detail=f"The server could not complete the call. Report error id {error_id}.",
+        code=failed.code.value,
+        next_steps=list(DEFAULT_NEXT_STEPS[failed.code]),
+        retryable=failed.retryable,
+        error_id=error_id,
+    )
+
+
+def denied_problem(denied: Denied) -> Response:
+    """Render a ``Denied`` outcome: a decision, not an error, so 403 with the reason."""
+    return problem_response(
+        ProblemBody(
+            type=_type(ErrorCode.AUTHORIZATION_DENIED),
+            title="Denied",
+            status=403,
+            detail=denied.reason,
+            code=ErrorCode.AUTHORIZATION_DENIED.value,
+            reason="denied",
+            next_steps=["The call was refused; do not retry it unchanged."],
+        )
+    )
+
+
+def http_problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    code: ErrorCode | None = None,
+    reason: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> Response:
+    """A problem the transport itself answers (routing, credentials, query parameters)."""
+    next_steps = list(DEFAULT_NEXT_STEPS[code]) if code is not None else []
+    return problem_response(
+        ProblemBody(
+            type=_type(code) if code is not None else "about:blank",
+            title=title,
+            status=status,
+            detail=detail,
+            code=code.value if code is not None else None,
+            reason=reason,
+            next_steps=next_steps,
+            retryable=False,
+            meta=dict(meta) if meta else None,
+        ),
+        headers,
+    )
+
+
+def _type(code: ErrorCode) -> str:
+    return f"urn:charter:error:{code.value}"

@@ -1,0 +1,131 @@
+"""Reading the wire request: credentials, the caller, and controls sent as headers."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from charter.auth import AuthenticationFailed, Credentials, Principal
+from charter.errors import ErrorCode
+from charter.host import Host
+from charter.policy import InvocationControls
+
+from ._problem import http_problem
+
+__all__ = (
+    "CONTROL_HEADERS",
+    "authenticate",
+    "controls_from_headers",
+    "credentials_from",
+    "require_principal",
+)
+
+CONTROL_HEADERS = {
+    "requestId": "Idempotency-Key",
+    "confirmed": "Charter-Confirm",
+    "approvalId": "Charter-Approval",
+}
+"""The header that carries each ``_charter`` control."""
+
+
+def credentials_from(request: Request) -> Credentials:
+    """The bearer token and API key the request carries.
+
+    Only the ``Bearer`` scheme counts; a request with another scheme (or none) is treated
+    as carrying no token, as RFC 6750 asks for unsupported methods.
+    """
+    bearer: str | None = None
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() == "bearer":
+            bearer = token.strip()
+    return Credentials(
+        bearer=bearer,
+        api_key=request.headers.get("x-api-key"),
+        headers=request.headers,
+    )
+
+
+async def authenticate(host: Host, request: Request) -> Principal | Response | None:
+    """The caller (None when anonymous), or the 401 to answer for bad credentials."""
+    credentials = credentials_from(request)
+    if credentials.bearer == "" or credentials.api_key == "":
+        return _invalid_token("The credentials are empty.")
+    try:
+        return await host.authenticate(credentials)
+    except AuthenticationFailed as exc:
+        return _invalid_token(str(exc) or "The credentials are not valid.")
+
+
+async def require_principal(host: Host, request: Request) -> Principal | Response:
+    """The authenticated caller, or the 401 to answer when there is none."""
+    caller = await authenticate(host, request)
+    if caller is None:
+        return http_problem(
+            401,
+            "Authentication required",
+            "This endpoint needs credentials: send 'Authorization: Bearer <token>' or "
+            "'X-API-Key: <key>'.",
+            code=ErrorCode.UNAUTHENTICATED,
+            reason="authentication_required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return caller
+
+
+def _invalid_token(detail: str) -> Response:
+    return http_problem(
+        401,
+        "Authentication required",
+        detail,
+        code=ErrorCode.UNAUTHENTICATED,
+        reason="invalid_token",
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )
+
+
+def controls_from_headers(request: Request) -> InvocationControls | Response | None:
+    """The controls sent as headers (None when none were), or the 400 for a malformed one.
+
+    ``Idempotency-Key`` may be a bare UUID or an RFC 8941 string (``"<uuid>"``).
+    ``Charter-Confirm`` is ``true`` or ``false``; ``false`` is the same as not sending it.
+    """
+    raw: dict[str, object] = {}
+    key = request.headers.get("idempotency-key")
+    if key is not None:
+        key = key.strip()
+        if len(key) >= 2 and key[0] == key[-1] == '"':
+            key = key[1:-1]
+        raw["requestId"] = key
+    confirm = request.headers.get("charter-confirm")
+    if confirm is not None:
+        value = confirm.strip().lower()
+        if value not in ("true", "false"):
+            return _bad_header("Charter-Confirm", "must be 'true' or 'false'")
+        if value == "true":
+            raw["confirmed"] = True
+    approval = request.headers.get("charter-approval")
+    if approval is not None:
+        raw["approvalId"] = approval
+    if not raw:
+        return None
+    try:
+        return InvocationControls.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False, include_context=False)[0]
+        control = str(first["loc"][0]) if first["loc"] else "requestId"
+        header = CONTROL_HEADERS.get(control, control)
+        return _bad_header(header, first["msg"])
+
+
+def _bad_header(header: str, message: str) -> Response:
+    return http_problem(
+        400,
+        "Malformed request",
+        f"The {header} header is malformed: {message}.",
+        code=ErrorCode.INVALID_INPUT,
+        reason="invalid_header",
+        meta={"header": header},
+    )

@@ -1,0 +1,146 @@
+"""``/v1/approvals``: list, read, grant and deny, each a call to ``host.approvals``."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from charter._limits import PayloadRejected, parse_json
+from charter.errors import ErrorCode
+from charter.host import Host
+from charter.ledger import ApprovalRecord, ApprovalStatus
+from charter.outcome import Failed, failed
+
+from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
+from ._problem import failed_problem, http_problem
+from ._request import require_principal
+from ._responses import json_response
+
+__all__ = ("ApprovalRoutes", "int_query")
+
+_STATUSES: dict[str, ApprovalStatus | None] = {
+    **{status: status for status in get_args(ApprovalStatus)},
+    "all": None,
+}
+
+
+class ApprovalRoutes:
+    """The endpoints under ``/v1/approvals`` for one host."""
+
+    def __init__(self, host: Host) -> None:
+        """Serve ``host``'s approvals."""
+        self.host = host
+
+    async def list_approvals(self, request: Request) -> Response:
+        """``GET /v1/approvals?status=pending&limit=100``: the caller's tenant, newest first."""
+        caller = await require_principal(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        status = request.query_params.get("status", "pending")
+        if status not in _STATUSES:
+            return _bad_query("status", f"must be one of {', '.join(_STATUSES)}")
+        limit = int_query(request, "limit", default=100, maximum=500)
+        if isinstance(limit, Response):
+            return limit
+        records = await self.host.approvals.list(caller, _STATUSES[status], limit)
+        return json_response(ApprovalListBody(approvals=[self._body(r) for r in records]))
+
+    async def get_approval(self, request: Request) -> Response:
+        """``GET /v1/approvals/{approval_id}``: 404 unless the caller may see it."""
+        caller = await require_principal(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        approval_id: str = request.path_params["approval_id"]
+        record = await self.host.approvals.get(caller, approval_id)
+        if record is None:
+            return failed_problem(_not_found(approval_id))
+        return json_response(self._body(record))
+
+    async def grant(self, request: Request) -> Response:
+        """``POST /v1/approvals/{approval_id}:grant`` with an optional ``{"reason": …}``."""
+        return await self._decide(request, grant=True)
+
+    async def deny(self, request: Request) -> Response:
+        """``POST /v1/approvals/{approval_id}:deny`` with an optional ``{"reason": …}``."""
+        return await self._decide(request, grant=False)
+
+    async def _decide(self, request: Request, *, grant: bool) -> Response:
+        caller = await require_principal(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        decision = await self._decision(request)
+        if isinstance(decision, Failed):
+            return failed_problem(decision)
+        approval_id: str = request.path_params["approval_id"]
+        # Someone who may not even see the approval gets the same 404 as for a missing one.
+        if await self.host.approvals.get(caller, approval_id) is None:
+            return failed_problem(_not_found(approval_id))
+        decide = self.host.approvals.grant if grant else self.host.approvals.deny
+        result = await decide(approval_id, caller, decision.reason)
+        if isinstance(result, Failed):
+            return failed_problem(result)
+        return json_response(self._body(result))
+
+    async def _decision(self, request: Request) -> DecisionBody | Failed:
+        raw = await request.body()
+        if not raw.strip():
+            return DecisionBody()
+        try:
+            value = parse_json(raw, self.host.limits)
+            return DecisionBody.model_validate(value)
+        except PayloadRejected as exc:
+            return failed(
+                ErrorCode.INVALID_INPUT, f"The body was rejected: {exc}", reason=exc.reason
+            )
+        except ValidationError as exc:
+            issues = exc.errors(include_input=False, include_url=False, include_context=False)
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                'The body must be {"reason": "<text>"} or empty.',
+                reason="validation_failed",
+                issues=[
+                    {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]}
+                    for e in issues
+                ],
+            )
+
+    def _body(self, record: ApprovalRecord) -> ApprovalBody:
+        registered = self.host.registry.get(record.tool)
+        return ApprovalBody.from_record(
+            record,
+            description=registered.tool.description if registered is not None else None,
+            tier=registered.tool.tier.value if registered is not None else None,
+        )
+
+
+def _not_found(approval_id: str) -> Failed:
+    return failed(
+        ErrorCode.NOT_FOUND,
+        f"No approval {approval_id[:200]!r} in your tenant.",
+        reason="approval_not_found",
+        next_steps=("List the pending approvals with GET /v1/approvals and use one of their ids.",),
+    )
+
+
+def int_query(request: Request, name: str, *, default: int, maximum: int) -> int | Response:
+    """A positive integer query parameter no larger than ``maximum``, or the 422 for it."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and 1 <= int(raw) <= maximum):
+        return _bad_query(name, f"must be an integer from 1 to {maximum}")
+    return int(raw)
+
+
+def _bad_query(name: str, message: str) -> Response:
+    return http_problem(
+        422,
+        "Invalid input",
+        f"The query parameter {name!r} {message}.",
+        code=ErrorCode.INVALID_INPUT,
+        reason="invalid_query",
+        meta={"parameter": name},
+    )

@@ -1,0 +1,149 @@
+"""Where requests stand, the audit trail, the caller, health, readiness and the OpenAPI document."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response
+
+from charter.auth import Principal, missing_scopes, resolve_tenant
+from charter.errors import ErrorCode
+from charter.host import Host
+from charter.outcome import failed
+
+from ._openapi import OpenAPIDocument
+from ._payloads import (
+    ActionStatusBody,
+    AuditBody,
+    AuditEventBody,
+    HealthBody,
+    WhoamiBody,
+)
+from ._problem import failed_problem, http_problem
+from ._request import authenticate, require_principal
+from ._responses import json_response
+from ._routes_approvals import int_query
+
+__all__ = ("OpsRoutes",)
+
+logger = logging.getLogger("charter.http")
+
+_READY_TIMEOUT_SECONDS = 2.0
+
+
+class OpsRoutes:
+    """Actions, audit, whoami, health, readiness and OpenAPI for one host."""
+
+    def __init__(self, host: Host, openapi: OpenAPIDocument) -> None:
+        """Serve ``host``; ``openapi`` builds each caller's document."""
+        self.host = host
+        self.openapi = openapi
+
+    async def action_status(self, request: Request) -> Response:
+        """``GET /v1/actions/{request_id}``: the caller's request, in the caller's tenant."""
+        caller = await require_principal(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        request_id: str = request.path_params["request_id"]
+        status = await self.host.action_status(caller, request_id)
+        if status is None:
+            return failed_problem(
+                failed(
+                    ErrorCode.NOT_FOUND,
+                    f"No request {request_id[:200]!r} of yours in your tenant.",
+                    reason="request_not_found",
+                    next_steps=("Check the request id (the Idempotency-Key you sent).",),
+                )
+            )
+        return json_response(ActionStatusBody.from_status(status))
+
+    async def audit(self, request: Request) -> Response:
+        """``GET /v1/audit?tenant=&limit=50``: the caller's tenant; admins may name another.
+
+        Approvers and admins see every event of the tenant; other callers their own.
+        """
+        caller = await require_principal(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        limit = int_query(request, "limit", default=50, maximum=500)
+        if isinstance(limit, Response):
+            return limit
+        decision = resolve_tenant(
+            principal=caller,
+            requested=request.query_params.get("tenant"),
+            delegable=True,
+            admin_scope=self.host.admin_scope,
+        )
+        if decision.denied:
+            return failed_problem(
+                failed(
+                    ErrorCode.AUTHORIZATION_DENIED,
+                    "Only the admin scope may read another tenant's audit events.",
+                    reason="tenant_forbidden",
+                )
+            )
+        events = await self.host.audit.events(tenant=decision.tenant_id, limit=limit)
+        if not self._sees_tenant(caller):
+            events = [e for e in events if e.subject == caller.subject]
+        return json_response(
+            AuditBody(
+                tenant=decision.tenant_id, events=[AuditEventBody.from_event(e) for e in events]
+            )
+        )
+
+    async def whoami(self, request: Request) -> Response:
+        """``GET /v1/whoami``: who the credentials belong to."""
+        caller = await require_principal(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        return json_response(
+            WhoamiBody(
+                subject=caller.subject,
+                tenant_id=caller.tenant_id,
+                kind=caller.kind,
+                actor=caller.actor,
+                display_name=caller.display_name,
+                scopes=sorted(caller.scopes),
+                approver=self._sees_tenant(caller),
+            )
+        )
+
+    async def healthz(self, request: Request) -> Response:
+        """``GET /healthz``: the process answers."""
+        return json_response(HealthBody(status="ok"))
+
+    async def readyz(self, request: Request) -> Response:
+        """``GET /readyz``: the store answers a cheap read within two seconds."""
+        try:
+            with anyio.fail_after(_READY_TIMEOUT_SECONDS):
+                await self.host.store.get_approval("apr_readiness_probe")
+        except Exception:  # a probe reports every failure as "not ready"
+            logger.exception("readiness probe: the store did not answer")
+            return http_problem(
+                503,
+                "Not ready",
+                "The store is not reachable.",
+                code=ErrorCode.PROVIDER_UNAVAILABLE,
+                reason="store_unreachable",
+                headers={"Retry-After": "1"},
+            )
+        return json_response(HealthBody(status="ok"))
+
+    async def openapi_json(self, request: Request) -> Response:
+        """``GET /v1/openapi.json``: the routes and the tools the caller may call."""
+        caller = await authenticate(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        document = self.openapi.build(
+            self.host.callable_tools(caller), server_url=request.scope.get("root_path") or "/"
+        )
+        return json_response(document)
+
+    def _sees_tenant(self, principal: Principal) -> bool:
+        return missing_scopes(
+            principal.scopes,
+            (self.host.approvals.approver_scope,),
+            admin_scope=self.host.admin_scope,
+        ).allowed

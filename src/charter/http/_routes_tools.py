@@ -1,0 +1,150 @@
+"""``/v1/tools``: discovery and calls, each a straight mapping onto the host."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive
+
+from charter.context import CancelSignal
+from charter.host import CallOptions, Host
+from charter.manifest import CONTRACT_VERSION
+from charter.outcome import (
+    Completed,
+    Deferred,
+    Denied,
+    Failed,
+    InteractionRequired,
+    ToolOutcome,
+)
+from charter.policy import CONTROL_FIELD, InvocationControls
+
+from ._payloads import AcceptedBody, CallResultBody, ToolListBody
+from ._problem import denied_problem, failed_problem
+from ._request import authenticate, controls_from_headers
+from ._responses import json_response
+
+__all__ = ("ToolRoutes", "render_outcome")
+
+
+class ToolRoutes:
+    """The endpoints under ``/v1/tools`` for one host."""
+
+    def __init__(self, host: Host) -> None:
+        """Serve ``host``'s tools."""
+        self.host = host
+
+    async def list_tools(self, request: Request) -> Response:
+        """``GET /v1/tools``: the manifest entries the caller may call."""
+        caller = await authenticate(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        body = ToolListBody(contract_version=CONTRACT_VERSION, tools=self.host.discover(caller))
+        return json_response(body)
+
+    async def get_tool(self, request: Request) -> Response:
+        """``GET /v1/tools/{name}``: one entry, by name or alias; hidden tools are unknown."""
+        caller = await authenticate(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        name: str = request.path_params["name"]
+        entries = self.host.discover(caller)
+        for entry in entries:
+            if entry["name"] == name or name in entry.get("aliases", ()):
+                return json_response(entry)
+        visible = [n for e in entries for n in (e["name"], *e.get("aliases", ()))]
+        return failed_problem(self.host.registry.not_found(name, visible))
+
+    async def call_tool(self, request: Request) -> Response:
+        """``POST /v1/tools/{name}:call``: the body is the arguments, passed on unparsed."""
+        caller = await authenticate(self.host, request)
+        if isinstance(caller, Response):
+            return caller
+        controls = controls_from_headers(request)
+        if isinstance(controls, Response):
+            return controls
+        # An empty body means no arguments; the host parses everything else itself,
+        # under its payload limits.
+        body = await request.body() or b"{}"
+        cancel = CancelSignal()
+        async with anyio.create_task_group() as watch:
+            watch.start_soon(_cancel_on_disconnect, request.receive, cancel)
+            outcome = await self.host.invoke(
+                request.path_params["name"], body, caller, controls, call=CallOptions(cancel=cancel)
+            )
+            watch.cancel_scope.cancel()
+        return render_outcome(
+            outcome, root_path=request.scope.get("root_path", ""), controls=controls, body=body
+        )
+
+
+async def _cancel_on_disconnect(receive: Receive, cancel: CancelSignal) -> None:
+    """Cancel the call when the client goes away (the body is already read)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            cancel.set()
+            return
+
+
+def render_outcome(
+    outcome: ToolOutcome,
+    *,
+    root_path: str,
+    controls: InvocationControls | None,
+    body: bytes,
+) -> Response:
+    """Map an outcome to its response: 200, 202, or a problem (DESIGN §5)."""
+    if isinstance(outcome, Completed):
+        headers = {"Idempotent-Replayed": "true"} if outcome.replayed else None
+        return json_response(
+            CallResultBody(output=outcome.output, replayed=outcome.replayed), headers=headers
+        )
+    if isinstance(outcome, Failed):
+        response = failed_problem(outcome)
+        if outcome.replayed:
+            response.headers["Idempotent-Replayed"] = "true"
+        return response
+    if isinstance(outcome, Denied):
+        return denied_problem(outcome)
+    if isinstance(outcome, InteractionRequired):
+        metadata = outcome.interaction.metadata or {}
+        approval_id = metadata.get("approvalId")
+        request_id = _string(metadata.get("requestId")) or _request_id(controls, body)
+        accepted = AcceptedBody(
+            kind="interaction-required",
+            interaction=outcome.interaction,
+            approval_id=approval_id if isinstance(approval_id, str) else None,
+            request_id=request_id,
+            token=outcome.token,
+        )
+    else:
+        assert isinstance(outcome, Deferred)
+        request_id = _request_id(controls, body)
+        accepted = AcceptedBody(kind="deferred", request_id=request_id, token=outcome.token)
+    headers = {"Location": f"{root_path}/v1/actions/{request_id}"} if request_id else None
+    return json_response(accepted, status_code=202, headers=headers)
+
+
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _request_id(controls: InvocationControls | None, body: bytes) -> str | None:
+    """The call's request id, from the header or else from ``_charter`` in the body.
+
+    Only reached for 202 answers, after the host accepted the body, so it parses.
+    """
+    if controls is not None and controls.request_key is not None:
+        return controls.request_key
+    try:
+        arguments: Any = json.loads(body)
+        value = arguments[CONTROL_FIELD]["requestId"]
+        return str(uuid.UUID(str(value)))
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,268 @@
+"""``create_app``: charter's HTTP transport as a Starlette app (REST, console and MCP)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Protocol
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
+from charter.host import Host
+
+from ._body_limit import BodyLimit
+from ._openapi import OpenAPIDocument
+from ._payloads import ProblemBody
+from ._problem import http_problem, problem_response
+from ._request import CONTROL_HEADERS
+from ._routes_approvals import ApprovalRoutes
+from ._routes_ops import OpsRoutes
+from ._routes_tools import ToolRoutes
+
+__all__ = ("McpMount", "create_app")
+
+logger = logging.getLogger("charter.http")
+
+CONSOLE_DIRECTORY = Path(__file__).resolve().parent.parent / "console"
+
+_CONSOLE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+
+
+class McpMount(Protocol):
+    """Protocol: what ``charter.mcp.streamable_http_app`` returns (issue 5).
+
+    ``app`` is the ASGI app served at ``/mcp``; ``run()`` is the async context manager
+    that keeps its session manager running for the app's lifetime.
+    """
+
+    @property
+    def app(self) -> ASGIApp:
+        """The streamable HTTP endpoint."""
+        ...
+
+    def run(self) -> AbstractAsyncContextManager[object]:
+        """Run the session manager; entered in the app's lifespan."""
+        ...
+
+
+def create_app(
+    host: Host,
+    *,
+    mcp: bool = True,
+    console: bool = True,
+    cors_origins: Sequence[str] = (),
+    max_body_bytes: int | None = None,
+    mcp_stateless: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
+) -> Starlette:
+    """Build the HTTP app for a host: ``/v1`` REST, ``/console``, and MCP at ``/mcp``.
+
+    The app maps requests onto ``host`` and renders its outcomes; every decision (auth
+    modes, scopes, tenancy, validation, the ledger) is the host's.
+
+    Args:
+        host: the host whose tools are served.
+        mcp: mount MCP streamable HTTP at ``/mcp`` when ``charter.mcp`` is installed.
+        console: serve the approvals console at ``/console``.
+        cors_origins: origins allowed to call the API from a browser; none by default.
+        max_body_bytes: largest request body; defaults to ``host.limits.max_bytes``.
+            Larger bodies are refused with 413 before they are read in full.
+        mcp_stateless: run MCP without sessions (for several replicas on one store).
+        allowed_hosts: ``Host`` headers MCP accepts (DNS-rebinding protection).
+
+    Returns:
+        A Starlette app; serve it with uvicorn.
+
+    Raises:
+        ValueError: ``max_body_bytes`` is not positive.
+    """
+    limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
+    body_limit = [Middleware(BodyLimit, max_bytes=limit)]
+    openapi = OpenAPIDocument()
+    tools = ToolRoutes(host)
+    approvals = ApprovalRoutes(host)
+    ops = OpsRoutes(host, openapi)
+    routes: list[BaseRoute] = [
+        Route("/v1/tools", tools.list_tools, methods=["GET"]),
+        Route("/v1/tools/{name}", tools.get_tool, methods=["GET"]),
+        Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=body_limit),
+        Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"]),
+        Route("/v1/approvals", approvals.list_approvals, methods=["GET"]),
+        Route("/v1/approvals/{approval_id}", approvals.get_approval, methods=["GET"]),
+        Route(
+            "/v1/approvals/{approval_id}:grant",
+            approvals.grant,
+            methods=["POST"],
+            middleware=body_limit,
+        ),
+        Route(
+            "/v1/approvals/{approval_id}:deny",
+            approvals.deny,
+            methods=["POST"],
+            middleware=body_limit,
+        ),
+        Route("/v1/audit", ops.audit, methods=["GET"]),
+        Route("/v1/whoami", ops.whoami, methods=["GET"]),
+        Route("/v1/openapi.json", ops.openapi_json, methods=["GET"]),
+        Route("/healthz", ops.healthz, methods=["GET"]),
+        Route("/readyz", ops.readyz, methods=["GET"]),
+    ]
+    if console:
+        routes.append(Route("/", _to_console, methods=["GET"], include_in_schema=False))
+        routes.append(
+            Mount(
+                "/console",
+                app=StaticFiles(directory=CONSOLE_DIRECTORY, html=True),
+                middleware=[Middleware(_ConsoleHeaders)],
+                name="console",
+            )
+        )
+    mounted = (
+        _mcp_mount(host, stateless=mcp_stateless, allowed_hosts=allowed_hosts) if mcp else None
+    )
+    if mounted is not None:
+        routes.append(Mount("/mcp", app=mounted.app, name="mcp"))
+    middleware: list[Middleware] = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=[
+                    "Authorization",
+                    "X-API-Key",
+                    "Content-Type",
+                    *CONTROL_HEADERS.values(),
+                ],
+                expose_headers=[
+                    "Location",
+                    "Retry-After",
+                    "Idempotent-Replayed",
+                    "WWW-Authenticate",
+                ],
+                max_age=600,
+            )
+        )
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: _http_exception, Exception: _server_error},
+        lifespan=_lifespan(mounted),
+    )
+
+
+def _mcp_mount(
+    host: Host, *, stateless: bool, allowed_hosts: Sequence[str] | None
+) -> McpMount | None:
+    """The MCP endpoint from ``charter.mcp``, or None while it is not installed or built.
+
+    The http package is the composition root: the only transport that imports another,
+    and lazily, so ``charter.http`` works without the ``mcp`` extra.
+    """
+    try:
+        module = importlib.import_module("charter.mcp")
+    except ImportError:
+        return None
+    factory: Callable[..., McpMount] | None = getattr(module, "streamable_http_app", None)
+    if factory is None:
+        # TODO(issue 5): charter.mcp.streamable_http_app(host, *, stateless, allowed_hosts)
+        # is not there yet; /mcp is mounted as soon as it is.
+        return None
+    return factory(
+        host,
+        stateless=stateless,
+        allowed_hosts=list(allowed_hosts) if allowed_hosts is not None else None,
+    )
+
+
+def _lifespan(
+    mounted: McpMount | None,
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if mounted is not None:
+                await stack.enter_async_context(mounted.run())
+            yield
+
+    return lifespan
+
+
+async def _to_console(request: Request) -> Response:
+    return RedirectResponse(f"{request.scope.get('root_path', '')}/console/", status_code=307)
+
+
+class _ConsoleHeaders:
+    """Security headers for the console: same-origin scripts only, no framing, no caching."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"content-security-policy", _CONSOLE_POLICY.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"cache-control", b"no-cache"),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """Routing errors (unknown path, wrong method) as problems too."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return http_problem(
+            404,
+            "Not found",
+            f"No route {request.url.path[:200]!r}. See /v1/openapi.json for the API.",
+            code=ErrorCode.NOT_FOUND,
+            reason="route_not_found",
+        )
+    return http_problem(
+        exc.status_code,
+        str(exc.detail),
+        f"{request.method} is not supported here." if exc.status_code == 405 else str(exc.detail),
+        headers=exc.headers,
+    )
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    """Anything unexpected: logged under an error id, answered with only that id."""
+    error_id = "err_" + uuid.uuid4().hex[:16]
+    logger.error("unhandled error (error id %s)", error_id, exc_info=exc)
+    return problem_response(
+        ProblemBody(
+            type=f"urn:charter:error:{ErrorCode.PROVIDER_ERROR.value}",
+            title="Internal error",
+            status=500,
+            detail=f"The server failed. Report error id {error_id}.",
+            code=ErrorCode.PROVIDER_ERROR.value,
+            next_steps=list(DEFAULT_NEXT_STEPS[ErrorCode.PROVIDER_ERROR]),
+            error_id=error_id,
+        )
+    )

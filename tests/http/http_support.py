@@ -1,0 +1,442 @@
+"""Test support for the HTTP transport: small tools of every tier, principals, a live server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import httpx
+import uvicorn
+from pydantic import BaseModel, Field
+from starlette.applications import Starlette
+
+from charter import (
+    ActionPolicy,
+    Deferred,
+    ErrorCode,
+    Registry,
+    RiskPolicy,
+    ToolContext,
+    ToolError,
+    define_tool,
+)
+from charter.auth import Principal, StaticAuthenticator
+from charter.host import Host
+
+CANARY = "CANARY-7f3a9c"
+
+# The servers are plain HTTP; one shared context spares each client loading the CA bundle.
+_TLS = ssl.create_default_context()
+
+
+# -- principals -------------------------------------------------------------------------------
+
+AGENT = Principal(
+    subject="agent-7",
+    tenant_id="acme",
+    scopes=frozenset({"trips:read", "trips:write", "bookings:refund"}),
+    kind="agent",
+    display_name="Traveller agent",
+)
+APPROVER = Principal(
+    subject="ana",
+    tenant_id="acme",
+    scopes=frozenset({"charter:approve", "trips:read"}),
+    display_name="Ana (staff approver)",
+)
+ADMIN = Principal(subject="root", tenant_id="ops", scopes=frozenset({"admin"}))
+GLOBEX_AGENT = Principal(
+    subject="agent-9",
+    tenant_id="globex",
+    scopes=frozenset({"trips:read", "trips:write", "bookings:refund"}),
+    kind="agent",
+)
+GLOBEX_APPROVER = Principal(
+    subject="gus", tenant_id="globex", scopes=frozenset({"charter:approve"})
+)
+LAB = Principal(subject="lab", tenant_id="acme", scopes=frozenset({"lab:run"}))
+
+TOKENS = {
+    "agent-token": AGENT,
+    "approver-token": APPROVER,
+    "admin-token": ADMIN,
+    "globex-token": GLOBEX_AGENT,
+    "globex-approver-token": GLOBEX_APPROVER,
+    "lab-token": LAB,
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+TripId = Annotated[str, Field(pattern=r"^trp_[a-z0-9]{1,12}$")]
+
+
+class Empty(BaseModel):
+    pass
+
+
+class Pong(BaseModel):
+    pong: bool
+
+
+class Place(BaseModel):
+    city: str
+    country: str
+
+
+class Trip(BaseModel):
+    trip_id: str
+    name: str
+    destination: Place
+
+
+class TripQuery(BaseModel):
+    query: str = Field(max_length=100)
+    limit: int = Field(default=5, ge=1, le=20)
+
+
+class TripList(BaseModel):
+    trips: list[Trip]
+
+
+class Rename(BaseModel):
+    trip_id: TripId
+    name: str = Field(min_length=1, max_length=80)
+
+
+class Renamed(BaseModel):
+    trip_id: str
+    name: str
+
+
+class CancelTrip(BaseModel):
+    trip_id: TripId
+
+
+class Cancelled(BaseModel):
+    trip_id: str
+    cancelled: bool
+
+
+class Refund(BaseModel):
+    booking_id: str = Field(pattern=r"^bkg_[a-z0-9]{1,12}$")
+    amount_cents: int = Field(ge=1, le=10_000_000)
+
+
+class Refunded(BaseModel):
+    booking_id: str
+    refunded_cents: int
+
+
+class FailWith(BaseModel):
+    code: ErrorCode
+
+
+class Key(BaseModel):
+    key: str
+
+
+class Done(BaseModel):
+    key: str
+    done: bool
+
+
+@dataclass
+class Gate:
+    """Lets a test hold a handler mid-call (set from the server's worker thread)."""
+
+    started: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class Lab:
+    """What the handlers did, for tests to inspect."""
+
+    runs: Counter[str] = field(default_factory=Counter)
+    gates: dict[str, Gate] = field(default_factory=dict)
+
+    def gate(self, key: str) -> Gate:
+        return self.gates.setdefault(key, Gate())
+
+
+def build_registry(lab: Lab) -> Registry:
+    def ping(arguments: Empty) -> Pong:
+        return Pong(pong=True)
+
+    def search(arguments: TripQuery) -> TripList:
+        trip = Trip(trip_id="trp_1", name="Lisbon", destination=Place(city="Lisbon", country="PT"))
+        return TripList(trips=[trip][: arguments.limit])
+
+    def rename(arguments: Rename) -> Renamed:
+        lab.runs[f"rename:{arguments.trip_id}"] += 1
+        return Renamed(trip_id=arguments.trip_id, name=arguments.name)
+
+    def cancel(arguments: CancelTrip) -> Cancelled:
+        lab.runs[f"cancel:{arguments.trip_id}"] += 1
+        return Cancelled(trip_id=arguments.trip_id, cancelled=True)
+
+    def refund(arguments: Refund) -> Refunded:
+        lab.runs[f"refund:{arguments.booking_id}"] += 1
+        return Refunded(booking_id=arguments.booking_id, refunded_cents=arguments.amount_cents)
+
+    def fail(arguments: FailWith) -> Done:
+        raise ToolError(arguments.code, f"failing with {arguments.code} {CANARY}")
+
+    def crash(arguments: Empty) -> Done:
+        raise RuntimeError(f"postgresql://user:{CANARY}@db/prod")
+
+    def bad_output(arguments: Empty) -> Done:
+        return {"key": CANARY, "done": "not-a-bool", "password_hash": CANARY}  # type: ignore[return-value]
+
+    def slow(arguments: Key) -> Done:
+        gate = lab.gate(arguments.key)
+        gate.started.set()
+        gate.release.wait(10)
+        lab.runs[f"slow:{arguments.key}"] += 1
+        return Done(key=arguments.key, done=True)
+
+    async def hang(arguments: Key, ctx: ToolContext) -> Done:
+        gate = lab.gate(arguments.key)
+        gate.started.set()
+        try:
+            await ctx.cancel.wait()
+        finally:  # the host cancels the handler's task when ctx.cancel fires
+            gate.cancelled.set()
+        return Done(key=arguments.key, done=False)
+
+    async def forever(arguments: Key) -> Done:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    def defer(arguments: Key) -> Deferred:
+        return Deferred()
+
+    write_risk = RiskPolicy(
+        destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
+    )
+    registry = Registry()
+    registry.register_all(
+        [
+            define_tool(
+                name="catalog.ping",
+                description="Check that the catalog answers.",
+                input_schema=Empty,
+                output_schema=Pong,
+                handler=ping,
+                tier="read",
+                auth="public",
+            ),
+            define_tool(
+                name="trips.search",
+                description="Search the caller's trips.",
+                input_schema=TripQuery,
+                output_schema=TripList,
+                handler=search,
+                tier="read",
+                required_scopes=["trips:read"],
+                aliases=["trips.find"],
+            ),
+            define_tool(
+                name="trips.rename",
+                description="Rename a trip.",
+                input_schema=Rename,
+                output_schema=Renamed,
+                handler=rename,
+                tier="write",
+                risk_policy=write_risk,
+                required_scopes=["trips:write"],
+                action_policy=ActionPolicy(target_type="trip", command_target_field="trip_id"),
+            ),
+            define_tool(
+                name="trips.cancel",
+                description="Cancel a trip; the user must confirm.",
+                input_schema=CancelTrip,
+                output_schema=Cancelled,
+                handler=cancel,
+                tier="sensitive",
+                risk_policy=RiskPolicy(
+                    destructive=True,
+                    reversible=False,
+                    dry_run_supported=False,
+                    side_effects=("data-write",),
+                ),
+                required_scopes=["trips:write"],
+                action_policy=ActionPolicy(
+                    target_type="trip", command_target_field="trip_id", confirmation="required"
+                ),
+            ),
+            define_tool(
+                name="bookings.refund",
+                description="Refund a booking to the card it was paid with.",
+                input_schema=Refund,
+                output_schema=Refunded,
+                handler=refund,
+                tier="destructive",
+                risk_policy=RiskPolicy(
+                    destructive=True,
+                    reversible=False,
+                    dry_run_supported=False,
+                    side_effects=("refund",),
+                ),
+                required_scopes=["bookings:refund"],
+                action_policy=ActionPolicy(
+                    target_type="booking",
+                    command_target_field="booking_id",
+                    approval="required",
+                    confirmation="required",
+                    risk="critical",
+                ),
+            ),
+            *_lab_tools(fail, crash, bad_output, slow, hang, forever, defer, write_risk),
+        ]
+    )
+    return registry
+
+
+def _lab_tools(
+    fail: Any,
+    crash: Any,
+    bad_output: Any,
+    slow: Any,
+    hang: Any,
+    forever: Any,
+    defer: Any,
+    write_risk: RiskPolicy,
+) -> list[Any]:
+    """Tools that fail on purpose; only the lab principal (scope lab:run) sees them."""
+    lab = {"required_scopes": ["lab:run"]}
+    ledgered = {
+        **lab,
+        "tier": "write",
+        "risk_policy": write_risk,
+        "action_policy": ActionPolicy(target_type="lab", command_target_field="key"),
+    }
+    return [
+        define_tool(
+            name="lab.fail",
+            description="Fail with the given code.",
+            input_schema=FailWith,
+            output_schema=Done,
+            handler=fail,
+            tier="read",
+            **lab,
+        ),
+        define_tool(
+            name="lab.crash",
+            description="Raise an unexpected exception.",
+            input_schema=Empty,
+            output_schema=Done,
+            handler=crash,
+            tier="read",
+            **lab,
+        ),
+        define_tool(
+            name="lab.bad_output",
+            description="Return output that breaks the output schema.",
+            input_schema=Empty,
+            output_schema=Done,
+            handler=bad_output,
+            tier="read",
+            **lab,
+        ),
+        define_tool(
+            name="lab.slow",
+            description="Block until the test releases it.",
+            input_schema=Key,
+            output_schema=Done,
+            handler=slow,
+            **ledgered,
+        ),
+        define_tool(
+            name="lab.hang",
+            description="Wait until the call is cancelled.",
+            input_schema=Key,
+            output_schema=Done,
+            handler=hang,
+            tier="read",
+            **lab,
+        ),
+        define_tool(
+            name="lab.timeout",
+            description="Never finish; times out.",
+            input_schema=Key,
+            output_schema=Done,
+            handler=forever,
+            tier="read",
+            timeout=0.2,
+            **lab,
+        ),
+        define_tool(
+            name="lab.defer",
+            description="Continue elsewhere.",
+            input_schema=Key,
+            output_schema=Done,
+            handler=defer,
+            **ledgered,
+        ),
+    ]
+
+
+def build_host(lab: Lab, **options: Any) -> Host:
+    return Host(
+        build_registry(lab),
+        authenticator=StaticAuthenticator(TOKENS),
+        in_progress_wait=0.2,
+        **options,
+    )
+
+
+# -- a live server ----------------------------------------------------------------------------
+
+
+@contextmanager
+def serve(app: Starlette) -> Iterator[str]:
+    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="none")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@dataclass
+class Live:
+    """A running server, its host and what its handlers did."""
+
+    url: str
+    host: Host
+    lab: Lab
+
+    def client(
+        self, token: str | None = None, *, headers: dict[str, str] | None = None
+    ) -> httpx.Client:
+        sent = {**(bearer(token) if token is not None else {}), **(headers or {})}
+        return httpx.Client(base_url=self.url, headers=sent, timeout=10, verify=_TLS)
