@@ -367,7 +367,21 @@ def define_tool(
     description: str,
     input_schema: type[InT],
     output_schema: type[OutT],
-    handler: Callable[[InT], Awaitable[OutT | Outcome]] | Callable[[InT], OutT | Outcome],
+    handler: Callable[[InT], Awaitable[OutT | Outcome]],
+    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
+    risk_policy: RiskPolicy | None = None,
+    **options: Any,
+) -> Tool[InT, OutT, ToolContext]: ...
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: type[InT],
+    output_schema: type[OutT],
+    handler: Callable[[InT], OutT | Outcome],
     tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
     risk_policy: RiskPolicy | None = None,
     **options: Any,
@@ -467,9 +481,12 @@ class ToolDecorator(Protocol):
 
     @overload
     def __call__(
-        self,
-        func: Callable[[InT], Awaitable[OutT | Outcome]] | Callable[[InT], OutT | Outcome],
-        /,
+        self, func: Callable[[InT], Awaitable[OutT | Outcome]], /
+    ) -> Tool[InT, OutT, ToolContext]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[InT], OutT | Outcome], /
     ) -> Tool[InT, OutT, ToolContext]: ...
 
 

@@ -1,0 +1,111 @@
+"""Wire the travel back office: registry, context, host, demo tenants and API keys."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from charter import Host, InvocationControls, Principal, RegisteredTool, Registry
+from charter.approval_tools import approval_tools
+from charter.store import ApiKeyAuthenticator, SqlStore
+
+from .db import MemoryService, PaymentProvider, TripService, create_tables, seed_demo_data
+from .tools import TOOLS, TravelContext
+
+DEMO_KEYS_FILE = Path(os.environ.get("CHARTER_DEMO_KEYS", ".charter/demo-keys.json"))
+"""Where the demo's API keys are kept after the first run (a local, git-ignored file)."""
+
+DEMO_PRINCIPALS: tuple[dict[str, Any], ...] = (
+    {
+        "role": "traveller-agent",
+        "tenant_id": "acme",
+        "subject": "agent-ada",
+        "kind": "agent",
+        "scopes": [
+            "trips:read",
+            "trips:write",
+            "bookings:refund",
+            "memories:read",
+            "memories:write",
+            "memories:delete",
+        ],
+    },
+    {
+        "role": "staff-approver",
+        "tenant_id": "acme",
+        "subject": "staff-sam",
+        "kind": "user",
+        "scopes": ["trips:read", "charter:approve"],
+    },
+    {
+        "role": "admin",
+        "tenant_id": "acme",
+        "subject": "ops-olga",
+        "kind": "user",
+        "scopes": ["admin"],
+    },
+    {
+        "role": "globex-agent",
+        "tenant_id": "globex",
+        "subject": "agent-gus",
+        "kind": "agent",
+        "scopes": ["trips:read", "trips:write"],
+    },
+)
+
+
+def build_registry() -> Registry:
+    """Register the travel tools (two capability versions of trips.rename)."""
+    registry = Registry()
+    registry.register_all(TOOLS)
+    return registry
+
+
+async def host(store: SqlStore) -> Host:
+    """Build the travel host on an open store: tables, demo data, keys, approval tools."""
+    await create_tables(store.engine)
+    await seed_demo_data(store.engine)
+    trips = TripService(store.engine)
+    memories = MemoryService(store.engine)
+    payments = PaymentProvider(store.engine)
+
+    def context(
+        principal: Principal | None, tool: RegisteredTool, controls: InvocationControls
+    ) -> TravelContext:
+        return TravelContext(trips=trips, memories=memories, payments=payments)
+
+    registry = build_registry()
+    travel = Host(
+        registry,
+        store=store,
+        authenticator=ApiKeyAuthenticator(store),
+        context_factory=context,
+    )
+    registry.register_all(approval_tools(travel))
+    await ensure_demo_keys(store)
+    return travel
+
+
+async def ensure_demo_keys(store: SqlStore, path: Path = DEMO_KEYS_FILE) -> list[dict[str, Any]]:
+    """Create the demo API keys on first run and keep them in ``path`` (mode 0600)."""
+    if path.exists():
+        keys: list[dict[str, Any]] = json.loads(path.read_text())
+        known = {record.id for record in await store.list_api_keys()}
+        if all(key["key_id"] in known for key in keys):
+            return keys
+    keys = []
+    for spec in DEMO_PRINCIPALS:
+        secret, record = await store.create_api_key(
+            tenant_id=spec["tenant_id"],
+            subject=spec["subject"],
+            scopes=spec["scopes"],
+            kind=spec["kind"],
+            name=f"demo {spec['role']}",
+        )
+        keys.append({**spec, "key_id": record.id, "key": secret})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(keys, indent=2) + "\n")
+    path.chmod(0o600)
+    return keys
