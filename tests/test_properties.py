@@ -221,8 +221,9 @@ def test_arbitrary_names_never_make_prepare_or_dispatch_raise(name: str, args: A
         ctx = ToolContext(tenant_id="tenant-1")
         prepared = await REGISTRY.prepare_action(name, args, ctx)
         if isinstance(prepared, PreparedAction):
-            prepared = await REGISTRY.dispatch_prepared(prepared, ctx)
-        check_outcome(name, prepared)
+            check_outcome(name, await REGISTRY.dispatch_prepared(prepared, ctx))
+        else:
+            check_outcome(name, prepared)
         check_outcome(name, await REGISTRY.dispatch(name, args, ctx))
 
     anyio.run(main)

@@ -89,6 +89,11 @@ def failure(outcome: object) -> Failed:
     return outcome
 
 
+def meta(outcome: object) -> dict[str, Any]:
+    assert failure(outcome).meta is not None
+    return dict(failure(outcome).meta or {})
+
+
 def dumped(outcome: Any) -> str:
     return outcome_adapter.dump_json(outcome).decode()
 
@@ -220,8 +225,9 @@ def test_a_binding_that_disagrees_with_the_definition_is_rejected_naming_the_fie
     field: str, defined: str, bound: str
 ) -> None:
     definition = {} if field == "name" else {field: defined}
+    binding: dict[str, Any] = {field: bound}
     with pytest.raises(ConfigurationError, match=f"{field} '{defined}' does not match"):
-        Registry().register(make("echo", **definition), ToolBinding(**{field: bound}))
+        Registry().register(make("echo", **definition), ToolBinding(**binding))
 
 
 def test_binding_scopes_must_match_the_definition_as_a_set() -> None:
@@ -392,7 +398,7 @@ async def test_a_blank_tenant_is_action_policy_required(tenant: str) -> None:
         "records.update", {"record_id": "r1"}, ctx(tenant_id=tenant)
     )
     assert failure(outcome).code is ErrorCode.ACTION_POLICY_REQUIRED
-    assert failure(outcome).meta["targetResolution"] == "tenant-collection"  # type: ignore[index]
+    assert meta(outcome)["targetResolution"] == "tenant-collection"
 
 
 @pytest.mark.anyio
@@ -408,7 +414,7 @@ async def test_a_blank_or_non_string_resolver_result_is_action_policy_required(
     outcome = failure(await registry.prepare_action("records.update", {"record_id": "r"}, ctx()))
     assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
     assert outcome.reason == "target_unresolved"
-    assert outcome.meta["targetResolution"] == "package-resolver"  # type: ignore[index]
+    assert meta(outcome)["targetResolution"] == "package-resolver"
 
 
 @pytest.mark.anyio
@@ -520,7 +526,7 @@ async def test_any_other_exception_is_a_provider_error_that_hides_the_message_an
         outcome = failure(await registry.dispatch("leaky", {"text": "x"}, ctx()))
     assert outcome.code is ErrorCode.PROVIDER_ERROR
     assert outcome.retryable is False
-    error_id = outcome.meta["errorId"]  # type: ignore[index]
+    error_id = meta(outcome)["errorId"]
     assert re.fullmatch(r"err_[0-9a-f]{16}", error_id)
     assert error_id in outcome.message
     assert CANARY not in dumped(outcome)
@@ -561,7 +567,7 @@ async def test_invalid_input_lists_issues_without_the_offending_values(
     registry.register(make("count", handler, input_schema=CountIn))
     outcome = failure(await registry.dispatch("count", arguments, ctx()))
     assert outcome.code is ErrorCode.INVALID_INPUT
-    [issue] = outcome.meta["issues"]  # type: ignore[index]
+    [issue] = meta(outcome)["issues"]
     assert issue["loc"] == loc
     assert issue["type"] == kind
     assert set(issue) == {"loc", "msg", "type"}
@@ -617,7 +623,7 @@ async def test_invalid_output_is_invalid_output_and_never_reaches_the_caller(
         outcome = failure(await registry.dispatch("bad", {"text": "x"}, ctx()))
     assert outcome.code is ErrorCode.INVALID_OUTPUT
     assert outcome.retryable is False
-    assert "errorId" in outcome.meta  # type: ignore[operator]
+    assert "errorId" in meta(outcome)
     assert CANARY not in dumped(outcome)
     assert CANARY not in caplog.text
 
@@ -954,7 +960,7 @@ async def test_an_admission_minted_for_another_tool_is_refused() -> None:
         )
     )
     assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
-    assert outcome.meta["mismatch"] == "capabilityId"  # type: ignore[index]
+    assert meta(outcome)["mismatch"] == "capabilityId"
     assert seen == []
 
 

@@ -31,7 +31,7 @@ def handler(args: In) -> Out:
 
 
 def make_tool(
-    tier: str = "write",
+    tier: Any = "write",
     risk: RiskPolicy | None = None,
     annotations: ToolAnnotations | None = None,
 ) -> Tool[Any, Any, Any]:
