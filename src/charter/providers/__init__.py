@@ -1,0 +1,46 @@
+"""Provider formats: tool params for OpenAI, Anthropic and Gemini, call parsers, results.
+
+A mapping layer between charter's tools and each provider's wire shapes; it decides no
+policy. Parsers return unsealed ``charter.harness.ToolCall``s: sealing (validation,
+unknown tools, duplicate ids) needs the registry, and happens in the harness. Nothing
+here imports a provider SDK; the shapes are the SDKs' typed params as plain dicts.
+"""
+
+from __future__ import annotations
+
+from ._anthropic import (
+    anthropic_messages,
+    anthropic_tool_calls,
+    anthropic_tool_result,
+    anthropic_tools,
+)
+from ._gemini import gemini_contents, gemini_tool_calls, gemini_tool_result, gemini_tools
+from ._openai import (
+    OpenAIApi,
+    openai_messages,
+    openai_tool_calls,
+    openai_tool_result,
+    openai_tools,
+)
+from ._schema import ToolLike, drop_strict_nulls, inline_refs, strict_schema, tool_schemas
+
+__all__ = (
+    "OpenAIApi",
+    "ToolLike",
+    "anthropic_messages",
+    "anthropic_tool_calls",
+    "anthropic_tool_result",
+    "anthropic_tools",
+    "drop_strict_nulls",
+    "gemini_contents",
+    "gemini_tool_calls",
+    "gemini_tool_result",
+    "gemini_tools",
+    "inline_refs",
+    "openai_messages",
+    "openai_tool_calls",
+    "openai_tool_result",
+    "openai_tools",
+    "strict_schema",
+    "tool_schemas",
+)

@@ -1,0 +1,164 @@
+"""Gemini formats: function declarations, ``functionCall`` parsing, ``functionResponse`` parts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..harness.messages import Message, ToolCall, ToolResult, result_text
+from ._schema import ToolLike, inline_refs, tool_schemas
+from ._util import field
+
+__all__ = (
+    "gemini_contents",
+    "gemini_tool_calls",
+    "gemini_tool_result",
+    "gemini_tools",
+)
+
+# The OpenAPI 3.0 subset Gemini's `parameters` accepts; other keywords are dropped.
+_KEEP = frozenset(
+    {
+        "type",
+        "format",
+        "description",
+        "nullable",
+        "enum",
+        "properties",
+        "required",
+        "items",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "anyOf",
+        "propertyOrdering",
+        "title",
+    }
+)
+
+
+def gemini_tools(tools: Iterable[ToolLike]) -> list[dict[str, Any]]:
+    """One ``Tool`` holding a ``functionDeclarations`` list (REST / ``google-genai`` dict form).
+
+    Gemini's ``parameters`` is an OpenAPI 3.0 subset: ``$ref``s are inlined (a recursive
+    schema raises ``ValueError``), ``anyOf: [T, null]`` becomes ``T`` with
+    ``nullable: true``, and keywords outside the subset (``additionalProperties``,
+    ``default``, ``const``...) are dropped. The server validates arguments anyway.
+    """
+    declarations = [
+        {
+            "name": s.name,
+            "description": s.description,
+            "parameters": _openapi(inline_refs(s.parameters)),
+        }
+        for s in tool_schemas(tools)
+    ]
+    return [{"functionDeclarations": declarations}]
+
+
+def _openapi(node: Mapping[str, Any]) -> dict[str, Any]:
+    variants = node.get("anyOf")
+    if isinstance(variants, list):
+        rest = [v for v in variants if not (isinstance(v, Mapping) and v.get("type") == "null")]
+        if len(rest) < len(variants):
+            if len(rest) == 1:
+                merged = {**rest[0], **{k: v for k, v in node.items() if k != "anyOf"}}
+                return {**_openapi(merged), "nullable": True}
+            node = {**node, "anyOf": rest, "nullable": True}
+    kind = node.get("type")
+    out: dict[str, Any] = {}
+    if isinstance(kind, list):
+        types = [t for t in kind if t != "null"]
+        out["type"] = types[0] if len(types) == 1 else types
+        if "null" in kind:
+            out["nullable"] = True
+    for key, value in node.items():
+        if key not in _KEEP or key in out:
+            continue
+        if key == "properties" and isinstance(value, Mapping):
+            out[key] = {name: _openapi(prop) for name, prop in value.items()}
+        elif key == "items" and isinstance(value, Mapping):
+            out[key] = _openapi(value)
+        elif key == "anyOf" and isinstance(value, list):
+            out[key] = [_openapi(v) for v in value]
+        else:
+            out[key] = value
+    if "const" in node and "enum" not in out:
+        out["enum"] = [node["const"]]
+    return out
+
+
+def gemini_tool_calls(response: object) -> list[ToolCall]:
+    """Parse ``functionCall`` parts (a response, a ``Content``, or a list of parts).
+
+    Gemini may omit call ids; a missing id becomes ``"<name>-<index>"`` so results pair.
+    """
+    parts = _parts(response)
+    calls: list[ToolCall] = []
+    for index, part in enumerate(parts):
+        call = field(part, "functionCall") or field(part, "function_call")
+        if call is None:
+            continue
+        name = str(field(call, "name", ""))
+        arguments = field(call, "args", {}) or {}
+        calls.append(
+            ToolCall(
+                call_id=str(field(call, "id", None) or f"{name}-{index}"),
+                name=name,
+                arguments=dict(arguments) if isinstance(arguments, Mapping) else str(arguments),
+            )
+        )
+    return calls
+
+
+def _parts(response: object) -> list[object]:
+    candidates = field(response, "candidates")
+    if isinstance(candidates, list) and candidates:
+        response = field(candidates[0], "content")
+    parts = field(response, "parts", response)
+    return list(parts) if isinstance(parts, list | tuple) else []
+
+
+def gemini_tool_result(result: ToolResult) -> dict[str, Any]:
+    """A ``functionResponse`` part: ``{"output": ...}`` or ``{"error": text}``."""
+    response: dict[str, Any] = (
+        {"output": result.output} if result.kind == "completed" else {"error": result_text(result)}
+    )
+    return {
+        "functionResponse": {"id": result.call_id, "name": result.tool_name, "response": response}
+    }
+
+
+def gemini_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """A harness transcript as Gemini ``contents`` (roles ``user`` and ``model``)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "user":
+            out.append({"role": "user", "parts": [{"text": message.content}]})
+        elif message.role == "tool":
+            out.append({"role": "user", "parts": [gemini_tool_result(r) for r in message.results]})
+        else:
+            parts: list[dict[str, Any]] = []
+            if message.text:
+                parts.append({"text": message.text})
+            parts.extend(
+                {"functionCall": {"id": c.call_id, "name": c.name, "args": _args(c)}}
+                for c in message.tool_calls
+            )
+            out.append({"role": "model", "parts": parts})
+    return out
+
+
+def _args(call: ToolCall) -> dict[str, Any]:
+    if isinstance(call.arguments, dict):
+        return call.arguments
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

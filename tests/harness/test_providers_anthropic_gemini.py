@@ -1,0 +1,148 @@
+"""Anthropic shapes against the official SDK's typed params; Gemini's OpenAPI subset."""
+
+from __future__ import annotations
+
+import pytest
+from anthropic.types import (
+    Message,
+    MessageParam,
+    ToolParam,
+    ToolResultBlockParam,
+)
+from pydantic import BaseModel
+from test_providers_openai import SEARCH
+from typed_params import assert_conforms
+
+from charter import define_tool
+from charter.harness import AssistantMessage, ToolCall, ToolResult, ToolResultsMessage, UserMessage
+from charter.providers import (
+    anthropic_messages,
+    anthropic_tool_calls,
+    anthropic_tool_result,
+    anthropic_tools,
+    gemini_contents,
+    gemini_tool_calls,
+    gemini_tool_result,
+    gemini_tools,
+)
+
+TRANSCRIPT = [
+    UserMessage(content="Find Rome"),
+    AssistantMessage(
+        text="Searching.",
+        tool_calls=(ToolCall(call_id="tu_1", name="search_trips", arguments='{"city":"Rome"}'),),
+    ),
+    ToolResultsMessage(
+        results=(ToolResult(kind="denied", call_id="tu_1", tool_name="search_trips", reason="no"),)
+    ),
+]
+
+
+def test_anthropic_tools_are_valid_sdk_params_with_the_schema_unchanged() -> None:
+    (param,) = anthropic_tools([SEARCH])
+    assert_conforms(ToolParam, param)
+    assert param["input_schema"]["properties"]["lead"] == {
+        "$ref": "#/$defs/Traveller",
+        "description": "Who books.",
+    }
+    assert "$schema" not in param["input_schema"]
+
+
+def test_anthropic_tool_use_blocks_parse_from_the_sdks_message() -> None:
+    message = Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "tu_1", "name": "search_trips", "input": {"city": "X"}},
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+    assert anthropic_tool_calls(message) == [
+        ToolCall(call_id="tu_1", name="search_trips", arguments={"city": "X"})
+    ]
+
+
+def test_anthropic_results_flag_failures_as_errors() -> None:
+    failed = ToolResult(kind="failed", call_id="tu_1", tool_name="t", code="TIMEOUT", message="x")
+    done = ToolResult(kind="completed", call_id="tu_2", tool_name="t", output={"a": 1})
+    assert_conforms(ToolResultBlockParam, anthropic_tool_result(failed))
+    assert anthropic_tool_result(failed)["is_error"] is True
+    assert anthropic_tool_result(done) == {
+        "type": "tool_result",
+        "tool_use_id": "tu_2",
+        "content": '{"a":1}',
+        "is_error": False,
+    }
+
+
+def test_an_anthropic_transcript_is_valid_message_params() -> None:
+    converted = anthropic_messages(TRANSCRIPT)
+    for message in converted:
+        assert_conforms(MessageParam, message)
+    assert converted[1]["content"][1]["input"] == {"city": "Rome"}
+    assert [m["role"] for m in converted] == ["user", "assistant", "user"]
+
+
+def test_gemini_declarations_inline_refs_and_keep_to_the_openapi_subset() -> None:
+    ((declarations,),) = [t["functionDeclarations"] for t in gemini_tools([SEARCH])]
+    params = declarations["parameters"]
+    text = str(params)
+    for keyword in ("$ref", "$defs", "additionalProperties", "default"):
+        assert keyword not in text
+    assert params["properties"]["note"] == {"type": "string", "nullable": True, "title": "Note"}
+    assert params["properties"]["lead"]["properties"]["age"]["nullable"] is True
+    assert params["properties"]["cabin"]["enum"] == ["economy", "business"]
+    assert params["required"] == ["city", "lead"]
+
+
+def test_gemini_refuses_a_recursive_schema() -> None:
+    class Node(BaseModel):
+        children: list[Node] = []
+
+    class TreeOut(BaseModel):
+        ok: bool
+
+    recursive = define_tool(
+        name="tree",
+        description="Walk a tree.",
+        input_schema=Node,
+        output_schema=TreeOut,
+        handler=lambda args: TreeOut(ok=True),
+        tier="read",
+    )
+    with pytest.raises(ValueError, match="recursive"):
+        gemini_tools([recursive])
+
+
+def test_gemini_calls_without_ids_get_stable_ones_and_results_pair_by_name() -> None:
+    response = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "ok"},
+                        {"functionCall": {"name": "search_trips", "args": {"city": "Oslo"}}},
+                        {"functionCall": {"id": "g2", "name": "search_trips", "args": {}}},
+                    ],
+                }
+            }
+        ]
+    }
+    first, second = gemini_tool_calls(response)
+    assert (first.call_id, first.arguments) == ("search_trips-1", {"city": "Oslo"})
+    assert second.call_id == "g2"
+    result = ToolResult(kind="completed", call_id="g2", tool_name="search_trips", output={"n": 1})
+    assert gemini_tool_result(result) == {
+        "functionResponse": {"id": "g2", "name": "search_trips", "response": {"output": {"n": 1}}}
+    }
+    contents = gemini_contents(TRANSCRIPT)
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert contents[2]["parts"][0]["functionResponse"]["response"] == {"error": "Denied: no"}
