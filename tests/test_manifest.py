@@ -135,8 +135,8 @@ def test_a_ledgered_write_tool_entry_requires_a_request_id() -> None:
         "risk": "medium",
         "enforcement": "generic",
         "targetResolution": "command-target-field",
-        "controls": {"required": ["requestId"], "optional": ["confirmed", "reasonCode"]},
     }
+    assert got["controls"] == {"required": ["requestId"], "optional": ["confirmed", "reasonCode"]}
 
 
 @pytest.mark.parametrize(
@@ -156,10 +156,11 @@ def test_a_ledgered_write_tool_entry_requires_a_request_id() -> None:
 def test_the_default_policy_per_tier_sets_the_controls(
     tier: str, risk: RiskPolicy, required: list[str], optional: list[str], approval: str
 ) -> None:
-    policy = entry(trips_rename(tier=tier, risk_policy=risk))["actionPolicy"]
+    got = entry(trips_rename(tier=tier, risk_policy=risk))
+    policy = got["actionPolicy"]
     assert policy["ledger"] == "required"
     assert policy["approval"] == approval
-    assert policy["controls"] == {"required": required, "optional": optional}
+    assert got["controls"] == {"required": required, "optional": optional}
     assert policy["targetType"] == "trips.rename"
 
 
@@ -167,15 +168,15 @@ def test_a_confirmation_required_risk_requires_confirmed_on_a_write() -> None:
     risk = RiskPolicy(
         destructive=False, reversible=True, dry_run_supported=False, confirmation_required=True
     )
-    policy = entry(trips_rename(risk_policy=risk))["actionPolicy"]
-    assert policy["controls"]["required"] == ["requestId", "confirmed"]
-    assert policy["confirmation"] == "required"
+    got = entry(trips_rename(risk_policy=risk))
+    assert got["controls"]["required"] == ["requestId", "confirmed"]
+    assert got["actionPolicy"]["confirmation"] == "required"
 
 
 def test_a_ledgered_read_accepts_but_does_not_require_a_request_id() -> None:
     policy = ActionPolicy(kind="read", target_type="trip")
     got = entry(trips_rename(tier="read", risk_policy=None, action_policy=policy))
-    assert got["actionPolicy"]["controls"] == {
+    assert got["controls"] == {
         "required": [],
         "optional": ["requestId", "reasonCode"],
     }
@@ -184,13 +185,13 @@ def test_a_ledgered_read_accepts_but_does_not_require_a_request_id() -> None:
 
 def test_an_optional_ledger_makes_the_request_id_optional() -> None:
     policy = ActionPolicy(target_type="trip", ledger="optional")
-    controls = entry(trips_rename(action_policy=policy))["actionPolicy"]["controls"]
+    controls = entry(trips_rename(action_policy=policy))["controls"]
     assert controls == {"required": [], "optional": ["requestId", "confirmed", "reasonCode"]}
 
 
 def test_conditional_approval_accepts_an_approval_id_and_requires_confirmation() -> None:
     policy = ActionPolicy(target_type="trip", approval="conditional")
-    controls = entry(trips_rename(action_policy=policy))["actionPolicy"]["controls"]
+    controls = entry(trips_rename(action_policy=policy))["controls"]
     assert controls == {
         "required": ["requestId", "confirmed"],
         "optional": ["approvalId", "reasonCode"],
@@ -348,6 +349,13 @@ SNAPSHOT = """\
     "capabilityId": "ping",
     "capabilityVersion": "v1",
     "contractVersion": "2026-11-30",
+    "controls": {
+      "optional": [
+        "requestId",
+        "reasonCode"
+      ],
+      "required": []
+    },
     "delegable": false,
     "deploymentRisk": "low",
     "description": "Answer a ping.",
@@ -399,15 +407,6 @@ SNAPSHOT = """\
       "approval": "never",
       "commandTargetField": "message",
       "confirmation": "never",
-      "controls": {
-        "optional": [
-          "confirmed",
-          "reasonCode"
-        ],
-        "required": [
-          "requestId"
-        ]
-      },
       "enforcement": "generic",
       "kind": "execute",
       "ledger": "required",
@@ -426,6 +425,15 @@ SNAPSHOT = """\
     "capabilityId": "demo.pong",
     "capabilityVersion": "2.1.0",
     "contractVersion": "2026-11-30",
+    "controls": {
+      "optional": [
+        "confirmed",
+        "reasonCode"
+      ],
+      "required": [
+        "requestId"
+      ]
+    },
     "delegable": false,
     "deploymentRisk": "medium",
     "description": "Send a pong.",

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from charter import (
     ActionPolicy,
+    Alias,
     CreatedTarget,
     Deprecation,
     ErrorCode,
@@ -179,7 +180,17 @@ class Pong(BaseModel):
     capability_id="travel.trips.search",
     capability_version="1.0.0",
     owner="travel",
-    aliases=["trips.find"],
+    aliases=[
+        Alias(
+            name="trips.find",
+            deprecation=Deprecation(
+                since_version="1.0.0",
+                message="trips.find is the old name of trips.search; call trips.search.",
+                replacement_capability_id="travel.trips.search",
+                sunset_date=date(2027, 6, 30),
+            ),
+        )
+    ],
 )
 async def search_trips(args: TripSearch, ctx: TravelContext) -> TripList:
     """Search your tenant's trips by name or destination."""
@@ -431,12 +442,4 @@ TOOLS = (
     delete_memory,
     list_tenants,
     ping,
-)
-
-SEARCH_SUNSET = date(2027, 6, 30)
-SEARCH_DEPRECATION = Deprecation(
-    since_version="1.0.0",
-    message="trips.find is the old name of trips.search; call trips.search.",
-    replacement_capability_id="travel.trips.search",
-    sunset_date=SEARCH_SUNSET,
 )

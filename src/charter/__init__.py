@@ -30,7 +30,7 @@ from .policy import (
 from .host import CallOptions, Host
 from .registry import PreparedAction, Registry
 from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
-from .tool import Deprecation, Tool, ToolAnnotations, ToolBinding, define_tool, tool
+from .tool import Alias, Deprecation, Tool, ToolAnnotations, ToolBinding, define_tool, tool
 
 __version__ = "0.1.0"
 
@@ -39,6 +39,7 @@ __all__ = (
     "READ_ONLY_RISK",
     "AccessCatalog",
     "ActionPolicy",
+    "Alias",
     "Authenticator",
     "CallOptions",
     "CancelSignal",

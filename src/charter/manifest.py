@@ -16,9 +16,9 @@ __all__ = (
     "CONTRACT_VERSION",
     "RegisteredTool",
     "build_entry",
+    "deprecation_warnings",
     "derive_annotations",
     "manifest_json",
-    "sunset_passed",
 )
 
 CONTRACT_VERSION = "2026-11-30"
@@ -123,9 +123,15 @@ def build_entry(
         "annotations": dict(annotations),
         "auth": tool.auth,
         "delegable": tool.delegable,
+        "controls": {"required": list(controls.required), "optional": list(controls.optional)},
     }
     if tool.deprecation is not None:
         entry["deprecation"] = _deprecation(tool.deprecation)
+    if tool.alias_deprecations:
+        entry["aliasDeprecations"] = {
+            alias: _deprecation(deprecation)
+            for alias, deprecation in sorted(tool.alias_deprecations.items())
+        }
     if tool.audience is not None:
         entry["audience"] = list(tool.audience)
     if tool.tenant_field is not None:
@@ -166,7 +172,6 @@ def _action_policy(
         "allowedActorTypes": list(policy.allowed_actor_types),
         "risk": policy.risk or deployment_risk,
         "enforcement": tool.enforcement,
-        "controls": {"required": list(controls.required), "optional": list(controls.optional)},
     }
     if policy.command_target_field is not None:
         out["commandTargetField"] = policy.command_target_field
@@ -182,13 +187,23 @@ def _action_policy(
     return out
 
 
-def sunset_passed(entry: Mapping[str, Any], today: date) -> bool:
-    """Return whether a deprecated entry's sunset date is before ``today``."""
-    deprecation = entry.get("deprecation")
-    if not isinstance(deprecation, Mapping):
-        return False
-    sunset = deprecation.get("sunsetDate")
-    return isinstance(sunset, str) and date.fromisoformat(sunset) < today
+def deprecation_warnings(entry: Mapping[str, Any], today: date) -> list[str]:
+    """Warnings for a tool, or aliases of it, whose deprecation sunset date is before ``today``."""
+    found: list[tuple[str, Any]] = [(f"tool {entry.get('name')!r}", entry.get("deprecation"))]
+    alias_deprecations = entry.get("aliasDeprecations")
+    if isinstance(alias_deprecations, Mapping):
+        found += [(f"alias {alias!r}", d) for alias, d in sorted(alias_deprecations.items())]
+    warnings = []
+    for what, deprecation in found:
+        if not isinstance(deprecation, Mapping):
+            continue
+        sunset = deprecation.get("sunsetDate")
+        if isinstance(sunset, str) and date.fromisoformat(sunset) < today:
+            warnings.append(
+                f"{what} passed its sunset date {sunset} and may be removed: "
+                f"{deprecation.get('message', '')}".rstrip(": ")
+            )
+    return warnings
 
 
 def manifest_json(entries: Iterable[Mapping[str, Any]]) -> str:

@@ -27,6 +27,7 @@ from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier
 __all__ = (
     "JSON_SCHEMA_DIALECT",
     "NAME_PATTERN",
+    "Alias",
     "Deprecation",
     "Handler",
     "TargetResolver",
@@ -68,6 +69,18 @@ class Deprecation:
     message: str
     replacement_capability_id: str | None = None
     sunset_date: date | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Alias:
+    """An older name that still dispatches to the tool, optionally deprecated.
+
+    ``aliases=["trips.find"]`` and ``aliases=[Alias(name="trips.find", deprecation=...)]``
+    both work; the second says when callers should stop using the old name.
+    """
+
+    name: str
+    deprecation: Deprecation | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,6 +129,9 @@ class Tool(Generic[InT, OutT, CtxT]):
     capability_version: str | None = None
     aliases: tuple[str, ...] = ()
     deprecation: Deprecation | None = None
+    """The whole tool is deprecated (see ``alias_deprecations`` for old names)."""
+    alias_deprecations: dict[str, Deprecation] = field(default_factory=dict)
+    """Deprecations of individual aliases, from ``Alias(name, deprecation=...)``."""
     audience: tuple[str, ...] | None = None
     annotations: ToolAnnotations | None = None
     auth: AuthMode = "identity"
@@ -423,7 +439,15 @@ def define_tool(
             if isinstance(value, str):
                 raise ConfigurationError(f"tool {name!r}: {key} must be a list, not a string")
             options[key] = tuple(value)
-    unknown = set(options) - _OPTION_NAMES
+    if "aliases" in options:
+        aliases = options["aliases"] or ()
+        options["aliases"] = tuple(a.name if isinstance(a, Alias) else a for a in aliases)
+        options["alias_deprecations"] = {
+            a.name: a.deprecation
+            for a in aliases
+            if isinstance(a, Alias) and a.deprecation is not None
+        }
+    unknown = set(options) - _OPTION_NAMES - {"alias_deprecations"}
     if unknown:
         raise ConfigurationError(f"tool {name!r}: unknown option(s) {sorted(unknown)}")
     return Tool(
