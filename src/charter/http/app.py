@@ -48,8 +48,9 @@ _CONSOLE_POLICY = (
 class McpMount(Protocol):
     """Protocol: what ``charter.mcp.streamable_http_app`` returns (issue 5).
 
-    ``app`` is the ASGI app served at ``/mcp``; ``run()`` is the async context manager
-    that keeps its session manager running for the app's lifetime.
+    ``app`` is the ASGI app served at ``/mcp`` (an object, not a function: Starlette
+    treats a plain function as a request handler); ``run()`` is the async context
+    manager that keeps its session manager running for the app's lifetime.
     """
 
     @property
@@ -138,7 +139,9 @@ def create_app(
         _mcp_mount(host, stateless=mcp_stateless, allowed_hosts=allowed_hosts) if mcp else None
     )
     if mounted is not None:
-        routes.append(Mount("/mcp", app=mounted.app, name="mcp"))
+        # A Route, not a Mount: MCP clients post to /mcp itself, and a Mount would answer
+        # that with a redirect to /mcp/.
+        routes.append(Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"))
     middleware: list[Middleware] = []
     if cors_origins:
         middleware.append(
@@ -181,11 +184,7 @@ def _mcp_mount(
         module = importlib.import_module("charter.mcp")
     except ImportError:
         return None
-    factory: Callable[..., McpMount] | None = getattr(module, "streamable_http_app", None)
-    if factory is None:
-        # TODO(issue 5): charter.mcp.streamable_http_app(host, *, stateless, allowed_hosts)
-        # is not there yet; /mcp is mounted as soon as it is.
-        return None
+    factory: Callable[..., McpMount] = module.streamable_http_app
     return factory(
         host,
         stateless=stateless,

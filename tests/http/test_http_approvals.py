@@ -1,0 +1,176 @@
+"""Approvals over HTTP: the round trip, decisions, and who may see or decide what."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+from http_support import Live
+
+from charter import ErrorCode
+
+REFUND = "/v1/tools/bookings.refund:call"
+
+
+def request_refund(
+    agent: httpx.Client, booking_id: str, request_id: str | None = None
+) -> tuple[str, str]:
+    """Ask for a refund; return (request id, approval id) from the 202."""
+    request_id = request_id or str(uuid.uuid4())
+    response = agent.post(
+        REFUND,
+        json={"booking_id": booking_id, "amount_cents": 1250},
+        headers={"Idempotency-Key": request_id, "Charter-Confirm": "true"},
+    )
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert body["kind"] == "interaction-required"
+    assert body["interaction"]["kind"] == "approval"
+    assert body["approvalId"] == body["interaction"]["id"]
+    assert body["requestId"] == request_id
+    assert response.headers["location"] == f"/v1/actions/{request_id}"
+    return request_id, body["approvalId"]
+
+
+def retry(
+    agent: httpx.Client, booking_id: str, request_id: str, approval_id: str
+) -> httpx.Response:
+    return agent.post(
+        REFUND,
+        json={"booking_id": booking_id, "amount_cents": 1250},
+        headers={
+            "Idempotency-Key": request_id,
+            "Charter-Confirm": "true",
+            "Charter-Approval": approval_id,
+        },
+    )
+
+
+def test_the_approval_round_trip_runs_the_action_once_and_then_replays(
+    live: Live, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    request_id, approval_id = request_refund(agent, "bkg_round")
+    assert live.lab.runs["refund:bkg_round"] == 0
+    assert agent.get(f"/v1/actions/{request_id}").json()["status"] == "awaiting_approval"
+
+    pending = approver.get("/v1/approvals", params={"status": "pending"}).json()["approvals"]
+    mine = next(a for a in pending if a["id"] == approval_id)
+    assert mine["tool"] == "bookings.refund"
+    assert mine["target"] == "bkg_round"
+    assert mine["arguments"] == {"booking_id": "bkg_round", "amount_cents": 1250}
+    assert mine["requesterId"] == "agent-7"
+    assert mine["risk"] == "critical"
+    assert mine["tier"] == "destructive"
+    assert mine["status"] == "pending"
+    assert "fingerprint" not in mine
+
+    granted = approver.post(f"/v1/approvals/{approval_id}:grant", json={"reason": "customer ok"})
+    assert granted.status_code == 200
+    assert granted.json()["status"] == "approved"
+    assert granted.json()["decidedBy"] == "ana"
+    assert granted.json()["decisionReason"] == "customer ok"
+
+    done = retry(agent, "bkg_round", request_id, approval_id)
+    assert done.status_code == 200
+    assert done.json() == {
+        "output": {"booking_id": "bkg_round", "refunded_cents": 1250},
+        "replayed": False,
+    }
+    again = retry(agent, "bkg_round", request_id, approval_id)
+    assert again.status_code == 200
+    assert again.json()["replayed"] is True
+    assert again.headers["idempotent-replayed"] == "true"
+    assert live.lab.runs["refund:bkg_round"] == 1
+    status = agent.get(f"/v1/actions/{request_id}").json()
+    assert status["status"] == "completed"
+    assert status["outcome"]["output"] == {"booking_id": "bkg_round", "refunded_cents": 1250}
+    assert approver.get(f"/v1/approvals/{approval_id}").json()["status"] == "consumed"
+
+
+def test_asking_again_returns_the_same_pending_approval(agent: httpx.Client) -> None:
+    request_id, approval_id = request_refund(agent, "bkg_again")
+    assert request_refund(agent, "bkg_again", request_id) == (request_id, approval_id)
+
+
+def test_a_denied_approval_is_403_on_retry(
+    live: Live, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    request_id, approval_id = request_refund(agent, "bkg_deny")
+    denied = approver.post(f"/v1/approvals/{approval_id}:deny", json={"reason": "fraud"})
+    assert denied.status_code == 200
+    assert denied.json()["status"] == "denied"
+    assert agent.get(f"/v1/actions/{request_id}").json()["status"] == "denied"
+    response = retry(agent, "bkg_deny", request_id, approval_id)
+    assert response.status_code == 403
+    assert response.json()["reason"] == "denied"
+    assert live.lab.runs["refund:bkg_deny"] == 0
+
+
+def test_a_retry_before_the_grant_is_403_not_approved(agent: httpx.Client) -> None:
+    request_id, approval_id = request_refund(agent, "bkg_early")
+    response = retry(agent, "bkg_early", request_id, approval_id)
+    assert response.status_code == 403
+    assert response.json()["code"] == ErrorCode.AUTHORIZATION_DENIED
+    assert response.json()["reason"] == "not_approved"
+
+
+def test_the_requester_sees_its_own_approval_but_may_not_decide_it(
+    agent: httpx.Client,
+) -> None:
+    _, approval_id = request_refund(agent, "bkg_self")
+    assert agent.get(f"/v1/approvals/{approval_id}").status_code == 200
+    assert approval_id in [a["id"] for a in agent.get("/v1/approvals").json()["approvals"]]
+    response = agent.post(f"/v1/approvals/{approval_id}:grant")
+    assert response.status_code == 403
+    assert response.json()["reason"] == "insufficient_scope"
+    assert response.headers["www-authenticate"] == (
+        'Bearer error="insufficient_scope", scope="charter:approve"'
+    )
+
+
+def test_another_tenant_cannot_see_or_decide_an_approval(live: Live, agent: httpx.Client) -> None:
+    _, approval_id = request_refund(agent, "bkg_foreign")
+    with live.client("globex-approver-token") as foreign:
+        assert approval_id not in [
+            a["id"] for a in foreign.get("/v1/approvals").json()["approvals"]
+        ]
+        seen = foreign.get(f"/v1/approvals/{approval_id}")
+        granted = foreign.post(f"/v1/approvals/{approval_id}:grant")
+        unknown = foreign.post("/v1/approvals/apr_nothing:grant")
+    assert seen.status_code == granted.status_code == unknown.status_code == 404
+    assert granted.json()["code"] == ErrorCode.NOT_FOUND
+    assert granted.text.replace(approval_id, "X") == unknown.text.replace("apr_nothing", "X")
+
+
+def test_approvals_need_credentials(anonymous: httpx.Client) -> None:
+    for method, path in (
+        ("GET", "/v1/approvals"),
+        ("GET", "/v1/approvals/apr_x"),
+        ("POST", "/v1/approvals/apr_x:grant"),
+        ("POST", "/v1/approvals/apr_x:deny"),
+    ):
+        response = anonymous.request(method, path)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_the_status_filter_and_limit_are_checked(approver: httpx.Client) -> None:
+    assert approver.get("/v1/approvals", params={"status": "all", "limit": 1}).status_code == 200
+    for params in ({"status": "maybe"}, {"limit": "0"}, {"limit": "501"}, {"limit": "1e3"}):
+        response = approver.get("/v1/approvals", params=params)
+        assert response.status_code == 422, params
+        assert response.json()["reason"] == "invalid_query"
+
+
+def test_a_decision_body_must_be_a_reason_or_nothing(
+    agent: httpx.Client, approver: httpx.Client
+) -> None:
+    _, approval_id = request_refund(agent, "bkg_body")
+    path = f"/v1/approvals/{approval_id}:deny"
+    malformed = approver.post(path, content=b'{"reason": ')
+    assert malformed.status_code == 400
+    assert malformed.json()["reason"] == "invalid_json"
+    extra = approver.post(path, json={"reason": "x", "why": "y"})
+    assert extra.status_code == 422
+    assert extra.json()["reason"] == "validation_failed"
+    assert approver.post(path).json()["status"] == "denied"

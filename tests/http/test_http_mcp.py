@@ -1,0 +1,89 @@
+"""One app, one port: MCP at ``/mcp`` beside REST, over the same host and ledger."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import httpx
+import httpx2
+import pytest
+from http_support import Lab, Live, build_host, serve
+from mcp.client.streamable_http import streamable_http_client
+
+from charter.http import create_app
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def both() -> Iterator[Live]:
+    lab = Lab()
+    host = build_host(lab)
+    with serve(create_app(host)) as url:
+        yield Live(url=url, host=host, lab=lab)
+
+
+@asynccontextmanager
+async def connect(url: str, token: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
+        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
+            yield client
+
+
+async def test_mcp_and_rest_list_the_same_tools(both: Live) -> None:
+    async with connect(both.url, "agent-token") as client:
+        over_mcp = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("trips.search", {"query": "lisbon", "limit": 1})
+    with both.client("agent-token") as rest:
+        over_rest = {t["name"] for t in rest.get("/v1/tools").json()["tools"]}
+    assert over_rest <= over_mcp
+    assert result.structured_content == {
+        "trips": [
+            {
+                "trip_id": "trp_1",
+                "name": "Lisbon",
+                "destination": {"city": "Lisbon", "country": "PT"},
+            }
+        ]
+    }
+
+
+async def test_an_approval_asked_over_mcp_is_granted_and_completed_over_rest(both: Live) -> None:
+    request_id = str(uuid.uuid4())
+    arguments = {"booking_id": "bkg_mcp", "amount_cents": 900}
+    async with connect(both.url, "agent-token") as client:
+        asked = await client.call_tool(
+            "bookings.refund",
+            {**arguments, "_charter": {"requestId": request_id, "confirmed": True}},
+        )
+    assert "approval" in str(asked.content[0]).lower()
+    with both.client("approver-token") as approver, both.client("agent-token") as agent:
+        pending = approver.get("/v1/approvals").json()["approvals"]
+        approval = next(a for a in pending if a["requestId"] == request_id)
+        assert approver.post(f"/v1/approvals/{approval['id']}:grant").status_code == 200
+        done = agent.post(
+            "/v1/tools/bookings.refund:call",
+            json=arguments,
+            headers={
+                "Idempotency-Key": request_id,
+                "Charter-Confirm": "true",
+                "Charter-Approval": approval["id"],
+            },
+        )
+    assert done.status_code == 200
+    assert done.json()["output"] == {"booking_id": "bkg_mcp", "refunded_cents": 900}
+    assert both.lab.runs["refund:bkg_mcp"] == 1
+
+
+def test_mcp_without_a_token_is_401_with_the_bearer_challenge(both: Live) -> None:
+    response = httpx.post(
+        both.url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")

@@ -1,0 +1,260 @@
+"""Actions, audit, whoami, health, readiness, CORS, the console files and the MCP mount."""
+
+from __future__ import annotations
+
+import sys
+import types
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+from http_support import Lab, Live, build_host, build_registry, serve
+from starlette.responses import PlainTextResponse
+from starlette.types import Receive, Scope, Send
+
+from charter import ErrorCode
+from charter.auth import StaticAuthenticator
+from charter.host import Host
+from charter.http import create_app
+from charter.ledger import ApprovalRecord
+from charter.memory_store import MemoryStore
+
+
+def rename(client: httpx.Client, trip_id: str) -> str:
+    request_id = str(uuid.uuid4())
+    response = client.post(
+        "/v1/tools/trips.rename:call",
+        json={"trip_id": trip_id, "name": "x"},
+        headers={"Idempotency-Key": request_id},
+    )
+    assert response.status_code == 200
+    return request_id
+
+
+# -- actions --------------------------------------------------------------------------------
+
+
+def test_an_action_is_visible_to_its_caller_and_unknown_to_another_tenant(
+    live: Live, agent: httpx.Client
+) -> None:
+    request_id = rename(agent, "trp_status")
+    status = agent.get(f"/v1/actions/{request_id}")
+    assert status.status_code == 200
+    assert status.json()["requestId"] == request_id
+    assert status.json()["tool"] == "trips.rename"
+    assert status.json()["status"] == "completed"
+    with live.client("globex-token") as foreign:
+        hidden = foreign.get(f"/v1/actions/{request_id}")
+        unknown = foreign.get(f"/v1/actions/{uuid.uuid4()}")
+    assert hidden.status_code == unknown.status_code == 404
+    assert hidden.json()["code"] == ErrorCode.NOT_FOUND
+    assert agent.get("/v1/actions/not-a-uuid").status_code == 404
+
+
+def test_actions_need_credentials(anonymous: httpx.Client) -> None:
+    assert anonymous.get(f"/v1/actions/{uuid.uuid4()}").status_code == 401
+
+
+# -- audit ----------------------------------------------------------------------------------
+
+
+def test_the_audit_trail_is_tenant_scoped_and_callers_see_their_own(
+    live: Live, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    request_id = rename(agent, "trp_audit")
+    approver.post("/v1/tools/trips.search:call", json={"query": "a"})
+    mine = agent.get("/v1/audit").json()
+    assert mine["tenant"] == "acme"
+    assert {e["subject"] for e in mine["events"]} == {"agent-7"}
+    assert request_id in [e["requestId"] for e in mine["events"]]
+    tenant = approver.get("/v1/audit", params={"limit": 500}).json()["events"]
+    assert {"agent-7", "ana"} <= {e["subject"] for e in tenant}
+    assert {e["tenant"] for e in tenant} == {"acme"}
+    event = next(e for e in tenant if e["requestId"] == request_id)
+    assert event["tool"] == "trips.rename"
+    assert event["outcome"] == "completed"
+
+
+def test_only_the_admin_scope_may_read_another_tenants_audit(
+    live: Live, agent: httpx.Client
+) -> None:
+    rename(agent, "trp_adminaudit")
+    forbidden = agent.get("/v1/audit", params={"tenant": "globex"})
+    assert forbidden.status_code == 403
+    assert forbidden.json()["reason"] == "tenant_forbidden"
+    assert agent.get("/v1/audit", params={"tenant": "acme"}).status_code == 200
+    with live.client("admin-token") as admin:
+        acme = admin.get("/v1/audit", params={"tenant": "acme"}).json()
+    assert acme["tenant"] == "acme"
+    assert acme["events"]
+    assert agent.get("/v1/audit", params={"limit": "x"}).status_code == 422
+    with live.client() as anonymous:
+        assert anonymous.get("/v1/audit").status_code == 401
+
+
+# -- whoami, health, readiness ----------------------------------------------------------------
+
+
+def test_whoami_describes_the_caller(approver: httpx.Client, agent: httpx.Client) -> None:
+    assert approver.get("/v1/whoami").json() == {
+        "subject": "ana",
+        "tenantId": "acme",
+        "kind": "user",
+        "actor": "staff",
+        "displayName": "Ana (staff approver)",
+        "scopes": ["charter:approve", "trips:read"],
+        "approver": True,
+    }
+    assert agent.get("/v1/whoami").json()["approver"] is False
+
+
+def test_health_and_readiness_answer_without_credentials(anonymous: httpx.Client) -> None:
+    assert anonymous.get("/healthz").json() == {"status": "ok"}
+    assert anonymous.get("/readyz").json() == {"status": "ok"}
+
+
+class UnreachableStore(MemoryStore):
+    """A store whose database has gone away (the outside world, faked)."""
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        raise ConnectionRefusedError("connection refused")
+
+
+def test_readiness_is_503_when_the_store_does_not_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = Host(
+        build_registry(Lab()),
+        store=UnreachableStore(),
+        authenticator=StaticAuthenticator({}),
+    )
+    with serve(create_app(host, mcp=False)) as url, httpx.Client(base_url=url) as client:
+        ready = client.get("/readyz")
+        assert client.get("/healthz").status_code == 200
+    assert ready.status_code == 503
+    assert ready.headers["retry-after"] == "1"
+    assert ready.json()["reason"] == "store_unreachable"
+    assert "connection refused" not in ready.text
+    assert "readiness probe" in caplog.text
+
+
+# -- CORS -----------------------------------------------------------------------------------
+
+ORIGIN = "https://ops.example"
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+
+
+def test_cors_is_off_by_default(anonymous: httpx.Client) -> None:
+    simple = anonymous.get("/v1/tools", headers={"Origin": ORIGIN})
+    assert simple.status_code == 200
+    assert "access-control-allow-origin" not in simple.headers
+    preflight = anonymous.options(
+        "/v1/tools/catalog.ping:call",
+        headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"},
+    )
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_cors_allows_the_configured_origins_and_the_control_headers() -> None:
+    host = build_host(Lab())
+    with serve(create_app(host, mcp=False, cors_origins=[ORIGIN])) as url:
+        with httpx.Client(base_url=url) as client:
+            preflight = client.options(
+                "/v1/tools/trips.rename:call",
+                headers={
+                    "Origin": ORIGIN,
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": "authorization, idempotency-key",
+                },
+            )
+            simple = client.get("/v1/tools", headers={"Origin": ORIGIN})
+            other = client.get("/v1/tools", headers={"Origin": "https://evil.example"})
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == ORIGIN
+    allowed = preflight.headers["access-control-allow-headers"].lower()
+    assert "idempotency-key" in allowed and "authorization" in allowed
+    assert simple.headers["access-control-allow-origin"] == ORIGIN
+    assert "idempotent-replayed" in simple.headers["access-control-expose-headers"].lower()
+    assert "access-control-allow-origin" not in other.headers
+
+
+# -- console files ----------------------------------------------------------------------------
+
+
+def test_the_console_is_served_with_a_strict_content_security_policy(
+    anonymous: httpx.Client,
+) -> None:
+    root = anonymous.get("/", follow_redirects=False)
+    assert root.status_code == 307
+    assert root.headers["location"] == "/console/"
+    page = anonymous.get("/console/")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert page.headers["x-content-type-options"] == "nosniff"
+    for asset in ("app.js", "app.css"):
+        assert anonymous.get(f"/console/{asset}").status_code == 200
+    # Nothing is fetched from elsewhere at run time.
+    for asset in ("", "app.js", "app.css"):
+        text = anonymous.get(f"/console/{asset}").text.replace(SVG_NAMESPACE, "")
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text
+    missing = anonymous.get("/console/nothing.js")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"] == "application/problem+json"
+
+
+def test_the_console_can_be_left_out() -> None:
+    host = build_host(Lab())
+    with serve(create_app(host, mcp=False, console=False)) as url:
+        assert httpx.get(f"{url}/console/").status_code == 404
+
+
+# -- the MCP mount ----------------------------------------------------------------------------
+
+
+def test_mcp_false_leaves_mcp_out() -> None:
+    host = build_host(Lab())
+    with serve(create_app(host, mcp=False)) as url:
+        assert httpx.post(f"{url}/mcp").status_code == 404
+
+
+def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events: list[str] = []
+    seen: dict[str, object] = {}
+
+    class Endpoint:
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            await PlainTextResponse("mcp here")(scope, receive, send)
+
+    class Mounted:
+        app = Endpoint()
+
+        @asynccontextmanager
+        async def run(self) -> AsyncIterator[None]:
+            events.append("start")
+            yield
+            events.append("stop")
+
+    def streamable_http_app(
+        host: Host, *, stateless: bool = False, allowed_hosts: list[str] | None = None
+    ) -> Mounted:
+        seen.update(host=host, stateless=stateless, allowed_hosts=allowed_hosts)
+        return Mounted()
+
+    # Pins the composition contract with charter.mcp; test_http_mcp.py drives the real one.
+    fake = types.ModuleType("charter.mcp")
+    fake.streamable_http_app = streamable_http_app  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "charter.mcp", fake)
+    host = build_host(Lab())
+    app = create_app(host, mcp_stateless=True, allowed_hosts=["charter.local:*"])
+    with serve(app) as url:
+        assert events == ["start"]
+        assert httpx.post(f"{url}/mcp").text == "mcp here"
+    assert events == ["start", "stop"]
+    assert seen == {"host": host, "stateless": True, "allowed_hosts": ["charter.local:*"]}
