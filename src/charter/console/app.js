@@ -1,0 +1,703 @@
+// charter approvals console: plain JavaScript, no build step, nothing fetched from elsewhere.
+// Every value from the server is put on the page as text (never as HTML).
+
+const KEY_STORAGE = "charter.console.apiKey";
+const POLL_MS = 3000;
+const API = new URL("../v1/", window.location.href);
+
+const state = {
+  key: sessionStorage.getItem(KEY_STORAGE),
+  me: null,
+  filter: "pending",
+  approvals: new Map(), // id -> approval
+  seen: new Set(), // approval ids already announced
+  firstLoad: true,
+  tools: [],
+  lastUpdate: null,
+  timer: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+// -- DOM helpers ----------------------------------------------------------------------------
+
+function h(tag, props = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "class") el.className = value;
+    else if (name === "text") el.textContent = value;
+    else if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
+    else el.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function svgIcon(path) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("aria-hidden", "true");
+  for (const d of path) {
+    const p = document.createElementNS(ns, "path");
+    p.setAttribute("d", d);
+    p.setAttribute("stroke-linecap", "round");
+    p.setAttribute("stroke-linejoin", "round");
+    svg.append(p);
+  }
+  return svg;
+}
+
+function jsonBlock(value, label) {
+  const pre = h("pre", { class: "json", tabindex: "0", "aria-label": label });
+  renderJson(pre, value, 0);
+  return pre;
+}
+
+function renderJson(into, value, depth) {
+  const pad = "  ".repeat(depth);
+  if (Array.isArray(value)) {
+    if (value.length === 0) return into.append("[]");
+    into.append("[\n");
+    value.forEach((item, i) => {
+      into.append(pad + "  ");
+      renderJson(into, item, depth + 1);
+      into.append(i < value.length - 1 ? ",\n" : "\n");
+    });
+    into.append(pad + "]");
+  } else if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value);
+    if (entries.length === 0) return into.append("{}");
+    into.append("{\n");
+    entries.forEach(([k, v], i) => {
+      into.append(pad + "  ", h("span", { class: "k", text: JSON.stringify(k) }), ": ");
+      renderJson(into, v, depth + 1);
+      into.append(i < entries.length - 1 ? ",\n" : "\n");
+    });
+    into.append(pad + "}");
+  } else if (typeof value === "string") {
+    into.append(h("span", { class: "s", text: JSON.stringify(value) }));
+  } else if (typeof value === "number") {
+    into.append(h("span", { class: "n", text: String(value) }));
+  } else {
+    into.append(h("span", { class: "l", text: String(value) }));
+  }
+}
+
+function emptyState(title, text) {
+  return h(
+    "div",
+    { class: "empty" },
+    svgIcon(["M12 21a9 9 0 1 0 0-18 9 9 0 0 0 0 18Z", "m8 12 2.8 2.8L16.5 9"]),
+    h("h3", { text: title }),
+    h("p", { text })
+  );
+}
+
+function riskBadge(risk) {
+  const level = ["low", "medium", "high", "critical"].includes(risk) ? risk : "high";
+  return h("span", { class: `badge badge-risk-${level}`, text: `${level} risk` });
+}
+
+function relative(date) {
+  const seconds = Math.round((Date.now() - date.getTime()) / 1000);
+  if (seconds < 5) return "just now";
+  if (seconds < 60) return `${seconds} s ago`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min ago`;
+  const hours = Math.round(minutes / 60);
+  if (hours < 48) return `${hours} h ago`;
+  return date.toLocaleDateString();
+}
+
+function timeLeft(expires) {
+  const seconds = Math.round((expires.getTime() - Date.now()) / 1000);
+  if (seconds <= 0) return { text: "expired", level: "urgent" };
+  const minutes = Math.floor(seconds / 60);
+  const level = seconds < 120 ? "urgent" : seconds < 600 ? "soon" : "";
+  if (minutes < 1) return { text: `${seconds} s left`, level };
+  if (minutes < 60) return { text: `${minutes} min left`, level };
+  return { text: `${Math.floor(minutes / 60)} h ${minutes % 60} min left`, level };
+}
+
+function announce(text) {
+  const region = $("announcer");
+  region.textContent = "";
+  // A new text node in a cleared region is announced even when the words repeat.
+  window.setTimeout(() => { region.textContent = text; }, 50);
+}
+
+let toastTimer = null;
+function toast(text) {
+  const el = $("toast");
+  el.textContent = text;
+  el.hidden = false;
+  window.clearTimeout(toastTimer);
+  toastTimer = window.setTimeout(() => { el.hidden = true; }, 4000);
+}
+
+// -- the API --------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, problem) {
+    super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json", "X-API-Key": state.key };
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(new URL(path, API), {
+    method: options.method || "GET",
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    cache: "no-store",
+  });
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok) {
+    if (response.status === 401) signOut("Your key was not accepted. Sign in again.");
+    throw new ApiError(response.status, data);
+  }
+  return data;
+}
+
+// -- sign in --------------------------------------------------------------------------------
+
+async function signIn(key) {
+  state.key = key;
+  const me = await api("whoami");
+  sessionStorage.setItem(KEY_STORAGE, key);
+  state.me = me;
+  $("who").replaceChildren(
+    h("strong", { text: me.displayName || me.subject }),
+    ` · ${me.tenantId}`
+  );
+  $("signin-view").hidden = true;
+  $("session").hidden = false;
+  $("app-view").hidden = false;
+  if (!me.approver) {
+    $("approvals-summary").textContent =
+      "Your key cannot approve; you see the approvals you requested.";
+  }
+  $("main").focus();
+  await refreshApprovals();
+  schedule();
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(KEY_STORAGE);
+  window.clearTimeout(state.timer);
+  Object.assign(state, {
+    key: null, me: null, approvals: new Map(), seen: new Set(), firstLoad: true, tools: [],
+  });
+  $("approvals").replaceChildren();
+  $("app-view").hidden = true;
+  $("session").hidden = true;
+  $("signin-view").hidden = false;
+  $("signin-error").textContent = message || "";
+  $("api-key").value = "";
+  $("api-key").focus();
+}
+
+$("signin-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const key = $("api-key").value.trim();
+  $("signin-error").textContent = "";
+  if (!key) {
+    $("signin-error").textContent = "Enter your API key.";
+    $("api-key").focus();
+    return;
+  }
+  $("signin-submit").disabled = true;
+  try {
+    await signIn(key);
+  } catch (error) {
+    state.key = null;
+    if (!(error instanceof ApiError && error.status === 401)) {
+      $("signin-error").textContent = `Could not sign in: ${error.message}`;
+    }
+  } finally {
+    $("signin-submit").disabled = false;
+  }
+});
+
+$("sign-out").addEventListener("click", () => signOut(""));
+
+// -- approvals ------------------------------------------------------------------------------
+
+async function refreshApprovals() {
+  try {
+    const data = await api(`approvals?status=${encodeURIComponent(state.filter)}&limit=200`);
+    $("approvals-error").textContent = "";
+    renderApprovals(data.approvals);
+    state.lastUpdate = new Date();
+    $("live").classList.remove("stale");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return;
+    $("live").classList.add("stale");
+    $("approvals-error").textContent = `Could not load approvals: ${error.message}`;
+  }
+  updateLiveText();
+}
+
+function renderApprovals(list) {
+  const container = $("approvals");
+  const ids = new Set(list.map((a) => a.id));
+  for (const id of [...state.approvals.keys()]) {
+    if (ids.has(id)) continue;
+    const card = document.getElementById(cardId(id));
+    // A card that holds the keyboard focus stays until the focus moves on.
+    if (card && card.contains(document.activeElement)) continue;
+    if (card) card.remove();
+    state.approvals.delete(id);
+  }
+  const fresh = [];
+  list.forEach((approval, index) => {
+    const existing = document.getElementById(cardId(approval.id));
+    const known = state.approvals.get(approval.id);
+    if (existing && known && known.status === approval.status) {
+      // Keep the card (and whatever the approver is typing in it); refresh its clock.
+      updateClock(existing, approval);
+    } else {
+      const card = approvalCard(approval);
+      if (existing) existing.replaceWith(card);
+      else container.insertBefore(card, container.children[index] || null);
+      if (!state.firstLoad && !state.seen.has(approval.id) && approval.status === "pending") {
+        card.classList.add("is-new");
+        fresh.push(approval);
+      }
+    }
+    state.approvals.set(approval.id, approval);
+    state.seen.add(approval.id);
+  });
+  container.querySelectorAll(".empty").forEach((el) => el.remove());
+  if (list.length === 0 && !container.querySelector(".card")) {
+    container.append(
+      state.filter === "pending"
+        ? emptyState(
+            "Nothing waiting for you",
+            "New requests for approval appear here as soon as they arrive; this page checks every few seconds."
+          )
+        : emptyState("No approvals here", "Nothing matches this filter yet.")
+    );
+  }
+  const pending = list.filter((a) => a.status === "pending").length;
+  if (state.filter === "pending") setPendingCount(pending);
+  if (fresh.length === 1) {
+    const a = fresh[0];
+    announce(`New approval request: ${a.tool}${a.target ? ` on ${a.target}` : ""}, ${a.risk} risk.`);
+  } else if (fresh.length > 1) {
+    announce(`${fresh.length} new approval requests.`);
+  }
+  state.firstLoad = false;
+}
+
+function setPendingCount(n) {
+  const badge = $("pending-count");
+  badge.textContent = String(n);
+  badge.classList.toggle("has-items", n > 0);
+  badge.setAttribute("aria-label", `${n} pending`);
+  document.title = n > 0 ? `(${n}) Approvals · charter console` : "Approvals · charter console";
+}
+
+const cardId = (id) => `approval-${id}`;
+
+function approvalCard(a) {
+  const titleId = `${cardId(a.id)}-title`;
+  const created = new Date(a.createdAt);
+  const card = h(
+    "article",
+    { class: `card risk-${a.risk}`, id: cardId(a.id), "aria-labelledby": titleId },
+    h(
+      "div",
+      { class: "card-head" },
+      h(
+        "div",
+        { class: "card-title" },
+        riskBadge(a.risk),
+        h("h3", { id: titleId, text: a.tool }),
+        a.tier ? h("span", { class: "badge badge-tier", text: a.tier }) : null,
+        a.status !== "pending" ? statusBadge(a.status) : null
+      ),
+      h("div", { class: "clock" })
+    ),
+    a.description ? h("p", { class: "card-desc", text: a.description }) : h("div", { class: "card-desc" }),
+    h(
+      "dl",
+      { class: "facts" },
+      fact("Target", a.target || "—"),
+      fact("Requested by", a.requesterId),
+      fact("Requested", `${relative(created)} · ${created.toLocaleTimeString()}`),
+      fact("Request id", a.requestId, "mono"),
+      a.reasonCode ? fact("Reason code", a.reasonCode) : null
+    ),
+    h("p", { class: "args-label", id: `${cardId(a.id)}-args`, text: "Exact arguments" }),
+    jsonBlock(a.arguments, `Exact arguments of ${a.tool}`)
+  );
+  updateClock(card, a);
+  if (a.status === "pending" && state.me && state.me.approver) card.append(decisionForm(a));
+  else if (a.status !== "pending") card.append(decisionNote(a));
+  return card;
+}
+
+function fact(label, value, cls) {
+  return h("div", {}, h("dt", { text: label }), h("dd", { class: cls, text: value }));
+}
+
+function statusBadge(status) {
+  const map = {
+    approved: ["badge-ok", "approved"],
+    denied: ["badge-danger", "denied"],
+    consumed: ["badge-info", "executed"],
+    pending: ["badge-warn", "pending"],
+  };
+  const [cls, text] = map[status] || ["badge-tier", status];
+  return h("span", { class: `badge ${cls}`, text });
+}
+
+function updateClock(card, a) {
+  const clock = card.querySelector(".clock");
+  if (!clock) return;
+  if (a.status !== "pending") {
+    clock.className = "clock";
+    clock.replaceChildren(
+      h("strong", { text: a.decidedAt ? relative(new Date(a.decidedAt)) : "" }),
+      a.decidedAt ? "decided" : ""
+    );
+    return;
+  }
+  const left = timeLeft(new Date(a.expiresAt));
+  clock.className = `clock ${left.level}`;
+  clock.replaceChildren(
+    h("strong", { text: left.text }),
+    `expires ${new Date(a.expiresAt).toLocaleTimeString()}`
+  );
+}
+
+function decisionForm(a) {
+  const reasonId = `${cardId(a.id)}-reason`;
+  const errorId = `${cardId(a.id)}-error`;
+  const label = `${a.tool}${a.target ? ` on ${a.target}` : ""}`;
+  const reason = h("textarea", {
+    id: reasonId,
+    rows: "1",
+    maxlength: "2000",
+    placeholder: "Why you approve or deny (kept in the audit trail)",
+    "aria-describedby": errorId,
+  });
+  const error = h("p", { class: "card-error", id: errorId, role: "alert" });
+  const approve = h("button", {
+    type: "button",
+    class: "button button-approve",
+    "aria-label": `Approve ${label}`,
+    text: "Approve",
+  });
+  const deny = h("button", {
+    type: "button",
+    class: "button button-deny",
+    "aria-label": `Deny ${label}`,
+    text: "Deny",
+  });
+  const decide = async (verb) => {
+    approve.disabled = deny.disabled = true;
+    error.textContent = "";
+    const text = reason.value.trim();
+    try {
+      const updated = await api(`approvals/${encodeURIComponent(a.id)}:${verb}`, {
+        method: "POST",
+        body: text ? { reason: text } : {},
+      });
+      const verbPast = verb === "grant" ? "Approved" : "Denied";
+      toast(`${verbPast} ${label}.`);
+      announce(`${verbPast} ${label}.`);
+      state.approvals.set(updated.id, updated);
+      const card = document.getElementById(cardId(a.id));
+      const next = approvalCard(updated);
+      card.replaceWith(next);
+      focusAfterDecision(next);
+      window.setTimeout(refreshApprovals, 800);
+    } catch (e) {
+      approve.disabled = deny.disabled = false;
+      error.textContent = e instanceof ApiError && e.problem ? e.problem.detail : e.message;
+    }
+  };
+  approve.addEventListener("click", () => decide("grant"));
+  deny.addEventListener("click", () => decide("deny"));
+  return h(
+    "div",
+    { class: "decide" },
+    h("label", { for: reasonId, text: "Reason (optional)" }),
+    reason,
+    h("div", { class: "actions" }, approve, deny),
+    error
+  );
+}
+
+function focusAfterDecision(card) {
+  // Move on to the next pending request, or to the card just decided.
+  let next = card.nextElementSibling;
+  while (next && !next.querySelector(".button-approve")) next = next.nextElementSibling;
+  const target = next ? next.querySelector(".button-approve") : card;
+  if (target === card) card.setAttribute("tabindex", "-1");
+  target.focus();
+}
+
+function decisionNote(a) {
+  const who = a.decidedBy ? ` by ${a.decidedBy}` : "";
+  const words = {
+    approved: `Approved${who}; waiting for the requester to retry.`,
+    denied: `Denied${who}.`,
+    consumed: `Approved${who} and executed.`,
+  };
+  return h(
+    "p",
+    { class: "decision" },
+    h("strong", { text: words[a.status] || a.status }),
+    a.decisionReason ? ` Reason: “${a.decisionReason}”` : ""
+  );
+}
+
+$("approval-filter").addEventListener("change", (event) => {
+  state.filter = event.target.value;
+  state.approvals = new Map();
+  state.firstLoad = true;
+  $("approvals").replaceChildren();
+  refreshApprovals();
+});
+
+// -- activity -------------------------------------------------------------------------------
+
+async function refreshActivity() {
+  try {
+    const data = await api("audit?limit=100");
+    $("activity-error").textContent = "";
+    renderActivity(data.events);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) {
+      $("activity-error").textContent = `Could not load activity: ${error.message}`;
+    }
+  }
+}
+
+function outcomeBadge(outcome) {
+  const map = {
+    completed: "badge-ok",
+    "interaction-required": "badge-warn",
+    deferred: "badge-info",
+    failed: "badge-danger",
+    denied: "badge-danger",
+  };
+  const text = outcome === "interaction-required" ? "waiting" : outcome;
+  return h("span", { class: `badge ${map[outcome] || "badge-tier"}`, text });
+}
+
+function renderActivity(events) {
+  const container = $("activity");
+  if (events.length === 0) {
+    container.replaceChildren(
+      emptyState("No activity yet", "Calls to tools in your tenant will be listed here.")
+    );
+    return;
+  }
+  const rows = events.map((e) => {
+    const time = new Date(e.time);
+    return h(
+      "tr",
+      {},
+      h("td", {}, h("time", { datetime: e.time, title: time.toLocaleString(), text: relative(time) })),
+      h("td", { class: "mono", text: e.tool }),
+      h("td", {}, outcomeBadge(e.outcome), e.replayed ? h("span", { class: "badge badge-tier", text: "replay" }) : null),
+      h("td", { class: "mono", text: [e.code, e.reason].filter(Boolean).join(" · ") || "—" }),
+      h("td", { text: e.subject || "anonymous" }),
+      h("td", { class: "mono", title: e.requestId || "", text: e.requestId ? `${e.requestId.slice(0, 8)}…` : "—" }),
+      h("td", { class: "num", text: `${Math.round(e.durationMs)} ms` })
+    );
+  });
+  container.replaceChildren(
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        {},
+        h("caption", { class: "sr-only", text: "Recent tool calls" }),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ["When", "Tool", "Outcome", "Code", "Caller", "Request", "Time"].map((t) =>
+              h("th", { scope: "col", text: t })
+            )
+          )
+        ),
+        h("tbody", {}, rows)
+      )
+    )
+  );
+}
+
+// -- tools ----------------------------------------------------------------------------------
+
+async function refreshTools() {
+  try {
+    const data = await api("tools");
+    $("tools-error").textContent = "";
+    state.tools = data.tools;
+    renderTools();
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) {
+      $("tools-error").textContent = `Could not load tools: ${error.message}`;
+    }
+  }
+}
+
+function renderTools() {
+  const query = $("tool-search").value.trim().toLowerCase();
+  const shown = state.tools.filter(
+    (t) =>
+      !query ||
+      t.name.toLowerCase().includes(query) ||
+      (t.aliases || []).some((a) => a.toLowerCase().includes(query)) ||
+      (t.requiredScopes || []).some((s) => s.toLowerCase().includes(query))
+  );
+  const container = $("tools");
+  if (shown.length === 0) {
+    container.replaceChildren(
+      query
+        ? emptyState("No tool matches", `Nothing matches “${query}”.`)
+        : emptyState("No tools", "This key may not call any tool.")
+    );
+    return;
+  }
+  container.replaceChildren(h("div", { class: "tools" }, shown.map(toolEntry)));
+}
+
+function toolEntry(t) {
+  const policy = t.actionPolicy;
+  const controls = policy ? policy.controls.required : [];
+  return h(
+    "details",
+    { class: "tool" },
+    h(
+      "summary",
+      {},
+      h("span", { class: "tool-name", text: t.name }),
+      h(
+        "span",
+        { class: "tool-badges" },
+        h("span", { class: "badge badge-tier", text: t.tier }),
+        riskBadge(t.deploymentRisk)
+      ),
+      h("p", { class: "tool-summary", text: t.description })
+    ),
+    h(
+      "div",
+      { class: "tool-body" },
+      h(
+        "dl",
+        { class: "facts" },
+        fact("Scopes", (t.requiredScopes || []).join(", ") || "none"),
+        fact("Auth", t.auth),
+        fact("Ledger", policy ? policy.ledger : "none"),
+        fact("Approval", policy ? policy.approval : "never"),
+        fact("Needs", controls.join(", ") || "nothing extra"),
+        fact("Side effects", (t.riskPolicy.sideEffects || []).join(", ") || "none"),
+        t.aliases && t.aliases.length ? fact("Aliases", t.aliases.join(", ")) : null,
+        fact("Capability", `${t.capabilityId}@${t.capabilityVersion}`)
+      ),
+      h(
+        "div",
+        { class: "schemas" },
+        h("div", {}, h("p", { class: "args-label", text: "Input schema" }), jsonBlock(t.inputSchema, `Input schema of ${t.name}`)),
+        h("div", {}, h("p", { class: "args-label", text: "Output schema" }), jsonBlock(t.outputSchema, `Output schema of ${t.name}`))
+      )
+    )
+  );
+}
+
+$("tool-search").addEventListener("input", renderTools);
+
+// -- tabs (WAI-ARIA tabs pattern: arrows move, Home/End jump) --------------------------------
+
+const tabs = [...document.querySelectorAll('[role="tab"]')];
+
+function selectTab(tab, focus) {
+  for (const t of tabs) {
+    const selected = t === tab;
+    t.setAttribute("aria-selected", String(selected));
+    t.tabIndex = selected ? 0 : -1;
+    $(t.getAttribute("aria-controls")).hidden = !selected;
+  }
+  if (focus) tab.focus();
+  if (tab.id === "tab-activity") refreshActivity();
+  if (tab.id === "tab-tools") refreshTools();
+  if (tab.id === "tab-approvals") refreshApprovals();
+}
+
+for (const tab of tabs) {
+  tab.addEventListener("click", () => selectTab(tab, false));
+  tab.addEventListener("keydown", (event) => {
+    const i = tabs.indexOf(tab);
+    const moves = {
+      ArrowRight: (i + 1) % tabs.length,
+      ArrowLeft: (i - 1 + tabs.length) % tabs.length,
+      Home: 0,
+      End: tabs.length - 1,
+    };
+    if (event.key in moves) {
+      event.preventDefault();
+      selectTab(tabs[moves[event.key]], true);
+    }
+  });
+}
+
+// -- live updates ---------------------------------------------------------------------------
+
+function updateLiveText() {
+  if (!state.lastUpdate) return;
+  const seconds = Math.round((Date.now() - state.lastUpdate.getTime()) / 1000);
+  $("live-text").textContent = seconds < 5 ? "Live" : `Updated ${seconds} s ago`;
+}
+
+function schedule() {
+  window.clearTimeout(state.timer);
+  state.timer = window.setTimeout(async () => {
+    if (!state.key) return;
+    if (document.visibilityState === "visible") {
+      const active = tabs.find((t) => t.getAttribute("aria-selected") === "true");
+      if (active.id === "tab-approvals") await refreshApprovals();
+      else if (active.id === "tab-activity") await refreshActivity();
+    }
+    schedule();
+  }, POLL_MS);
+}
+
+window.setInterval(() => {
+  if (!state.key) return;
+  updateLiveText();
+  for (const [id, approval] of state.approvals) {
+    const card = document.getElementById(cardId(id));
+    if (card) updateClock(card, approval);
+  }
+}, 1000);
+
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible" && state.key) refreshApprovals();
+});
+
+// -- start ----------------------------------------------------------------------------------
+
+if (state.key) {
+  signIn(state.key).catch(() => signOut("Your session ended. Sign in again."));
+} else {
+  $("api-key").focus();
+}
