@@ -1,0 +1,208 @@
+"""A pydantic-ai toolset whose every call goes through ``Host.invoke``.
+
+Outcomes map onto pydantic-ai's own control flow:
+
+| charter outcome                          | pydantic-ai                                         |
+|------------------------------------------|-----------------------------------------------------|
+| ``Completed``                            | the tool's return value (validated output)          |
+| ``Denied`` / ``AUTHORIZATION_DENIED``    | ``ToolFailed("Denied: ...")`` (terminal)            |
+| ``Failed`` with ``INVALID_INPUT``        | ``ModelRetry`` (the model fixes its arguments)      |
+| ``Failed``, retryable                    | ``ModelRetry``                                      |
+| ``Failed``, not retryable                | ``ToolFailed("[CODE] message")``                    |
+| ``InteractionRequired`` (approval)       | ``ApprovalRequired(metadata)``                      |
+| ``InteractionRequired`` (response)       | ``CallDeferred(metadata, kind="question")``         |
+| ``Deferred``                             | ``CallDeferred(metadata, kind="external")``         |
+
+Each call's ledger request id is derived from the toolset's session id and the model's
+tool call id, which pydantic-ai keeps across ``DeferredToolResults``. So resuming the
+same approval twice (or replaying the persisted history) replays the stored outcome
+instead of running the tool again, and the approval the host checks is bound to the
+call's exact arguments. Needs ``pip install 'charter[pydantic-ai]'``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+try:
+    from pydantic_ai import RunContext
+    from pydantic_ai.exceptions import (
+        ApprovalRequired,
+        CallDeferred,
+        ModelRetry,
+        ToolFailed,
+    )
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset
+    from pydantic_ai.toolsets.abstract import ToolsetTool
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "charter.integrations.pydantic_ai needs pydantic-ai: pip install 'charter[pydantic-ai]'"
+    ) from exc
+from pydantic_core import SchemaValidator, core_schema
+
+from ..auth import Principal
+from ..context import ResumeInfo
+from ..errors import ErrorCode
+from ..host import CallOptions, Host
+from ..manifest import RegisteredTool
+from ..outcome import (
+    Completed,
+    Deferred,
+    Denied,
+    Failed,
+    InteractionRequired,
+    ToolOutcome,
+)
+from ..policy import InvocationControls
+
+__all__ = ("CharterToolset",)
+
+_ANY = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
+_NAMESPACE = uuid.UUID("0f5c8f0e-3c53-4a52-9c43-7d1f2c5b9e11")
+
+
+class CharterToolset(AbstractToolset[Any]):
+    """The host's tools for a pydantic-ai ``Agent``, called as ``principal``."""
+
+    def __init__(
+        self,
+        host: Host,
+        principal: Principal | None,
+        *,
+        session_id: str,
+        tools: list[str] | None = None,
+        audience: str | None = None,
+        id: str | None = "charter",
+        max_retries: int = 1,
+    ) -> None:
+        """Offer the host's tools to an agent.
+
+        Args:
+            host: every call goes through ``host.invoke``.
+            principal: the caller the agent acts for.
+            session_id: a stable id of the conversation (keep it across deferred-result
+                resumes); with the tool call id it keys the ledger.
+            tools: the tool names to offer; None offers every tool the principal may call.
+            audience: the audience calls are made for.
+            id: the toolset id pydantic-ai reports.
+            max_retries: pydantic-ai's retry budget per tool.
+        """
+        self.host = host
+        self.principal = principal
+        self.session_id = session_id
+        self.names = tools
+        self.audience = audience
+        self._id = id
+        self.max_retries = max_retries
+
+    @property
+    def id(self) -> str | None:
+        """The toolset id."""
+        return self._id
+
+    def _tools(self) -> list[RegisteredTool]:
+        visible = self.host.callable_tools(self.principal, self.audience)
+        return [t for t in visible if self.names is None or t.name in self.names]
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The tools the principal may call, with their input schemas."""
+        return {
+            t.name: ToolsetTool(
+                toolset=self,
+                tool_def=ToolDefinition(
+                    name=t.name,
+                    description=t.tool.description,
+                    parameters_json_schema={
+                        k: v for k, v in t.tool.input_schema.items() if k != "$schema"
+                    },
+                ),
+                max_retries=self.max_retries,
+                # The host validates (once, under its payload limits); this only checks
+                # that the model sent an object.
+                args_validator=_ANY,
+            )
+            for t in self._tools()
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        """Invoke the tool through the host and map its outcome (see the module table)."""
+        call_id = ctx.tool_call_id or uuid.uuid4().hex
+        request_id = uuid.uuid5(_NAMESPACE, f"{self.session_id}\x1f{call_id}")
+        registered = self.host.registry.get(name)
+        controls, resume = await self._controls(registered, ctx, request_id)
+        outcome = await self.host.invoke(
+            name,
+            tool_args,
+            self.principal,
+            controls,
+            call=CallOptions(
+                audience=self.audience,
+                session_id=self.session_id,
+                call_id=call_id,
+                invocation_id=f"pai_{call_id}",
+                resume=resume,
+            ),
+        )
+        return _map(outcome, request_id)
+
+    async def _controls(
+        self, registered: RegisteredTool | None, ctx: RunContext[Any], request_id: uuid.UUID
+    ) -> tuple[InvocationControls, ResumeInfo | None]:
+        if not ctx.tool_call_approved or registered is None:
+            return InvocationControls(request_id=request_id), None
+        accepted = registered.controls.accepted
+        metadata = ctx.tool_call_metadata if isinstance(ctx.tool_call_metadata, dict) else {}
+        approval_id = metadata.get("approvalId")
+        if approval_id is None and "approvalId" in accepted and self.principal is not None:
+            # The approval the host made for this request (its id is deterministic).
+            record = await self.host.store.find_approval(
+                self.principal.tenant_id, self.principal.subject, str(request_id)
+            )
+            approval_id = record.id if record is not None else None
+        controls = InvocationControls(
+            request_id=request_id,
+            confirmed=True if "confirmed" in accepted else None,
+            approval_id=approval_id if "approvalId" in accepted else None,
+        )
+        resume = ResumeInfo(
+            interaction_id=str(metadata.get("interactionId", approval_id or "")),
+            kind="approval",
+            approved=True,
+        )
+        return controls, resume
+
+
+def _map(outcome: ToolOutcome, request_id: uuid.UUID) -> Any:
+    if isinstance(outcome, Completed):
+        return outcome.output
+    if isinstance(outcome, Denied):
+        raise ToolFailed(f"Denied: {outcome.reason}")
+    if isinstance(outcome, InteractionRequired):
+        interaction = outcome.interaction
+        metadata: dict[str, Any] = {
+            "interactionId": interaction.id,
+            "prompt": interaction.prompt,
+            "requestId": str(request_id),
+            "token": outcome.token,
+            **(interaction.metadata or {}),
+        }
+        if interaction.kind == "approval":
+            raise ApprovalRequired(metadata)
+        raise CallDeferred(metadata, kind="question")
+    if isinstance(outcome, Deferred):
+        token = outcome.token if isinstance(outcome.token, dict) else {"token": outcome.token}
+        raise CallDeferred({"requestId": str(request_id), **token}, kind="external")
+    return _failed(outcome)
+
+
+def _failed(outcome: Failed) -> Any:
+    if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
+        raise ToolFailed(f"Denied: {outcome.message}")
+    text = "\n".join([f"[{outcome.code.value}] {outcome.message}", *outcome.next_steps])
+    if outcome.code is ErrorCode.INVALID_INPUT or outcome.retryable:
+        raise ModelRetry(text)
+    raise ToolFailed(text)

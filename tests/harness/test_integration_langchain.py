@@ -1,0 +1,140 @@
+"""LangChain tools and a LangGraph agent, driven by LangChain's fake chat model (no network)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from harness_support import ALICE, BOB, World
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("langgraph")
+
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from charter.integrations.langchain import charter_tools
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeToolModel(GenericFakeChatModel):
+    """LangChain's fake chat model, accepting bind_tools (the agent binds its tools)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
+        return self
+
+
+def model(*calls: tuple[str, dict[str, Any], str]) -> FakeToolModel:
+    first = AIMessage(
+        content="", tool_calls=[{"name": n, "args": a, "id": cid} for n, a, cid in calls]
+    )
+    messages: Iterator[AIMessage] = itertools.chain([first], itertools.repeat(AIMessage("done")))
+    return FakeToolModel(messages=messages)
+
+
+def tool_messages(state: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
+async def test_a_tool_call_returns_a_tool_message_with_the_validated_output(world: World) -> None:
+    (add,) = charter_tools(world.host, ALICE, session_id="s1", tools=["add"])
+    message = await add.ainvoke(
+        {"type": "tool_call", "name": "add", "args": {"a": 1, "b": 2}, "id": "c1"}
+    )
+
+    assert isinstance(message, ToolMessage)
+    assert (message.tool_call_id, message.status) == ("c1", "success")
+    assert json.loads(str(message.content)) == {"sum": 3}
+    assert add.tool_call_schema["properties"].keys() == {"a", "b"}  # type: ignore[index]
+
+
+def test_an_agent_runs_tools_through_the_host_synchronously(world: World) -> None:
+    agent = create_agent(
+        model(("add", {"a": 2, "b": 2}, "c1")),
+        tools=charter_tools(world.host, ALICE, session_id="s1"),
+    )
+    state = agent.invoke({"messages": [{"role": "user", "content": "add"}]})
+
+    (message,) = tool_messages(state)
+    assert json.loads(str(message.content)) == {"sum": 4}
+    assert state["messages"][-1].content == "done"
+
+
+async def test_invalid_output_and_invalid_arguments_are_error_messages_not_crashes(
+    world: World,
+) -> None:
+    agent = create_agent(
+        model(("bad_total", {}, "c1"), ("add", {"a": "x"}, "c2")),
+        tools=charter_tools(world.host, ALICE, session_id="s1"),
+    )
+    state = await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]})
+
+    bad, invalid = tool_messages(state)
+    assert bad.status == "error" and "INVALID_OUTPUT" in str(bad.content)
+    assert "not-an-int" not in str(bad.content)
+    assert invalid.status == "error" and "INVALID_INPUT" in str(invalid.content)
+
+
+async def test_an_approval_interrupts_the_graph_and_a_forked_resume_runs_the_tool_once(
+    world: World,
+) -> None:
+    # Catches a tool whose resume re-executes: LangGraph re-runs the node on resume and
+    # on a time-travel fork from the interrupted checkpoint (frameworks.md §5.4).
+    agent = create_agent(
+        model(("cancel_booking", {"booking_id": "b1"}, "c1")),
+        tools=charter_tools(world.host, ALICE, session_id="thread-1"),
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "thread-1"}}
+    first = await agent.ainvoke({"messages": [{"role": "user", "content": "cancel b1"}]}, config)
+    (confirm,) = first["__interrupt__"]
+    assert confirm.value["metadata"]["code"] == "CONFIRMATION_REQUIRED"
+
+    second = await agent.ainvoke(Command(resume=True), config)
+    (approval,) = second["__interrupt__"]
+    assert approval.value["metadata"]["code"] == "APPROVAL_REQUIRED"
+    assert world.executions == []
+    fork_point = (await agent.aget_state(config)).config
+    await world.host.approvals.grant(approval.value["interactionId"], BOB)
+
+    done = await agent.ainvoke(Command(resume=True), config)
+    (message,) = tool_messages(done)
+    assert json.loads(str(message.content)) == {"cancelled": "b1"}
+
+    forked = await agent.ainvoke(Command(resume=True), fork_point)
+    (again,) = tool_messages(forked)
+    assert json.loads(str(again.content)) == {"cancelled": "b1"}
+    assert world.count("cancel_booking") == 1
+
+
+async def test_a_rejected_approval_is_an_error_message_and_nothing_runs(world: World) -> None:
+    agent = create_agent(
+        model(("cancel_booking", {"booking_id": "b1"}, "c1")),
+        tools=charter_tools(world.host, ALICE, session_id="thread-2"),
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "thread-2"}}
+    await agent.ainvoke({"messages": [{"role": "user", "content": "cancel b1"}]}, config)
+    done = await agent.ainvoke(Command(resume={"approved": False}), config)
+
+    (message,) = tool_messages(done)
+    assert message.status == "error" and "Approval rejected" in str(message.content)
+    assert world.executions == []
+
+
+async def test_outside_a_graph_an_interaction_comes_back_as_an_error_naming_it(
+    world: World,
+) -> None:
+    (tool,) = charter_tools(world.host, ALICE, session_id="s1", tools=["ask_user"])
+    message = await tool.ainvoke(
+        {"type": "tool_call", "name": "ask_user", "args": {"question": "?"}, "id": "c1"}
+    )
+    assert isinstance(message, ToolMessage) and message.status == "error"
+    assert '"interactionId": "ask-1"' in str(message.content)

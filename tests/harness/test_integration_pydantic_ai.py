@@ -1,0 +1,149 @@
+"""The pydantic-ai toolset, driven by pydantic-ai's own FunctionModel (no network)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from harness_support import ALICE, BOB, World
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
+from charter.integrations.pydantic_ai import CharterToolset
+
+pytestmark = pytest.mark.anyio
+
+
+def scripted(*calls: tuple[str, dict[str, Any], str]) -> FunctionModel:
+    """A model that makes ``calls`` (name, args, id) in its first step, then says done."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1 and calls:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart(name, json.dumps(args), tool_call_id=cid)
+                    for name, args, cid in calls
+                ]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    return FunctionModel(respond)
+
+
+def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+
+
+def agent(world: World, model: FunctionModel, session_id: str = "s1") -> Agent[None, Any]:
+    return Agent(
+        model,
+        toolsets=[CharterToolset(world.host, ALICE, session_id=session_id)],
+        output_type=[str, DeferredToolRequests],
+    )
+
+
+async def test_a_tool_call_runs_through_the_host(world: World) -> None:
+    result = await agent(world, scripted(("add", {"a": 2, "b": 3}, "c1"))).run("add")
+
+    assert result.output == "done"
+    (ret,) = returns(result.all_messages())
+    assert ret.content == {"sum": 5}
+    assert [e.tool for e in await world.ledger.events()] == ["add"]
+
+
+async def test_invalid_output_reaches_the_model_as_a_failure_not_as_data(world: World) -> None:
+    # Catches a toolset that returns the handler's value unchecked (pydantic-ai's default).
+    result = await agent(world, scripted(("bad_total", {}, "c1"))).run("go")
+
+    text = json.dumps([p.model_response_str() for p in returns(result.all_messages())])
+    assert "INVALID_OUTPUT" in text
+    assert "not-an-int" not in text
+
+
+async def test_invalid_arguments_are_retried_before_anyone_is_asked_to_approve(
+    world: World,
+) -> None:
+    result = await agent(world, scripted(("cancel_booking", {"booking_id": 7}, "c1"))).run("go")
+
+    assert result.output == "done"
+    assert await world.host.approvals.list(BOB) == []
+    assert world.executions == []
+
+
+async def test_an_approval_resumed_twice_runs_the_tool_once(world: World) -> None:
+    # Catches what frameworks.md §1 measured: replaying the persisted history with the
+    # same DeferredToolResults ran the approved tool a second time.
+    ag = agent(world, scripted(("cancel_booking", {"booking_id": "b1"}, "c1")))
+    first = await ag.run("cancel b1")
+    assert isinstance(first.output, DeferredToolRequests)
+    (confirm,) = first.output.approvals
+    assert confirm.tool_name == "cancel_booking"
+    assert first.output.metadata["c1"]["code"] == "CONFIRMATION_REQUIRED"
+    history = ModelMessagesTypeAdapter.dump_json(first.all_messages())
+
+    approved = DeferredToolResults(approvals={"c1": True})
+    second = await ag.run(
+        message_history=ModelMessagesTypeAdapter.validate_json(history),
+        deferred_tool_results=approved,
+    )
+    assert isinstance(second.output, DeferredToolRequests)
+    approval_id = second.output.metadata["c1"]["approvalId"]
+    assert world.executions == []
+    await world.host.approvals.grant(approval_id, BOB)
+    history = ModelMessagesTypeAdapter.dump_json(second.all_messages())
+
+    outputs = []
+    for _ in range(2):  # a retried request, or two approvers clicking at once
+        run = await ag.run(
+            message_history=ModelMessagesTypeAdapter.validate_json(history),
+            deferred_tool_results=approved,
+        )
+        outputs.append(run.output)
+        assert returns(run.new_messages())[0].content == {"cancelled": "b1"}
+
+    assert outputs == ["done", "done"]
+    assert world.count("cancel_booking") == 1
+
+
+async def test_a_denied_call_is_a_terminal_failure_the_model_sees(world: World) -> None:
+    ag = agent(world, scripted(("cancel_booking", {"booking_id": "b1"}, "c1")))
+    first = await ag.run("cancel b1")
+    assert isinstance(first.output, DeferredToolRequests)
+    history = first.all_messages()
+    second = await ag.run(
+        message_history=history, deferred_tool_results=DeferredToolResults(approvals={"c1": True})
+    )
+    assert isinstance(second.output, DeferredToolRequests)
+    await world.host.approvals.deny(second.output.metadata["c1"]["approvalId"], BOB)
+
+    third = await ag.run(
+        message_history=second.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"c1": True}),
+    )
+    (ret,) = [p for p in returns(third.new_messages())]
+    assert "Denied" in ret.model_response_str()
+    assert world.executions == []
+
+
+async def test_a_deferred_tool_becomes_an_external_call_with_its_invocation_id(
+    world: World,
+) -> None:
+    result = await agent(world, scripted(("start_job", {"job": "export"}, "c1"))).run("go")
+
+    assert isinstance(result.output, DeferredToolRequests)
+    (call,) = result.output.calls
+    assert call.tool_name == "start_job"
+    assert result.output.metadata["c1"]["job"] == "export"
