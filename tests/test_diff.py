@@ -152,7 +152,7 @@ RULES = [
     ),
     (
         "control required",
-        _set("actionPolicy.controls.required", ["requestId", "confirmed"]),
+        _set("controls.required", ["requestId", "confirmed"]),
         "control-required",
         "breaking",
         "control-no-longer-required",
@@ -282,10 +282,24 @@ def test_auth_order_is_public_identity_admin() -> None:
 
 
 def test_an_action_policy_that_requires_nothing_may_be_added() -> None:
-    old = {k: v for k, v in BASE.items() if k != "actionPolicy"}
+    relaxed = {**BASE, "controls": {"required": [], "optional": ["requestId", "reasonCode"]}}
+    old = {k: v for k, v in relaxed.items() if k != "actionPolicy"}
+    assert kinds(diff_manifests([old], [relaxed], today=TODAY)) == {
+        "action-policy-added": "compatible"
+    }
+
+
+def test_controls_nested_in_an_older_action_policy_are_still_compared() -> None:
+    old = copy.deepcopy(BASE)
+    old["actionPolicy"]["controls"] = old.pop("controls")
     new = copy.deepcopy(BASE)
-    new["actionPolicy"]["controls"] = {"required": [], "optional": ["requestId"]}
-    assert kinds(diff_manifests([old], [new], today=TODAY))["action-policy-added"] == "compatible"
+    new["controls"]["required"] = ["requestId", "confirmed"]
+    assert kinds(diff_manifests([old], [new], today=TODAY))["control-required"] == "breaking"
+
+
+def test_discovery_warnings_are_not_a_change() -> None:
+    discovered = {**BASE, "warnings": ["tool 'trips.rename' passed its sunset date"]}
+    assert diff_manifests([BASE], [discovered], today=TODAY).tools[0].changes == ()
 
 
 def test_a_tool_with_no_change_is_unchanged() -> None:
@@ -405,6 +419,21 @@ def test_a_breaking_change_behind_a_new_name_with_the_old_one_a_deprecated_alias
     assert diff.unversioned_breaking() == ()
 
 
+def test_the_old_name_may_be_deprecated_as_an_alias_alone() -> None:
+    old_name = charter.Alias(
+        name="trips.rename",
+        deprecation=charter.Deprecation(since_version="v1", message="Use trips.retitle."),
+    )
+    new_tool = rename_tool(
+        name="trips.retitle", aliases=[old_name, "trip_rename"], input_schema=NarrowRenameIn
+    )
+    diff = diff_manifests(manifest(rename_tool()), manifest(new_tool))
+    assert diff.tools[0].excuse == (
+        "old name 'trips.rename' kept as a deprecated alias of 'trips.retitle'"
+    )
+    assert diff.unversioned_breaking() == ()
+
+
 def test_a_breaking_change_behind_a_new_name_without_deprecation_is_not_excused() -> None:
     new_tool = rename_tool(
         name="trips.retitle", aliases=["trips.rename"], input_schema=NarrowRenameIn
@@ -458,10 +487,42 @@ def test_sunset_warnings_name_deprecated_tools_past_their_date() -> None:
     )
     entries = manifest(rename_tool(deprecation=sunset))
     [warning] = sunset_warnings(entries, datetime.date(2027, 2, 1))
-    assert "'trips.rename'" in warning and "trip_rename" in warning and "2027-01-31" in warning
-    assert "Use trips.retitle." in warning
+    assert warning == (
+        "tool 'trips.rename' is deprecated and past its sunset date 2027-01-31 "
+        "(Use trips.retitle.); remove it or move the date"
+    )
     assert sunset_warnings(entries, datetime.date(2027, 1, 31)) == []
     assert diff_manifests(entries, entries, today=datetime.date(2027, 2, 1)).warnings == (warning,)
+
+
+def test_sunset_warnings_cover_deprecated_aliases() -> None:
+    alias = charter.Alias(
+        name="trip_rename",
+        deprecation=charter.Deprecation(
+            since_version="v1", message="Say trips.rename.", sunset_date=datetime.date(2027, 1, 31)
+        ),
+    )
+    entries = manifest(rename_tool(aliases=[alias]))
+    assert sunset_warnings(entries, datetime.date(2027, 2, 1)) == [
+        "alias 'trip_rename' of 'trips.rename' is deprecated and past its sunset date "
+        "2027-01-31 (Say trips.rename.); remove it or move the date"
+    ]
+
+
+def test_an_alias_removed_after_its_sunset_date_is_excused() -> None:
+    alias = charter.Alias(
+        name="trip_rename",
+        deprecation=charter.Deprecation(
+            since_version="v1", message="m", sunset_date=datetime.date(2027, 1, 31)
+        ),
+    )
+    old, new = manifest(rename_tool(aliases=[alias])), manifest(rename_tool(aliases=[]))
+    after = diff_manifests(old, new, today=datetime.date(2027, 1, 31))
+    assert after.tools[0].excuse == "removed after the sunset date 2027-01-31"
+    assert after.unversioned_breaking() == ()
+    before = diff_manifests(old, new, today=datetime.date(2027, 1, 30))
+    assert [t.name for t in before.unversioned_breaking()] == ["trips.rename"]
+    assert [c.path for c in before.tools[0].breaking] == ["aliases['trip_rename']"]
 
 
 def test_an_unreadable_sunset_date_is_a_warning() -> None:

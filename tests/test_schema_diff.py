@@ -765,6 +765,16 @@ def test_identical_schemas_have_no_changes_and_the_same_relation() -> None:
             "undecidable",
         ),
         (field(int, 1), field(int, 2), "same"),
+        (
+            model(closed=True, a=(int, ...), b=(int, ...)),
+            model(closed=True, a=(int, ...)),
+            "incomparable",
+        ),
+        (
+            {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0}]},
+            {"anyOf": [{"type": "null"}, {"type": "string"}]},
+            "superset",
+        ),
     ],
 )
 def test_relation_says_what_the_new_schema_accepts(old: Any, new: Any, relation: str) -> None:

@@ -15,7 +15,7 @@ from typing import TypeAlias
 
 from charter._schema_diff import Position, Severity, diff_schemas
 
-__all__ = ("Entry", "Finding", "entry_findings", "strings")
+__all__ = ("Entry", "Finding", "alias_path", "entry_findings", "strings")
 
 Entry: TypeAlias = Mapping[str, object]
 """One manifest entry, as JSON."""
@@ -42,6 +42,8 @@ _RULED = frozenset(
         *("name", "description", "aliases", "deprecation", "capabilityId", "capabilityVersion"),
         *("inputSchema", "outputSchema", "requiredScopes", "audience", "tier", "deploymentRisk"),
         *("riskPolicy", "annotations", "auth", "delegable", "tenantField", "actionPolicy"),
+        *("controls", "aliasDeprecations"),
+        "warnings",  # only in Host.discover output, and it changes with the date
     }
 )
 _INFORMATIONAL = frozenset({"owner", "contractVersion"})
@@ -57,6 +59,11 @@ def strings(value: object) -> tuple[str, ...]:
 def _show(value: object) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def alias_path(alias: str) -> str:
+    """The path of a change to one alias: `aliases['trip_rename']`."""
+    return f"aliases[{alias!r}]"
 
 
 def _listed(values: Sequence[str]) -> str:
@@ -85,7 +92,7 @@ def _aliases(old: Entry, new: Entry) -> list[Finding]:
     for alias in strings(old.get("aliases")):
         if alias not in new_names:
             detail = f"alias {alias!r} removed; callers using it get NOT_FOUND"
-            findings.append(Finding("aliases", "alias-removed", "breaking", detail))
+            findings.append(Finding(alias_path(alias), "alias-removed", "breaking", detail))
     for alias in strings(new.get("aliases")):
         if alias not in old_names:
             findings.append(
@@ -110,6 +117,32 @@ def _deprecation(old: Entry, new: Entry) -> list[Finding]:
         return [Finding("deprecation", "deprecation-removed", "compatible", "no longer deprecated")]
     detail = f"deprecation changed: {_show(before)} → {_show(after)}"
     return [Finding("deprecation", "deprecation-changed", "compatible", detail)]
+
+
+def _alias_deprecations(old: Entry, new: Entry) -> list[Finding]:
+    before, after = _mapping(old.get("aliasDeprecations")), _mapping(new.get("aliasDeprecations"))
+    findings = []
+    for alias in sorted(set(before) | set(after)):
+        was, now = before.get(alias), after.get(alias)
+        if was == now:
+            continue
+        if was is None:
+            kind, detail = "alias-deprecated", f"alias {alias!r} deprecated"
+            message = _mapping(now).get("message")
+            detail += f": {message}" if isinstance(message, str) else ""
+        elif now is None:
+            kind, detail = "alias-deprecation-removed", f"alias {alias!r} no longer deprecated"
+        else:
+            kind, detail = (
+                "alias-deprecation-changed",
+                f"alias {alias!r}: {_show(was)} → {_show(now)}",
+            )
+        findings.append(Finding(alias_path(alias), kind, "compatible", detail))
+    return findings
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _identity(old: Entry, new: Entry) -> list[Finding]:
@@ -256,14 +289,12 @@ def _delegation(old: Entry, new: Entry) -> list[Finding]:
     return findings
 
 
-def _requires_interaction(policy: Mapping[str, object]) -> bool:
-    controls = policy.get("controls")
-    required = strings(controls.get("required")) if isinstance(controls, Mapping) else ()
-    return (
-        bool(required)
-        or policy.get("approval") in ("conditional", "required")
-        or policy.get("confirmation") == "required"
-    )
+def _controls_of(entry: Entry) -> Mapping[str, object]:
+    """An entry's `controls` (top level; older manifests nested them in `actionPolicy`)."""
+    controls = entry.get("controls")
+    if isinstance(controls, Mapping):
+        return controls
+    return _mapping(_mapping(entry.get("actionPolicy")).get("controls"))
 
 
 def _action_policy(old: Entry, new: Entry) -> list[Finding]:
@@ -274,9 +305,8 @@ def _action_policy(old: Entry, new: Entry) -> list[Finding]:
         detail = "action policy removed; calls need no controls"
         return [Finding("actionPolicy", "action-policy-removed", "compatible", detail)]
     if not isinstance(before, Mapping):
-        if _requires_interaction(after):
-            controls = after.get("controls")
-            required = strings(controls.get("required")) if isinstance(controls, Mapping) else ()
+        required = strings(_controls_of(new).get("required"))
+        if required or after.get("approval") in ("conditional", "required"):
             detail = (
                 f"action policy added (approval {_show(after.get('approval'))}, "
                 f"required controls: {_listed(required) or 'none'})"
@@ -302,7 +332,6 @@ def _action_policy(old: Entry, new: Entry) -> list[Finding]:
             "policies keyed on risk may now stop callers",
         ),
         *_confirmation(before, after),
-        *_controls(before, after),
         *_actor_types(before, after),
         *_policy_details(before, after),
     ]
@@ -319,29 +348,26 @@ def _confirmation(before: Mapping[str, object], after: Mapping[str, object]) -> 
     return [Finding(path, "confirmation-dropped", "compatible", f"confirmation {was} → {now}")]
 
 
-def _controls(before: Mapping[str, object], after: Mapping[str, object]) -> list[Finding]:
-    old_c, new_c = before.get("controls"), after.get("controls")
-    old_c = old_c if isinstance(old_c, Mapping) else {}
-    new_c = new_c if isinstance(new_c, Mapping) else {}
+def _controls(old: Entry, new: Entry) -> list[Finding]:
+    old_c, new_c = _controls_of(old), _controls_of(new)
     old_required, new_required = strings(old_c.get("required")), strings(new_c.get("required"))
     old_accepted = {*old_required, *strings(old_c.get("optional"))}
     new_accepted = {*new_required, *strings(new_c.get("optional"))}
-    path = "actionPolicy.controls"
     findings = []
     for name in new_required:
         if name not in old_required:
             detail = f"control {name!r} is now required; calls without it stop"
-            findings.append(Finding(path, "control-required", "breaking", detail))
+            findings.append(Finding("controls", "control-required", "breaking", detail))
     for name in old_required:
         if name not in new_required:
             detail = f"control {name!r} is no longer required"
-            findings.append(Finding(path, "control-no-longer-required", "compatible", detail))
+            findings.append(Finding("controls", "control-no-longer-required", "compatible", detail))
     for name in sorted(old_accepted - new_accepted):
         detail = f"control {name!r} is no longer listed as accepted"
-        findings.append(Finding(path, "control-dropped", "compatible", detail))
+        findings.append(Finding("controls", "control-dropped", "compatible", detail))
     for name in sorted(new_accepted - old_accepted - set(new_required)):
         detail = f"control {name!r} is now accepted"
-        findings.append(Finding(path, "control-accepted", "compatible", detail))
+        findings.append(Finding("controls", "control-accepted", "compatible", detail))
     return findings
 
 
@@ -361,6 +387,7 @@ def _actor_types(before: Mapping[str, object], after: Mapping[str, object]) -> l
 
 def _policy_details(before: Mapping[str, object], after: Mapping[str, object]) -> list[Finding]:
     ruled = {"approval", "risk", "confirmation", "controls", "allowedActorTypes"}
+    # (`controls` sat here in older manifests; `_controls` judges it wherever it is.)
     findings = []
     for key in sorted((set(before) | set(after)) - ruled):
         if before.get(key) != after.get(key):
@@ -394,8 +421,10 @@ _RULES: tuple[Callable[[Entry, Entry], list[Finding]], ...] = (
     _risk,
     _delegation,
     _action_policy,
+    _controls,
     _description,
     _deprecation,
+    _alias_deprecations,
     _annotations,
     _schemas,
 )

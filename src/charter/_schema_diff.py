@@ -143,6 +143,7 @@ class _Comparator:
         self._new_root = new_root
         self._cache: dict[_Key, list[Finding]] = {}
         self._active: set[_Key] = set()
+        self._reverse: _Comparator | None = None
 
     def compare(self, old: object, new: object, path: str) -> list[Finding]:
         """Compare a schema of the old document with one of the new document."""
@@ -219,7 +220,7 @@ class _Comparator:
                 detail = f"no longer accepts {name!r} (removed from the union)"
                 findings.append(Finding(path, "union-member-removed", "narrower", detail))
         for j, member in enumerate(new):
-            if j in matched_new or any(self._accepts_all(c, member) for c in old):
+            if j in matched_new or any(self._covered_by_old(member, c) for c in old):
                 continue
             detail = f"now also accepts {label(new_resolved[j])!r} (added to the union)"
             findings.append(Finding(path, "union-member-added", "wider", detail))
@@ -228,6 +229,12 @@ class _Comparator:
     def _accepts_all(self, old: object, new: object) -> bool:
         """Whether `new` (of the new document) accepts every value `old` accepts."""
         return all(f.effect in ("none", "wider") for f in self.compare(old, new, ""))
+
+    def _covered_by_old(self, new: object, old: object) -> bool:
+        """Whether `old` (of the old document) accepts every value `new` accepts."""
+        if self._reverse is None:
+            self._reverse = _Comparator(self._new_root, self._old_root)
+        return all(f.effect in ("none", "wider") for f in self._reverse.compare(new, old, ""))
 
     def _compare_plain(self, old: _Schema, new: _Schema, path: str) -> list[Finding]:
         type_findings, disjoint = compare_types(old, new, path)
@@ -257,14 +264,19 @@ class _Comparator:
                 findings += required_change(name, old_required, new_required, at)
                 findings += self.compare(old_props[name], new_props[name], at)
             elif name in old_props:
-                findings.append(self._property_removed(old_props[name], new_extra, at))
+                was_required = name in old_required
+                findings.append(
+                    self._property_removed(old_props[name], new_extra, was_required, at)
+                )
             elif name in new_props:
                 findings.append(property_added(name in new_required, at))
             else:
                 findings += required_change(name, old_required, new_required, at)
         return findings + self._compare_extra(old_extra, new_extra, path)
 
-    def _property_removed(self, old_schema: object, new_extra: object, path: str) -> Finding:
+    def _property_removed(
+        self, old_schema: object, new_extra: object, was_required: bool, path: str
+    ) -> Finding:
         """Callers reading it lose it; callers sending it depend on `additionalProperties`."""
         effect: Effect
         if new_extra is False:
@@ -276,6 +288,9 @@ class _Comparator:
         else:
             effect = worst(f.effect for f in self.compare(old_schema, new_extra, path))
             why = f"its values now have to match additionalProperties ({effect})"
+        if was_required:
+            # Objects without it are newly accepted, whatever happens to objects with it.
+            effect = "incomparable" if effect == "narrower" else worst([effect, "wider"])
         return Finding(
             path, "property-removed", effect, f"property removed; {why}", None, "breaking"
         )

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from charter._manifest_rules import Entry, entry_findings, strings
+from charter._manifest_rules import Entry, alias_path, entry_findings, strings
 from charter._schema_diff import SchemaChange, Severity, diff_schemas
 from charter.errors import ConfigurationError
 
@@ -192,10 +192,10 @@ def diff_manifests(
     for entry in old_entries:
         name = _name(entry)
         if name in new_by_name:
-            tools.append(_compare_tool(entry, new_by_name[name]))
+            tools.append(_compare_tool(entry, new_by_name[name], today))
             answered.add(name)
         elif name in alias_owner:
-            tools.append(_renamed_tool(entry, alias_owner[name]))
+            tools.append(_renamed_tool(entry, alias_owner[name], today))
             answered.add(_name(alias_owner[name]))
         else:
             tools.append(_removed_tool(entry, today))
@@ -230,26 +230,28 @@ def _changes(tool: str, entry_old: Entry, entry_new: Entry) -> list[Change]:
     ]
 
 
-def _compare_tool(old: Entry, new: Entry) -> ToolDiff:
+def _compare_tool(old: Entry, new: Entry, today: datetime.date) -> ToolDiff:
     name = _name(old)
     changes = _changes(name, old, new)
     bump = _version_change(_version(old), _version(new))
     if bump is not None:
         changes.insert(0, bump.change(name))
-    breaking = any(c.severity == "breaking" for c in changes)
     return ToolDiff(
         name=name,
         old_version=_version(old),
         new_version=_version(new),
         changes=tuple(changes),
         status="changed" if changes else "unchanged",
-        excuse=bump.excuse if breaking and bump is not None and bump.major else None,
+        excuse=_excuse(changes, bump, old, today),
     )
 
 
-def _renamed_tool(old: Entry, new: Entry) -> ToolDiff:
+def _renamed_tool(old: Entry, new: Entry, today: datetime.date) -> ToolDiff:
     name, new_name = _name(old), _name(new)
-    deprecated = isinstance(new.get("deprecation"), Mapping)
+    # Deprecated either as a whole or just under the old name (`aliasDeprecations`).
+    deprecated = isinstance(new.get("deprecation"), Mapping) or isinstance(
+        _mapping(new.get("aliasDeprecations")).get(name), Mapping
+    )
     detail = f"renamed to {new_name!r}; the old name still works as its alias" + (
         " (deprecated)" if deprecated else ""
     )
@@ -260,12 +262,9 @@ def _renamed_tool(old: Entry, new: Entry) -> ToolDiff:
     if bump is not None:
         changes.append(bump.change(name))
     changes += _changes(name, old, new)
-    excuse = None
-    if any(c.severity == "breaking" for c in changes):
-        if deprecated:
-            excuse = f"old name {name!r} kept as a deprecated alias of {new_name!r}"
-        elif bump is not None and bump.major:
-            excuse = bump.excuse
+    excuse = _excuse(changes, bump, old, today)
+    if excuse is None and deprecated and any(c.severity == "breaking" for c in changes):
+        excuse = f"old name {name!r} kept as a deprecated alias of {new_name!r}"
     return ToolDiff(
         name=name,
         old_version=_version(old),
@@ -281,18 +280,45 @@ def _removed_tool(old: Entry, today: datetime.date) -> ToolDiff:
     name = _name(old)
     detail = "tool removed; callers using it get NOT_FOUND"
     change = Change(tool=name, path="name", kind="tool-removed", severity="breaking", detail=detail)
-    sunset = _sunset(old)
-    excuse = None
-    if isinstance(sunset, datetime.date) and sunset <= today:
-        excuse = f"removed after its sunset date {sunset.isoformat()}"
     return ToolDiff(
         name=name,
         old_version=_version(old),
         new_version=None,
         changes=(change,),
         status="removed",
-        excuse=excuse,
+        excuse=_excuse([change], None, old, today),
     )
+
+
+def _excuse(
+    changes: Sequence[Change], bump: _VersionChange | None, old: Entry, today: datetime.date
+) -> str | None:
+    """Why a tool's breaking changes are allowed, or None when nothing excuses them."""
+    breaking = [c for c in changes if c.severity == "breaking"]
+    if not breaking:
+        return None
+    if bump is not None and bump.major:
+        return bump.excuse
+    sunsets = [_removed_after_sunset(c, old, today) for c in breaking]
+    if all(sunsets):
+        return "removed after the sunset date " + ", ".join(sorted(set(filter(None, sunsets))))
+    return None
+
+
+def _removed_after_sunset(change: Change, old: Entry, today: datetime.date) -> str | None:
+    """The sunset date that allows this removal (of the tool or an alias), if one does."""
+    if change.kind == "tool-removed":
+        deprecation = old.get("deprecation")
+    elif change.kind == "alias-removed":
+        by_alias = _mapping(old.get("aliasDeprecations"))
+        alias = next((a for a in by_alias if alias_path(a) == change.path), None)
+        deprecation = by_alias.get(alias) if alias is not None else old.get("deprecation")
+    else:
+        return None
+    sunset = _sunset(deprecation)
+    if isinstance(sunset, datetime.date) and sunset <= today:
+        return sunset.isoformat()
+    return None
 
 
 def _added_tool(new: Entry) -> ToolDiff:
@@ -347,12 +373,9 @@ def _version_change(old: str | None, new: str | None) -> _VersionChange | None:
 # --- deprecation lifecycle ------------------------------------------------------------------
 
 
-def _sunset(entry: Entry) -> datetime.date | str | None:
-    """The entry's sunset date; the raw text when it is not an ISO date; None when absent."""
-    deprecation = entry.get("deprecation")
-    if not isinstance(deprecation, Mapping):
-        return None
-    raw = deprecation.get("sunsetDate")
+def _sunset(deprecation: object) -> datetime.date | str | None:
+    """A deprecation's sunset date; the raw text when it is not an ISO date; None if absent."""
+    raw = _mapping(deprecation).get("sunsetDate")
     if raw is None:
         return None
     try:
@@ -362,27 +385,31 @@ def _sunset(entry: Entry) -> datetime.date | str | None:
 
 
 def sunset_warnings(manifest: Sequence[Mapping[str, object]], today: datetime.date) -> list[str]:
-    """Warnings for deprecated tools whose `deprecation.sunsetDate` is before `today`.
+    """Warnings for deprecated tools and aliases whose `sunsetDate` is before `today`.
 
-    A sunset date that is not an ISO date also gets a warning, so it is fixed.
+    Covers each entry's `deprecation` and its `aliasDeprecations`. A sunset date that is not
+    an ISO date also gets a warning, so it is fixed.
     """
     warnings = []
     for entry in manifest:
-        sunset = _sunset(entry)
-        if sunset is None:
-            continue
-        name = str(entry.get("name"))
-        aliases = strings(entry.get("aliases"))
-        names = f"{name!r}" + (f" (aliases {', '.join(map(repr, aliases))})" if aliases else "")
-        if isinstance(sunset, str):
-            warnings.append(f"{names} has a sunsetDate that is not an ISO date: {sunset!r}")
-        elif sunset < today:
-            message = _mapping(entry.get("deprecation")).get("message")
-            warnings.append(
-                f"{names} is deprecated and past its sunset date {sunset.isoformat()}; "
-                + (f"{message} " if isinstance(message, str) else "")
-                + "remove it or move the date"
-            )
+        found: list[tuple[str, object]] = [
+            (f"tool {str(entry.get('name'))!r}", entry.get("deprecation"))
+        ]
+        found += [
+            (f"alias {alias!r} of {str(entry.get('name'))!r}", deprecation)
+            for alias, deprecation in sorted(_mapping(entry.get("aliasDeprecations")).items())
+        ]
+        for what, deprecation in found:
+            sunset = _sunset(deprecation)
+            if isinstance(sunset, str):
+                warnings.append(f"{what} has a sunsetDate that is not an ISO date: {sunset!r}")
+            elif sunset is not None and sunset < today:
+                message = _mapping(deprecation).get("message")
+                warnings.append(
+                    f"{what} is deprecated and past its sunset date {sunset.isoformat()}"
+                    + (f" ({message})" if isinstance(message, str) and message else "")
+                    + "; remove it or move the date"
+                )
     return warnings
 
 
