@@ -1,0 +1,87 @@
+"""End to end over stdio: ``serve_stdio`` in a subprocess, the official MCP client."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp.types as types
+import pytest
+from mcp.client import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import StdioServerParameters
+from mcp_support import request_id
+
+from charter.mcp import STATUS_TOOL
+
+pytestmark = pytest.mark.anyio
+
+SERVER = StdioServerParameters(
+    command=sys.executable, args=[str(Path(__file__).with_name("mcp_support.py"))]
+)
+
+
+@asynccontextmanager
+async def connect(**options: Any) -> AsyncIterator[Client]:
+    async with Client(SERVER, **options) as client:
+        yield client
+
+
+def _text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_stdio_lists_and_calls_as_the_configured_principal(mode: str) -> None:
+    async with connect(mode=mode) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        who = await client.call_tool("whoami", {})
+        denied = await client.call_tool("read_notes", {})
+        renamed = await client.call_tool(
+            "rename_trip", {"trip_id": "T-1", "_charter": {"requestId": request_id()}}
+        )
+    assert "whoami" in names and STATUS_TOOL in names and "read_notes" not in names
+    assert who.structured_content == {"subject": "alice", "tenant_id": "acme"}
+    assert _text(denied).startswith("[AUTHORIZATION_DENIED]")
+    assert renamed.structured_content == {"trip_id": "T-1", "status": "renamed"}
+
+
+async def test_stdio_confirmation_sampling_progress_and_logs() -> None:
+    logs: list[str] = []
+    seen_progress: list[float] = []
+
+    async def user(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async def model(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="42"), model="m"
+        )
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.level)
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen_progress.append(progress)
+
+    async with connect(
+        mode="legacy", elicitation_callback=user, sampling_callback=model, logging_callback=on_log
+    ) as client:
+        cancelled = await client.call_tool(
+            "cancel_trip", {"trip_id": "T-2", "_charter": {"requestId": request_id()}}
+        )
+        sampled = await client.call_tool("ask_model", {"text": "answer?"})
+        await client.call_tool("count_up", {}, progress_callback=on_progress)
+        await client.call_tool("chatty", {})
+    assert cancelled.structured_content == {"trip_id": "T-2", "status": "cancelled"}
+    assert sampled.structured_content == {"text": "42 (m)"}
+    assert seen_progress == [1, 2, 3]
+    assert logs == ["debug", "info", "warning"]
