@@ -1,8 +1,9 @@
 """charter's MCP transport, on the official SDK's low-level server.
 
 ``create_server(host)`` builds the server; ``serve_stdio(host, principal)`` runs it on
-stdio; ``streamable_http_app(host)`` serves it over streamable HTTP (mount it, and run
-its ``lifespan()``), and ``create_asgi_app(host)`` is a standalone app around that.
+stdio; ``streamable_http_app(host)`` serves it over streamable HTTP (serve its ``app``
+at ``/mcp`` and enter its ``run()`` in the lifespan), and ``create_asgi_app(host)`` is a
+standalone Starlette app around that.
 """
 
 from __future__ import annotations

@@ -41,9 +41,10 @@ DEFAULT_ALLOWED_HOSTS: tuple[str, ...] = (
 class StreamableHTTPApp:
     """An ASGI app serving MCP streamable HTTP for one host, and the lifespan it needs.
 
-    Mount it (``Route("/mcp", app)`` or ``Mount``) and run ``lifespan()`` for the life of
-    the application: it runs the SDK's ``StreamableHTTPSessionManager``, which can run
-    only once; build a new app to serve again.
+    Serve ``app`` (or this object: it is the same ASGI callable) at ``/mcp`` and enter
+    ``run()`` for the life of the application: it runs the SDK's
+    ``StreamableHTTPSessionManager``, which can run only once; build a new one to serve
+    again.
     """
 
     def __init__(
@@ -58,11 +59,16 @@ class StreamableHTTPApp:
         self.session_manager = session_manager
         self._app = app
 
+    @property
+    def app(self) -> ASGIApp:
+        """The ASGI endpoint (DNS-rebinding checks, bearer authentication, MCP)."""
+        return self._app
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI request."""
         await self._app(scope, receive, send)
 
-    def lifespan(self) -> AbstractAsyncContextManager[None]:
+    def run(self) -> AbstractAsyncContextManager[None]:
         """Run the session manager; enter it once, for as long as the app serves."""
         return self.session_manager.run()
 
@@ -176,7 +182,7 @@ def create_asgi_app(
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
-        async with mcp_app.lifespan():
+        async with mcp_app.run():
             yield
 
     return Starlette(
