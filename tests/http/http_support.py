@@ -140,6 +140,17 @@ class Refunded(BaseModel):
     refunded_cents: int
 
 
+class Transfer(BaseModel):
+    trip_id: TripId
+    to_traveller: str = Field(pattern=r"^tvl_[a-z0-9]{1,12}$")
+    note: str | None = Field(default=None, max_length=200)
+
+
+class Transferred(BaseModel):
+    trip_id: str
+    owner: str
+
+
 class FailWith(BaseModel):
     code: ErrorCode
 
@@ -192,6 +203,10 @@ def build_registry(lab: Lab) -> Registry:
     def refund(arguments: Refund) -> Refunded:
         lab.runs[f"refund:{arguments.booking_id}"] += 1
         return Refunded(booking_id=arguments.booking_id, refunded_cents=arguments.amount_cents)
+
+    def transfer(arguments: Transfer) -> Transferred:
+        lab.runs[f"transfer:{arguments.trip_id}"] += 1
+        return Transferred(trip_id=arguments.trip_id, owner=arguments.to_traveller)
 
     def fail(arguments: FailWith) -> Done:
         raise ToolError(arguments.code, f"failing with {arguments.code} {CANARY}")
@@ -299,6 +314,27 @@ def build_registry(lab: Lab) -> Registry:
                     approval="required",
                     confirmation="required",
                     risk="critical",
+                ),
+            ),
+            define_tool(
+                name="trips.transfer",
+                description="Hand a trip over to another traveller's account.",
+                input_schema=Transfer,
+                output_schema=Transferred,
+                handler=transfer,
+                tier="destructive",
+                risk_policy=RiskPolicy(
+                    destructive=True,
+                    reversible=True,
+                    dry_run_supported=False,
+                    side_effects=("data-write", "email"),
+                ),
+                required_scopes=["trips:write"],
+                action_policy=ActionPolicy(
+                    target_type="trip",
+                    command_target_field="trip_id",
+                    approval="required",
+                    risk="high",
                 ),
             ),
             *_lab_tools(fail, crash, bad_output, slow, hang, forever, defer, write_risk),

@@ -27,6 +27,7 @@ def test_the_tool_list_is_the_manifest_the_caller_may_call(
         "trips.rename",
         "trips.cancel",
         "bookings.refund",
+        "trips.transfer",
     ]
     body = anonymous.get("/v1/tools").json()
     assert body["contractVersion"] == CONTRACT_VERSION

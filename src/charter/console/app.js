@@ -441,10 +441,12 @@ function decisionForm(a) {
 }
 
 function focusAfterDecision(card) {
-  // Move on to the next pending request, or to the card just decided.
-  let next = card.nextElementSibling;
-  while (next && !next.querySelector(".button-approve")) next = next.nextElementSibling;
-  const target = next ? next.querySelector(".button-approve") : card;
+  // Move on to the next request still waiting (below, else above), or stay on this card.
+  const waiting = [...$("approvals").querySelectorAll(".button-approve")];
+  const after = waiting.find(
+    (b) => card.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING
+  );
+  const target = after || waiting[waiting.length - 1] || card;
   if (target === card) card.setAttribute("tabindex", "-1");
   target.focus();
 }
@@ -583,7 +585,7 @@ function renderTools() {
 
 function toolEntry(t) {
   const policy = t.actionPolicy;
-  const controls = policy ? policy.controls.required : [];
+  const controls = (t.controls && t.controls.required) || [];
   return h(
     "details",
     { class: "tool" },

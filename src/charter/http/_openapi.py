@@ -213,6 +213,7 @@ class _ToolFragment:
                     "requiredScopes",
                     "riskPolicy",
                     "actionPolicy",
+                    "controls",
                     "auth",
                 )
                 if key in entry

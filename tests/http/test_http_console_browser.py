@@ -1,0 +1,204 @@
+"""The approvals console in real headless Chromium (Debian's, driven by Playwright).
+
+Set ``CHARTER_UPDATE_SCREENSHOT=1`` to rewrite ``docs/console.png`` from this run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from http_support import Lab, Live, build_host, serve
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from charter.http import create_app
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def console() -> Iterator[Live]:
+    """A fresh server per test, so each page starts from a known set of approvals."""
+    lab = Lab()
+    host = build_host(lab)
+    with serve(create_app(host, mcp=False)) as url:
+        yield Live(url=url, host=host, lab=lab)
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+def ask(agent: httpx.Client, tool: str, arguments: dict[str, Any]) -> tuple[str, str]:
+    """Call a tool that needs approval; return (request id, approval id)."""
+    request_id = str(uuid.uuid4())
+    response = agent.post(
+        f"/v1/tools/{tool}:call",
+        json=arguments,
+        headers={"Idempotency-Key": request_id, "Charter-Confirm": "true"},
+    )
+    assert response.status_code == 202, response.text
+    return request_id, response.json()["approvalId"]
+
+
+def sign_in(page: Page, url: str, token: str) -> None:
+    page.goto(f"{url}/console/")
+    key = page.get_by_label("API key")
+    expect(key).to_be_focused()
+    key.fill(token)
+    key.press("Enter")
+    expect(page.get_by_role("tab", name="Approvals")).to_be_visible()
+
+
+def test_an_approver_sees_a_request_arrive_and_approves_it_with_the_keyboard(
+    console: Live, page: Page
+) -> None:
+    refund = {"booking_id": "bkg_42", "amount_cents": 12_900}
+    with console.client("agent-token") as agent:
+        request_id, approval_id = ask(agent, "bookings.refund", refund)
+        sign_in(page, console.url, "approver-token")
+        card = page.locator(f"#approval-{approval_id}")
+        expect(card).to_be_visible()
+        expect(card.get_by_role("heading", name="bookings.refund")).to_be_visible()
+        expect(card).to_contain_text("bkg_42")
+        expect(card).to_contain_text("agent-7")
+        expect(card).to_contain_text("critical risk")
+        expect(card).to_contain_text('"amount_cents": 12900')
+        expect(card).to_contain_text("min left")
+        expect(page.get_by_role("tab", name="Approvals")).to_contain_text("1")
+
+        # A second request arrives while the page is open: it appears without a reload.
+        _, later_id = ask(agent, "trips.transfer", {"trip_id": "trp_7", "to_traveller": "tvl_9"})
+        later = page.locator(f"#approval-{later_id}")
+        expect(later).to_be_visible()
+        expect(later).to_contain_text("high risk")
+        expect(page.locator("#announcer")).to_contain_text("New approval request: trips.transfer")
+
+        # Keyboard only: the reason box, then Tab to Approve, then Enter.
+        reason = card.get_by_label("Reason (optional)")
+        reason.focus()
+        page.keyboard.type("Customer called; refund agreed")
+        page.keyboard.press("Tab")
+        approve = card.get_by_role("button", name="Approve bookings.refund on bkg_42")
+        expect(approve).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(card.get_by_role("button", name="Deny bookings.refund on bkg_42")).to_be_focused()
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.press("Enter")
+        expect(page.locator("#toast")).to_contain_text("Approved bookings.refund on bkg_42")
+        # Focus moves on to the next request waiting for a decision.
+        expect(later.get_by_role("button", name="Approve trips.transfer on trp_7")).to_be_focused()
+
+        status = agent.get(f"/v1/actions/{request_id}").json()
+        assert status["status"] == "approved"
+        done = agent.post(
+            "/v1/tools/bookings.refund:call",
+            json=refund,
+            headers={
+                "Idempotency-Key": request_id,
+                "Charter-Confirm": "true",
+                "Charter-Approval": approval_id,
+            },
+        )
+    assert done.status_code == 200
+    assert done.json()["output"] == {"booking_id": "bkg_42", "refunded_cents": 12_900}
+    assert console.lab.runs["refund:bkg_42"] == 1
+    with console.client("approver-token") as approver:
+        record = approver.get(f"/v1/approvals/{approval_id}").json()
+    assert record["status"] == "consumed"
+    assert record["decisionReason"] == "Customer called; refund agreed"
+
+
+def test_a_denial_with_a_click_and_a_reason(console: Live, page: Page) -> None:
+    with console.client("agent-token") as agent:
+        request_id, approval_id = ask(
+            agent, "trips.transfer", {"trip_id": "trp_8", "to_traveller": "tvl_1"}
+        )
+        sign_in(page, console.url, "approver-token")
+        card = page.locator(f"#approval-{approval_id}")
+        card.get_by_label("Reason (optional)").fill("Not the account holder")
+        card.get_by_role("button", name="Deny trips.transfer on trp_8").click()
+        expect(page.locator("#toast")).to_contain_text("Denied trips.transfer on trp_8")
+        assert agent.get(f"/v1/actions/{request_id}").json()["status"] == "denied"
+
+
+def test_a_wrong_key_is_refused_and_the_tabs_work_with_arrow_keys(
+    console: Live, page: Page
+) -> None:
+    page.goto(f"{console.url}/console/")
+    page.get_by_label("API key").fill("wrong")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert").first).to_contain_text("not accepted")
+    sign_in(page, console.url, "approver-token")
+    expect(page.get_by_text("Nothing waiting for you")).to_be_visible()
+    page.get_by_role("tab", name="Approvals").focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_role("tab", name="Activity")).to_be_focused()
+    expect(page.get_by_role("tabpanel", name="Activity")).to_be_visible()
+    page.keyboard.press("ArrowRight")
+    tools = page.get_by_role("tabpanel", name="Tools")
+    expect(tools).to_be_visible()
+    expect(tools).to_contain_text("trips.search")
+    page.get_by_role("searchbox", name="Search").fill("charter")
+    expect(tools).to_contain_text("No tool matches")
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_focused()
+
+
+def test_screenshot_of_the_console(console: Live, page: Page, tmp_path: Path) -> None:
+    with console.client("agent-token") as agent, console.client("approver-token") as approver:
+        agent.post("/v1/tools/trips.search:call", json={"query": "lisbon"})
+        agent.post(
+            "/v1/tools/trips.rename:call",
+            json={"trip_id": "trp_31", "name": "Lisbon offsite"},
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+        )
+        _, decided = ask(agent, "trips.transfer", {"trip_id": "trp_12", "to_traveller": "tvl_3"})
+        approver.post(f"/v1/approvals/{decided}:grant", json={"reason": "Manager agreed"})
+        ask(
+            agent,
+            "trips.transfer",
+            {"trip_id": "trp_31", "to_traveller": "tvl_77", "note": "Travelling instead of Sam"},
+        )
+        ask(agent, "bookings.refund", {"booking_id": "bkg_2207", "amount_cents": 48_500})
+    sign_in(page, console.url, "approver-token")
+    expect(page.locator(".card")).to_have_count(2)
+    page.locator("body").click(position={"x": 5, "y": 300})  # no focus ring in the picture
+    shot = tmp_path / "console.png"
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("CHARTER_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(shot, SCREENSHOT)
