@@ -49,8 +49,9 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
     locked`` on the lock upgrade without honouring ``busy_timeout``.
 
     On begin (SQLAlchemy's documented recipe): ``BEGIN IMMEDIATE``, which takes the write
-    lock up front and waits for it under ``busy_timeout``; a connection marked
-    ``READ_ONLY_OPTION`` begins deferred, since WAL readers need no lock.
+    lock up front and waits for it under ``busy_timeout``. A connection marked
+    ``READ_ONLY_OPTION`` emits no BEGIN: WAL readers need no lock, and each of its
+    statements reads a consistent snapshot on its own.
     """
     sync_engine = engine.sync_engine
 
@@ -75,7 +76,10 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
         if info.get(BUSY_OPTION) != wanted:
             conn.exec_driver_sql(f"PRAGMA busy_timeout = {wanted:d}")
             info[BUSY_OPTION] = wanted
-        conn.exec_driver_sql("BEGIN" if options.get(READ_ONLY_OPTION) else "BEGIN IMMEDIATE")
+        if not options.get(READ_ONLY_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # A read runs its statements in autocommit mode: each SELECT is its own consistent
+        # snapshot and takes no lock, and skipping BEGIN saves a round trip to the thread.
 
 
 async def begin_write(conn: AsyncConnection, wait: float) -> None:

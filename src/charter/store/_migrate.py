@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -40,7 +41,15 @@ def _config(connection: Connection | None = None) -> Config:
 
 
 def _script() -> ScriptDirectory:
-    return ScriptDirectory.from_config(_config())
+    return _scripts(str(MIGRATIONS))
+
+
+@cache
+def _scripts(location: str) -> ScriptDirectory:
+    # Parsed once per location; the shipped revisions do not change while running.
+    config = Config()
+    config.set_main_option("script_location", location)
+    return ScriptDirectory.from_config(config)
 
 
 def head_revision() -> str:

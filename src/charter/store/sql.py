@@ -21,7 +21,7 @@ from ..ledger import (
     DeferredRecord,
     LedgerEntry,
 )
-from . import api_keys as _keys
+from . import _keys
 from ._dialects import READ_ONLY_OPTION, begin_write
 from ._engine import make_engine
 from ._errors import translated
@@ -35,7 +35,7 @@ from .errors import StoreError
 
 __all__ = ("SqlStore",)
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 class _State(enum.Enum):
@@ -47,7 +47,7 @@ class _State(enum.Enum):
     """``aclose()`` released the connections; the store cannot be reopened."""
 
 
-async def _to_completion(work: Awaitable[T]) -> T:
+async def _to_completion(work: Awaitable[_T]) -> _T:
     """Await ``work`` in its own task so a cancellation cannot cut it short.
 
     Commit, rollback and close must finish once begun: a rollback abandoned halfway
@@ -394,7 +394,7 @@ class SqlStore:
                 await conn.execute(
                     sa.update(ledger_entries)
                     .where(
-                        entry_key(*settled.tuple()),
+                        entry_key(*settled),
                         # The entry this call created, not a later one that reused the key.
                         ledger_entries.c.invocation_id == invocation_id,
                     )
@@ -432,7 +432,7 @@ class SqlStore:
         async with self._connection(self.busy_timeout) as conn:
             with translated("pruning the ledger"):
                 keys = [
-                    row.tuple()
+                    tuple(row)
                     for row in await conn.execute(
                         sa.select(e.tenant_id, e.principal_id, e.request_id, e.invocation_id)
                         .where(doomed)

@@ -1,0 +1,147 @@
+"""SQL backends for tests: every test that asks for them runs on SQLite and on PostgreSQL.
+
+Reuse (the reliability battery, benchmarks): put the test module anywhere under
+``tests/store/`` and ask for a fixture; pytest hands conftest fixtures to every test below
+this directory.
+
+- ``store_url`` — a database URL for a fresh, empty database, parametrised as
+  ``sqlite`` (a new file in ``tmp_path``; never ``:memory:``, which is private to one
+  connection and cannot exercise races) and ``postgres`` (a new schema per test on
+  ``CHARTER_TEST_POSTGRES_URL``, default ``postgresql://postgres@127.0.0.1:5432/test``,
+  dropped at teardown). The postgres param carries the ``postgres`` marker, so
+  ``pytest -m "not postgres"`` runs SQLite only.
+- ``store_backend`` — ``"sqlite"`` or ``"postgres"`` for the current param.
+- ``sql_store`` (async) — an open ``SqlStore`` on ``store_url``, closed at teardown.
+- ``make_sql_store`` (async) — a factory for more stores on the same database, with
+  options (``await make_sql_store(pool_size=64)``); all are closed at teardown.
+
+When PostgreSQL is unreachable the postgres param SKIPS with the reason, except under
+``CI=true``, where it FAILS: a silently skipped backend is how a green CI hides a
+regression. The plain helpers (``postgres_unavailable_reason``, ``postgres_schema``) work
+outside fixtures too.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+
+from charter.store import SqlStore, sqlite_url
+
+POSTGRES_URL = os.environ.get(
+    "CHARTER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+"""The server and database the postgres param uses (a plain libpq URL)."""
+
+SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
+"""``await make_sql_store(**options)`` → an open ``SqlStore`` on the test's database."""
+
+
+@cache
+def postgres_unavailable_reason(url: str = POSTGRES_URL) -> str | None:
+    """Why PostgreSQL at ``url`` cannot be used, or None when it answers (checked once)."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed: pip install 'charter[postgres]'"
+    try:
+        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        shown = sa.make_url(url).render_as_string(hide_password=True)
+        return f"PostgreSQL at {shown} is unreachable: {str(exc).strip().splitlines()[0]}"
+    return None
+
+
+def require_postgres(url: str = POSTGRES_URL) -> None:
+    """Skip the test when PostgreSQL is unreachable; fail it instead under ``CI=true``."""
+    reason = postgres_unavailable_reason(url)
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true requires PostgreSQL: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@contextmanager
+def postgres_schema(url: str = POSTGRES_URL) -> Iterator[str]:
+    """Create a fresh schema, yield a ``postgresql+psycopg`` URL whose search_path is it,
+    then drop it (ending any connection a test left behind first)."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    base = url.split("://", 1)[1]
+    separator = "&" if "?" in base else "?"
+    options = quote(f"-csearch_path={schema}")
+    try:
+        yield (
+            f"postgresql+psycopg://{base}{separator}options={options}"
+            f"&application_name=charter-test-{schema}"
+        )
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (f"charter-test-{schema}",),
+            )
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite"),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of this run of the test: ``sqlite`` or ``postgres``."""
+    backend: str = request.param
+    if backend == "postgres":
+        require_postgres()
+    return backend
+
+
+@pytest.fixture
+def store_url(store_backend: str, tmp_path: Path) -> Iterator[str]:
+    """A URL for a fresh, empty database on the current backend (see the module doc)."""
+    if store_backend == "sqlite":
+        yield sqlite_url(tmp_path / "charter.db")
+        return
+    with postgres_schema() as url:
+        yield url
+
+
+@pytest.fixture
+async def make_sql_store(store_url: str) -> AsyncIterator[SqlStoreFactory]:
+    """Open more stores on the test's database; every one is closed at teardown."""
+    opened: list[SqlStore] = []
+
+    async def make(**options: Any) -> SqlStore:
+        store = SqlStore(store_url, **options)
+        opened.append(store)
+        await store.open()
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in opened:
+            await store.aclose()
+
+
+@pytest.fixture
+async def sql_store(make_sql_store: SqlStoreFactory) -> SqlStore:
+    """An open ``SqlStore`` on a fresh database (migrated on open), closed at teardown."""
+    return await make_sql_store()

@@ -1,0 +1,195 @@
+"""API keys in ``SqlStore`` and ``ApiKeyAuthenticator``, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from charter import Completed, ErrorCode, Failed, Registry, ToolContext, define_tool
+from charter.auth import AuthenticationFailed, Authenticator, Credentials
+from charter.host import Host
+from charter.store import API_KEY_PREFIX, ApiKeyAuthenticator, SqlStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def stored_hashes(store: SqlStore) -> list[str]:
+    async with store.engine.connect() as conn:
+        result = await conn.execute(sa.text("SELECT secret_hash FROM charter_api_keys"))
+        return [str(v) for v in result.scalars()]
+
+
+async def test_the_secret_is_returned_once_and_only_its_hash_is_stored(
+    sql_store: SqlStore,
+) -> None:
+    key, record = await sql_store.create_api_key(
+        tenant_id="acme", subject="ci-bot", scopes=["notes:write", "notes:read"], name="CI"
+    )
+    assert key.startswith(f"{API_KEY_PREFIX}{record.id}_")
+    secret = key.removeprefix(f"{API_KEY_PREFIX}{record.id}_")
+    assert len(secret) >= 43
+    assert record.scopes == ("notes:read", "notes:write")
+    assert (record.kind, record.actor, record.name) == ("api_key", "staff", "CI")
+    assert secret not in record.model_dump_json()
+    [stored] = await stored_hashes(sql_store)
+    assert secret not in stored and key not in stored
+    assert len(stored) == 64  # a SHA-256 hex digest
+    listed = await sql_store.list_api_keys()
+    assert listed == [record]
+    assert secret not in repr(listed)
+
+
+async def test_the_authenticator_returns_an_api_key_principal(sql_store: SqlStore) -> None:
+    key, record = await sql_store.create_api_key(
+        tenant_id="acme", subject="ci-bot", scopes=["notes:write"], name="CI", actor="partner"
+    )
+    authenticator = ApiKeyAuthenticator(sql_store)
+    assert isinstance(authenticator, Authenticator)
+    for credentials in (Credentials(api_key=key), Credentials(bearer=key)):
+        principal = await authenticator.authenticate(credentials)
+        assert principal is not None
+        assert (principal.subject, principal.tenant_id, principal.kind) == (
+            "ci-bot",
+            "acme",
+            "api_key",
+        )
+        assert principal.scopes == frozenset({"notes:write"})
+        assert principal.api_key_id == record.id
+        assert (principal.actor, principal.display_name) == ("partner", "CI")
+    assert await authenticator.authenticate(Credentials()) is None
+
+
+async def test_unknown_malformed_revoked_and_expired_keys_fail_alike(sql_store: SqlStore) -> None:
+    now = datetime.now(UTC)
+    revoked, revoked_record = await sql_store.create_api_key(
+        tenant_id="acme", subject="a", scopes=[]
+    )
+    expired, _ = await sql_store.create_api_key(
+        tenant_id="acme", subject="b", scopes=[], expires_at=now + timedelta(hours=1)
+    )
+    good, good_record = await sql_store.create_api_key(tenant_id="acme", subject="c", scopes=[])
+    assert await sql_store.revoke_api_key(revoked_record.id)
+    assert not await sql_store.revoke_api_key(revoked_record.id)
+    assert not await sql_store.revoke_api_key("0000000000000000")
+    later = ApiKeyAuthenticator(sql_store, clock=lambda: now + timedelta(hours=2))
+    wrong_secret = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
+    messages = set()
+    for presented in (
+        revoked,
+        expired,
+        wrong_secret,
+        f"{API_KEY_PREFIX}{'f' * 16}_{'x' * 43}",  # well formed, unknown id
+        "chk_nothex_secret",
+        "not-a-key",
+        "chk_" + "0" * 16 + "_\x00" + "x" * 42,
+        "x" * 10_000,
+    ):
+        with pytest.raises(AuthenticationFailed) as raised:
+            await later.authenticate(Credentials(api_key=presented))
+        messages.add(str(raised.value))
+    assert messages == {"the credentials are not valid"}
+    principal = await later.authenticate(Credentials(api_key=good))
+    assert principal is not None and principal.api_key_id == good_record.id
+    # Before its expiry the expiring key works.
+    assert await ApiKeyAuthenticator(sql_store).authenticate(Credentials(api_key=expired))
+
+
+async def test_sending_both_a_key_and_a_bearer_token_is_refused(sql_store: SqlStore) -> None:
+    key, _ = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    with pytest.raises(AuthenticationFailed, match="either"):
+        await ApiKeyAuthenticator(sql_store).authenticate(Credentials(api_key=key, bearer=key))
+
+
+async def test_keys_are_listed_per_tenant(sql_store: SqlStore) -> None:
+    _, a = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    _, b = await sql_store.create_api_key(tenant_id="globex", subject="b", scopes=[])
+    assert await sql_store.list_api_keys("acme") == [a]
+    assert await sql_store.list_api_keys("globex") == [b]
+    assert {r.id for r in await sql_store.list_api_keys()} == {a.id, b.id}
+    assert await sql_store.list_api_keys("nobody") == []
+
+
+async def test_invalid_key_definitions_fail_at_creation(sql_store: SqlStore) -> None:
+    with pytest.raises(ValueError, match="invalid scopes"):
+        await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=["Admin"])
+    with pytest.raises(TypeError, match="not one string"):
+        await sql_store.create_api_key(tenant_id="acme", subject="a", scopes="admin")
+    with pytest.raises(ValueError, match="blank"):
+        await sql_store.create_api_key(tenant_id=" ", subject="a", scopes=[])
+    with pytest.raises(ValueError, match="kind"):
+        await sql_store.create_api_key(
+            tenant_id="acme",
+            subject="a",
+            scopes=[],
+            kind="robot",  # type: ignore[arg-type]
+        )
+    with pytest.raises(ValueError, match="timezone-aware"):
+        await sql_store.create_api_key(
+            tenant_id="acme", subject="a", scopes=[], expires_at=datetime(2030, 1, 1)
+        )
+    with pytest.raises(ValueError):
+        await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[], name="n\x00")
+    assert await sql_store.list_api_keys() == []
+
+
+async def test_the_stored_hash_is_bound_to_the_key_id(sql_store: SqlStore) -> None:
+    key, record = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    secret = key.removeprefix(f"{API_KEY_PREFIX}{record.id}_")
+    [stored] = await stored_hashes(sql_store)
+    assert stored != hashlib.sha256(secret.encode()).hexdigest()
+    assert stored == hashlib.sha256(f"charter-api-key:{record.id}:{secret}".encode()).hexdigest()
+
+
+class Ping(BaseModel):
+    text: str = "hi"
+
+
+class Pong(BaseModel):
+    tenant: str
+    key: str | None
+
+
+async def test_a_host_authenticates_callers_with_stored_keys(sql_store: SqlStore) -> None:
+    async def whoami(ping: Ping, ctx: ToolContext) -> Pong:
+        assert ctx.principal is not None
+        return Pong(tenant=ctx.tenant_id, key=ctx.principal.api_key_id)
+
+    registry = Registry()
+    registry.register(
+        define_tool(
+            name="whoami",
+            description="Who am I?",
+            input_schema=Ping,
+            output_schema=Pong,
+            handler=whoami,
+            tier="read",
+            required_scopes=["notes:read"],
+        )
+    )
+    host = Host(registry, store=sql_store, authenticator=ApiKeyAuthenticator(sql_store))
+    key, record = await sql_store.create_api_key(
+        tenant_id="acme", subject="reader", scopes=["notes:read"]
+    )
+    principal = await host.authenticate(Credentials(bearer=key))
+    outcome = await host.invoke("whoami", {}, principal)
+    assert isinstance(outcome, Completed)
+    assert outcome.output == {"tenant": "acme", "key": record.id}
+    await sql_store.revoke_api_key(record.id)
+    with pytest.raises(AuthenticationFailed):
+        await host.authenticate(Credentials(bearer=key))
+    _, scopeless = await sql_store.create_api_key(tenant_id="acme", subject="x", scopes=[])
+    assert scopeless.scopes == ()
+    denied_key, _ = await sql_store.create_api_key(
+        tenant_id="acme", subject="y", scopes=["notes:write"]
+    )
+    denied = await host.invoke(
+        "whoami",
+        {"_charter": {"requestId": str(uuid.uuid4())}},
+        await host.authenticate(Credentials(api_key=denied_key)),
+    )
+    assert isinstance(denied, Failed) and denied.code is ErrorCode.AUTHORIZATION_DENIED

@@ -1,0 +1,411 @@
+"""Races, lock waits and rollbacks of ``SqlStore`` transactions, on SQLite and PostgreSQL.
+
+Concurrency here is real: one connection per transaction, released together by an
+``anyio.Event``. SQLite serialises writers at ``BEGIN IMMEDIATE``, so its tasks meet before
+the transaction; PostgreSQL's meet inside it, so their statements race for the same row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+import pytest
+import sqlalchemy as sa
+
+from charter.audit import AuditEvent
+from charter.ledger import ApprovalRecord, ClaimRecord, LedgerEntry, StoreBusy
+from charter.store import SqlStore
+
+pytestmark = pytest.mark.anyio
+
+SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
+
+NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+CALLERS = 64
+ITERATIONS = 3
+"""Bursts per concurrency test (the reliability battery loops 20 times)."""
+
+side_effects = sa.Table(
+    "test_side_effects",
+    sa.MetaData(),
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("request_id", sa.Text, nullable=False),
+)
+
+
+def entry(request_id: str | None = None, **overrides: Any) -> LedgerEntry:
+    values: dict[str, Any] = {
+        "tenant_id": "acme",
+        "principal_id": "alice",
+        "request_id": request_id or str(uuid.uuid4()),
+        "tool": "create_note",
+        "capability_id": "notes.create",
+        "capability_version": "1",
+        "target": None,
+        "fingerprint": "sha256:aaa",
+        "status": "in_progress",
+        "invocation_id": uuid.uuid4().hex,
+        "created_at": NOW,
+        "expires_at": NOW + timedelta(hours=1),
+    }
+    values.update(overrides)
+    return LedgerEntry(**values)
+
+
+async def create_side_effects(store: SqlStore) -> None:
+    async with store.engine.begin() as conn:
+        await conn.run_sync(side_effects.metadata.create_all)
+
+
+async def count_side_effects(store: SqlStore) -> int:
+    async with store.engine.connect() as conn:
+        return int(
+            (await conn.execute(sa.select(sa.func.count()).select_from(side_effects))).scalar_one()
+        )
+
+
+async def burst(
+    store: SqlStore, backend: str, work: Callable[[Any], Awaitable[object]], *, wait: float = 30
+) -> list[object]:
+    """Run ``work(tx)`` in ``CALLERS`` concurrent transactions released together."""
+    results: list[object] = []
+    go = anyio.Event()
+    begun = 0
+    all_begun = anyio.Event()
+
+    async def caller() -> None:
+        nonlocal begun
+        await go.wait()
+        async with store.transaction(wait=wait) as tx:
+            if backend == "postgres":
+                begun += 1
+                if begun == CALLERS:
+                    all_begun.set()
+                await all_begun.wait()
+            results.append(await work(tx))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for _ in range(CALLERS):
+                tg.start_soon(caller)
+            go.set()
+    return results
+
+
+# -- BEGIN IMMEDIATE ------------------------------------------------------------------------
+
+
+async def test_every_sqlite_write_transaction_begins_immediate(
+    sql_store: SqlStore, store_backend: str
+) -> None:
+    if store_backend != "sqlite":
+        pytest.skip("BEGIN IMMEDIATE is SQLite's; PostgreSQL locks rows, not the database")
+    statements: list[str] = []
+    sa.event.listen(
+        sql_store.engine.sync_engine,
+        "before_cursor_execute",
+        lambda conn, cursor, statement, *rest: statements.append(statement),
+    )
+    approval = ApprovalRecord(
+        id="apr_1",
+        tenant_id="acme",
+        requester_id="alice",
+        request_id="r",
+        tool="t",
+        capability_id="c",
+        capability_version="1",
+        target=None,
+        fingerprint="f",
+        arguments={},
+        risk="destructive",
+        created_at=NOW,
+        expires_at=NOW + timedelta(hours=1),
+    )
+    writes: list[Callable[[], Awaitable[object]]] = [
+        lambda: sql_store.insert_approval(approval),
+        lambda: sql_store.decide_approval(
+            "apr_1", expected=("pending",), status="approved", decided_by="b", reason=None, at=NOW
+        ),
+        lambda: sql_store.settle_deferred("inv", "{}", NOW),
+        lambda: sql_store.prune(NOW),
+        lambda: sql_store.record(
+            AuditEvent(
+                id="aud_1",
+                time=NOW,
+                subject=None,
+                principal_tenant=None,
+                tenant=None,
+                tool="t",
+                outcome="completed",
+            )
+        ),
+        lambda: sql_store.create_api_key(tenant_id="acme", subject="bot", scopes=[]),
+        lambda: sql_store.revoke_api_key("0123456789abcdef"),
+    ]
+    for write in writes:
+        statements.clear()
+        await write()
+        begins = [s for s in statements if s.upper().startswith("BEGIN")]
+        assert begins and set(begins) == {"BEGIN IMMEDIATE"}, (write, statements)
+    statements.clear()
+    async with sql_store.transaction(wait=5) as tx:
+        await tx.claim(entry(), NOW)
+    assert statements[0] == "BEGIN IMMEDIATE"
+    statements.clear()
+    await sql_store.get_entry("acme", "alice", "r")
+    assert not [s for s in statements if s.upper().startswith("BEGIN")]
+
+
+async def test_concurrent_read_then_write_transactions_serialize_without_database_is_locked(
+    make_sql_store: SqlStoreFactory, store_backend: str
+) -> None:
+    # The pattern that fails at once under a deferred BEGIN: read first, then write. With
+    # BEGIN IMMEDIATE each transaction waits for the lock up front, under the busy timeout.
+    store = await make_sql_store(pool_size=CALLERS)
+    await create_side_effects(store)
+
+    async def read_then_write(tx: Any) -> object:
+        conn = tx.connection
+        seen = (
+            await conn.execute(sa.select(sa.func.count()).select_from(side_effects))
+        ).scalar_one()
+        await conn.execute(sa.insert(side_effects).values(request_id=str(seen)))
+        return seen
+
+    for iteration in range(ITERATIONS):
+        results = await burst(store, "sqlite", read_then_write)  # barrier before the tx
+        assert len(results) == CALLERS
+        if store_backend == "sqlite":
+            # Serialised: every transaction saw all the commits before it.
+            offset = iteration * CALLERS
+            assert sorted(results) == list(range(offset, offset + CALLERS))  # type: ignore[type-var]
+    assert await count_side_effects(store) == CALLERS * ITERATIONS
+
+
+# -- lock waits -----------------------------------------------------------------------------
+
+
+async def test_a_transaction_that_cannot_get_the_lock_within_wait_raises_store_busy(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    store = await make_sql_store()
+    record = entry()
+    holding = anyio.Event()
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with store.transaction(wait=5) as tx:
+            assert await tx.claim(record, NOW) is None
+            holding.set()
+            await release.wait()
+            await tx.complete(record.model_copy(update={"status": "completed", "outcome": "{}"}))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await holding.wait()
+            started = anyio.current_time()
+            with pytest.raises(StoreBusy):
+                # SQLite fails at BEGIN IMMEDIATE; PostgreSQL in the claim's INSERT (55P03).
+                async with store.transaction(wait=0.2) as tx:
+                    await tx.claim(record, NOW)
+            assert anyio.current_time() - started < 5
+            release.set()
+    async with store.transaction(wait=5) as tx:
+        existing = await tx.claim(record, NOW)
+    assert existing is not None and existing.status == "completed"
+
+
+async def test_a_write_outside_the_gate_waits_busy_timeout_then_raises_store_busy(
+    make_sql_store: SqlStoreFactory, store_backend: str
+) -> None:
+    store = await make_sql_store(busy_timeout=0.2)
+    approval = ApprovalRecord(
+        id="apr_busy",
+        tenant_id="acme",
+        requester_id="alice",
+        request_id="r",
+        tool="t",
+        capability_id="c",
+        capability_version="1",
+        target=None,
+        fingerprint="f",
+        arguments={},
+        risk="destructive",
+        created_at=NOW,
+        expires_at=NOW + timedelta(hours=1),
+    )
+    await store.insert_approval(approval)
+    holding = anyio.Event()
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with store.transaction(wait=5) as tx:
+            # Locks the approval's row on PostgreSQL, the database on SQLite.
+            await tx.connection.execute(
+                sa.text("UPDATE charter_approvals SET status = 'approved' WHERE id = 'apr_busy'")
+            )
+            holding.set()
+            await release.wait()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await holding.wait()
+            with pytest.raises(StoreBusy):
+                await store.decide_approval(
+                    "apr_busy",
+                    expected=("pending", "approved"),
+                    status="denied",
+                    decided_by="bob",
+                    reason=None,
+                    at=NOW,
+                )
+            release.set()
+
+
+# -- compare-and-set under concurrency --------------------------------------------------------
+
+
+async def test_64_concurrent_consumers_of_one_approval_see_exactly_one_true(
+    make_sql_store: SqlStoreFactory, store_backend: str
+) -> None:
+    store = await make_sql_store(pool_size=CALLERS)
+    for _ in range(ITERATIONS):
+        approval = ApprovalRecord(
+            id="apr_" + uuid.uuid4().hex,
+            tenant_id="acme",
+            requester_id="alice",
+            request_id=str(uuid.uuid4()),
+            tool="t",
+            capability_id="c",
+            capability_version="1",
+            target=None,
+            fingerprint="f",
+            arguments={},
+            risk="destructive",
+            created_at=NOW,
+            expires_at=NOW + timedelta(hours=1),
+        )
+        await store.insert_approval(approval)
+        assert await store.decide_approval(
+            approval.id,
+            expected=("pending",),
+            status="approved",
+            decided_by="b",
+            reason=None,
+            at=NOW,
+        )
+
+        async def consume(tx: Any, approval_id: str = approval.id) -> object:
+            return await tx.consume_approval(approval_id, uuid.uuid4().hex, NOW)
+
+        results = await burst(store, store_backend, consume)
+        assert results.count(True) == 1
+        assert results.count(False) == CALLERS - 1
+        stored = await store.get_approval(approval.id)
+        assert stored is not None and stored.status == "consumed"
+
+
+async def test_64_concurrent_claims_of_one_key_give_one_winner_and_63_committed_entries(
+    make_sql_store: SqlStoreFactory, store_backend: str
+) -> None:
+    store = await make_sql_store(pool_size=CALLERS)
+    for _ in range(ITERATIONS):
+        request_id = str(uuid.uuid4())
+
+        async def claim(tx: Any, request_id: str = request_id) -> LedgerEntry | None:
+            mine = entry(request_id)
+            existing = await tx.claim(mine, NOW)
+            if existing is None:
+                await tx.complete(mine.model_copy(update={"status": "completed", "outcome": "{}"}))
+            return existing  # type: ignore[no-any-return]
+
+        results = await burst(store, store_backend, claim)
+        assert results.count(None) == 1
+        others = [r for r in results if r is not None]
+        assert len(others) == CALLERS - 1
+        winner = await store.get_entry("acme", "alice", request_id)
+        assert winner is not None
+        assert all(r == winner for r in others)
+        assert winner.status == "completed"
+
+
+# -- rollback -------------------------------------------------------------------------------
+
+
+async def test_an_exception_rolls_back_the_claim_the_handlers_writes_and_the_audit_event(
+    sql_store: SqlStore,
+) -> None:
+    await create_side_effects(sql_store)
+    record = entry()
+    with pytest.raises(RuntimeError, match="handler failed"):
+        async with sql_store.transaction(wait=5) as tx:
+            assert await tx.claim(record, NOW) is None
+            await tx.connection.execute(sa.insert(side_effects).values(request_id="x"))
+            await tx.insert_claim(
+                ClaimRecord(
+                    tenant_id="acme",
+                    principal_id="alice",
+                    request_id=record.request_id,
+                    capability_id="c",
+                    fingerprint="f",
+                    created_at=NOW,
+                )
+            )
+            await tx.record_audit(
+                AuditEvent(
+                    id="aud_lost",
+                    time=NOW,
+                    subject="alice",
+                    principal_tenant="acme",
+                    tenant="acme",
+                    tool="t",
+                    outcome="completed",
+                )
+            )
+            raise RuntimeError("handler failed")
+    assert await sql_store.get_entry("acme", "alice", record.request_id) is None
+    assert await count_side_effects(sql_store) == 0
+    assert await sql_store.events() == []
+    async with sql_store.transaction(wait=5) as tx:
+        assert await tx.claim(record, NOW) is None  # the request id is free
+        assert await tx.get_claim("acme", "alice", record.request_id) is None
+
+
+async def test_cancellation_rolls_back_and_leaves_the_store_usable(sql_store: SqlStore) -> None:
+    await create_side_effects(sql_store)
+    record = entry()
+    inside = anyio.Event()
+
+    async def doomed() -> None:
+        async with sql_store.transaction(wait=5) as tx:
+            assert await tx.claim(record, NOW) is None
+            await tx.connection.execute(sa.insert(side_effects).values(request_id="x"))
+            inside.set()
+            await anyio.sleep_forever()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(doomed)
+            await inside.wait()
+            # anyio re-delivers the cancellation at every await until the scope exits:
+            # the rollback and the close must still complete.
+            tg.cancel_scope.cancel()
+    assert await sql_store.get_entry("acme", "alice", record.request_id) is None
+    assert await count_side_effects(sql_store) == 0
+    async with sql_store.transaction(wait=5) as tx:
+        assert await tx.claim(record, NOW) is None
+
+
+async def test_a_timeout_inside_a_transaction_rolls_it_back(sql_store: SqlStore) -> None:
+    record = entry()
+    with anyio.move_on_after(0.05):
+        async with sql_store.transaction(wait=5) as tx:
+            assert await tx.claim(record, NOW) is None
+            await anyio.sleep_forever()
+    assert await sql_store.get_entry("acme", "alice", record.request_id) is None

@@ -1,0 +1,350 @@
+"""The host end to end on ``SqlStore``: the handler's own writes through ``ctx.db`` commit or
+roll back with the ledger, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from charter import (
+    ActionPolicy,
+    Completed,
+    Deferred,
+    ErrorCode,
+    Failed,
+    InteractionRequired,
+    Principal,
+    Registry,
+    RiskPolicy,
+    ToolContext,
+    ToolError,
+    define_tool,
+)
+from charter.host import Host
+from charter.policy import CreatedTarget
+from charter.store import SqlStore
+
+pytestmark = pytest.mark.anyio
+
+SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
+
+CALLERS = 64
+ITERATIONS = 3
+WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
+DESTRUCTIVE = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
+ALICE = Principal(
+    subject="alice", tenant_id="acme", scopes=frozenset({"notes:write", "notes:delete"})
+)
+BOB = Principal(subject="bob", tenant_id="acme", scopes=frozenset({"charter:approve"}))
+
+app = sa.MetaData()
+notes = sa.Table(
+    "app_notes",
+    app,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("tenant_id", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+)
+
+
+class NoteIn(BaseModel):
+    text: str
+
+
+class NoteOut(BaseModel):
+    note_id: str
+
+
+class DeleteIn(BaseModel):
+    note_id: str
+
+
+class Deleted(BaseModel):
+    deleted: bool
+
+
+class App:
+    """A registry whose handlers write ``app_notes`` through ``ctx.db``, counting runs."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.fail_next = False
+        self.winner_may_commit: anyio.Event | None = None
+        self.registry = Registry()
+        self.registry.register(
+            define_tool(
+                name="create_note",
+                description="Create a note.",
+                input_schema=NoteIn,
+                output_schema=NoteOut,
+                handler=self.create_note,
+                tier="write",
+                risk_policy=WRITE,
+                required_scopes=["notes:write"],
+            )
+        )
+        self.registry.register(
+            define_tool(
+                name="delete_note",
+                description="Delete a note.",
+                input_schema=DeleteIn,
+                output_schema=Deleted,
+                handler=self.delete_note,
+                tier="destructive",
+                risk_policy=DESTRUCTIVE,
+                required_scopes=["notes:delete"],
+                action_policy=ActionPolicy(
+                    target_type="note",
+                    command_target_field="note_id",
+                    approval="required",
+                    confirmation="required",
+                ),
+            )
+        )
+        self.registry.register(
+            define_tool(
+                name="import_note",
+                description="Create a note whose id the handler generates (created target).",
+                input_schema=NoteIn,
+                output_schema=NoteOut,
+                handler=self.import_note,
+                tier="write",
+                risk_policy=WRITE,
+                required_scopes=["notes:write"],
+                enforcement="handler",
+                action_policy=ActionPolicy(
+                    target_type="note",
+                    target_lifecycle="created",
+                    created_target=CreatedTarget(
+                        command_target_type="note-import-command", result_reference_type="note"
+                    ),
+                ),
+            )
+        )
+        self.registry.register(
+            define_tool(
+                name="export_notes",
+                description="Start an export that finishes later.",
+                input_schema=NoteIn,
+                output_schema=NoteOut,
+                handler=self.export_notes,
+                tier="write",
+                risk_policy=WRITE,
+                required_scopes=["notes:write"],
+            )
+        )
+
+    async def create_note(self, note: NoteIn, ctx: ToolContext) -> NoteOut:
+        self.runs += 1
+        note_id = "note_" + uuid.uuid4().hex
+        await ctx.db.execute(
+            sa.insert(notes).values(id=note_id, tenant_id=ctx.tenant_id, text=note.text)
+        )
+        if self.winner_may_commit is not None:
+            await self.winner_may_commit.wait()
+        if self.fail_next:
+            self.fail_next = False
+            raise ToolError(ErrorCode.PROVIDER_UNAVAILABLE, "The note service is down.")
+        return NoteOut(note_id=note_id)
+
+    async def delete_note(self, command: DeleteIn, ctx: ToolContext) -> Deleted:
+        self.runs += 1
+        result = await ctx.db.execute(sa.delete(notes).where(notes.c.id == command.note_id))
+        return Deleted(deleted=result.rowcount == 1)
+
+    async def import_note(self, note: NoteIn, ctx: ToolContext) -> NoteOut:
+        assert ctx.handler_action_policy is not None
+        claim = await ctx.handler_action_policy.claim()
+        if claim.prior is not None:
+            return NoteOut(note_id=claim.prior.removeprefix("note:"))
+        self.runs += 1
+        note_id = "note_" + uuid.uuid4().hex
+        await ctx.db.execute(
+            sa.insert(notes).values(id=note_id, tenant_id=ctx.tenant_id, text=note.text)
+        )
+        await claim.record(f"note:{note_id}")
+        return NoteOut(note_id=note_id)
+
+    async def export_notes(self, note: NoteIn, ctx: ToolContext) -> Deferred:
+        self.runs += 1
+        return Deferred()
+
+
+async def app_host(store: SqlStore, **options: Any) -> tuple[App, Host]:
+    async with store.engine.begin() as conn:
+        await conn.run_sync(app.create_all)
+    application = App()
+    return application, Host(application.registry, store=store, **options)
+
+
+async def rows(store: SqlStore, table: str) -> int:
+    async with store.engine.connect() as conn:
+        return int((await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar_one())
+
+
+def call(text: str, request_id: str, **controls: Any) -> dict[str, Any]:
+    return {"text": text, "_charter": {"requestId": request_id, **controls}}
+
+
+async def test_an_exact_replay_returns_the_stored_outcome_without_running_the_handler(
+    sql_store: SqlStore,
+) -> None:
+    application, host = await app_host(sql_store)
+    request_id = str(uuid.uuid4())
+    first = await host.invoke("create_note", call("hello", request_id), ALICE)
+    again = await host.invoke("create_note", call("hello", request_id), ALICE)
+    assert isinstance(first, Completed) and not first.replayed
+    assert isinstance(again, Completed) and again.replayed
+    assert again.output == first.output
+    assert application.runs == 1
+    assert await rows(sql_store, "app_notes") == 1
+    entry = await sql_store.get_entry("acme", "alice", request_id)
+    assert entry is not None and entry.status == "completed"
+    # The store is the audit sink: the first call's event committed with the action.
+    events = await sql_store.events(tenant="acme")
+    assert [(e.request_id, e.outcome, e.replayed) for e in events] == [
+        (request_id, "completed", True),
+        (request_id, "completed", False),
+    ]
+    conflict = await host.invoke("create_note", call("other", request_id), ALICE)
+    assert isinstance(conflict, Failed) and conflict.code is ErrorCode.IDEMPOTENCY_CONFLICT
+    status = await host.action_status(ALICE, request_id)
+    assert status is not None and status.status == "completed"
+
+
+async def test_a_failing_handler_leaves_no_row_in_either_table_and_the_id_free(
+    sql_store: SqlStore,
+) -> None:
+    application, host = await app_host(sql_store)
+    request_id = str(uuid.uuid4())
+    application.fail_next = True
+    failed = await host.invoke("create_note", call("hello", request_id), ALICE)
+    assert isinstance(failed, Failed) and failed.code is ErrorCode.PROVIDER_UNAVAILABLE
+    assert await rows(sql_store, "app_notes") == 0
+    assert await rows(sql_store, "charter_ledger_entries") == 0
+    retried = await host.invoke("create_note", call("hello", request_id), ALICE)
+    assert isinstance(retried, Completed) and not retried.replayed
+    assert application.runs == 2
+    assert await rows(sql_store, "app_notes") == 1
+
+
+async def burst(host: Host, application: App, request_id: str) -> list[object]:
+    """``CALLERS`` concurrent identical calls, released together."""
+    outcomes: list[object] = []
+    go = anyio.Event()
+    entered = 0
+    everyone_in = anyio.Event()
+    # The winner holds its transaction open until every caller has called invoke, so the
+    # others really race it (on PostgreSQL they wait on its uncommitted key).
+    application.winner_may_commit = everyone_in
+
+    async def caller() -> None:
+        nonlocal entered
+        await go.wait()
+        entered += 1
+        if entered == CALLERS:
+            everyone_in.set()
+        outcomes.append(await host.invoke("create_note", call("once", request_id), ALICE))
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            for _ in range(CALLERS):
+                tg.start_soon(caller)
+            go.set()
+    return outcomes
+
+
+async def test_64_concurrent_callers_with_one_request_id_make_one_effect_and_no_errors(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    store = await make_sql_store(pool_size=CALLERS)
+    application, host = await app_host(store, in_progress_wait=60)
+    for iteration in range(ITERATIONS):
+        outcomes = await burst(host, application, str(uuid.uuid4()))
+        errors = [o for o in outcomes if not isinstance(o, Completed)]
+        assert errors == []
+        completed = [o for o in outcomes if isinstance(o, Completed)]
+        assert sum(not o.replayed for o in completed) == 1
+        assert len({str(o.output) for o in completed}) == 1
+        assert application.runs == iteration + 1
+        assert await rows(store, "app_notes") == iteration + 1
+
+
+async def test_an_approved_destructive_call_consumes_its_approval_in_the_same_transaction(
+    sql_store: SqlStore,
+) -> None:
+    application, host = await app_host(sql_store)
+    created = await host.invoke("create_note", call("doomed", str(uuid.uuid4())), ALICE)
+    assert isinstance(created, Completed) and isinstance(created.output, dict)
+    note_id = created.output["note_id"]
+    request_id = str(uuid.uuid4())
+    controls: dict[str, object] = {"requestId": request_id, "confirmed": True}
+    args = {"note_id": note_id, "_charter": controls}
+    asked = await host.invoke("delete_note", args, ALICE)
+    assert isinstance(asked, InteractionRequired)
+    approval_id = asked.interaction.id
+    again = await host.invoke("delete_note", args, ALICE)
+    assert isinstance(again, InteractionRequired) and again.interaction.id == approval_id
+    listed = await host.approvals.list(BOB)
+    assert [a.id for a in listed] == [approval_id]
+    granted = await host.approvals.grant(approval_id, BOB)
+    assert not isinstance(granted, Failed) and granted.status == "approved"
+    approved = {"note_id": note_id, "_charter": {**controls, "approvalId": approval_id}}
+    done = await host.invoke("delete_note", approved, ALICE)
+    assert isinstance(done, Completed) and done.output == {"deleted": True}
+    replay = await host.invoke("delete_note", approved, ALICE)
+    assert isinstance(replay, Completed) and replay.replayed
+    stored = await sql_store.get_approval(approval_id)
+    assert stored is not None and (stored.status, stored.consumed_by) == ("consumed", request_id)
+    reused_controls = {**controls, "requestId": str(uuid.uuid4()), "approvalId": approval_id}
+    reused = {"note_id": note_id, "_charter": reused_controls}
+    denied = await host.invoke("delete_note", reused, ALICE)
+    assert isinstance(denied, Failed) and denied.code is ErrorCode.AUTHORIZATION_DENIED
+    assert application.runs == 2  # create + one delete
+
+
+async def test_a_created_target_claim_commits_with_the_handlers_row(sql_store: SqlStore) -> None:
+    application, host = await app_host(sql_store)
+    request_id = str(uuid.uuid4())
+    first = await host.invoke("import_note", call("imported", request_id), ALICE)
+    assert isinstance(first, Completed) and isinstance(first.output, dict)
+    replay = await host.invoke("import_note", call("imported", request_id), ALICE)
+    assert isinstance(replay, Completed) and replay.replayed and replay.output == first.output
+    assert application.runs == 1
+    async with sql_store.transaction(wait=5) as tx:
+        claim = await tx.get_claim("acme", "alice", request_id)
+    assert claim is not None and claim.result_reference == f"note:{first.output['note_id']}"
+    assert await rows(sql_store, "app_notes") == 1
+
+
+async def test_a_deferred_call_is_persisted_and_settled_once(sql_store: SqlStore) -> None:
+    application, host = await app_host(sql_store)
+    request_id = str(uuid.uuid4())
+    deferred = await host.invoke("export_notes", call("all", request_id), ALICE)
+    assert isinstance(deferred, Deferred) and isinstance(deferred.token, dict)
+    invocation_id = deferred.token["invocationId"]
+    assert isinstance(invocation_id, str)
+    status = await host.action_status(ALICE, request_id)
+    assert status is not None and status.status == "deferred"
+    outcome = Completed(output={"note_id": "export_1"})
+    assert await host.settle(invocation_id, outcome)
+    assert not await host.settle(invocation_id, outcome)
+    status = await host.action_status(ALICE, request_id)
+    assert status is not None and status.status == "completed"
+    assert status.outcome == outcome.model_dump(mode="json")
+    assert application.runs == 1
+
+
+async def test_host_aclose_closes_the_store(store_url: str) -> None:
+    store = SqlStore(store_url)
+    await store.open()
+    _, host = await app_host(store)
+    await host.aclose()
+    with pytest.raises(RuntimeError, match="closed"):
+        await store.get_entry("acme", "alice", "r")

@@ -1,0 +1,156 @@
+"""Charter's Alembic migrations: a fresh database is migrated on open, an old one is refused
+until ``upgrade()``, and the migrations build exactly the schema the code uses."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.engine import Connection
+
+from charter.store import SchemaMismatch, SqlStore, _migrate, sqlite_url
+from charter.store._schema import VERSION_TABLE, metadata
+
+pytestmark = pytest.mark.anyio
+
+CHARTER_TABLES = {
+    "charter_alembic_version",
+    "charter_api_keys",
+    "charter_approvals",
+    "charter_audit_events",
+    "charter_claims",
+    "charter_deferred",
+    "charter_ledger_entries",
+}
+
+NEXT_REVISION = '''"""A later release's migration (test only).
+
+Revision ID: 0002
+Revises: 0001
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table("charter_test_future", sa.Column("id", sa.Text(), primary_key=True))
+
+
+def downgrade() -> None:
+    op.drop_table("charter_test_future")
+'''
+
+
+def table_names(conn: Connection) -> set[str]:
+    return set(sa.inspect(conn).get_table_names())
+
+
+def schema_diff(conn: Connection) -> list[object]:
+    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+    return list(compare_metadata(context, metadata))
+
+
+@pytest.fixture
+def next_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Switch to charter's migrations plus one more revision, as a later release ships them."""
+    location = tmp_path / "migrations"
+    shutil.copytree(_migrate.MIGRATIONS, location, ignore=shutil.ignore_patterns("__pycache__"))
+    (location / "versions" / "r0002_future.py").write_text(NEXT_REVISION)
+    return lambda: monkeypatch.setattr(_migrate, "MIGRATIONS", location)
+
+
+async def test_a_fresh_database_is_migrated_on_open(store_url: str) -> None:
+    async with SqlStore(store_url) as store:
+        async with store.engine.connect() as conn:
+            assert await conn.run_sync(table_names) >= CHARTER_TABLES
+        state = await _migrate.read_schema(store.engine)
+    assert state.current and state.revision == _migrate.head_revision() == "0001"
+
+
+async def test_a_fresh_sqlite_file_is_created_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    assert not path.exists()
+    async with SqlStore(sqlite_url(path)) as store:
+        async with store.engine.connect() as conn:
+            mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar_one()
+            synchronous = (await conn.exec_driver_sql("PRAGMA synchronous")).scalar_one()
+            foreign_keys = (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar_one()
+    assert (mode, synchronous, foreign_keys) == ("wal", 1, 1)  # 1 = NORMAL
+
+
+async def test_the_migrations_build_exactly_the_schema_the_code_uses(sql_store: SqlStore) -> None:
+    async with sql_store.engine.connect() as conn:
+        assert await conn.run_sync(schema_diff) == []
+
+
+async def test_opening_again_and_upgrading_at_head_change_nothing(store_url: str) -> None:
+    async with SqlStore(store_url) as store:
+        await store.upgrade()
+    async with SqlStore(store_url) as store:
+        assert (await _migrate.read_schema(store.engine)).current
+
+
+async def test_an_older_schema_is_refused_until_upgraded(
+    store_url: str, next_release: Callable[[], None]
+) -> None:
+    async with SqlStore(store_url):
+        pass  # created at 0001 by this release
+    next_release()  # which ships 0002
+    store = SqlStore(store_url)
+    with pytest.raises(SchemaMismatch, match="charter db upgrade") as raised:
+        await store.open()
+    assert (raised.value.current, raised.value.head) == ("0001", "0002")
+    with pytest.raises(RuntimeError, match="closed"):
+        await store.get_entry("a", "b", "c")  # a failed open closes the store
+
+    upgrader = SqlStore(store_url)
+    await upgrader.upgrade()  # allowed before open(): this is `charter db upgrade`
+    await upgrader.aclose()
+    async with SqlStore(store_url) as store:
+        async with store.engine.connect() as conn:
+            assert "charter_test_future" in await conn.run_sync(table_names)
+
+
+async def test_a_schema_from_a_newer_charter_is_refused(
+    store_url: str, next_release: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = _migrate.MIGRATIONS
+    next_release()
+    async with SqlStore(store_url):
+        pass  # created at 0002 by the next release
+    monkeypatch.setattr(_migrate, "MIGRATIONS", shipped)  # back to this release
+    with pytest.raises(SchemaMismatch, match="newer charter") as raised:
+        async with SqlStore(store_url):
+            pass
+    assert (raised.value.current, raised.value.head) == ("0002", "0001")
+
+
+async def test_charter_tables_without_a_revision_are_refused(store_url: str) -> None:
+    async with SqlStore(store_url) as store:
+        async with store.engine.begin() as conn:
+            await conn.execute(sa.text(f"DROP TABLE {VERSION_TABLE}"))
+    with pytest.raises(SchemaMismatch, match="not created by charter"):
+        async with SqlStore(store_url):
+            pass
+
+
+async def test_the_applications_own_tables_do_not_count_as_charter_tables(
+    store_url: str,
+) -> None:
+    engine_store = SqlStore(store_url)
+    async with engine_store.engine.begin() as conn:
+        await conn.execute(sa.text("CREATE TABLE app_orders (id TEXT PRIMARY KEY)"))
+    await engine_store.aclose()
+    async with SqlStore(store_url) as store:
+        assert (await _migrate.read_schema(store.engine)).current
