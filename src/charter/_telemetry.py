@@ -6,14 +6,31 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ("Telemetry",)
+__all__ = ("DURATION_METRIC", "INVOCATIONS_METRIC", "UNKNOWN_TOOL", "Telemetry")
+
+INVOCATIONS_METRIC = "charter.tool.invocations"
+"""Counter of invocations, by ``gen_ai.tool.name``, ``charter.outcome`` and ``error.type``."""
+
+DURATION_METRIC = "charter.tool.duration"
+"""Histogram of invocation durations in seconds, with the counter's attributes."""
+
+UNKNOWN_TOOL = "(unknown)"
+"""The metrics' tool label for a name that matched no tool the caller may see.
+
+Callers choose the names they send, so labelling metrics with them would let anyone grow
+the metrics' cardinality; no tool can be called this (names cannot contain parentheses).
+"""
 
 
 class Telemetry:
     """One span per invocation (GenAI ``execute_tool`` conventions), a counter and a histogram."""
 
     def __init__(self) -> None:
-        """Bind to the global OpenTelemetry providers when the API is installed."""
+        """Bind to the global OpenTelemetry providers when the API is installed.
+
+        The tracer and meter are proxies until an application installs its providers,
+        so a host built before that still reports once they exist.
+        """
         try:
             from opentelemetry import metrics, trace
         except ImportError:  # charter[otel] not installed: every method is a no-op
@@ -21,18 +38,25 @@ class Telemetry:
             return
         self._trace = trace
         self._tracer = trace.get_tracer("charter")
+        # Without an installed tracer provider a span records nothing, yet starting one
+        # still costs a context switch per call; checked per call, since an application
+        # may install its provider after building the host.
+        self._inactive = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         meter = metrics.get_meter("charter")
         self._calls = meter.create_counter(
-            "charter.tool.invocations", unit="{invocation}", description="Tool invocations"
+            INVOCATIONS_METRIC, unit="{invocation}", description="Tool invocations"
         )
         self._duration = meter.create_histogram(
-            "charter.tool.duration", unit="s", description="Tool invocation duration"
+            DURATION_METRIC, unit="s", description="Tool invocation duration"
         )
 
     @contextlib.contextmanager
     def span(self, tool: str, call_id: str | None) -> Iterator[Any]:
-        """Open the ``execute_tool <name>`` span around one invocation."""
-        if self._tracer is None:
+        """Open the ``execute_tool <name>`` span around one invocation.
+
+        Yields None when OpenTelemetry is not installed or no tracer provider is set.
+        """
+        if self._tracer is None or isinstance(self._trace.get_tracer_provider(), self._inactive):
             yield None
             return
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
@@ -44,15 +68,31 @@ class Telemetry:
             yield span
 
     def finish(
-        self, span: Any, *, tool: str, outcome: str, code: str | None, seconds: float
+        self, span: Any, *, tool: str | None, outcome: str, code: str | None, seconds: float
     ) -> None:
-        """Record the outcome on the span and in the metrics."""
+        """Record the outcome on the span and in the metrics.
+
+        Args:
+            span: the span ``span`` yielded (None when not tracing).
+            tool: the canonical name of the tool called, or None when the name matched no
+                tool the caller may see.
+            outcome: the outcome's ``kind``.
+            code: the error code of a ``failed`` outcome.
+            seconds: how long the invocation took.
+        """
         if self._tracer is None:
             return
-        attributes = {"gen_ai.tool.name": tool, "charter.outcome": outcome}
+        attributes = {"gen_ai.tool.name": tool or UNKNOWN_TOOL, "charter.outcome": outcome}
         if code is not None:
             attributes["error.type"] = code
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, code))
-        span.set_attribute("charter.outcome", outcome)
+        if span is not None:
+            if tool is not None:
+                # An alias was called, or nothing yet: name the span for the canonical tool.
+                span.update_name(f"execute_tool {tool}")
+                span.set_attribute("gen_ai.tool.name", tool)
+            span.set_attribute("charter.outcome", outcome)
+            if code is not None:
+                span.set_attribute("error.type", code)
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, code))
         self._calls.add(1, attributes)
         self._duration.record(seconds, attributes)

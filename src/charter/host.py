@@ -20,6 +20,8 @@ so a corrected retry with the same request id works:
 from __future__ import annotations
 
 import inspect
+import logging
+import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,10 +43,13 @@ from .auth import (
     Principal,
     audience_allows,
     check_auth_mode,
+    enforce_audience,
+    js_trim,
     missing_scopes,
     resolve_tenant,
 )
 from .context import (
+    AfterCommit,
     CancelSignal,
     LogSink,
     ProgressSink,
@@ -52,9 +57,8 @@ from .context import (
     Sampler,
     ToolContext,
     discard_after_commit,
-    run_after_commit,
 )
-from .errors import ConfigurationError, ErrorCode
+from .errors import ConfigurationError, ErrorCode, ToolError
 from .ledger import ActionStatus, LedgerGate, LedgerStore
 from .manifest import RegisteredTool
 from .memory_store import MemoryStore
@@ -65,11 +69,14 @@ from .outcome import (
     InteractionRequired,
     ToolOutcome,
     failed,
+    failed_from_error,
 )
 from .policy import CONTROL_FIELD, InvocationControls, command_fingerprint
 from .registry import PreparedAction, Registry
 
 __all__ = ("CallOptions", "ContextFactory", "Host")
+
+logger = logging.getLogger("charter")
 
 ContextFactory = Callable[
     [Principal | None, RegisteredTool, InvocationControls], ToolContext | Awaitable[ToolContext]
@@ -156,7 +163,13 @@ class Host:
         self._context_factory = context_factory
         self._clock = clock or (lambda: datetime.now(UTC))
         store_sink = self.store if isinstance(self.store, _StoreAuditSink) else None
-        self.audit: AuditSink = audit or store_sink or MemoryAuditSink()
+        # ``is not None``, not ``or``: a sink that defines ``__len__`` is falsy when empty.
+        if audit is not None:
+            self.audit: AuditSink = audit
+        elif store_sink is not None:
+            self.audit = store_sink
+        else:
+            self.audit = MemoryAuditSink()
         self._telemetry = Telemetry()
         self.approvals = Approvals(
             self.store,
@@ -200,21 +213,12 @@ class Host:
         self, principal: Principal | None, audience: str | None = None
     ) -> list[RegisteredTool]:
         """The registered tools ``principal`` may call, in registration order."""
+        caller_audience = _caller_audience(principal, audience)
         return [
             t
             for t in self.registry.tools()
-            if self._visible(t, principal, audience) and self._authorized(t, principal)
+            if _visible(t, caller_audience) and self._authorized(t, principal)
         ]
-
-    def _visible(
-        self, registered: RegisteredTool, principal: Principal | None, audience: str | None
-    ) -> bool:
-        caller_audience = audience or (principal.actor if principal is not None else None)
-        if registered.tool.audience is None:
-            return True
-        return caller_audience is not None and audience_allows(
-            registered.tool.audience, caller_audience
-        )
 
     def _authorized(self, registered: RegisteredTool, principal: Principal | None) -> bool:
         tool = registered.tool
@@ -251,15 +255,26 @@ class Host:
                 merged with ``_charter`` in the arguments, which must agree.
             call: transport facts (cancel signal, progress and log sinks, ids).
         """
-        started = time.perf_counter()
         call = call or CallOptions()
         trace = _Trace(tool=name, principal=principal)
-        with self._telemetry.span(name, call.call_id) as span:
-            outcome = await self._invoke(name, arguments, principal, controls, call, trace)
-            seconds = time.perf_counter() - started
-            code = outcome.code.value if isinstance(outcome, Failed) else None
+        # The span opens under the requested name (bounded, always a str) and is renamed
+        # to the canonical name once the tool is found.
+        with self._telemetry.span(trace.tool, call.call_id) as span:
+            try:
+                outcome = await self._invoke(name, arguments, principal, controls, call, trace)
+            except ToolError as exc:  # raised by a context factory
+                outcome = failed_from_error(exc)
+            except Exception:
+                # A bug or an unreachable dependency (a context factory, the store): the
+                # caller gets a coded outcome with an error id, the details go to the log.
+                outcome = _internal_error(trace.tool)
+            seconds = trace.elapsed()
             self._telemetry.finish(
-                span, tool=trace.tool, outcome=outcome.kind, code=code, seconds=seconds
+                span,
+                tool=trace.registered.name if trace.registered is not None else None,
+                outcome=outcome.kind,
+                code=outcome.code.value if isinstance(outcome, Failed) else None,
+                seconds=seconds,
             )
         if not trace.audited:
             await self.audit.record(trace.event(outcome, seconds, self._clock()))
@@ -277,12 +292,13 @@ class Host:
         payload = self._check_payload(arguments)
         if isinstance(payload, Failed):
             return payload
+        audience = _caller_audience(principal, call.audience)
         registered = self.registry.get(name) if isinstance(name, str) else None
-        if registered is None or not self._visible(registered, principal, call.audience):
+        if registered is None or not _visible(registered, audience):
+            # A tool outside the caller's audience answers exactly like an unknown one,
+            # and near matches come only from the tools the caller may call.
             visible = [
-                n
-                for t in self.callable_tools(principal, call.audience)
-                for n in (t.name, *t.aliases)
+                n for t in self.callable_tools(principal, audience) for n in (t.name, *t.aliases)
             ]
             return self.registry.not_found(str(name), visible)
         trace.registered = registered
@@ -299,7 +315,7 @@ class Host:
         tenant = self._tenant(registered, principal, arguments_only, controls, trace)
         if isinstance(tenant, Failed):
             return tenant
-        ctx = await self._context(registered, principal, controls, call, tenant, trace)
+        ctx = await self._context(registered, principal, controls, call, audience, tenant, trace)
         prepared = await self.registry.prepare_action(registered.name, arguments_only, ctx)
         if isinstance(prepared, Failed):
             return prepared
@@ -410,6 +426,8 @@ class Host:
         given: InvocationControls | None,
     ) -> tuple[dict[str, Any], InvocationControls] | Failed:
         arguments = dict(payload)
+        if CONTROL_FIELD not in arguments and given is None:
+            return arguments, _NO_CONTROLS
         raw = arguments.pop(CONTROL_FIELD, None)
         try:
             body = InvocationControls.model_validate(raw if raw is not None else {})
@@ -464,7 +482,8 @@ class Host:
         requested: object = controls.on_behalf_of
         if field_name is not None and arguments.get(field_name) is not None:
             from_input = arguments[field_name]
-            if requested is not None and from_input != requested:
+            # Both name the tenant; they must agree after trimming ('  B ' is 'B').
+            if requested is not None and _trimmed(from_input) != _trimmed(requested):
                 return _tenant_forbidden(registered)
             requested = from_input
         decision = resolve_tenant(
@@ -488,6 +507,7 @@ class Host:
         principal: Principal | None,
         controls: InvocationControls,
         call: CallOptions,
+        audience: str | None,
         tenant: str,
         trace: _Trace,
     ) -> ToolContext:
@@ -499,7 +519,7 @@ class Host:
         ctx.tenant_id = tenant
         ctx.principal = principal
         ctx.actor = principal.actor if principal is not None else None
-        ctx.audience = call.audience or ctx.actor
+        ctx.audience = audience
         ctx.delegated = trace.delegated
         ctx.request_id = controls.request_key
         # A caller-supplied admission is never trusted; the gate mints one when needed.
@@ -508,7 +528,7 @@ class Host:
         ctx.turn_id = call.turn_id
         ctx.step_id = call.step_id
         ctx.call_id = call.call_id
-        ctx.invocation_id = call.invocation_id or uuid.uuid4().hex
+        ctx.invocation_id = call.invocation_id or secrets.token_hex(16)
         ctx.resume = call.resume
         ctx.state = call.state
         ctx.progress_sink = call.progress_sink
@@ -571,7 +591,7 @@ class Host:
             return outcome
         outcome = await self.registry.dispatch_prepared(prepared, ctx)
         if isinstance(outcome, Completed):
-            await run_after_commit(ctx.after_commit)
+            await _run_after_commit(ctx.after_commit, registered.name)
         else:
             discard_after_commit(ctx.after_commit)
         return outcome
@@ -597,6 +617,63 @@ class Host:
 @runtime_checkable
 class _StoreAuditSink(AuditSink, Protocol):
     """A store that also keeps audit events (then they commit with the action)."""
+
+
+_NO_CONTROLS = InvocationControls()
+"""The controls of a call that sent none (frozen, so one instance serves every call)."""
+
+
+def _caller_audience(principal: Principal | None, requested: str | None) -> str | None:
+    """The audience a call is made for.
+
+    The transport's audience counts when the principal may query it (``enforce_audience``:
+    staff may use any audience, anyone else only its own); otherwise, and when the
+    transport names none, the principal's own actor type. Anonymous callers get the
+    transport's audience as is.
+    """
+    if principal is None:
+        return requested
+    if requested is not None and enforce_audience(principal.actor, [requested]):
+        return requested
+    return principal.actor
+
+
+def _visible(registered: RegisteredTool, audience: str | None) -> bool:
+    """Whether a tool is visible to ``audience`` (a tool without an audience list is public)."""
+    allowed = registered.tool.audience
+    if not allowed:
+        return True
+    return audience is not None and audience_allows(allowed, audience)
+
+
+async def _run_after_commit(work: list[AfterCommit | Awaitable[object]], tool: str) -> None:
+    """Run the work a handler registered with ``wait_until``, each item on its own.
+
+    The call has already taken effect, so a failing item is logged and never turns the
+    outcome into a failure (a caller would retry an action that happened); the items
+    after it still run.
+    """
+    pending = list(work)
+    work.clear()
+    for item in pending:
+        try:
+            await (item if inspect.isawaitable(item) else item())
+        except Exception:
+            logger.exception("work %r registered with wait_until failed after the call", tool)
+
+
+def _trimmed(value: object) -> object:
+    return js_trim(value) if isinstance(value, str) else value
+
+
+def _internal_error(tool: str) -> Failed:
+    error_id = "err_" + secrets.token_hex(8)
+    logger.exception("invocation of %r failed inside the host (error id %s)", tool, error_id)
+    return failed(
+        ErrorCode.PROVIDER_ERROR,
+        f"The call to {tool!r} failed inside the server. Error id: {error_id}.",
+        errorId=error_id,
+    )
 
 
 def _tenant_forbidden(registered: RegisteredTool) -> Failed:
@@ -654,7 +731,7 @@ class _Trace:
         registered = self.registered
         principal = self.principal
         return AuditEvent(
-            id="aud_" + uuid.uuid4().hex,
+            id="aud_" + secrets.token_hex(16),
             time=now,
             subject=principal.subject if principal is not None else None,
             principal_tenant=principal.tenant_id if principal is not None else None,
