@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
+
+pytest.importorskip("anthropic")
+
 from anthropic.types import (
     Message,
     MessageParam,
     ToolParam,
     ToolResultBlockParam,
 )
+from provider_tools import SEARCH
 from pydantic import BaseModel
-from test_providers_openai import SEARCH
 from typed_params import assert_conforms
 
 from charter import define_tool

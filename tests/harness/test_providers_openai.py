@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 import pytest
+
+pytest.importorskip("openai")
+
 from harness_support import ALICE, World
 from openai.lib._pydantic import to_strict_json_schema
 from openai.types.chat import (
@@ -20,10 +23,9 @@ from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseInputItemParam,
 )
-from pydantic import BaseModel, Field
+from provider_tools import SEARCH, SearchIn
 from typed_params import assert_conforms
 
-from charter import define_tool
 from charter.harness import (
     AssistantMessage,
     ToolCall,
@@ -41,40 +43,6 @@ from charter.providers import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-class Traveller(BaseModel):
-    name: str
-    age: int | None = None
-
-
-class SearchIn(BaseModel):
-    """Search trips."""
-
-    city: str = Field(description="Where to.")
-    nights: int = 2
-    note: str | None = None
-    cabin: Literal["economy", "business"] = "economy"
-    lead: Traveller = Field(description="Who books.")
-    others: list[Traveller] = []
-
-
-class SearchOut(BaseModel):
-    trips: list[str]
-
-
-def search(args: SearchIn) -> SearchOut:
-    return SearchOut(trips=[args.city])
-
-
-SEARCH = define_tool(
-    name="search_trips",
-    description="Search trips.",
-    input_schema=SearchIn,
-    output_schema=SearchOut,
-    handler=search,
-    tier="read",
-)
 
 
 def objects(schema: Any) -> list[dict[str, Any]]:
