@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import enum
-from collections.abc import AsyncIterator, Awaitable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -22,20 +21,19 @@ from ..ledger import (
     LedgerEntry,
 )
 from . import _keys
-from ._dialects import READ_ONLY_OPTION, begin_write
+from ._connections import connection, to_completion
 from ._engine import make_engine
 from ._errors import translated
 from ._migrate import ensure_schema, upgrade
+from ._retention import PruneBatch, prune_approvals, prune_entries
 from ._rows import audit_from_row, entry_key, insert, searchable_tenant, write_audit
-from ._schema import approvals, audit_events, claims, deferred, ledger_entries
+from ._schema import approvals, audit_events, deferred, ledger_entries
 from ._transaction import SqlTransaction
 from ._types import is_storable
 from .api_keys import ApiKeyRecord
 from .errors import StoreError
 
 __all__ = ("SqlStore",)
-
-_T = TypeVar("_T")
 
 
 class _State(enum.Enum):
@@ -45,29 +43,6 @@ class _State(enum.Enum):
     """Schema checked; serving."""
     CLOSED = "closed"
     """``aclose()`` released the connections; the store cannot be reopened."""
-
-
-async def _to_completion(work: Awaitable[_T]) -> _T:
-    """Await ``work`` in its own task so a cancellation cannot cut it short.
-
-    Commit, rollback and close must finish once begun: a rollback abandoned halfway
-    would hand a connection in an unknown state back to the pool. A cancellation that
-    arrives meanwhile is re-raised once the work is done.
-    """
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    while True:
-        try:
-            result = await asyncio.shield(task)
-        except asyncio.CancelledError as exc:
-            if task.done():
-                raise
-            cancelled = exc
-        else:
-            break
-    if cancelled is not None:
-        raise cancelled
-    return result
 
 
 class SqlStore:
@@ -172,7 +147,7 @@ class SqlStore:
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
-        await _to_completion(self._engine.dispose())
+        await to_completion(self._engine.dispose())
 
     def _closed_reason(self) -> str:
         return "this SqlStore was closed by aclose(); create a new SqlStore to use the database"
@@ -189,31 +164,9 @@ class SqlStore:
 
     # -- connections ----------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _connection(self, wait: float | None) -> AsyncIterator[AsyncConnection]:
-        """A connection in a transaction: a write one (``wait`` seconds for locks) or a read.
-
-        Commits when the block ends normally; rolls back on any exception, cancellation
-        included, and always returns the connection to the pool.
-        """
+    def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
         self._require_open()
-        with translated("connecting"):
-            conn = await self._engine.connect()
-        try:
-            with translated("beginning a transaction"):
-                if wait is None:
-                    await conn.execution_options(**{READ_ONLY_OPTION: True})
-                    await conn.begin()
-                else:
-                    await begin_write(conn, wait)
-            yield conn
-            with translated("committing"):
-                await _to_completion(conn.commit())
-        except BaseException:
-            await _to_completion(_rollback(conn))
-            raise
-        finally:
-            await _to_completion(conn.close())
+        return connection(self._engine, wait)
 
     @asynccontextmanager
     async def transaction(self, *, wait: float) -> AsyncIterator[SqlTransaction]:
@@ -416,61 +369,20 @@ class SqlStore:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         total = 0
-        while (deleted := await self._prune_entries(before, batch_size)) > 0:
+        while (deleted := await self._prune(prune_entries, before, batch_size)) > 0:
             total += deleted
             if deleted < batch_size:
                 break
-        while (deleted := await self._prune_approvals(before, batch_size)) > 0:
+        while (deleted := await self._prune(prune_approvals, before, batch_size)) > 0:
             total += deleted
             if deleted < batch_size:
                 break
         return total
 
-    async def _prune_entries(self, before: datetime, batch_size: int) -> int:
-        e = ledger_entries.c
-        doomed = sa.and_(e.status == "completed", e.expires_at < before)
+    async def _prune(self, batch: PruneBatch, before: datetime, batch_size: int) -> int:
         async with self._connection(self.busy_timeout) as conn:
-            with translated("pruning the ledger"):
-                keys = [
-                    tuple(row)
-                    for row in await conn.execute(
-                        sa.select(e.tenant_id, e.principal_id, e.request_id, e.invocation_id)
-                        .where(doomed)
-                        .order_by(e.expires_at)
-                        .limit(batch_size)
-                    )
-                ]
-                if not keys:
-                    return 0
-                ids = [k[:3] for k in keys]
-                c, d = claims.c, deferred.c
-                await conn.execute(
-                    sa.delete(claims).where(
-                        sa.tuple_(c.tenant_id, c.principal_id, c.request_id).in_(ids)
-                    )
-                )
-                await conn.execute(
-                    sa.delete(deferred).where(
-                        d.invocation_id.in_([k[3] for k in keys]), d.status == "settled"
-                    )
-                )
-                result = await conn.execute(
-                    sa.delete(ledger_entries).where(
-                        sa.tuple_(e.tenant_id, e.principal_id, e.request_id).in_(ids), doomed
-                    )
-                )
-        return result.rowcount
-
-    async def _prune_approvals(self, before: datetime, batch_size: int) -> int:
-        a = approvals.c
-        doomed = sa.and_(a.status.in_(("denied", "consumed")), a.expires_at < before)
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("pruning approvals"):
-                ids = (
-                    sa.select(a.id).where(doomed).order_by(a.expires_at).limit(batch_size)
-                ).scalar_subquery()
-                result = await conn.execute(sa.delete(approvals).where(a.id.in_(ids), doomed))
-        return result.rowcount
+            with translated("pruning"):
+                return await batch(conn, before, batch_size)
 
     # -- audit events (the store is also the durable audit sink) ---------------------------
 
@@ -553,15 +465,3 @@ class SqlStore:
         async with self._connection(None) as conn:
             with translated("checking an API key"):
                 return await _keys.verify_key(conn, presented, now)
-
-
-async def _rollback(conn: AsyncConnection) -> None:
-    # A failed rollback means the connection is broken; invalidating it keeps it out of
-    # the pool, and the database discards the transaction when the connection drops.
-    try:
-        await conn.rollback()
-    except Exception:
-        try:
-            await conn.invalidate()
-        except Exception:
-            pass
