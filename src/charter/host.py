@@ -60,7 +60,7 @@ from .context import (
 )
 from .errors import ConfigurationError, ErrorCode, ToolError
 from .ledger import ActionStatus, LedgerGate, LedgerStore
-from .manifest import RegisteredTool
+from .manifest import RegisteredTool, deprecation_warnings
 from .memory_store import MemoryStore
 from .outcome import (
     Completed,
@@ -206,8 +206,19 @@ class Host:
     def discover(
         self, principal: Principal | None, audience: str | None = None
     ) -> list[dict[str, Any]]:
-        """The manifest entries of the tools ``principal`` may call."""
-        return [t.entry for t in self.callable_tools(principal, audience)]
+        """The manifest entries of the tools ``principal`` may call.
+
+        An entry whose deprecation (or an alias's) passed its sunset date carries
+        ``warnings`` saying so.
+        """
+        today = self._clock().date()
+        entries = []
+        for registered in self.callable_tools(principal, audience):
+            warnings = deprecation_warnings(registered.entry, today)
+            entries.append(
+                {**registered.entry, "warnings": warnings} if warnings else registered.entry
+            )
+        return entries
 
     def callable_tools(
         self, principal: Principal | None, audience: str | None = None
