@@ -109,6 +109,19 @@ class App:
         )
         self.registry.register(
             define_tool(
+                name="archive_note",
+                description="Archive a note.",
+                input_schema=DeleteIn,
+                output_schema=Deleted,
+                handler=self.delete_note,
+                tier="write",
+                risk_policy=WRITE,
+                required_scopes=["notes:write"],
+                action_policy=ActionPolicy(target_type="note", command_target_field="note_id"),
+            )
+        )
+        self.registry.register(
+            define_tool(
                 name="import_note",
                 description="Create a note whose id the handler generates (created target).",
                 input_schema=NoteIn,
@@ -348,3 +361,20 @@ async def test_host_aclose_closes_the_store(store_url: str) -> None:
     await host.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         await store.get_entry("acme", "alice", "r")
+
+
+@pytest.mark.parametrize("tool", ["archive_note", "delete_note"])
+async def test_a_nul_in_a_command_target_is_invalid_input_and_leaves_no_row(
+    sql_store: SqlStore, tool: str
+) -> None:
+    # The claim (archive) or the approval (delete) refuses the target before the database
+    # sees it; UnstorableValue is a ToolError, so the host answers INVALID_INPUT.
+    _, host = await app_host(sql_store)
+    controls = {"requestId": str(uuid.uuid4()), "confirmed": True}
+    outcome = await host.invoke(tool, {"note_id": "n\x001", "_charter": controls}, ALICE)
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.INVALID_INPUT
+    assert outcome.reason == "unstorable_value"
+    assert await rows(sql_store, "charter_ledger_entries") == 0
+    assert await rows(sql_store, "charter_approvals") == 0
+    [event] = await sql_store.events()
+    assert event.code == "INVALID_INPUT"
