@@ -229,7 +229,7 @@ def cases() -> list[Case]:
                 baseline_name=f"{framework}: {direct}, async tool",
                 run=charter_one,
                 baseline=one,
-                target=4.0,
+                target=8.0,
                 check=check,
                 note=(
                     f"one `add(a, b)` call from the model: the harness seals it (JSON parse "
@@ -245,7 +245,7 @@ def cases() -> list[Case]:
                 baseline_name=f"{framework}: agent run, same script",
                 run=charter_turn,
                 baseline=turn,
-                target=1.5,
+                target=1.0,
                 check=check,
                 note=(
                     f"a whole turn: a scripted model asks for {K} `add` calls at once, they run "
