@@ -70,8 +70,8 @@ async def test_discovery_warns_once_an_aliases_sunset_date_has_passed() -> None:
     after = Host(registry, clock=lambda: datetime(2027, 7, 1, tzinfo=UTC))
     (entry,) = after.discover(CALLER)
     assert entry["warnings"] == [
-        "alias 'trips.find' passed its sunset date 2027-06-30 and may be removed: "
-        "Call trips.search."
+        "alias 'trips.find' of 'trips.search' is deprecated and past its sunset date "
+        "2027-06-30 (Call trips.search.); remove it or move the date"
     ]
     # The registry's own entry is shared and never mutated by discovery.
     assert "warnings" not in registry.list()[0]

@@ -22,6 +22,7 @@ from typing import Literal, TypeAlias
 from charter._manifest_rules import Entry, alias_path, entry_findings, strings
 from charter._schema_diff import SchemaChange, Severity, diff_schemas
 from charter.errors import ConfigurationError
+from charter.manifest import deprecation_warnings
 
 __all__ = (
     "LOCK_VERSION",
@@ -387,30 +388,9 @@ def _sunset(deprecation: object) -> datetime.date | str | None:
 def sunset_warnings(manifest: Sequence[Mapping[str, object]], today: datetime.date) -> list[str]:
     """Warnings for deprecated tools and aliases whose `sunsetDate` is before `today`.
 
-    Covers each entry's `deprecation` and its `aliasDeprecations`. A sunset date that is not
-    an ISO date also gets a warning, so it is fixed.
+    The same warnings `Host.discover` attaches to each entry (`deprecation_warnings`).
     """
-    warnings = []
-    for entry in manifest:
-        found: list[tuple[str, object]] = [
-            (f"tool {str(entry.get('name'))!r}", entry.get("deprecation"))
-        ]
-        found += [
-            (f"alias {alias!r} of {str(entry.get('name'))!r}", deprecation)
-            for alias, deprecation in sorted(_mapping(entry.get("aliasDeprecations")).items())
-        ]
-        for what, deprecation in found:
-            sunset = _sunset(deprecation)
-            if isinstance(sunset, str):
-                warnings.append(f"{what} has a sunsetDate that is not an ISO date: {sunset!r}")
-            elif sunset is not None and sunset < today:
-                message = _mapping(deprecation).get("message")
-                warnings.append(
-                    f"{what} is deprecated and past its sunset date {sunset.isoformat()}"
-                    + (f" ({message})" if isinstance(message, str) and message else "")
-                    + "; remove it or move the date"
-                )
-    return warnings
+    return [warning for entry in manifest for warning in deprecation_warnings(entry, today)]
 
 
 def _mapping(value: object) -> Mapping[str, object]:

@@ -188,20 +188,32 @@ def _action_policy(
 
 
 def deprecation_warnings(entry: Mapping[str, Any], today: date) -> list[str]:
-    """Warnings for a tool, or aliases of it, whose deprecation sunset date is before ``today``."""
-    found: list[tuple[str, Any]] = [(f"tool {entry.get('name')!r}", entry.get("deprecation"))]
-    alias_deprecations = entry.get("aliasDeprecations")
-    if isinstance(alias_deprecations, Mapping):
-        found += [(f"alias {alias!r}", d) for alias, d in sorted(alias_deprecations.items())]
+    """Warnings for a tool, or an alias of it, whose ``sunsetDate`` is before ``today``.
+
+    Covers the entry's ``deprecation`` and its ``aliasDeprecations``. A sunset date that
+    is not an ISO date gets a warning too, so it is fixed.
+    """
+    name = str(entry.get("name"))
+    found: list[tuple[str, object]] = [(f"tool {name!r}", entry.get("deprecation"))]
+    aliases = entry.get("aliasDeprecations")
+    if isinstance(aliases, Mapping):
+        found += [(f"alias {alias!r} of {name!r}", d) for alias, d in sorted(aliases.items())]
     warnings = []
     for what, deprecation in found:
-        if not isinstance(deprecation, Mapping):
+        if not isinstance(deprecation, Mapping) or deprecation.get("sunsetDate") is None:
             continue
-        sunset = deprecation.get("sunsetDate")
-        if isinstance(sunset, str) and date.fromisoformat(sunset) < today:
+        raw = str(deprecation["sunsetDate"])
+        try:
+            sunset = date.fromisoformat(raw)
+        except ValueError:
+            warnings.append(f"{what} has a sunsetDate that is not an ISO date: {raw!r}")
+            continue
+        if sunset < today:
+            message = deprecation.get("message")
             warnings.append(
-                f"{what} passed its sunset date {sunset} and may be removed: "
-                f"{deprecation.get('message', '')}".rstrip(": ")
+                f"{what} is deprecated and past its sunset date {sunset.isoformat()}"
+                + (f" ({message})" if isinstance(message, str) and message else "")
+                + "; remove it or move the date"
             )
     return warnings
 
