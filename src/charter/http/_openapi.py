@@ -56,6 +56,13 @@ _PROBLEM_STATUSES: Mapping[int, str] = {
     504: "The tool timed out; retry with the same Idempotency-Key.",
 }
 
+_CONTROL_PARAMETERS: Mapping[str, str] = {
+    "requestId": "IdempotencyKey",
+    "confirmed": "CharterConfirm",
+    "approvalId": "CharterApproval",
+}
+"""The header parameter of each control, documented for the tools that accept it."""
+
 _CALL_PROBLEMS = (400, 401, 403, 404, 409, 413, 422, 500, 503, 504)
 
 _CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
@@ -73,13 +80,15 @@ _CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
         "type": "string",
         "minLength": 1,
         "maxLength": 200,
+        "pattern": r"\S",
         "description": "The granted approval (or send the Charter-Approval header).",
     },
-    "reasonCode": {"type": "string", "minLength": 1, "maxLength": 200},
+    "reasonCode": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
     "onBehalfOf": {
         "type": "string",
         "minLength": 1,
         "maxLength": 200,
+        "pattern": r"\S",
         "description": "The tenant a delegable tool acts for (admin scope only).",
     },
 }
@@ -168,9 +177,9 @@ class _ToolFragment:
             "summary": tool.description.strip().splitlines()[0][:120] if tool.description else "",
             "description": _call_description(registered),
             "parameters": [
-                {"$ref": "#/components/parameters/IdempotencyKey"},
-                {"$ref": "#/components/parameters/CharterConfirm"},
-                {"$ref": "#/components/parameters/CharterApproval"},
+                {"$ref": f"#/components/parameters/{parameter}"}
+                for control, parameter in _CONTROL_PARAMETERS.items()
+                if control in registered.controls.accepted
             ],
             "requestBody": {
                 "required": bool(required),
@@ -416,7 +425,7 @@ def _path_param(name: str, description: str) -> dict[str, Any]:
         "in": "path",
         "required": True,
         "description": description,
-        "schema": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
+        "schema": {"type": "string", "minLength": 1},
     }
 
 
