@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
@@ -154,3 +155,16 @@ async def test_the_applications_own_tables_do_not_count_as_charter_tables(
     await engine_store.aclose()
     async with SqlStore(store_url) as store:
         assert (await _migrate.read_schema(store.engine)).current
+
+
+async def test_replicas_opening_a_fresh_database_at_once_create_it_once(store_url: str) -> None:
+    stores = [SqlStore(store_url) for _ in range(4)]
+    try:
+        async with anyio.create_task_group() as tg:
+            for store in stores:
+                tg.start_soon(store.open)
+        for store in stores:
+            assert (await _migrate.read_schema(store.engine)).current
+    finally:
+        for store in stores:
+            await store.aclose()
