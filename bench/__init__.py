@@ -1,0 +1,110 @@
+"""Benchmarks: charter's cost against a baseline measured in the same run.
+
+Each ``bench/bench_*.py`` module exposes ``def cases() -> list[Case]``; ``python -m bench``
+collects every module's cases, times them in interleaved rounds and writes one table to
+``docs/benchmarks.md``. Absolute numbers depend on the machine; the ratio to a baseline
+timed in the same process, round by round, is what a case is judged on.
+
+Timed assertions never go in the test suite: a loaded CI machine would make them flaky.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+__all__ = ("Case", "Result", "run_case")
+
+Operation = Callable[[], Awaitable[object]]
+"""One timed operation: an async callable run many times per round."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Case:
+    """One comparison: a charter operation against a baseline doing the same work without it."""
+
+    name: str
+    """What charter does, as it appears in the table."""
+    baseline_name: str
+    """What the baseline does."""
+    run: Operation
+    """The charter operation."""
+    baseline: Operation
+    """The baseline operation."""
+    target: float
+    """The ratio (charter / baseline) the case should stay under."""
+    check: Callable[[], Awaitable[None]] | None = None
+    """Runs once before timing and raises if either operation does not do what the case
+    claims (so a case never times a fast failure)."""
+    note: str = ""
+    """One sentence under the table: what exactly is measured."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    """The medians of one case, in microseconds per operation."""
+
+    case: Case
+    charter_us: float
+    baseline_us: float
+    rounds: int
+    iterations: int
+
+    @property
+    def ratio(self) -> float:
+        """charter median / baseline median."""
+        return self.charter_us / self.baseline_us
+
+    @property
+    def within_target(self) -> bool:
+        """Whether the ratio is at most the case's target."""
+        return self.ratio <= self.case.target
+
+
+async def _time(operation: Operation, iterations: int) -> float:
+    """Microseconds per call of ``operation`` over ``iterations`` calls."""
+    started = time.perf_counter_ns()
+    for _ in range(iterations):
+        await operation()
+    return (time.perf_counter_ns() - started) / iterations / 1000
+
+
+async def _measure(case: Case, *, rounds: int, iterations: int) -> Result:
+    if case.check is not None:
+        await case.check()
+    # Warm up both sides (caches, lazily built executors, the audit deque).
+    await _time(case.run, iterations)
+    await _time(case.baseline, iterations)
+    charter: list[float] = []
+    baseline: list[float] = []
+    for index in range(rounds):
+        # Interleave, alternating which side goes first, so drift in machine load and
+        # clock speed falls on both sides alike.
+        first, second = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
+        a = await _time(first, iterations)
+        b = await _time(second, iterations)
+        charter.append(a if first is case.run else b)
+        baseline.append(b if first is case.run else a)
+    return Result(
+        case=case,
+        charter_us=statistics.median(charter),
+        baseline_us=statistics.median(baseline),
+        rounds=rounds,
+        iterations=iterations,
+    )
+
+
+def run_case(case: Case, *, rounds: int = 21, iterations: int = 300) -> Result:
+    """Time one case with the garbage collector paused, as ``timeit`` does."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        return asyncio.run(_measure(case, rounds=rounds, iterations=iterations))
+    finally:
+        if enabled:
+            gc.enable()
