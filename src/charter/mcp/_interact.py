@@ -71,7 +71,7 @@ _ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ConnectionState:
     """What the adapter remembers per connection (the server's lifespan state).
 
