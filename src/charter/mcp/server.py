@@ -7,6 +7,7 @@ scopes and the ledger all stay in the host.
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -91,13 +92,10 @@ def create_server(
     # Registered directly: the constructor's on_set_logging_level warns that logging is
     # deprecated at 2026-07-28, but handshake-era clients still set levels.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, adapter.set_level)
-    security = (
-        RequestStateSecurity(keys=list(request_state_keys), bind_principal=adapter.principal_key)
-        if request_state_keys
-        else RequestStateSecurity(
-            keys=[uuid.uuid4().bytes + uuid.uuid4().bytes], bind_principal=adapter.principal_key
-        )
-    )
+    # Without shared keys, a key only this process holds (state minted before a restart,
+    # or by another replica, is then refused).
+    keys = list(request_state_keys) if request_state_keys else [secrets.token_bytes(32)]
+    security = RequestStateSecurity(keys=keys, bind_principal=adapter.principal_key)
     server.middleware.append(RequestStateBoundary(security, default_audience=name))
     return server
 
@@ -178,17 +176,10 @@ class _Adapter:
         )
         try:
             if params.request_state is not None:
-                outcome, ask_again = await self._answered(ctx, params, arguments, principal, call)
+                result = await self._answered(ctx, params, arguments, principal, call)
             else:
-                outcome, ask_again = (
-                    await self.host.invoke(name, arguments, principal, call=call),
-                    True,
-                )
-            result = (
-                await self._interact(ctx, name, arguments, principal, call, outcome)
-                if ask_again
-                else outcome
-            )
+                outcome = await self.host.invoke(name, arguments, principal, call=call)
+                result = await self._interact(ctx, name, arguments, principal, call, outcome)
         except anyio.get_cancelled_exc_class():
             # The client cancelled (notifications/cancelled, or a closed stream): a sync
             # handler still running in its worker thread sees ctx.cancel.
@@ -235,11 +226,8 @@ class _Adapter:
         arguments: dict[str, Any],
         principal: Principal | None,
         call: CallOptions,
-    ) -> tuple[ToolOutcome, bool]:
-        """Continue a 2026-07-28 round trip: the retried call carries the user's answer.
-
-        Returns the outcome and whether the user may be asked again.
-        """
+    ) -> ToolOutcome | types.InputRequiredResult:
+        """Continue a 2026-07-28 round trip: the retried call carries the user's answer."""
         # The SDK's RequestStateBoundary verified and unsealed the state: it is ours, it
         # was minted for this caller, this tool and these exact arguments.
         ask = _interact.decode_ask(params.request_state or "")
@@ -253,8 +241,8 @@ class _Adapter:
         outcome = await self._continue(params.name, arguments, principal, call, ask, answer)
         if outcome is None:
             # Dismissed: answer with the question's own outcome, without asking again.
-            return await self.host.invoke(params.name, arguments, principal, call=call), False
-        return outcome, True
+            return await self.host.invoke(params.name, arguments, principal, call=call)
+        return await self._interact(ctx, params.name, arguments, principal, call, outcome)
 
     async def _continue(
         self,
