@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
@@ -30,6 +30,8 @@ from ._request import authenticate, controls_from_headers
 from ._responses import json_response
 
 __all__ = ("ToolRoutes", "render_outcome")
+
+_WATCH_AFTER_SECONDS = 0.05
 
 
 class ToolRoutes:
@@ -72,24 +74,49 @@ class ToolRoutes:
         # under its payload limits.
         body = await request.body() or b"{}"
         cancel = CancelSignal()
-        async with anyio.create_task_group() as watch:
-            watch.start_soon(_cancel_on_disconnect, request.receive, cancel)
+        watch = _DisconnectWatch(request.receive, cancel)
+        try:
             outcome = await self.host.invoke(
                 request.path_params["name"], body, caller, controls, call=CallOptions(cancel=cancel)
             )
-            watch.cancel_scope.cancel()
+        finally:
+            await watch.close()
         return render_outcome(
             outcome, root_path=request.scope.get("root_path", ""), controls=controls, body=body
         )
 
 
-async def _cancel_on_disconnect(receive: Receive, cancel: CancelSignal) -> None:
-    """Cancel the call when the client goes away (the body is already read)."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            cancel.set()
-            return
+class _DisconnectWatch:
+    """Sets a call's ``cancel`` if the client goes away while it runs (the body is read).
+
+    Watching costs a task, and most calls end within milliseconds, so the watch starts
+    only once a call has run for ``_WATCH_AFTER_SECONDS``; a disconnect before that is
+    still queued for it. The host runs on asyncio, so this does too.
+    """
+
+    __slots__ = ("_cancel", "_receive", "_task", "_timer")
+
+    def __init__(self, receive: Receive, cancel: CancelSignal) -> None:
+        self._receive = receive
+        self._cancel = cancel
+        self._task: asyncio.Task[None] | None = None
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(_WATCH_AFTER_SECONDS, self._start, loop)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._task = loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self._cancel.set()
+
+    async def close(self) -> None:
+        """Stop watching (the call is over)."""
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
 
 
 def render_outcome(
