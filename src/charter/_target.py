@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from charter.errors import ConfigurationError
 
-__all__ = ("ManifestSource", "load_target", "manifest_of", "registry_of")
+__all__ = (
+    "ManifestSource",
+    "import_target",
+    "load_target",
+    "manifest_of",
+    "registry_of",
+    "required_parameters",
+)
 
 
 @runtime_checkable
@@ -20,15 +29,12 @@ class ManifestSource(Protocol):
         ...
 
 
-def load_target(spec: str) -> object:
-    """Import `module:attribute` (the attribute may be dotted) and return the object.
-
-    A zero-argument factory that is neither a registry nor a host is called once and its
-    result returned.
+def import_target(spec: str) -> object:
+    """Import `module:attribute` (the attribute may be dotted) and return it, uncalled.
 
     Raises:
-        ConfigurationError: The spec is malformed, the module cannot be imported, the
-            attribute is missing, or the factory fails.
+        ConfigurationError: The spec is malformed, the module cannot be imported, or the
+            attribute is missing.
     """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
@@ -49,13 +55,47 @@ def load_target(spec: str) -> object:
             raise ConfigurationError(
                 f"module {module_name!r} has no attribute {attribute!r}"
             ) from exc
+    return obj
+
+
+def load_target(spec: str) -> object:
+    """Import `module:attribute` and return the object, calling a factory once.
+
+    A zero-argument factory that is neither a registry nor a host is called once and its
+    result returned. (`charter serve` and friends also accept async factories and
+    factories that take the opened store; see `charter._cli_host`.)
+
+    Raises:
+        ConfigurationError: The spec is malformed, the module cannot be imported, the
+            attribute is missing, or the factory needs arguments or fails.
+    """
+    obj = import_target(spec)
     if _is_registry_or_host(obj) or not callable(obj):
         return obj
+    needed = required_parameters(obj)
+    if needed:
+        raise ConfigurationError(
+            f"the factory {spec!r} needs arguments ({', '.join(needed)}); point this command "
+            "at a Registry, a Host, or a factory without parameters"
+        )
     try:
         return obj()
     except Exception as exc:
         # Anything the user's factory raises is reported as a target problem, with the cause.
         raise ConfigurationError(f"calling the factory {spec!r} failed: {exc!r}") from exc
+
+
+def required_parameters(factory: Callable[..., object]) -> list[str]:
+    """The names of the parameters ``factory`` cannot be called without."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []  # a builtin or extension callable without a signature: just call it
+    return [
+        p.name
+        for p in signature.parameters.values()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
 
 
 def _is_registry_or_host(obj: object) -> bool:

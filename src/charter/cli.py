@@ -1,25 +1,26 @@
 """The `charter` command (the `cli` extra: Typer and Rich).
 
-Each command is a private function (`_diff` for `charter diff`) that maps its arguments
-onto a library call and renders the result; the logic lives in the library
-(`charter.diff`, `charter._target`). Exit status: 0 success, 1 the
-check failed, 2 the input could not be used (one line on stderr; `--debug` shows the
-traceback).
+Each command is a function (`_diff` for `charter diff`, `serve` in `_cli_serve`) that
+maps its arguments onto library calls and renders the result; the logic lives in the
+library (`charter.diff`, `charter.host`, `charter.store`, `charter.http`). Commands that
+need more than the `cli` extra import it when they run, so `charter diff` works without
+a database driver or a web server installed.
+
+Exit status: 0 success; 1 the check failed, or the call failed or was denied; 2 the input
+could not be used (one line on stderr; `--debug` shows the traceback); 3 the call waits
+for a person (confirmation, approval) or continues elsewhere.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 try:
     import typer
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -27,6 +28,18 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "the charter command needs the cli extra: pip install 'charter[cli]'"
     ) from exc
 
+from charter._cli_approvals import approvals_app
+from charter._cli_common import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    DebugOption,
+    JsonOption,
+    console,
+    unusable_input,
+)
+from charter._cli_serve import serve
+from charter._cli_store import db_app, keys_app
+from charter._cli_tools import call, tools
 from charter._target import load_target, manifest_of
 from charter.diff import (
     ManifestDiff,
@@ -52,14 +65,12 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_UNUSABLE_INPUT = 2
-
-DebugOption = Annotated[
-    bool, typer.Option("--debug", help="Show the full traceback when something goes wrong.")
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+app.command("serve")(serve)
+app.command("tools")(tools)
+app.command("call")(call)
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(keys_app, name="keys")
+app.add_typer(db_app, name="db")
 
 _SEVERITY_STYLE = {"breaking": "bold red", "undecidable": "yellow", "compatible": "green"}
 
@@ -70,18 +81,6 @@ def main() -> None:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     app()
-
-
-@contextlib.contextmanager
-def _unusable_input(debug: bool) -> Iterator[None]:
-    """Turn a configuration or input problem into one line on stderr and exit status 2."""
-    try:
-        yield
-    except ConfigurationError as exc:
-        if debug:
-            raise
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_UNUSABLE_INPUT) from None
 
 
 # --- charter diff ---------------------------------------------------------------------------
@@ -104,7 +103,7 @@ def _diff(
     http(s) URLs that return one. Exits 1 when a breaking change comes without a major
     capabilityVersion bump or a deprecated alias.
     """
-    with _unusable_input(debug):
+    with unusable_input(debug):
         headers = _parse_headers(header or [])
         result = diff_manifests(_load(old, headers), _load(new, headers))
     _report(result, json_output)
@@ -164,14 +163,14 @@ def _lock(
     With --check, exits 1 when a tool changed incompatibly since the lock was written
     without a major capabilityVersion bump or a deprecated alias.
     """
-    with _unusable_input(debug):
+    with unusable_input(debug):
         live = manifest_of(load_target(target))
         locked = _read_lock(output, target) if check else None
     if locked is not None:
         _report(diff_manifests(locked, live), json_output)
     output.write_text(lock_json(live), encoding="utf-8")
     count = "1 tool" if len(live) == 1 else f"{len(live)} tools"
-    _console().print(Text(f"wrote {output} ({count})"))
+    console().print(Text(f"wrote {output} ({count})"))
 
 
 def _read_lock(path: Path, target: str) -> list[dict[str, object]]:
@@ -185,25 +184,20 @@ def _read_lock(path: Path, target: str) -> list[dict[str, object]]:
 # --- rendering ------------------------------------------------------------------------------
 
 
-def _console() -> Console:
-    # Made per call, so it writes to whatever sys.stdout is then (CliRunner swaps it).
-    return Console(highlight=False)
-
-
 def _report(result: ManifestDiff, json_output: bool) -> NoReturn:
     """Print a diff and exit: 1 when a breaking change is unversioned, else 0."""
     if json_output:
         typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
     else:
-        console = _console()
+        out = console()
         for tool in result.changed:
-            console.print(_tool_table(tool))
-            console.print(Text(tool_verdict(tool), style=_verdict_style(tool)))
-            console.print()
+            out.print(_tool_table(tool))
+            out.print(Text(tool_verdict(tool), style=_verdict_style(tool)))
+            out.print()
         for warning in result.warnings:
-            console.print(Text(f"warning: {warning}", style="yellow"))
+            out.print(Text(f"warning: {warning}", style="yellow"))
         failed = bool(result.unversioned_breaking())
-        console.print(Text(summary_line(result), style="bold red" if failed else "bold green"))
+        out.print(Text(summary_line(result), style="bold red" if failed else "bold green"))
     raise typer.Exit(EXIT_CHECK_FAILED if result.unversioned_breaking() else EXIT_OK)
 
 
@@ -229,3 +223,7 @@ def _tool_table(tool: ToolDiff) -> Table:
         style = _SEVERITY_STYLE[change.severity]
         table.add_row(Text(change.severity, style=style), Text(change.path), Text(change.detail))
     return table
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""What every `charter` command shares: exit codes, options, one-line errors, consoles.
+
+Commands translate foreign errors where they arise (a socket that will not bind, a server
+that cannot be reached) into ``Unusable``; ``unusable_input`` prints any of those, and
+charter's own configuration and store errors, as one line on stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from charter.errors import CharterError
+
+__all__ = (
+    "DEFAULT_DB_URL",
+    "EXIT_CHECK_FAILED",
+    "EXIT_OK",
+    "EXIT_PENDING",
+    "EXIT_UNUSABLE_INPUT",
+    "DbOption",
+    "DebugOption",
+    "JsonOption",
+    "KeyOption",
+    "Unusable",
+    "UrlOption",
+    "console",
+    "display_url",
+    "error_console",
+    "parse_json_object",
+    "parse_request_id",
+    "resolve_db",
+    "unusable_input",
+)
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+"""A check failed (`diff`, `lock --check`), or a call failed or was denied."""
+EXIT_UNUSABLE_INPUT = 2
+"""The command's input could not be used: a bad TARGET, JSON, URL, port or database."""
+EXIT_PENDING = 3
+"""A call is waiting for a person (confirmation, approval) or continues elsewhere."""
+
+DEFAULT_DB_URL = "sqlite+aiosqlite:///.charter/charter.db"
+"""The embedded store `charter serve` and friends use unless told otherwise."""
+
+DebugOption = Annotated[
+    bool, typer.Option("--debug", help="Show the full traceback when something goes wrong.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="CHARTER_DB",
+        help=f"The store's database URL. Default: {DEFAULT_DB_URL}",
+        show_default=False,
+    ),
+]
+KeyOption = Annotated[
+    str | None,
+    typer.Option("--key", envvar="CHARTER_KEY", help="The API key to act as."),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url", help="A running charter server (e.g. http://127.0.0.1:8700) instead of TARGET."
+    ),
+]
+
+
+class Unusable(Exception):
+    """Raised by a command when its input cannot be used; printed as one line, exit 2."""
+
+
+@contextlib.contextmanager
+def unusable_input(debug: bool) -> Iterator[None]:
+    """Turn a configuration or input problem into one line on stderr and exit status 2.
+
+    Covers ``Unusable``, charter's own errors (``ConfigurationError``, ``StoreError``,
+    ``SchemaMismatch``, ``AuthenticationFailed``) and a missing extra (``ImportError``,
+    whose message names the ``pip install`` to run). With ``debug`` they propagate.
+    """
+    try:
+        yield
+    except (Unusable, CharterError, ImportError) as exc:
+        if debug:
+            raise
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(EXIT_UNUSABLE_INPUT) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def console() -> Console:
+    """A console on stdout (made per call: CliRunner swaps ``sys.stdout``)."""
+    return Console(highlight=False)
+
+
+def error_console() -> Console:
+    """A console on stderr, for notes beside a result and for stdio servers."""
+    return Console(highlight=False, stderr=True)
+
+
+def resolve_db(db: str | None) -> str:
+    """The database URL to use: ``--db`` (or ``CHARTER_DB``), else the embedded default."""
+    return db if db else DEFAULT_DB_URL
+
+
+def parse_json_object(text: str, option: str) -> tuple[str, dict[str, Any]]:
+    """Read a JSON object given on the command line, or ``@path`` to read it from a file.
+
+    Returns:
+        The JSON text exactly as given (so the host applies its own limits to it) and the
+        parsed object.
+
+    Raises:
+        Unusable: The text (or file) is not a JSON object.
+    """
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise Unusable(f"{option}: cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Unusable(f"{option} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise Unusable(f'{option} must be a JSON object, e.g. \'{{"trip_id": "trp_1"}}\'')
+    return text, value
+
+
+def parse_request_id(value: str | None) -> str | None:
+    """Check ``--request-id``: a UUID, returned in canonical form.
+
+    Raises:
+        Unusable: It is not a UUID.
+    """
+    if value is None:
+        return None
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise Unusable(
+            f"--request-id must be a UUID (e.g. {uuid.uuid4()}), not {value!r}"
+        ) from None
+
+
+def display_url(url: str) -> str:
+    """A database URL with its password replaced, for banners and messages."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{location}"

@@ -1,0 +1,181 @@
+"""Open a command's TARGET as a `Host`, with an opened `SqlStore` when it needs one.
+
+TARGET is `module:attribute` naming a `Host` (used as it is, with its own store), a
+`Registry` (served by a host on the store, authenticating the store's API keys), or a
+factory of either, sync or async; a factory with a ``store`` parameter gets the opened
+`SqlStore`. Everything opened here closes when the caller's exit stack does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from charter._cli_common import DEFAULT_DB_URL, Unusable, display_url, resolve_db
+from charter._target import import_target, required_parameters
+from charter.auth import Credentials, Principal
+from charter.errors import ConfigurationError
+from charter.host import Host
+from charter.registry import Registry
+
+if TYPE_CHECKING:
+    from charter.store import SqlStore
+
+__all__ = ("OpenedHost", "open_host", "open_store", "principal_for")
+
+STORE_PARAMETER = "store"
+"""A factory parameter of this name receives the opened `SqlStore`."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpenedHost:
+    """A host ready to serve, and the store the command opened for it (if any)."""
+
+    host: Host
+    store: SqlStore | None
+    """The store the command opened; None when the target is a `Host` with its own."""
+    db_url: str | None
+    """The URL of ``store``, for messages."""
+
+
+async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedHost:
+    """Import TARGET and turn it into a host, opening the store at ``db`` if it needs one.
+
+    Raises:
+        ConfigurationError: TARGET is malformed, is not a host, registry or factory, or
+            its factory fails.
+        Unusable: The database cannot be opened.
+        SchemaMismatch: The database schema must be upgraded first.
+    """
+    target = import_target(spec)
+    if isinstance(target, Host):
+        return OpenedHost(host=target, store=None, db_url=None)
+    url = resolve_db(db)
+    opened: list[SqlStore] = []
+
+    async def store() -> SqlStore:
+        if not opened:
+            opened.append(await stack.enter_async_context(open_store(url)))
+        return opened[0]
+
+    if isinstance(target, Registry):
+        built: object = target
+    elif callable(target):
+        built = await _call_factory(spec, target, store)
+    else:
+        raise ConfigurationError(
+            f"{spec!r} is a {type(target).__name__}, not a Host, a Registry or a factory of one"
+        )
+    if isinstance(built, Host):
+        stack.push_async_callback(built.aclose)
+        return OpenedHost(host=built, store=opened[0] if opened else None, db_url=url)
+    if not isinstance(built, Registry):
+        raise ConfigurationError(
+            f"the factory {spec!r} returned a {type(built).__name__}, not a Host or a Registry"
+        )
+    from charter.store import ApiKeyAuthenticator
+
+    sql = await store()
+    host = Host(built, store=sql, authenticator=ApiKeyAuthenticator(sql))
+    stack.push_async_callback(host.aclose)
+    return OpenedHost(host=host, store=sql, db_url=url)
+
+
+async def _call_factory(
+    spec: str, factory: Callable[..., object], store: Callable[[], Awaitable[SqlStore]]
+) -> object:
+    needed = [name for name in required_parameters(factory) if name != STORE_PARAMETER]
+    if needed:
+        raise ConfigurationError(
+            f"the factory {spec!r} needs arguments charter cannot supply ({', '.join(needed)}); "
+            f"it may take `{STORE_PARAMETER}`, the opened SqlStore"
+        )
+    kwargs: dict[str, object] = {}
+    if _accepts(factory, STORE_PARAMETER):
+        kwargs[STORE_PARAMETER] = await store()
+    try:
+        result = factory(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:
+        # Anything the user's factory raises is a target problem; --debug shows the cause.
+        raise ConfigurationError(f"calling the factory {spec!r} failed: {exc!r}") from exc
+    return result
+
+
+def _accepts(factory: Callable[..., object], name: str) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    parameter = parameters.get(name)
+    return parameter is not None and parameter.kind is not parameter.POSITIONAL_ONLY
+
+
+@asynccontextmanager
+async def open_store(url: str) -> AsyncIterator[SqlStore]:
+    """Open the `SqlStore` at ``url`` (creating the default `.charter/` folder) and close it.
+
+    Raises:
+        ConfigurationError: The URL is not one `SqlStore` supports.
+        ImportError: The database driver is missing (the message names the extra).
+        SchemaMismatch: The schema is behind; the message says to run `charter db upgrade`.
+        Unusable: The database cannot be reached or its file cannot be created.
+    """
+    from charter.store import SchemaMismatch, SqlStore, StoreError
+
+    prepare_sqlite_folder(url)
+    store = SqlStore(url)
+    try:
+        await store.open()
+    except SchemaMismatch:
+        raise
+    except StoreError as exc:
+        raise Unusable(
+            f"cannot open the database {display_url(url)}: {driver_reason(exc)}"
+        ) from exc
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+def prepare_sqlite_folder(url: str) -> None:
+    """Create the default database's folder; refuse a SQLite file in a folder that is missing.
+
+    Raises:
+        Unusable: ``url`` names a SQLite file whose folder does not exist.
+    """
+    scheme, sep, rest = url.partition(":///")
+    if not sep or not scheme.startswith("sqlite"):
+        return
+    path = Path(rest.partition("?")[0])
+    if url == DEFAULT_DB_URL:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif str(path) and not path.parent.is_dir():
+        raise Unusable(f"cannot open the database {url}: the folder {path.parent} does not exist")
+
+
+def driver_reason(exc: BaseException) -> str:
+    """What the database driver said, from a `StoreError`'s cause (the store's own otherwise)."""
+    cause = exc.__cause__
+    original = getattr(cause, "orig", None) or cause
+    return " ".join(str(original or exc).split())
+
+
+async def principal_for(host: Host, key: str | None) -> Principal | None:
+    """The principal an API key authenticates as on ``host`` (None without a key).
+
+    Raises:
+        AuthenticationFailed: The key is not valid.
+        Unusable: A key was given but the host has no authenticator.
+    """
+    if key is None:
+        return None
+    if host.authenticator is None:
+        raise Unusable("--key was given, but this host has no authenticator to check it")
+    return await host.authenticate(Credentials(api_key=key))

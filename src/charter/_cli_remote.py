@@ -1,0 +1,157 @@
+"""Talking to a running charter server for `--url`: requests, and answers as outcomes.
+
+The HTTP transport renders each outcome as a status and a body (DESIGN §5); this module
+reads them back into the same `ToolOutcome` values a local `Host.invoke` returns, so a
+command renders both paths with one function.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from pydantic import ValidationError
+
+from charter._cli_common import Unusable
+from charter.errors import ErrorCode
+from charter.outcome import (
+    Completed,
+    Deferred,
+    Denied,
+    Failed,
+    Interaction,
+    InteractionRequired,
+    ToolOutcome,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ("Remote", "outcome_from_response", "problem_outcome")
+
+_TIMEOUT_SECONDS = 30.0
+_READ_TIMEOUT_SECONDS = 300.0
+"""A tool call may run for minutes; connecting and writing should not."""
+
+
+class Remote:
+    """A charter server at ``url``, called with an optional API key (as a bearer token)."""
+
+    def __init__(self, url: str, key: str | None) -> None:
+        """Prepare a client; nothing connects until the first request.
+
+        Raises:
+            Unusable: ``url`` is not an http(s) URL, or httpx is not installed.
+        """
+        if not url.startswith(("http://", "https://")):
+            raise Unusable(f"--url must be an http:// or https:// URL, not {url!r}")
+        try:
+            import httpx
+        except ImportError as exc:
+            raise Unusable("--url needs httpx: pip install 'charter[http]'") from exc
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(_TIMEOUT_SECONDS, read=_READ_TIMEOUT_SECONDS),
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._client.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: str | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """Send one request; an unreachable server is ``Unusable``.
+
+        Raises:
+            Unusable: The server cannot be reached or did not answer.
+        """
+        import httpx
+
+        sent = dict(headers or {})
+        if content is not None:
+            sent.setdefault("Content-Type", "application/json")
+        try:
+            return self._client.request(method, path, content=content, headers=sent, params=params)
+        except httpx.TransportError as exc:
+            raise Unusable(f"cannot reach {self.url}: {exc or type(exc).__name__}") from exc
+
+    def json(self, response: httpx.Response) -> Any:
+        """The response's JSON body.
+
+        Raises:
+            Unusable: The body is not JSON (the URL is probably not a charter server).
+        """
+        try:
+            return response.json()
+        except ValueError:
+            kind = response.headers.get("content-type", "no content type")
+            raise Unusable(
+                f"{self.url} answered {response.status_code} with {kind}, not JSON; "
+                "is it a charter server?"
+            ) from None
+
+
+def outcome_from_response(remote: Remote, response: httpx.Response) -> ToolOutcome:
+    """Read ``POST /v1/tools/{name}:call``'s answer back into an outcome.
+
+    Raises:
+        Unusable: The answer is not one a charter server gives.
+    """
+    body = remote.json(response)
+    try:
+        if response.status_code == 200:
+            return Completed(output=body["output"], replayed=bool(body.get("replayed")))
+        if response.status_code == 202 and body.get("kind") == "deferred":
+            return Deferred(token=body.get("token"))
+        if response.status_code == 202:
+            return InteractionRequired(
+                interaction=Interaction.model_validate(body["interaction"]),
+                token=body.get("token"),
+            )
+    except (KeyError, TypeError, ValidationError) as exc:
+        raise Unusable(
+            f"{remote.url} answered {response.status_code} with an unexpected body"
+        ) from exc
+    return problem_outcome(response.status_code, body)
+
+
+def problem_outcome(status: int, body: object) -> Failed | Denied:
+    """An RFC 9457 problem from a charter server as the outcome it renders."""
+    problem: dict[str, Any] = body if isinstance(body, dict) else {}
+    detail = str(problem.get("detail") or problem.get("title") or f"HTTP {status}")
+    if problem.get("reason") == "denied" and problem.get("title") == "Denied":
+        return Denied(reason=detail)
+    try:
+        code = ErrorCode(str(problem.get("code")))
+    except ValueError:
+        code = ErrorCode.NOT_FOUND if status == 404 else ErrorCode.PROVIDER_ERROR
+    meta: dict[str, Any] = dict(problem.get("meta") or {})
+    for name in ("reason", "error_id"):
+        if problem.get(name) is not None:
+            meta[name if name == "reason" else "errorId"] = problem[name]
+    steps = problem.get("next_steps")
+    return Failed(
+        code=code,
+        message=detail,
+        retryable=bool(problem.get("retryable")),
+        next_steps=tuple(str(s) for s in steps) if isinstance(steps, list) else (),
+        meta=meta or None,
+        replayed=bool(problem.get("replayed")),
+    )
