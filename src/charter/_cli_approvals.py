@@ -1,0 +1,350 @@
+"""`charter approvals list|show|grant|deny`: in the store, or on a server with `--url`.
+
+Locally, `--key` acts as that key's principal through `host.approvals` (the same rules as
+the console: approvers see their tenant, requesters their own requests, nobody approves
+their own); without a key, `list --tenant` and `show` read the store directly, as the
+operator who holds the database. Decisions always need an approver's key: they are a
+person's, and audited as theirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar, get_args
+from urllib.parse import quote
+
+import typer
+from pydantic.alias_generators import to_camel
+from rich.table import Table
+from rich.text import Text
+
+from charter._cli_common import (
+    DbOption,
+    DebugOption,
+    JsonOption,
+    KeyOption,
+    Unusable,
+    UrlOption,
+    console,
+    resolve_db,
+    unusable_input,
+)
+from charter._cli_host import open_store, principal_for
+from charter._cli_remote import Remote, problem_outcome
+from charter._cli_tools import render_outcome
+from charter.auth import AuthenticationFailed, Principal
+from charter.errors import ErrorCode
+from charter.host import Host
+from charter.ledger import ApprovalRecord, ApprovalStatus, LedgerStore
+from charter.outcome import Failed, failed
+from charter.registry import Registry
+
+__all__ = ("approvals_app",)
+
+approvals_app = typer.Typer(
+    help="List, show, grant and deny approvals: in the store, or on a server with --url.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+_T = TypeVar("_T")
+_STATUSES: dict[str, ApprovalStatus | None] = {
+    **{status: status for status in get_args(ApprovalStatus)},
+    "all": None,
+}
+
+ApprovalId = Annotated[str, typer.Argument(metavar="APPROVAL_ID", help="The approval's id.")]
+ReasonOption = Annotated[
+    str | None, typer.Option("--reason", help="Why; shown to the requester and audited.")
+]
+
+
+class _Answer(Exception):
+    """A refusal from the approvals (not found, not allowed) to print as the outcome."""
+
+    def __init__(self, outcome: Failed) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+@approvals_app.command("list")
+def list_approvals(
+    status: Annotated[
+        str, typer.Option("--status", help=f"One of: {', '.join(_STATUSES)}.")
+    ] = "pending",
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="Without --key: every approval of this tenant."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=500)] = 100,
+    key: KeyOption = None,
+    url: UrlOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """List approvals, newest first (pending ones unless `--status` says otherwise)."""
+    with unusable_input(debug):
+        if status not in _STATUSES:
+            raise Unusable(f"--status must be one of {', '.join(_STATUSES)}, not {status!r}")
+        wanted = _STATUSES[status]
+        if url is not None:
+            if tenant is not None:
+                raise Unusable("--tenant reads the store directly; over --url, --key decides")
+            params = {"status": status, "limit": str(limit)}
+            rows = _remote(url, key, "GET", "/v1/approvals", params=params)["approvals"]
+        else:
+            rows = _run(db, lambda host: _local_list(host, key, tenant, wanted, limit))
+    if json_output:
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    console().print(_table(rows, status))
+
+
+@approvals_app.command("show")
+def show(
+    approval_id: ApprovalId,
+    key: KeyOption = None,
+    url: UrlOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show one approval with the exact arguments it is bound to."""
+    with unusable_input(debug):
+        if url is not None:
+            row = _remote(url, key, "GET", f"/v1/approvals/{quote(approval_id, safe='')}")
+        else:
+            row = _run(db, lambda host: _local_show(host, key, approval_id))
+    _print_one(row, json_output)
+
+
+@approvals_app.command("grant")
+def grant(
+    approval_id: ApprovalId,
+    reason: ReasonOption = None,
+    key: KeyOption = None,
+    url: UrlOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Grant a pending approval, as the approver whose `--key` this is."""
+    _decide(approval_id, "grant", reason, key, url, db, json_output, debug)
+
+
+@approvals_app.command("deny")
+def deny(
+    approval_id: ApprovalId,
+    reason: ReasonOption = None,
+    key: KeyOption = None,
+    url: UrlOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Deny a pending approval (or revoke a granted one not yet used), as `--key`."""
+    _decide(approval_id, "deny", reason, key, url, db, json_output, debug)
+
+
+def _decide(
+    approval_id: str,
+    decision: str,
+    reason: str | None,
+    key: str | None,
+    url: str | None,
+    db: str | None,
+    json_output: bool,
+    debug: bool,
+) -> None:
+    with unusable_input(debug):
+        if key is None:
+            raise Unusable(
+                f"{decision} needs --key (or CHARTER_KEY): an approver's API key, "
+                "with the charter:approve scope"
+            )
+        if url is not None:
+            body = json.dumps({"reason": reason}) if reason is not None else None
+            path = f"/v1/approvals/{quote(approval_id, safe='')}:{decision}"
+            row = _remote(url, key, "POST", path, content=body)
+        else:
+            row = _run(db, lambda host: _local_decide(host, key, approval_id, decision, reason))
+    _print_one(row, json_output)
+    if not json_output and row.get("status") == "approved":
+        console().print(
+            Text(
+                f"The requester can now retry with --request-id {row.get('requestId')} "
+                f"--confirm --approval {row.get('id')}",
+                style="dim",
+            )
+        )
+
+
+# --- local: through host.approvals on the store ----------------------------------------------
+
+
+def _run(db: str | None, work: Callable[[Host], Awaitable[_T]]) -> _T:
+    async def run() -> _T:
+        from charter.store import ApiKeyAuthenticator
+
+        async with AsyncExitStack() as stack:
+            store = await stack.enter_async_context(open_store(resolve_db(db)))
+            # Only the approvals and the authenticator are used: no tools are needed.
+            host = Host(Registry(), store=store, authenticator=ApiKeyAuthenticator(store))
+            return await work(host)
+
+    try:
+        return asyncio.run(run())
+    except _Answer as answer:
+        raise typer.Exit(render_outcome(answer.outcome)) from None
+
+
+async def _principal(host: Host, key: str) -> Principal:
+    try:
+        principal = await principal_for(host, key)
+    except AuthenticationFailed as exc:
+        raise _Answer(failed(ErrorCode.UNAUTHENTICATED, str(exc), reason="invalid_token")) from exc
+    assert principal is not None
+    return principal
+
+
+async def _local_list(
+    host: Host, key: str | None, tenant: str | None, status: ApprovalStatus | None, limit: int
+) -> list[dict[str, Any]]:
+    if key is not None and tenant is not None:
+        raise Unusable("give --key (what that principal may see) or --tenant, not both")
+    if key is not None:
+        records = await host.approvals.list(await _principal(host, key), status, limit)
+    elif tenant is not None:
+        records = await host.store.list_approvals(tenant, status, limit)
+    else:
+        raise Unusable(
+            "give --key (list what that principal may see) or --tenant (every approval of "
+            "one tenant, read from the store)"
+        )
+    return [_wire(record) for record in records]
+
+
+async def _local_show(host: Host, key: str | None, approval_id: str) -> dict[str, Any]:
+    store: LedgerStore = host.store
+    if key is not None:
+        record = await host.approvals.get(await _principal(host, key), approval_id)
+    else:
+        record = await store.get_approval(approval_id)
+    if record is None:
+        raise _Answer(_not_found(approval_id))
+    return _wire(record)
+
+
+async def _local_decide(
+    host: Host, key: str, approval_id: str, decision: str, reason: str | None
+) -> dict[str, Any]:
+    approver = await _principal(host, key)
+    decide = host.approvals.grant if decision == "grant" else host.approvals.deny
+    result = await decide(approval_id, approver, reason)
+    if isinstance(result, Failed):
+        raise _Answer(result)
+    return _wire(result)
+
+
+def _wire(record: ApprovalRecord) -> dict[str, Any]:
+    """An approval in the HTTP API's shape (camelCase, no fingerprint), for both paths."""
+    data = record.model_dump(mode="json", exclude={"fingerprint"})
+    return {to_camel(name): value for name, value in data.items()}
+
+
+def _not_found(approval_id: str) -> Failed:
+    return failed(
+        ErrorCode.NOT_FOUND,
+        f"No approval {approval_id!r} that you may see.",
+        reason="approval_not_found",
+        next_steps=("List them with `charter approvals list` and use one of their ids.",),
+    )
+
+
+# --- remote: the server's /v1/approvals ---------------------------------------------------------
+
+
+def _remote(
+    url: str,
+    key: str | None,
+    method: str,
+    path: str,
+    *,
+    params: dict[str, str] | None = None,
+    content: str | None = None,
+) -> dict[str, Any]:
+    with Remote(url, key) as remote:
+        response = remote.request(method, path, params=params, content=content)
+        body = remote.json(response)
+    if response.status_code != 200 or not isinstance(body, dict):
+        raise typer.Exit(render_outcome(problem_outcome(response.status_code, body)))
+    return body
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+_STATUS_STYLE = {"pending": "yellow", "approved": "green", "denied": "red", "consumed": "dim"}
+
+
+def _table(rows: list[dict[str, Any]], status: str) -> Table:
+    title = f"{len(rows)} {'approvals' if status == 'all' else status + ' approvals'}"
+    table = Table(title=Text(title, style="bold"), title_justify="left")
+    for column in ("id", "status", "tool", "target", "requester", "risk", "expires"):
+        table.add_column(column, no_wrap=column == "id")
+    table.add_column("arguments")
+    for row in rows:
+        table.add_row(
+            str(row.get("id")),
+            Text(str(row.get("status")), style=_STATUS_STYLE.get(str(row.get("status")), "")),
+            str(row.get("tool")),
+            str(row.get("target") or "-"),
+            f"{row.get('requesterId')}@{row.get('tenantId')}",
+            str(row.get("risk")),
+            _in(row.get("expiresAt")),
+            json.dumps(row.get("arguments"), ensure_ascii=False),
+        )
+    return table
+
+
+def _print_one(row: dict[str, Any], json_output: bool) -> None:
+    if json_output:
+        typer.echo(json.dumps(row, indent=2, ensure_ascii=False))
+        return
+    grid = Table.grid(padding=(0, 2))
+    status = str(row.get("status"))
+    grid.add_row("approval", Text(str(row.get("id")), style="bold"))
+    grid.add_row("status", Text(status, style=_STATUS_STYLE.get(status, "")))
+    grid.add_row(
+        "tool", f"{row.get('tool')} ({row.get('capabilityId')}@{row.get('capabilityVersion')})"
+    )
+    grid.add_row("target", str(row.get("target") or "-"))
+    grid.add_row("requester", f"{row.get('requesterId')} in tenant {row.get('tenantId')}")
+    grid.add_row("request id", str(row.get("requestId")))
+    grid.add_row("risk", str(row.get("risk")))
+    grid.add_row("expires", f"{row.get('expiresAt')} ({_in(row.get('expiresAt'))})")
+    if row.get("decidedBy"):
+        decided = f"{row.get('decidedBy')} at {row.get('decidedAt')}"
+        if row.get("decisionReason"):
+            decided += f": {row.get('decisionReason')}"
+        grid.add_row("decided", decided)
+    grid.add_row("arguments", json.dumps(row.get("arguments"), indent=2, ensure_ascii=False))
+    console().print(grid)
+
+
+def _in(moment: object) -> str:
+    """How long until an ISO timestamp, for people ("in 59m", "expired")."""
+    try:
+        when = datetime.fromisoformat(str(moment))
+    except ValueError:
+        return str(moment)
+    seconds = int((when - datetime.now(UTC)).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    if seconds < 3600:
+        return f"in {max(seconds // 60, 1)}m"
+    return f"in {seconds // 3600}h{seconds % 3600 // 60:02d}m"

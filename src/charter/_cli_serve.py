@@ -1,0 +1,258 @@
+"""`charter serve`: REST, MCP and the console on one port, or MCP over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from charter._cli_common import (
+    DEFAULT_DB_URL,
+    EXIT_OK,
+    EXIT_UNUSABLE_INPUT,
+    DbOption,
+    DebugOption,
+    Unusable,
+    console,
+    display_url,
+    error_console,
+    unusable_input,
+)
+from charter._cli_host import OpenedHost, open_host, principal_for
+
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = ("serve",)
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_GRACEFUL_SHUTDOWN_SECONDS = 5
+"""How long a stop waits for open requests and MCP streams before closing them."""
+
+
+def serve(
+    target: Annotated[
+        str,
+        typer.Argument(help="module:attribute naming a Host, a Registry, or a factory of one."),
+    ],
+    host: Annotated[str, typer.Option("--host", help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="The port (0 picks a free one).")
+    ] = 8700,
+    db: DbOption = None,
+    stdio: Annotated[
+        bool, typer.Option("--stdio", help="Serve MCP on stdin/stdout instead of HTTP.")
+    ] = False,
+    stateless: Annotated[
+        bool,
+        typer.Option("--stateless", help="MCP without sessions, for replicas on one database."),
+    ] = False,
+    principal_key: Annotated[
+        str | None,
+        typer.Option(
+            "--principal-key",
+            envvar="CHARTER_PRINCIPAL_KEY",
+            help="With --stdio: the API key every call runs as (default: anonymous).",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A Host header MCP accepts besides loopback (e.g. 'tools.example.com'); "
+            "repeatable.",
+        ),
+    ] = None,
+    debug: DebugOption = False,
+) -> None:
+    """Serve a host's tools: REST at /v1, MCP at /mcp and the approvals console at /console.
+
+    TARGET is `module:attribute` naming a Host, a Registry (served with the store's API
+    keys), or a factory of either, sync or async; a factory with a `store` parameter gets
+    the opened store. The store is SQLite in `.charter/` unless `--db` says otherwise.
+
+    With `--stdio`, MCP runs on stdin/stdout as the principal of `--principal-key`, or
+    anonymously (public tools only).
+    """
+    with unusable_input(debug):
+        if stdio and stateless:
+            raise Unusable("--stateless applies to HTTP; leave it out with --stdio")
+        if principal_key is not None and not stdio:
+            raise Unusable("--principal-key applies to --stdio; over HTTP each caller sends a key")
+        try:
+            if stdio:
+                asyncio.run(_serve_stdio(target, db, principal_key))
+            else:
+                asyncio.run(_serve_http(target, host, port, db, stateless, allow_host or []))
+        except KeyboardInterrupt:
+            # Ctrl+C: uvicorn finished its graceful shutdown and re-raised the signal so the
+            # process stops; the store closed on the way out.
+            raise typer.Exit(EXIT_OK) from None
+        except SystemExit as exc:
+            # uvicorn exits when the app's lifespan fails to start; it logged why.
+            if exc.code in (0, None):
+                raise typer.Exit(EXIT_OK) from None
+            typer.echo("error: the app did not start (see the log above)", err=True)
+            raise typer.Exit(EXIT_UNUSABLE_INPUT) from None
+
+
+async def _serve_http(
+    target: str, address: str, port: int, db: str | None, stateless: bool, extra_hosts: list[str]
+) -> None:
+    import uvicorn
+
+    from charter.http import create_app
+    from charter.mcp import DEFAULT_ALLOWED_HOSTS
+
+    async with AsyncExitStack() as stack:
+        opened = await open_host(target, db, stack)
+        allowed = [*DEFAULT_ALLOWED_HOSTS, *extra_hosts, *(f"{h}:*" for h in extra_hosts)]
+        app = create_app(opened.host, mcp_stateless=stateless, allowed_hosts=allowed)
+        sock = bind(address, port)
+        stack.callback(sock.close)
+        config = uvicorn.Config(
+            app,
+            lifespan="on",
+            ws="none",
+            log_level="info",
+            timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
+        )
+        base = base_url(address, sock.getsockname()[1])
+        keys = await _key_count(opened)
+        server = _reporting_server(
+            config, lambda: _print_banner(console(), target, opened, base, stateless, keys)
+        )
+        await server.serve(sockets=[sock])
+
+
+async def _serve_stdio(target: str, db: str | None, key: str | None) -> None:
+    from charter.mcp import serve_stdio
+
+    notes = error_console()  # stdout carries the protocol
+    async with AsyncExitStack() as stack:
+        opened = await open_host(target, db, stack)
+        principal = await principal_for(opened.host, key)
+        who = f"{principal.subject} in tenant {principal.tenant_id}" if principal else "anonymous"
+        count = len(opened.host.callable_tools(principal))
+        notes.print(Text(f"charter: serving {target} over MCP stdio as {who} ({_tools(count)})"))
+        await serve_stdio(opened.host, principal)
+
+
+def _reporting_server(config: uvicorn.Config, on_started: Callable[[], None]) -> uvicorn.Server:
+    """A uvicorn server that calls ``on_started`` once it listens and its app has started."""
+    import uvicorn
+
+    class ReportingServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                on_started()
+
+    return ReportingServer(config)
+
+
+def bind(address: str, port: int) -> socket.socket:
+    """Bind and listen on ``address:port`` before serving, so a taken port is one clear line.
+
+    Raises:
+        Unusable: The port is in use or the address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # Like uvicorn: a port in TIME_WAIT after a restart is reusable; one that another
+        # process listens on is still refused.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise Unusable(
+                f"port {port} on {address} is in use; stop the other server or pick "
+                "another with --port"
+            ) from exc
+        raise Unusable(f"cannot listen on {address}:{port}: {exc.strerror or exc}") from exc
+    except BaseException:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def base_url(address: str, port: int) -> str:
+    """The URL to print for a listening address (a wildcard address shows as loopback)."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(address, address)
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}"
+
+
+async def _key_count(opened: OpenedHost) -> int | None:
+    """How many API keys the store holds, when the command opened the store."""
+    if opened.store is None:
+        return None
+    return len(await opened.store.list_api_keys())
+
+
+def _tools(count: int) -> str:
+    return "1 tool" if count == 1 else f"{count} tools"
+
+
+def _print_banner(
+    out: Console,
+    target: str,
+    opened: OpenedHost,
+    base: str,
+    stateless: bool,
+    keys: int | None,
+) -> None:
+    store = (
+        display_url(opened.db_url)
+        if opened.store is not None and opened.db_url is not None
+        else f"the host's own ({type(opened.host.store).__name__})"
+    )
+    title = Text("charter ", style="bold")
+    title.append(f"is serving {target}", style="bold green")
+    out.print(title)
+    out.print(
+        Text(
+            f"{_tools(len(opened.host.registry.names()))} · store {store}"
+            + (" · MCP stateless" if stateless else ""),
+            style="dim",
+        )
+    )
+    urls = Table.grid(padding=(0, 2))
+    urls.add_row("REST", Text(f"{base}/v1/tools", style="cyan"), "OpenAPI at /v1/openapi.json")
+    urls.add_row("MCP", Text(f"{base}/mcp", style="cyan"), "streamable HTTP, bearer API key")
+    urls.add_row("Console", Text(f"{base}/console/", style="cyan"), "sign in with an approver key")
+    out.print(urls)
+    out.print(Text("\nNext:", style="bold"))
+    db = (
+        f" --db {display_url(opened.db_url)}" if opened.db_url not in (None, DEFAULT_DB_URL) else ""
+    )
+    steps = [
+        f'curl -H "Authorization: Bearer $CHARTER_KEY" {base}/v1/tools',
+        f"charter call --url {base} --key $CHARTER_KEY <tool> --args '{{}}'",
+        f"npx @modelcontextprotocol/inspector   (Streamable HTTP, URL {base}/mcp, "
+        "header Authorization: Bearer $CHARTER_KEY)",
+    ]
+    if keys == 0:
+        steps.insert(
+            0,
+            f"no API keys yet: charter keys create{db} --tenant <tenant> --subject <who> "
+            "--scope '<resource>:<action>'",
+        )
+    for step in steps:
+        out.print(Text(f"  {step}"))
+    if keys:
+        out.print(Text(f"  (the API keys: charter keys list{db})", style="dim"))
+    out.print(Text("Press Ctrl+C to stop.", style="dim"))

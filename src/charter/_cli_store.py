@@ -1,0 +1,267 @@
+"""`charter keys create|list|revoke` and `charter db upgrade|prune`: the store, administered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, TypeVar, get_args
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from charter._cli_common import (
+    EXIT_CHECK_FAILED,
+    DbOption,
+    DebugOption,
+    JsonOption,
+    Unusable,
+    console,
+    display_url,
+    error_console,
+    resolve_db,
+    unusable_input,
+)
+from charter._cli_host import driver_reason, open_store, prepare_sqlite_folder
+from charter.auth import PrincipalKind
+
+if TYPE_CHECKING:
+    from charter.store import ApiKeyRecord, SqlStore
+
+__all__ = ("db_app", "keys_app")
+
+keys_app = typer.Typer(
+    help="Create, list and revoke the API keys kept in the store.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+db_app = typer.Typer(
+    help="The store's database: apply migrations, prune expired records.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+_T = TypeVar("_T")
+_KINDS: dict[str, PrincipalKind] = {kind: kind for kind in get_args(PrincipalKind)}
+_DURATION = re.compile(r"^\s*(\d{1,6})\s*([smhd])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def _with_store(db: str | None, work: Callable[[SqlStore], Awaitable[_T]]) -> _T:
+    async def run() -> _T:
+        async with open_store(resolve_db(db)) as store:
+            return await work(store)
+
+    return asyncio.run(run())
+
+
+# --- charter keys -----------------------------------------------------------------------------
+
+
+@keys_app.command("create")
+def create_key(
+    tenant: Annotated[str, typer.Option("--tenant", help="The tenant the key acts for.")],
+    subject: Annotated[
+        str, typer.Option("--subject", help="Who the key stands for (a person, agent or job).")
+    ],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="A granted scope such as 'trips:read'; repeatable."),
+    ] = None,
+    kind: Annotated[
+        str, typer.Option("--kind", help=f"The principal kind: {', '.join(_KINDS)}.")
+    ] = "api_key",
+    name: Annotated[str | None, typer.Option("--name", help="A label for people.")] = None,
+    expires_in: Annotated[
+        str | None,
+        typer.Option("--expires-in", help="When the key stops working, e.g. 90d, 12h, 30m."),
+    ] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Create an API key and print it. This is the only time the secret is shown.
+
+    The key alone goes to stdout, so `KEY=$(charter keys create …)` keeps it; the
+    details go to stderr.
+    """
+    with unusable_input(debug):
+        if kind not in _KINDS:
+            raise Unusable(f"--kind must be one of {', '.join(_KINDS)}, not {kind!r}")
+        expires_at = datetime.now(UTC) + parse_duration(expires_in) if expires_in else None
+
+        async def create(store: SqlStore) -> tuple[str, ApiKeyRecord]:
+            try:
+                return await store.create_api_key(
+                    tenant_id=tenant,
+                    subject=subject,
+                    scopes=scope or [],
+                    kind=_KINDS[kind],
+                    name=name,
+                    expires_at=expires_at,
+                )
+            except ValueError as exc:
+                raise Unusable(str(exc)) from exc
+
+        secret, record = _with_store(db, create)
+    if json_output:
+        typer.echo(json.dumps({"key": secret, **record.model_dump(mode="json")}, indent=2))
+        return
+    typer.echo(secret)
+    scopes = " ".join(record.scopes) or "no scopes"
+    note = Text(
+        f"created key {record.id} for {record.subject} in tenant {record.tenant_id} ({scopes})"
+    )
+    if record.expires_at is not None:
+        note.append(f", expires {record.expires_at.isoformat(timespec='seconds')}")
+    notes = error_console()
+    notes.print(note)
+    notes.print(Text("This is the only time the key is shown; store it now.", style="yellow"))
+
+
+@keys_app.command("list")
+def list_keys(
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's keys.")] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """List the API keys (never their secrets), oldest first."""
+    with unusable_input(debug):
+        records = _with_store(db, lambda store: store.list_api_keys(tenant))
+    if json_output:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+        return
+    now = datetime.now(UTC)
+    table = Table(title=Text(f"{len(records)} API keys", style="bold"), title_justify="left")
+    for column in ("id", "tenant", "subject", "kind", "scopes", "name", "created", "state"):
+        table.add_column(column, no_wrap=column == "id")
+    for record in records:
+        if record.revoked_at is not None:
+            state = Text("revoked", style="red")
+        elif not record.active(now):
+            state = Text("expired", style="red")
+        elif record.expires_at is not None:
+            state = Text(f"until {record.expires_at:%Y-%m-%d %H:%M}", style="green")
+        else:
+            state = Text("active", style="green")
+        table.add_row(
+            record.id,
+            record.tenant_id,
+            record.subject,
+            record.kind,
+            " ".join(record.scopes) or "-",
+            record.name or "-",
+            f"{record.created_at:%Y-%m-%d %H:%M}",
+            state,
+        )
+    console().print(table)
+
+
+@keys_app.command("revoke")
+def revoke_key(
+    key_id: Annotated[
+        str, typer.Argument(metavar="KEY_ID", help="The key's id (the <id> in chk_<id>_…).")
+    ],
+    db: DbOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Revoke an API key at once."""
+    with unusable_input(debug):
+        revoked = _with_store(db, lambda store: store.revoke_api_key(key_id))
+    if not revoked:
+        typer.echo(f"no active key {key_id!r} (unknown, or already revoked)", err=True)
+        raise typer.Exit(EXIT_CHECK_FAILED)
+    console().print(Text(f"revoked key {key_id}"))
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90d``, ``12h``, ``30m`` or ``45s`` as a ``timedelta``.
+
+    Raises:
+        Unusable: The text is not such a duration, or it is zero.
+    """
+    match = _DURATION.match(text)
+    if match is None or int(match.group(1)) == 0:
+        raise Unusable(f"--expires-in must look like 90d, 12h, 30m or 45s, not {text!r}")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+# --- charter db -------------------------------------------------------------------------------
+
+
+@contextmanager
+def _progress(description: str) -> Iterator[None]:
+    """A spinner with the elapsed time on stderr while long work runs (gone when it ends)."""
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=error_console(), transient=True) as progress:
+        progress.add_task(description, total=None)
+        yield
+
+
+@db_app.command("upgrade")
+def upgrade(db: DbOption = None, debug: DebugOption = False) -> None:
+    """Apply charter's pending migrations to the database (creating it if it is new)."""
+    url = resolve_db(db)
+    with unusable_input(debug), _progress(f"migrating {display_url(url)}"):
+        asyncio.run(_upgrade(url))
+    console().print(Text(f"{display_url(url)} is at charter's current schema", style="green"))
+
+
+async def _upgrade(url: str) -> None:
+    from charter.store import SqlStore, StoreError
+
+    prepare_sqlite_folder(url)
+    store = SqlStore(url)
+    try:
+        await store.upgrade()
+    except StoreError as exc:
+        raise Unusable(f"cannot migrate {display_url(url)}: {driver_reason(exc)}") from exc
+    finally:
+        await store.aclose()
+
+
+@db_app.command("prune")
+def prune(
+    before: Annotated[
+        datetime | None,
+        typer.Option(
+            "--before",
+            formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
+            help="Delete what expired before this moment (UTC unless it says). Default: now.",
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Rows per short write transaction.")
+    ] = 500,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Delete expired completed requests and decided approvals, in small batches.
+
+    Pending and approved approvals, deferred requests, audit events and API keys are
+    never touched.
+    """
+    moment = before or datetime.now(UTC)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    url = resolve_db(db)
+    with unusable_input(debug), _progress(f"pruning {display_url(url)}"):
+        deleted = asyncio.run(_prune(url, moment, batch_size))
+    if json_output:
+        typer.echo(json.dumps({"deleted": deleted, "before": moment.isoformat()}))
+        return
+    console().print(
+        Text(f"deleted {deleted} expired records (before {moment.isoformat(timespec='seconds')})")
+    )
+
+
+async def _prune(url: str, before: datetime, batch_size: int) -> int:
+    async with open_store(url) as store:
+        return await store.prune(before, batch_size=batch_size)

@@ -1,0 +1,385 @@
+"""`charter tools` and `charter call`: a host's tools, in this process or on a server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from contextlib import AsyncExitStack
+from datetime import date
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from charter._cli_common import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    EXIT_PENDING,
+    DbOption,
+    DebugOption,
+    JsonOption,
+    KeyOption,
+    Unusable,
+    UrlOption,
+    console,
+    error_console,
+    parse_json_object,
+    parse_request_id,
+    unusable_input,
+)
+from charter._cli_host import open_host, principal_for
+from charter._cli_remote import Remote, outcome_from_response, problem_outcome
+from charter.auth import AuthenticationFailed
+from charter.errors import ErrorCode
+from charter.manifest import deprecation_warnings
+from charter.outcome import (
+    Completed,
+    Deferred,
+    Denied,
+    Failed,
+    InteractionRequired,
+    ToolOutcome,
+    failed,
+)
+from charter.policy import InvocationControls
+
+__all__ = ("call", "render_outcome", "tools")
+
+TargetArgument = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="TARGET",
+        help="module:attribute naming a Host, a Registry, or a factory of one "
+        "(leave it out with --url).",
+        show_default=False,
+    ),
+]
+
+
+def _target_or_url(target: str | None, url: str | None) -> None:
+    if target is not None and url is not None:
+        raise Unusable("give TARGET or --url, not both")
+    if target is None and url is None:
+        raise Unusable("give TARGET (module:attribute) or --url of a running server")
+
+
+# --- charter tools ----------------------------------------------------------------------------
+
+
+def tools(
+    target: TargetArgument = None,
+    url: UrlOption = None,
+    key: KeyOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """List the tools: name, version, tier and risk, who may call, and policy.
+
+    TARGET lists every registered tool; `--url` lists what the server shows the caller of
+    `--key`. Deprecated tools and aliases past their sunset date get a warning.
+    """
+    with unusable_input(debug):
+        _target_or_url(target, url)
+        if url is not None:
+            entries = _remote_entries(url, key)
+        else:
+            assert target is not None
+            entries = asyncio.run(_local_entries(target, db))
+    today = date.today()
+    for entry in entries:
+        warnings = entry.get("warnings") or deprecation_warnings(entry, today)
+        if warnings:
+            entry["warnings"] = warnings
+    if json_output:
+        typer.echo(json.dumps(entries, indent=2, ensure_ascii=False))
+        return
+    out = console()
+    out.print(_tools_table(entries))
+    for entry in entries:
+        for warning in entry.get("warnings", ()):
+            out.print(Text(f"warning: {warning}", style="yellow"))
+
+
+async def _local_entries(target: str, db: str | None) -> list[dict[str, Any]]:
+    async with AsyncExitStack() as stack:
+        opened = await open_host(target, db, stack)
+        return [dict(entry) for entry in opened.host.registry.list()]
+
+
+def _remote_entries(url: str, key: str | None) -> list[dict[str, Any]]:
+    with Remote(url, key) as remote:
+        response = remote.request("GET", "/v1/tools")
+        body = remote.json(response)
+        if response.status_code != 200:
+            raise typer.Exit(render_outcome(problem_outcome(response.status_code, body)))
+    listed = body.get("tools") if isinstance(body, dict) else None
+    if not isinstance(listed, list):
+        raise Unusable(f"{url}/v1/tools did not return a tool list")
+    return [dict(entry) for entry in listed if isinstance(entry, dict)]
+
+
+def _tools_table(entries: list[dict[str, Any]]) -> Table:
+    # One fact per line inside a cell keeps the columns narrow enough for 80 columns.
+    table = Table(title=Text(_count(len(entries), "tool"), style="bold"), title_justify="left")
+    table.add_column("name  version", no_wrap=True)
+    table.add_column("tier, risk", min_width=11)
+    table.add_column("access", no_wrap=True)
+    table.add_column("policy", min_width=9)
+    for entry in entries:
+        tier = str(entry.get("tier"))
+        table.add_row(
+            _name_cell(entry),
+            Text(f"{tier}\n{entry.get('deploymentRisk')}", style=_TIER_STYLE.get(tier, "")),
+            _access(entry),
+            "\n".join(policy_summary(entry)) or "-",
+        )
+    return table
+
+
+def _name_cell(entry: dict[str, Any]) -> Text:
+    name = Text(str(entry.get("name")), style="bold")
+    name.append(f"  {entry.get('capabilityVersion') or '-'}", style="dim")
+    if entry.get("deprecation"):
+        name.append(" (deprecated)", style="yellow")
+    deprecated = entry.get("aliasDeprecations") or {}
+    for alias in entry.get("aliases") or ():
+        name.append(f"\nalias {alias}", style="dim")
+        if alias in deprecated:
+            name.append("\n  deprecated", style="yellow")
+    return name
+
+
+def _access(entry: dict[str, Any]) -> str:
+    """Who may call: the required scopes, or the auth mode when it is not ``identity``."""
+    scopes = "\n".join(entry.get("requiredScopes") or ())
+    auth = str(entry.get("auth"))
+    if auth == "identity":
+        return scopes or "any caller"
+    return f"{auth}\n{scopes}".strip()
+
+
+_TIER_STYLE = {"read": "green", "write": "cyan", "sensitive": "yellow", "destructive": "red"}
+
+
+def policy_summary(entry: dict[str, Any]) -> list[str]:
+    """What a caller must send or expect: a request id, confirmation, approval, delegation."""
+    required = (entry.get("controls") or {}).get("required") or ()
+    policy = entry.get("actionPolicy") or {}
+    parts = []
+    if "requestId" in required:
+        parts.append("requestId")
+    if policy.get("targetLifecycle") == "created":
+        parts.append(f"creates {policy.get('targetType', 'a target')}")
+    if "confirmed" in required:
+        parts.append("confirm")
+    if policy.get("approval") == "required":
+        parts.append("approval")
+    elif policy.get("approval") == "conditional":
+        parts.append("approval if asked")
+    if entry.get("delegable"):
+        parts.append("delegable")
+    return parts
+
+
+def _count(n: int, noun: str) -> str:
+    return f"1 {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# --- charter call -----------------------------------------------------------------------------
+
+
+def call(
+    target: TargetArgument,
+    name: Annotated[
+        str | None,
+        typer.Argument(metavar="NAME", help="The tool's name or alias.", show_default=False),
+    ] = None,
+    args: Annotated[
+        str,
+        typer.Option("--args", "-a", help="The arguments: a JSON object, or @file.json."),
+    ] = "{}",
+    key: KeyOption = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            help="The call's UUID; reuse it to retry or replay. Made up when the tool needs one.",
+        ),
+    ] = None,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="The user confirmed this call (_charter.confirmed).")
+    ] = False,
+    approval: Annotated[
+        str | None, typer.Option("--approval", help="The granted approval id to run under.")
+    ] = None,
+    url: UrlOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Call a tool and print its outcome.
+
+    `charter call TARGET NAME --args JSON` runs the call in this process through the
+    host's pipeline; `charter call --url URL NAME --args JSON` sends it to a running
+    server. Exit status: 0 completed, 1 failed or denied, 3 waiting for a confirmation or
+    an approval (retry with the same `--request-id`).
+    """
+    with unusable_input(debug):
+        if url is not None and name is None:
+            target, name = None, target
+        if name is None:
+            raise Unusable("give the tool's NAME after TARGET (or use --url URL NAME)")
+        _target_or_url(target, url)
+        raw, _ = parse_json_object(args, "--args")
+        controls = _Controls(parse_request_id(request_id), confirm, approval)
+        if url is not None:
+            outcome = _call_remote(url, key, name, raw, controls)
+        else:
+            assert target is not None
+            outcome = asyncio.run(_call_local(target, db, key, name, raw, controls))
+    if controls.made_up and not isinstance(outcome, Completed):
+        error_console().print(
+            Text(f"request id {controls.request_id} (reuse it with --request-id)", style="dim")
+        )
+    raise typer.Exit(render_outcome(outcome, controls.request_id, json_output=json_output))
+
+
+class _Controls:
+    """The controls given as options; a request id is made up when the tool requires one."""
+
+    def __init__(self, request_id: str | None, confirm: bool, approval: str | None) -> None:
+        self.request_id = request_id
+        self.made_up = False
+        self.confirm = confirm
+        self.approval = approval
+
+    def require_request_id(self, entry: dict[str, Any] | None) -> None:
+        required = ((entry or {}).get("controls") or {}).get("required") or ()
+        if self.request_id is None and "requestId" in required:
+            self.request_id = str(uuid.uuid4())
+            self.made_up = True
+
+    def invocation_controls(self) -> InvocationControls | None:
+        given: dict[str, object] = {}
+        if self.request_id is not None:
+            given["request_id"] = self.request_id
+        if self.confirm:
+            given["confirmed"] = True
+        if self.approval is not None:
+            given["approval_id"] = self.approval
+        return InvocationControls.model_validate(given) if given else None
+
+    def headers(self) -> dict[str, str]:
+        headers = {}
+        if self.request_id is not None:
+            headers["Idempotency-Key"] = self.request_id
+        if self.confirm:
+            headers["Charter-Confirm"] = "true"
+        if self.approval is not None:
+            headers["Charter-Approval"] = self.approval
+        return headers
+
+
+async def _call_local(
+    target: str, db: str | None, key: str | None, name: str, raw: str, controls: _Controls
+) -> ToolOutcome:
+    async with AsyncExitStack() as stack:
+        opened = await open_host(target, db, stack)
+        try:
+            principal = await principal_for(opened.host, key)
+        except AuthenticationFailed as exc:
+            return failed(ErrorCode.UNAUTHENTICATED, str(exc), reason="invalid_token")
+        registered = opened.host.registry.get(name)
+        controls.require_request_id(registered.entry if registered is not None else None)
+        # The raw JSON text, so the host applies its payload limits exactly as a server would.
+        return await opened.host.invoke(name, raw, principal, controls.invocation_controls())
+
+
+def _call_remote(
+    url: str, key: str | None, name: str, raw: str, controls: _Controls
+) -> ToolOutcome:
+    path = f"/v1/tools/{quote(name, safe='')}"
+    with Remote(url, key) as remote:
+        if controls.request_id is None:
+            found = remote.request("GET", path)
+            if found.status_code == 200:
+                controls.require_request_id(remote.json(found))
+        response = remote.request("POST", f"{path}:call", content=raw, headers=controls.headers())
+        return outcome_from_response(remote, response)
+
+
+# --- outcomes ---------------------------------------------------------------------------------
+
+
+def render_outcome(
+    outcome: ToolOutcome, request_id: str | None = None, *, json_output: bool = False
+) -> int:
+    """Print an outcome and return the exit status for it.
+
+    A completed call prints its output as JSON on stdout (a replay notes it on stderr);
+    anything else prints what happened and what to do next.
+    """
+    if json_output:
+        typer.echo(outcome.model_dump_json(indent=2))
+    elif isinstance(outcome, Completed):
+        typer.echo(json.dumps(outcome.output, indent=2, ensure_ascii=False))
+        if outcome.replayed:
+            error_console().print(
+                Text(
+                    "replayed: the stored outcome of an earlier call with this request id "
+                    "(the tool did not run again)",
+                    style="dim",
+                )
+            )
+    else:
+        _print_not_completed(outcome, request_id)
+    if isinstance(outcome, Completed):
+        return EXIT_OK
+    if isinstance(outcome, InteractionRequired | Deferred):
+        return EXIT_PENDING
+    return EXIT_CHECK_FAILED
+
+
+def _print_not_completed(outcome: ToolOutcome, request_id: str | None) -> None:
+    out = console()
+    if isinstance(outcome, Failed):
+        out.print(Text(f"[{outcome.code.value}] {outcome.message}", style="bold red"))
+        issues = (outcome.meta or {}).get("issues")
+        for issue in issues if isinstance(issues, list) else []:
+            if isinstance(issue, dict):
+                loc = issue.get("loc")
+                where = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
+                where = where or "(arguments)"
+                out.print(Text(f"  {where}: {issue.get('msg')}", style="red"))
+        steps: list[str] = list(outcome.next_steps)
+    elif isinstance(outcome, Denied):
+        out.print(Text(f"denied: {outcome.reason}", style="bold red"))
+        steps = []
+    elif isinstance(outcome, InteractionRequired):
+        out.print(Text(outcome.interaction.prompt, style="bold yellow"))
+        steps = _retry_steps(outcome, request_id)
+    else:
+        out.print(Text("deferred: the work continues elsewhere", style="bold yellow"))
+        steps = [f"Check it with GET /v1/actions/{request_id}"] if request_id else []
+    for step in steps:
+        out.print(Text(f"  - {step}"))
+
+
+def _retry_steps(outcome: InteractionRequired, request_id: str | None) -> list[str]:
+    metadata = outcome.interaction.metadata or {}
+    rid = metadata.get("requestId") or request_id
+    again = f"--request-id {rid} " if rid else ""
+    if metadata.get("code") == ErrorCode.CONFIRMATION_REQUIRED.value:
+        return [f"Once the user agrees, run the same command with {again}--confirm"]
+    if metadata.get("code") == ErrorCode.APPROVAL_REQUIRED.value:
+        approval_id = metadata.get("approvalId")
+        return [
+            f"Ask an approver to grant {approval_id}: charter approvals grant {approval_id} "
+            "(or in the console)",
+            f"Then run the same command with {again}--confirm --approval {approval_id}",
+        ]
+    return [f"Retry the same command with {again}".rstrip()] if rid else []
