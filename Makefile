@@ -13,8 +13,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# The travel back office on SQLite in .charter/: print its demo API keys, then serve it.
 run: $(STAMP)
-	$(BIN)/python -m examples.quickstart
+	$(BIN)/python -m examples.travel
+	$(BIN)/charter serve examples.travel:host
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from .app import DEMO_PRINCIPALS, build_registry, ensure_demo_keys, host
+from .app import (
+    DEMO_PRINCIPALS,
+    build_host,
+    build_registry,
+    demo_keys_file,
+    ensure_demo_keys,
+    host,
+)
 from .tools import TravelContext
 
-__all__ = ("DEMO_PRINCIPALS", "TravelContext", "build_registry", "ensure_demo_keys", "host")
+__all__ = (
+    "DEMO_PRINCIPALS",
+    "TravelContext",
+    "build_host",
+    "build_registry",
+    "demo_keys_file",
+    "ensure_demo_keys",
+    "host",
+)

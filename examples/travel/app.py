@@ -14,8 +14,15 @@ from charter.store import ApiKeyAuthenticator, SqlStore
 from .db import MemoryService, PaymentProvider, TripService, create_tables, seed_demo_data
 from .tools import TOOLS, TravelContext
 
-DEMO_KEYS_FILE = Path(os.environ.get("CHARTER_DEMO_KEYS", ".charter/demo-keys.json"))
-"""Where the demo's API keys are kept after the first run (a local, git-ignored file)."""
+DEMO_KEYS_FILE = Path(".charter/demo-keys.json")
+"""Where the demo's API keys are kept after the first run (a local, git-ignored file);
+the environment variable ``CHARTER_DEMO_KEYS`` names another file."""
+
+
+def demo_keys_file() -> Path:
+    """The demo keys file: ``$CHARTER_DEMO_KEYS``, else ``.charter/demo-keys.json``."""
+    return Path(os.environ.get("CHARTER_DEMO_KEYS") or DEMO_KEYS_FILE)
+
 
 DEMO_PRINCIPALS: tuple[dict[str, Any], ...] = (
     {
@@ -64,7 +71,18 @@ def build_registry() -> Registry:
 
 
 async def host(store: SqlStore) -> Host:
-    """Build the travel host on an open store: tables, demo data, keys, approval tools."""
+    """The host ``charter serve examples.travel:host`` runs: ``build_host`` plus demo keys.
+
+    The demo API keys are created on first run and kept in ``demo_keys_file()``; print
+    them with ``python -m examples.travel``.
+    """
+    travel = await build_host(store)
+    await ensure_demo_keys(store)
+    return travel
+
+
+async def build_host(store: SqlStore) -> Host:
+    """Build the travel host on an open store: tables, demo data, tools, approval tools."""
     await create_tables(store.engine)
     await seed_demo_data(store.engine)
     trips = TripService(store.engine)
@@ -84,12 +102,18 @@ async def host(store: SqlStore) -> Host:
         context_factory=context,
     )
     registry.register_all(approval_tools(travel))
-    await ensure_demo_keys(store)
     return travel
 
 
-async def ensure_demo_keys(store: SqlStore, path: Path = DEMO_KEYS_FILE) -> list[dict[str, Any]]:
-    """Create the demo API keys on first run and keep them in ``path`` (mode 0600)."""
+async def ensure_demo_keys(store: SqlStore, path: Path | None = None) -> list[dict[str, Any]]:
+    """Create the demo API keys on first run and keep them in ``path`` (mode 0600).
+
+    Args:
+        store: The open store the keys live in.
+        path: The keys file; defaults to ``demo_keys_file()``. Keys it lists that the
+            store does not know (a new database) are created again.
+    """
+    path = path if path is not None else demo_keys_file()
     if path.exists():
         keys: list[dict[str, Any]] = json.loads(path.read_text())
         known = {record.id for record in await store.list_api_keys()}
