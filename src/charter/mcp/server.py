@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-import anyio
 import mcp.types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -23,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..auth import Principal
-from ..context import CancelSignal, ResumeInfo
+from ..context import ResumeInfo
 from ..errors import ConfigurationError, ErrorCode
 from ..host import CallOptions, Host
 from ..outcome import Completed, Denied, InteractionRequired, ToolOutcome, failed
@@ -165,26 +164,22 @@ class _Adapter:
         arguments: dict[str, Any] = params.arguments if params.arguments is not None else {}
         if name == STATUS_TOOL and principal is not None:
             return render_outcome(await self._action_status(principal, arguments))
-        cancel = CancelSignal()
         key = _session_key(ctx)
+        # No cancel signal of our own: the SDK cancels this task when the client cancels
+        # (notifications/cancelled, or a closed stream), and the host sets the call's
+        # ctx.cancel as the cancellation reaches the handler, which a sync handler in its
+        # worker thread can poll.
         call = CallOptions(
-            cancel=cancel,
             progress_sink=ctx.session.report_progress,
             log_sink=_interact.log_sink(ctx, None if key == _NO_SESSION else key, name),
             sampler=_interact.sampler(ctx),
             call_id=None if ctx.request_id is None else str(ctx.request_id),
         )
-        try:
-            if params.request_state is not None:
-                result = await self._answered(ctx, params, arguments, principal, call)
-            else:
-                outcome = await self.host.invoke(name, arguments, principal, call=call)
-                result = await self._interact(ctx, name, arguments, principal, call, outcome)
-        except anyio.get_cancelled_exc_class():
-            # The client cancelled (notifications/cancelled, or a closed stream): a sync
-            # handler still running in its worker thread sees ctx.cancel.
-            cancel.set()
-            raise
+        if params.request_state is not None:
+            result = await self._answered(ctx, params, arguments, principal, call)
+        else:
+            outcome = await self.host.invoke(name, arguments, principal, call=call)
+            result = await self._interact(ctx, name, arguments, principal, call, outcome)
         if isinstance(result, types.InputRequiredResult):
             return result
         return self._render(name, arguments, result)
