@@ -362,7 +362,7 @@ def build_world() -> World:
     return world
 
 
-def calls(*items: tuple[str, str, dict[str, Any]]) -> ModelResponse:
+def calls(*items: tuple[str, str, str | dict[str, Any]]) -> ModelResponse:
     """A model response made of tool calls ``(name, call_id, arguments)``."""
     return ModelResponse(
         tool_calls=[ToolCall(call_id=cid, name=name, arguments=args) for name, cid, args in items]

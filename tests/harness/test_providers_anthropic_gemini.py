@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("anthropic")
 
+from anthropic.types import Message as AnthropicMessage
 from anthropic.types import (
-    Message,
     MessageParam,
     ToolParam,
     ToolResultBlockParam,
@@ -17,7 +17,14 @@ from pydantic import BaseModel
 from typed_params import assert_conforms
 
 from charter import define_tool
-from charter.harness import AssistantMessage, ToolCall, ToolResult, ToolResultsMessage, UserMessage
+from charter.harness import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolResultsMessage,
+    UserMessage,
+)
 from charter.providers import (
     anthropic_messages,
     anthropic_tool_calls,
@@ -29,7 +36,7 @@ from charter.providers import (
     gemini_tools,
 )
 
-TRANSCRIPT = [
+TRANSCRIPT: list[Message] = [
     UserMessage(content="Find Rome"),
     AssistantMessage(
         text="Searching.",
@@ -52,7 +59,7 @@ def test_anthropic_tools_are_valid_sdk_params_with_the_schema_unchanged() -> Non
 
 
 def test_anthropic_tool_use_blocks_parse_from_the_sdks_message() -> None:
-    message = Message.model_validate(
+    message = AnthropicMessage.model_validate(
         {
             "id": "msg_1",
             "type": "message",

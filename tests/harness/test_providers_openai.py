@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 pytest.importorskip("openai")
@@ -28,6 +28,7 @@ from typed_params import assert_conforms
 
 from charter.harness import (
     AssistantMessage,
+    Message,
     ToolCall,
     ToolResult,
     ToolResultsMessage,
@@ -166,7 +167,7 @@ def test_results_are_valid_tool_messages_and_output_items() -> None:
 
 
 def test_a_transcript_converts_to_valid_messages_for_both_apis() -> None:
-    transcript = [
+    transcript: list[Message] = [
         UserMessage(content="Find Rome"),
         AssistantMessage(
             text=None,
