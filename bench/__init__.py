@@ -5,6 +5,10 @@ collects every module's cases, times them in interleaved rounds and writes one t
 ``docs/benchmarks.md``. Absolute numbers depend on the machine; the ratio to a baseline
 timed in the same process, round by round, is what a case is judged on.
 
+Times are CPU time of the benchmark process (all its threads) by default, which a busy
+machine disturbs far less than wall-clock time; ``--clock wall`` measures elapsed time
+instead, for cases that wait on I/O.
+
 Timed assertions never go in the test suite: a loaded CI machine would make them flaky.
 """
 
@@ -16,8 +20,17 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ("Case", "Result", "run_case")
+__all__ = ("CLOCKS", "Case", "Clock", "Result", "run_case")
+
+Clock = Literal["cpu", "wall"]
+"""What a case is timed with: the process's CPU time, or elapsed time."""
+
+CLOCKS: dict[str, Callable[[], int]] = {
+    "cpu": time.process_time_ns,
+    "wall": time.perf_counter_ns,
+}
 
 Operation = Callable[[], Awaitable[object]]
 """One timed operation: an async callable run many times per round."""
@@ -53,6 +66,7 @@ class Result:
     baseline_us: float
     rounds: int
     iterations: int
+    clock: Clock
 
     @property
     def ratio(self) -> float:
@@ -65,28 +79,29 @@ class Result:
         return self.ratio <= self.case.target
 
 
-async def _time(operation: Operation, iterations: int) -> float:
+async def _time(operation: Operation, iterations: int, now: Callable[[], int]) -> float:
     """Microseconds per call of ``operation`` over ``iterations`` calls."""
-    started = time.perf_counter_ns()
+    started = now()
     for _ in range(iterations):
         await operation()
-    return (time.perf_counter_ns() - started) / iterations / 1000
+    return (now() - started) / iterations / 1000
 
 
-async def _measure(case: Case, *, rounds: int, iterations: int) -> Result:
+async def _measure(case: Case, *, rounds: int, iterations: int, clock: Clock) -> Result:
+    now = CLOCKS[clock]
     if case.check is not None:
         await case.check()
     # Warm up both sides (caches, lazily built executors, the audit deque).
-    await _time(case.run, iterations)
-    await _time(case.baseline, iterations)
+    await _time(case.run, iterations, now)
+    await _time(case.baseline, iterations, now)
     charter: list[float] = []
     baseline: list[float] = []
     for index in range(rounds):
         # Interleave, alternating which side goes first, so drift in machine load and
         # clock speed falls on both sides alike.
         first, second = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
-        a = await _time(first, iterations)
-        b = await _time(second, iterations)
+        a = await _time(first, iterations, now)
+        b = await _time(second, iterations, now)
         charter.append(a if first is case.run else b)
         baseline.append(b if first is case.run else a)
     return Result(
@@ -95,16 +110,19 @@ async def _measure(case: Case, *, rounds: int, iterations: int) -> Result:
         baseline_us=statistics.median(baseline),
         rounds=rounds,
         iterations=iterations,
+        clock=clock,
     )
 
 
-def run_case(case: Case, *, rounds: int = 21, iterations: int = 300) -> Result:
+def run_case(
+    case: Case, *, rounds: int = 21, iterations: int = 300, clock: Clock = "cpu"
+) -> Result:
     """Time one case with the garbage collector paused, as ``timeit`` does."""
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
-        return asyncio.run(_measure(case, rounds=rounds, iterations=iterations))
+        return asyncio.run(_measure(case, rounds=rounds, iterations=iterations, clock=clock))
     finally:
         if enabled:
             gc.enable()

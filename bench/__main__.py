@@ -1,8 +1,9 @@
 """Run every benchmark and write ``docs/benchmarks.md``: ``python -m bench``.
 
-Options: ``--rounds N`` and ``--iterations N`` per case, ``--output PATH`` (default
-``docs/benchmarks.md``), ``--no-write`` to print the table only, ``--only SUBSTRING`` to
-run the cases whose name contains it.
+Options: ``--rounds N`` and ``--iterations N`` per case, ``--clock cpu|wall`` (default
+``cpu``: the process's CPU time), ``--output PATH`` (default ``docs/benchmarks.md``),
+``--no-write`` to print the table only, ``--only SUBSTRING`` to run the cases whose name
+contains it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import bench
-from bench import Case, Result, run_case
+from bench import CLOCKS, Case, Result, run_case
 
 _DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
@@ -57,6 +58,11 @@ def render(results: Sequence[Result]) -> str:
     """The Markdown page: machine, method, one table, a note per case."""
     rounds = {r.rounds for r in results}
     iterations = {r.iterations for r in results}
+    clocks = sorted({r.clock for r in results})
+    measured = " and ".join(
+        "the process's CPU time (all threads)" if c == "cpu" else "elapsed (wall-clock) time"
+        for c in clocks
+    )
     lines = [
         "# Benchmarks",
         "",
@@ -64,10 +70,10 @@ def render(results: Sequence[Result]) -> str:
         "charter operation against a baseline doing the same work without it, in the same",
         f"process: {'/'.join(map(str, sorted(rounds)))} interleaved rounds of "
         f"{'/'.join(map(str, sorted(iterations)))} calls per side, alternating which side goes",
-        "first, with the garbage collector paused. The table shows the median time per call",
-        "over the rounds and the ratio of the medians. Absolute times depend on the machine",
-        "(and on its load); the ratio is what a case is judged on. Timed assertions are not",
-        "part of the test suite.",
+        "first, with the garbage collector paused, measuring",
+        f"{measured}. The table shows the median time per call over the rounds and the",
+        "ratio of the medians. Absolute times depend on the machine (and on its load); the",
+        "ratio is what a case is judged on. Timed assertions are not part of the test suite.",
         "",
         "## Machine",
         "",
@@ -99,12 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=_DEFAULT_OUTPUT)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--only", default="")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     args = parser.parse_args(argv)
     results: list[Result] = []
     for case in collect():
         if args.only not in case.name:
             continue
-        result = run_case(case, rounds=args.rounds, iterations=args.iterations)
+        result = run_case(case, rounds=args.rounds, iterations=args.iterations, clock=args.clock)
         print(
             f"{case.name}: {result.charter_us:.1f} µs vs {result.baseline_us:.1f} µs "
             f"({result.ratio:.2f}x, target ≤ {case.target:g}x)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 __all__ = ("DURATION_METRIC", "INVOCATIONS_METRIC", "UNKNOWN_TOOL", "Telemetry")
@@ -20,6 +21,10 @@ UNKNOWN_TOOL = "(unknown)"
 Callers choose the names they send, so labelling metrics with them would let anyone grow
 the metrics' cardinality; no tool can be called this (names cannot contain parentheses).
 """
+
+
+_NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
+"""What ``Telemetry.span`` returns when there is nothing to trace (reusable)."""
 
 
 class Telemetry:
@@ -50,15 +55,18 @@ class Telemetry:
             DURATION_METRIC, unit="s", description="Tool invocation duration"
         )
 
-    @contextlib.contextmanager
-    def span(self, tool: str, call_id: str | None) -> Iterator[Any]:
+    def span(self, tool: str, call_id: str | None) -> AbstractContextManager[Any]:
         """Open the ``execute_tool <name>`` span around one invocation.
 
-        Yields None when OpenTelemetry is not installed or no tracer provider is set.
+        The context manager yields None when OpenTelemetry is not installed or no tracer
+        provider is set (then nothing is started).
         """
         if self._tracer is None or isinstance(self._trace.get_tracer_provider(), self._inactive):
-            yield None
-            return
+            return _NO_SPAN
+        return self._span(tool, call_id)
+
+    @contextlib.contextmanager
+    def _span(self, tool: str, call_id: str | None) -> Iterator[Any]:
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
         if call_id is not None:
             attributes["gen_ai.tool.call.id"] = call_id

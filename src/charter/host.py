@@ -266,7 +266,7 @@ class Host:
                 merged with ``_charter`` in the arguments, which must agree.
             call: transport facts (cancel signal, progress and log sinks, ids).
         """
-        call = call or CallOptions()
+        call = call or _NO_CALL_OPTIONS
         trace = _Trace(tool=name, principal=principal)
         # The span opens under the requested name (bounded, always a str) and is renamed
         # to the canonical name once the tool is found.
@@ -629,6 +629,9 @@ class Host:
 class _StoreAuditSink(AuditSink, Protocol):
     """A store that also keeps audit events (then they commit with the action)."""
 
+
+_NO_CALL_OPTIONS = CallOptions()
+"""The transport facts of a call that gave none (frozen, so one instance serves all)."""
 
 _NO_CONTROLS = InvocationControls()
 """The controls of a call that sent none (frozen, so one instance serves every call)."""
