@@ -340,3 +340,42 @@ async def test_tool_calls_with_decoded_or_text_arguments_are_the_same(world: Wor
     )
     result = await world.harness(model).session(ALICE).run("go")
     assert [r.output for r in result.results] == [{"sum": 4}, {"sum": 4}]
+
+
+async def test_a_state_factory_that_raises_fails_the_call_not_the_loop(world: World) -> None:
+    from harness_support import CartOut, ItemIn
+
+    from charter import define_tool
+    from charter.harness import Capability
+
+    def broken_state() -> dict[str, list[str]]:
+        raise RuntimeError("no database")
+
+    async def handler(args: ItemIn) -> CartOut:
+        return CartOut(count=0)
+
+    broken = Capability(
+        id="broken",
+        tools=(
+            define_tool(
+                name="broken_item",
+                description="Uses state that cannot be created.",
+                input_schema=ItemIn,
+                output_schema=CartOut,
+                handler=handler,
+                tier="read",
+            ),
+        ),
+        state_factory=broken_state,
+    )
+    broken.register(world.registry)
+    model = ScriptedModel(
+        [calls(("broken_item", "c1", {"item": "x"}), ("add", "c2", {"a": 1, "b": 1}))]
+    )
+    result = await world.harness(model, capabilities=[broken]).session(ALICE).run("go")
+
+    assert result.status == "completed"
+    assert [(r.kind, r.code) for r in result.results] == [
+        ("failed", SealCodes.EXECUTION_FAILED),
+        ("completed", None),
+    ]

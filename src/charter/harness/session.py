@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -70,6 +71,8 @@ from .turns import (
 )
 
 __all__ = ("Harness", "Session")
+
+logger = logging.getLogger("charter.harness")
 
 
 class _Rejected(Exception):
@@ -287,7 +290,7 @@ class Session:
                 raise _Rejected(ResumeCodes.CONFLICT, "Another run created this session.")
             return fresh
         record = await self._load_owned()
-        if for_turn and record.status == "paused":
+        if for_turn and (record.status == "paused" or record.pending is not None):
             raise _Rejected(
                 ResumeCodes.PAUSED,
                 "The session is waiting on an interaction; resume or stop it first.",
@@ -515,40 +518,47 @@ class _Turn:
         return None
 
     async def _execute(self, pending: PendingStep, call: CallRecord) -> CallRecord:
-        bound = self.tools.get(call.tool_name)
         await self._emit("tool.started", step_id=pending.step_id, call=call)
-        if bound is None:
-            # The principal lost access between sealing and a resume.
-            updated = settle(
-                call, failure(call, SealCodes.UNKNOWN, f"Unknown tool {call.tool_name!r}.")
-            )
-        else:
-            signal = CancelSignal()
-            unsubscribe = self.cancel.subscribe(signal.set)
-            try:
-                state = await self.live.state(bound.capability)
-                outcome = await invoke_call(
-                    self.harness.host,
-                    call,
-                    principal=self.session.principal,
-                    options=call_options(
-                        call,
-                        session_id=self.session.id,
-                        turn_id=pending.turn_id,
-                        step_id=pending.step_id,
-                        cancel=signal,
-                        audience=self.harness.audience,
-                        state=state,
-                    ),
-                )
-            finally:
-                unsubscribe()
-            updated = absorb(call, outcome)
+        updated = await self._run_call(pending, call)
         kind = updated.result.kind if updated.result is not None else updated.status
         await self._emit(
             "tool.finished", step_id=pending.step_id, call=updated, data={"kind": kind}
         )
         return updated
+
+    async def _run_call(self, pending: PendingStep, call: CallRecord) -> CallRecord:
+        bound = self.tools.get(call.tool_name)
+        if bound is None:
+            # The principal lost access between sealing and a resume.
+            return settle(
+                call, failure(call, SealCodes.UNKNOWN, f"Unknown tool {call.tool_name!r}.")
+            )
+        try:
+            state = await self.live.state(bound.capability)
+        except Exception:
+            logger.exception("harness: the state factory of %s raised", call.tool_name)
+            message = f"The state of tool {call.tool_name!r} could not be created."
+            return settle(call, failure(call, SealCodes.EXECUTION_FAILED, message))
+        signal = CancelSignal()
+        unsubscribe = self.cancel.subscribe(signal.set)
+        try:
+            outcome = await invoke_call(
+                self.harness.host,
+                call,
+                principal=self.session.principal,
+                options=call_options(
+                    call,
+                    session_id=self.session.id,
+                    turn_id=pending.turn_id,
+                    step_id=pending.step_id,
+                    cancel=signal,
+                    audience=self.harness.audience,
+                    state=state,
+                ),
+            )
+        finally:
+            unsubscribe()
+        return absorb(call, outcome)
 
     def _cancelled(self, call: CallRecord) -> CallRecord:
         if call.status == "settled":
