@@ -6,7 +6,6 @@ import asyncio
 import socket
 import ssl
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -439,6 +438,20 @@ def build_host(lab: Lab, **options: Any) -> Host:
 # -- a live server ----------------------------------------------------------------------------
 
 
+class _Server(uvicorn.Server):
+    """uvicorn, telling another thread when it serves (or that it gave up)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:
+            self.ready.set()
+
+
 @contextmanager
 def serve(app: Starlette) -> Iterator[str]:
     """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its URL."""
@@ -447,14 +460,14 @@ def serve(app: Starlette) -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="none")
-    server = uvicorn.Server(config)
+    server = _Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
+    if not server.ready.wait(10) or not server.started:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+        raise RuntimeError("uvicorn did not start")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

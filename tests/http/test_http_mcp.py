@@ -10,10 +10,10 @@ import httpx
 import httpx2
 import pytest
 from http_support import Lab, Live, build_host, serve
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from charter.http import create_app
-from mcp import Client
 
 pytestmark = pytest.mark.anyio
 

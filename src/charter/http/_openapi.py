@@ -73,8 +73,10 @@ _CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
         "(or send the Idempotency-Key header).",
     },
     "confirmed": {
-        "type": "boolean",
-        "description": "true once the user confirmed (or send Charter-Confirm: true).",
+        # Any JSON value is accepted; only the boolean true confirms (the host's rule).
+        "description": "true once the user confirmed (or send Charter-Confirm: true); "
+        "any other value leaves the call unconfirmed.",
+        "examples": [True],
     },
     "approvalId": {
         "type": "string",
