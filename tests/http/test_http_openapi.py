@@ -78,11 +78,7 @@ def test_a_tool_operation_carries_the_tools_own_schemas(live: Live) -> None:
     body = schemas["trips.search.Request"]
     assert body["properties"]["query"] == own["properties"]["query"]
     assert "$schema" not in body and "$defs" not in body
-    assert set(body["properties"]["_charter"]["properties"]) == {
-        "requestId",
-        "reasonCode",
-        "onBehalfOf",
-    }
+    assert set(body["properties"]["_charter"]["properties"]) == {"requestId", "reasonCode"}
     # The output's $defs became components; the references follow them.
     output = schemas["trips.search.Output"]
     assert output["properties"]["trips"]["items"] == {

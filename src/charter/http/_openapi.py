@@ -163,7 +163,10 @@ class _ToolFragment:
         prefix = _COMPONENT_NAME.sub("_", registered.name)
         self.schemas: dict[str, Any] = {}
         request = self._component(f"{prefix}.Request", tool.input_schema)
-        _add_controls(self.schemas[f"{prefix}.Request"], registered.controls.accepted)
+        _add_controls(
+            self.schemas[f"{prefix}.Request"],
+            [*registered.controls.accepted, *(["onBehalfOf"] if tool.delegable else [])],
+        )
         output = self._component(f"{prefix}.Output", tool.output_schema)
         self.schemas[f"{prefix}.Result"] = {
             "type": "object",
@@ -246,11 +249,15 @@ class _ToolFragment:
 
 
 def _add_controls(schema: dict[str, Any], accepted: Iterable[str]) -> None:
-    """Let the request body carry the ``_charter`` controls the tool accepts."""
+    """Let the request body carry the ``_charter`` controls the tool accepts.
+
+    TODO(issue 6): charter.mcp builds the same object for tools/list; one helper in the
+    core (beside ``ControlSpec``) should serve both transports.
+    """
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return
-    names = [*sorted(accepted), "onBehalfOf"]
+    names = sorted(accepted)
     properties[CONTROL_FIELD] = {
         "type": "object",
         "description": "Invocation controls; each may also be sent as a header.",
