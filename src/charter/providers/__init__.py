@@ -1,9 +1,11 @@
 """Provider formats: tool params for OpenAI, Anthropic and Gemini, call parsers, results.
 
 A mapping layer between charter's tools and each provider's wire shapes; it decides no
-policy. Parsers return unsealed ``charter.harness.ToolCall``s: sealing (validation,
-unknown tools, duplicate ids) needs the registry, and happens in the harness. Nothing
-here imports a provider SDK; the shapes are the SDKs' typed params as plain dicts.
+policy. ``OpenAIChatModel`` and ``AnthropicModel`` are harness ``Model``s over an SDK
+client you pass in. Parsers return unsealed ``charter.harness.ToolCall``s: sealing
+(validation, unknown tools, duplicate ids) needs the registry, and happens in the
+harness. Nothing here imports a provider SDK; the shapes are the SDKs' typed params as
+plain dicts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ._anthropic import (
     anthropic_tools,
 )
 from ._gemini import gemini_contents, gemini_tool_calls, gemini_tool_result, gemini_tools
+from ._models import AnthropicModel, OpenAIChatModel
 from ._openai import (
     OpenAIApi,
     openai_messages,
@@ -25,7 +28,9 @@ from ._openai import (
 from ._schema import ToolLike, drop_strict_nulls, inline_refs, strict_schema, tool_schemas
 
 __all__ = (
+    "AnthropicModel",
     "OpenAIApi",
+    "OpenAIChatModel",
     "ToolLike",
     "anthropic_messages",
     "anthropic_tool_calls",

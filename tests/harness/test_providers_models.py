@@ -1,0 +1,138 @@
+"""The Model adapters over the official SDK clients, served by an in-memory HTTP transport."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openai")
+pytest.importorskip("anthropic")
+
+import anthropic
+import httpx
+import openai
+from harness_support import ALICE, World
+
+from charter.providers import AnthropicModel, OpenAIChatModel
+
+pytestmark = pytest.mark.anyio
+
+
+def transport(answers: list[dict[str, Any]], seen: list[dict[str, Any]], http: Any = httpx) -> Any:
+    """Answer each request with the next canned JSON body; keep the request bodies.
+
+    ``http`` is the HTTP package the SDK is built on (``httpx``, or ``httpx2`` for
+    recent ``anthropic`` releases).
+    """
+
+    def handle(request: Any) -> Any:
+        seen.append(json.loads(request.content))
+        return http.Response(200, json=answers.pop(0))
+
+    return http.MockTransport(handle)
+
+
+def sdk_http() -> Any:
+    """The HTTP package the SDKs are built on: ``httpx2`` in recent releases, else ``httpx``."""
+    try:
+        import httpx2
+    except ImportError:
+        return httpx
+    return httpx2
+
+
+def chat_answer(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-test",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+    }
+
+
+async def test_a_harness_turn_over_the_openai_sdk(world: World) -> None:
+    seen: list[dict[str, Any]] = []
+    answers = [
+        chat_answer(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": '{"a": 20, "b": 22}'},
+                    }
+                ],
+            }
+        ),
+        chat_answer({"role": "assistant", "content": "42"}),
+    ]
+    http = sdk_http()
+    client = openai.AsyncOpenAI(
+        api_key="test",
+        base_url="http://openai.test/v1",
+        http_client=http.AsyncClient(transport=transport(answers, seen, http)),
+    )
+    model = OpenAIChatModel(client, model="gpt-test", instructions="Be brief.")
+    result = await world.harness(model, tools=["add"], capabilities=()).session(ALICE).run("20+22?")
+
+    assert (result.status, result.text) == ("completed", "42")
+    first, second = seen
+    assert first["messages"][0] == {"role": "system", "content": "Be brief."}
+    (tool,) = first["tools"]
+    assert tool["function"]["strict"] is True and tool["function"]["name"] == "add"
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": '{"sum":42}',
+    }
+
+
+async def test_a_harness_turn_over_the_anthropic_sdk(world: World) -> None:
+    seen: list[dict[str, Any]] = []
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    answers: list[dict[str, Any]] = [
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": [
+                {"type": "text", "text": "Adding."},
+                {"type": "tool_use", "id": "tu_1", "name": "add", "input": {"a": 1, "b": "x"}},
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": usage,
+        },
+        {
+            "id": "msg_2",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": [{"type": "text", "text": "Sorry, bad input."}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        },
+    ]
+    http = sdk_http()
+    client = anthropic.AsyncAnthropic(
+        api_key="test",
+        base_url="http://anthropic.test",
+        http_client=http.AsyncClient(transport=transport(answers, seen, http)),
+    )
+    model = AnthropicModel(client, model="claude-test", instructions="Be brief.")
+    result = await world.harness(model, tools=["add"], capabilities=()).session(ALICE).run("1+x?")
+
+    assert result.text == "Sorry, bad input."
+    assert seen[0]["system"] == "Be brief." and seen[0]["tools"][0]["name"] == "add"
+    (block,) = seen[1]["messages"][-1]["content"]
+    assert (block["type"], block["tool_use_id"], block["is_error"]) == ("tool_result", "tu_1", True)
+    assert block["content"].startswith(
+        "[tool.invalid-arguments] b: Input should be a valid integer"
+    )
