@@ -7,14 +7,17 @@ so a corrected retry with the same request id works:
 2. Find the tool. A tool outside the caller's audience answers like an unknown one.
 3. Auth mode and required scopes (AND; the admin scope satisfies scope checks only,
    and each such use is audited).
-4. Tenancy: the principal's tenant, or, for a delegable tool called with the admin
+4. Reserved controls: ``_charter`` is taken out of the arguments and parsed strictly,
+   and merged with the transport's controls (which must agree).
+5. Tenancy: the principal's tenant, or, for a delegable tool called with the admin
    scope, the tenant named in ``tenant_field`` or ``_charter.onBehalfOf`` (audited as
    delegated). Any other foreign tenant is ``AUTHORIZATION_DENIED``.
-5. Reserved controls: ``_charter`` is taken out of the arguments and parsed strictly.
-6. Input validation and target resolution (``Registry.prepare_action``).
+6. The context (factory, then the host's facts); input validation and target
+   resolution (``Registry.prepare_action``); the request id a write needs; the command
+   fingerprint.
 7. Confirmation; then the action gate (ledger, approvals) and the handler under its
    timeout and cancellation; then output validation.
-8. Audit event and trace span; return the outcome.
+8. Audit event, trace span and metrics; return the outcome.
 """
 
 from __future__ import annotations

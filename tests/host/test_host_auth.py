@@ -25,6 +25,7 @@ from charter import (
     define_tool,
 )
 from charter.audit import AuditEvent
+from charter.auth import AuthenticationFailed, Credentials, StaticAuthenticator
 from charter.host import Host
 from charter.memory_store import MemoryStore
 
@@ -472,3 +473,26 @@ async def test_the_admin_scope_is_configurable() -> None:
     denied = await host.invoke("reindex", {}, user("admin"))
     assert isinstance(denied, Failed) and denied.reason == "admin_required"
     assert denied.meta is not None and denied.meta["missing"] == ["root"]
+
+
+# -- authentication ------------------------------------------------------------------------
+
+
+async def test_host_authenticate_turns_credentials_into_the_principal_the_pipeline_uses() -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    alice = user("notes:read", subject="alice")
+    host = Host(_registry(seen), authenticator=StaticAuthenticator({"tok-alice": alice}))
+    assert await host.authenticate(Credentials(bearer="tok-alice")) is alice
+    assert await host.authenticate(Credentials()) is None  # nothing sent: anonymous
+    with pytest.raises(AuthenticationFailed):
+        await host.authenticate(Credentials(bearer="tok-mallory"))
+    principal = await host.authenticate(Credentials(api_key="tok-alice"))
+    assert isinstance(await host.invoke("read_notes", {}, principal), Completed)
+    anonymous = await host.authenticate(Credentials())
+    outcome = await host.invoke("read_notes", {}, anonymous)
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.UNAUTHENTICATED
+
+
+async def test_a_host_without_an_authenticator_sees_every_caller_as_anonymous() -> None:
+    host, _, _ = _host()
+    assert await host.authenticate(Credentials(bearer="anything")) is None
