@@ -379,3 +379,29 @@ async def test_a_new_turn_is_refused_while_the_session_is_paused(world: World) -
     result = await session.run("something else")
     assert (result.status, result.code) == ("rejected", ResumeCodes.PAUSED)
     assert len(model.requests) == 1
+
+
+async def test_a_session_left_running_by_a_dead_process_can_be_stopped_after_its_lease(
+    world: World,
+) -> None:
+    store = CrashAfterRun()
+    session = world.harness(ScriptedModel([CANCEL_B1]), store=store).session(ALICE, "s1")
+    approval = await confirm(session, await session.run("cancel b1"))
+    await world.host.approvals.grant(approval.interaction.id, BOB)
+    store.crash = True
+    with pytest.raises(RuntimeError, match="process died"):
+        await session.resume(Approve(interaction_id=approval.interaction.id))
+    store.crash = False
+    other = world.harness(ScriptedModel([]), store=store).session(ALICE, "s1")
+
+    held = await other.stop()
+    assert (held.status, held.code) == ("rejected", ResumeCodes.CONFLICT)
+    world.clock.advance(timedelta(minutes=6))
+    stopped = await other.stop()
+
+    # The dead resume had committed the cancellation: stopping reports it, not "cancelled".
+    assert stopped.status == "cancelled"
+    assert [(r.kind, r.replayed) for r in stopped.results] == [("completed", True)]
+    assert world.count("cancel_booking") == 1
+    record = await other.record()
+    assert record is not None and (record.status, record.pending) == ("idle", None)

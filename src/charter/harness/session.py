@@ -24,7 +24,7 @@ from ..auth import Principal
 from ..context import CancelSignal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import Host
-from ..outcome import Completed, Denied, Failed, Interaction
+from ..outcome import Completed, Denied, Failed, Interaction, outcome_adapter
 from ..registry import finish_output
 from ._dispatch import (
     absorb,
@@ -227,11 +227,14 @@ class Session:
         """
         live = self.harness._live.get(self.id)
         if live is not None and live.cancel is not None and not live.cancel.is_set():
+            # The run in progress here ends itself as cancelled, settling its calls.
             live.cancel.set()
+            return TurnResult(status="cancelled", session_id=self.id)
         try:
             record = await self._load_owned()
-            if record.status != "paused" or record.pending is None:
+            if record.pending is None:
                 return TurnResult(status="cancelled", session_id=self.id)
+            # Paused, or left running by a process that died (once its lease is over).
             claimed = await self._claim(record)
         except _Rejected as rejected:
             return self._rejected(rejected)
@@ -566,7 +569,7 @@ class _Turn:
         return settle(call, failure(call, SealCodes.CANCELLED, "The session was cancelled."))
 
     async def _cancel_open(self, pending: PendingStep) -> TurnResult:
-        calls = [self._cancelled(c) for c in pending.calls]
+        calls = [await self._committed(c) or self._cancelled(c) for c in pending.calls]
         for before in pending.calls:
             if before.status == "deferred" and before.invocation_id is not None:
                 await self.harness.host.settle(
@@ -577,6 +580,19 @@ class _Turn:
         self.settled.extend(results)
         self.messages.append(ToolResultsMessage(results=results))
         return await self._finish("cancelled", None)
+
+    async def _committed(self, call: CallRecord) -> CallRecord | None:
+        """A call a dead process was running: its result, if the ledger committed one."""
+        principal = self.session.principal
+        if call.status != "pending" or call.request_id is None or principal is None:
+            return None
+        status = await self.harness.host.action_status(principal, call.request_id)
+        if status is None or status.status != "completed" or status.outcome is None:
+            return None
+        stored = outcome_adapter.validate_python(status.outcome)
+        if isinstance(stored, Completed | Failed):
+            stored = stored.model_copy(update={"replayed": True})
+        return settle(call, outcome_result(call, stored))
 
     async def _pause(self, pending: PendingStep) -> TurnResult:
         self.record = await self.session._write(
