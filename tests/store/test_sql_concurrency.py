@@ -409,3 +409,38 @@ async def test_a_timeout_inside_a_transaction_rolls_it_back(sql_store: SqlStore)
             assert await tx.claim(record, NOW) is None
             await anyio.sleep_forever()
     assert await sql_store.get_entry("acme", "alice", record.request_id) is None
+
+
+async def test_a_caller_cancelled_while_it_waits_for_the_lock_stops_when_the_wait_ends(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    store = await make_sql_store()
+    record = entry()
+    holding = anyio.Event()
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with store.transaction(wait=5) as tx:
+            assert await tx.claim(record, NOW) is None
+            holding.set()
+            await release.wait()
+            await tx.complete(record.model_copy(update={"status": "completed", "outcome": "{}"}))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await holding.wait()
+            started = anyio.current_time()
+            with anyio.move_on_after(0.1) as scope:
+                # Waits at BEGIN IMMEDIATE (SQLite) or in the claim's INSERT (PostgreSQL);
+                # a statement in flight is never interrupted, so the cancellation lands
+                # when the lock wait gives up, and the connection goes back clean.
+                async with store.transaction(wait=1) as tx:
+                    await tx.claim(record, NOW)
+            assert scope.cancelled_caught
+            assert anyio.current_time() - started < 10
+            release.set()
+    async with store.transaction(wait=5) as tx:
+        existing = await tx.claim(record, NOW)
+    assert existing is not None and existing.status == "completed"
+    assert await store.get_entry("acme", "alice", record.request_id) == existing

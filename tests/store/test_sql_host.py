@@ -109,6 +109,19 @@ class App:
         )
         self.registry.register(
             define_tool(
+                name="slow_note",
+                description="Create a note, then run a statement that outlasts the timeout.",
+                input_schema=NoteIn,
+                output_schema=NoteOut,
+                handler=self.slow_note,
+                tier="write",
+                risk_policy=WRITE,
+                required_scopes=["notes:write"],
+                timeout=0.3,
+            )
+        )
+        self.registry.register(
+            define_tool(
                 name="archive_note",
                 description="Archive a note.",
                 input_schema=DeleteIn,
@@ -165,6 +178,20 @@ class App:
             self.fail_next = False
             raise ToolError(ErrorCode.PROVIDER_UNAVAILABLE, "The note service is down.")
         return NoteOut(note_id=note_id)
+
+    async def slow_note(self, note: NoteIn, ctx: ToolContext) -> NoteOut:
+        self.runs += 1
+        await ctx.db.execute(sa.insert(notes).values(id="slow", tenant_id="t", text=note.text))
+        if ctx.db.dialect.name == "postgresql":
+            await ctx.db.execute(sa.text("SELECT pg_sleep(3)"))
+        else:  # a few seconds of work in SQLite's own thread
+            await ctx.db.execute(
+                sa.text(
+                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+                    "LIMIT 30000000) SELECT count(*) FROM c"
+                )
+            )
+        return NoteOut(note_id="slow")
 
     async def delete_note(self, command: DeleteIn, ctx: ToolContext) -> Deleted:
         self.runs += 1
@@ -271,6 +298,37 @@ async def burst(host: Host, application: App, request_id: str) -> list[object]:
                 tg.start_soon(caller)
             go.set()
     return outcomes
+
+
+async def test_a_handler_timed_out_mid_statement_rolls_back_and_the_store_stays_usable(
+    sql_store: SqlStore,
+) -> None:
+    application, host = await app_host(sql_store)
+    request_id = str(uuid.uuid4())
+    timed_out = await host.invoke("slow_note", call("slow", request_id), ALICE)
+    assert isinstance(timed_out, Failed) and timed_out.code is ErrorCode.TIMEOUT
+    assert await rows(sql_store, "app_notes") == 0
+    assert await rows(sql_store, "charter_ledger_entries") == 0
+    done = await host.invoke("create_note", call("after", str(uuid.uuid4())), ALICE)
+    assert isinstance(done, Completed)
+    assert application.runs == 2
+
+
+async def test_a_call_cancelled_by_its_caller_mid_statement_rolls_back(
+    sql_store: SqlStore,
+) -> None:
+    # An anyio cancel scope (a transport whose client went away) cancels again at every
+    # await, unlike the handler's own timeout.
+    application, host = await app_host(sql_store)
+    with anyio.fail_after(30):
+        with anyio.move_on_after(0.2) as scope:
+            await host.invoke("slow_note", call("slow", str(uuid.uuid4())), ALICE)
+    assert scope.cancelled_caught
+    assert await rows(sql_store, "app_notes") == 0
+    assert await rows(sql_store, "charter_ledger_entries") == 0
+    done = await host.invoke("create_note", call("after", str(uuid.uuid4())), ALICE)
+    assert isinstance(done, Completed)
+    assert application.runs == 2
 
 
 async def test_64_concurrent_callers_with_one_request_id_make_one_effect_and_no_errors(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sqlite3
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.util import await_
+from sqlalchemy.util.concurrency import in_greenlet
 
 __all__ = (
     "BUSY_OPTION",
@@ -80,6 +83,33 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         # A read runs its statements in autocommit mode: each SELECT is its own consistent
         # snapshot and takes no lock, and skipping BEGIN saves a round trip to the thread.
+
+    @sa.event.listens_for(sync_engine, "invalidate")
+    def _invalidate(dbapi_connection: Any, connection_record: Any, exception: Any) -> None:
+        _release_write_lock(dbapi_connection)
+
+
+def _release_write_lock(dbapi_connection: Any) -> None:
+    """Stop the statement a dropped connection still runs, and roll its transaction back.
+
+    SQLAlchemy drops (invalidates) a connection whose statement was cut short, e.g. by a
+    handler's timeout or a cancellation. The aiosqlite thread would still finish that
+    statement, and closing a sqlite3 connection that has unfinalized statements is
+    deferred, open transaction included, until garbage collection: the write lock would
+    outlive the call and every other writer would get ``database is locked``.
+    ``interrupt()`` is thread-safe and stops the statement now; the rollback, queued
+    behind it, releases the lock before the connection is closed.
+    """
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    if driver is None or not in_greenlet():
+        return  # garbage collection of an unreferenced connection: nothing to wait for
+    try:
+        await_(driver.interrupt())
+        dbapi_connection.rollback()
+    except (Exception, asyncio.CancelledError):
+        # The connection is closed next anyway; a repeated cancellation is delivered
+        # again at the caller's next await.
+        pass
 
 
 async def begin_write(conn: AsyncConnection, wait: float) -> None:

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
 from ..ledger import ClaimRecord, DeferredRecord, LedgerEntry, StoreBusy
+from ._connections import run_to_completion
 from ._errors import translated
 from ._rows import claim_key, entry_key, insert, without, write_audit
 from ._schema import approvals, claims, deferred, ledger_entries
@@ -35,6 +36,7 @@ class SqlTransaction:
         """The transaction's ``AsyncConnection``: handlers write their own tables with it."""
         return self._conn
 
+    @run_to_completion
     async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:
         """Insert ``entry`` unless its key exists; return the existing committed entry.
 
@@ -82,6 +84,7 @@ class SqlTransaction:
                     return None
         raise StoreBusy("the request's ledger row kept changing; retry the call")
 
+    @run_to_completion
     async def complete(self, entry: LedgerEntry) -> None:
         """Store the final status and outcome of an entry claimed in this transaction."""
         with translated("storing an outcome"):
@@ -93,6 +96,7 @@ class SqlTransaction:
         if result.rowcount != 1:
             raise StoreError("complete() found no claimed entry; call claim() first")
 
+    @run_to_completion
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
         """Compare-and-set an approved, unexpired approval to consumed; False if it is not.
 
@@ -110,6 +114,7 @@ class SqlTransaction:
             )
         return result.rowcount == 1
 
+    @run_to_completion
     async def get_claim(
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> ClaimRecord | None:
@@ -124,6 +129,7 @@ class SqlTransaction:
             ).first()
         return None if row is None else ClaimRecord.model_validate(dict(row._mapping))
 
+    @run_to_completion
     async def insert_claim(self, claim: ClaimRecord) -> None:
         """Insert a created-target claim (replacing a stale one with the same key)."""
         values = claim.model_dump()
@@ -134,6 +140,7 @@ class SqlTransaction:
                 .on_conflict_do_update(index_elements=list(_KEY), set_=without(values, *_KEY))
             )
 
+    @run_to_completion
     async def record_claim_result(
         self, tenant_id: str, principal_id: str, request_id: str, reference: str
     ) -> None:
@@ -152,6 +159,7 @@ class SqlTransaction:
         if result.rowcount != 1:
             raise StoreError("record_claim_result() found no claim; call insert_claim() first")
 
+    @run_to_completion
     async def insert_deferred(self, record: DeferredRecord) -> None:
         """Persist an active deferred record."""
         values = record.model_dump()
@@ -164,6 +172,7 @@ class SqlTransaction:
                 )
             )
 
+    @run_to_completion
     async def record_audit(self, event: AuditEvent) -> None:
         """Write an audit event in this transaction (it commits with the action)."""
         with translated("recording an audit event"):

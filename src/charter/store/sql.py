@@ -21,7 +21,7 @@ from ..ledger import (
     LedgerEntry,
 )
 from . import _keys
-from ._connections import connection, to_completion
+from ._connections import connection, run_to_completion, to_completion
 from ._engine import make_engine
 from ._errors import translated
 from ._migrate import ensure_schema, upgrade
@@ -122,12 +122,13 @@ class SqlStore:
             )
         try:
             with translated("checking the schema"):
-                await ensure_schema(self._engine)
+                await to_completion(ensure_schema(self._engine))
         except BaseException:
             await self.aclose()
             raise
         self._state = _State.OPEN
 
+    @run_to_completion
     async def upgrade(self) -> None:
         """Apply charter's pending migrations (what ``charter db upgrade`` runs).
 
@@ -194,6 +195,7 @@ class SqlStore:
 
     # -- ledger entries -------------------------------------------------------------------
 
+    @run_to_completion
     async def get_entry(
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> LedgerEntry | None:
@@ -207,6 +209,7 @@ class SqlStore:
 
     # -- approvals ------------------------------------------------------------------------
 
+    @run_to_completion
     async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
         """Insert a pending approval, or return the one already made for its request.
 
@@ -242,6 +245,7 @@ class SqlStore:
                         return ApprovalRecord.model_validate(dict(row._mapping))
         raise StoreError("the approval kept disappearing while it was inserted; retry")
 
+    @run_to_completion
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         """Read an approval by id."""
         if not is_storable(approval_id):
@@ -249,6 +253,7 @@ class SqlStore:
         rows = await self._read(sa.select(approvals).where(approvals.c.id == approval_id))
         return ApprovalRecord.model_validate(dict(rows[0]._mapping)) if rows else None
 
+    @run_to_completion
     async def find_approval(
         self, tenant_id: str, requester_id: str, request_id: str
     ) -> ApprovalRecord | None:
@@ -265,6 +270,7 @@ class SqlStore:
         )
         return ApprovalRecord.model_validate(dict(rows[0]._mapping)) if rows else None
 
+    @run_to_completion
     async def list_approvals(
         self, tenant_id: str, status: ApprovalStatus | None, limit: int
     ) -> list[ApprovalRecord]:
@@ -284,6 +290,7 @@ class SqlStore:
             ApprovalRecord.model_validate(dict(r._mapping)) for r in await self._read(statement)
         ]
 
+    @run_to_completion
     async def decide_approval(
         self,
         approval_id: str,
@@ -315,6 +322,7 @@ class SqlStore:
 
     # -- deferred records -----------------------------------------------------------------
 
+    @run_to_completion
     async def get_deferred(self, invocation_id: str) -> DeferredRecord | None:
         """Read a deferred record."""
         if not is_storable(invocation_id):
@@ -324,6 +332,7 @@ class SqlStore:
         )
         return DeferredRecord.model_validate(dict(rows[0]._mapping)) if rows else None
 
+    @run_to_completion
     async def settle_deferred(self, invocation_id: str, outcome: str, at: datetime) -> bool:
         """Settle an active deferred record and complete its ledger entry, once.
 
@@ -357,6 +366,7 @@ class SqlStore:
 
     # -- retention ------------------------------------------------------------------------
 
+    @run_to_completion
     async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
         """Delete completed entries and decided approvals that expired before ``before``.
 
@@ -386,12 +396,14 @@ class SqlStore:
 
     # -- audit events (the store is also the durable audit sink) ---------------------------
 
+    @run_to_completion
     async def record(self, event: AuditEvent) -> None:
         """Store an audit event in its own transaction."""
         async with self._connection(self.busy_timeout) as conn:
             with translated("recording an audit event"):
                 await write_audit(conn, event)
 
+    @run_to_completion
     async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
         """Recent audit events, newest first, acting on or made by one tenant (or all)."""
         if limit <= 0:
@@ -405,6 +417,7 @@ class SqlStore:
 
     # -- API keys -------------------------------------------------------------------------
 
+    @run_to_completion
     async def create_api_key(
         self,
         *,
@@ -448,18 +461,21 @@ class SqlStore:
                     now=datetime.now(UTC),
                 )
 
+    @run_to_completion
     async def list_api_keys(self, tenant_id: str | None = None) -> list[ApiKeyRecord]:
         """The API keys of one tenant (or all), oldest first; never their secrets."""
         async with self._connection(None) as conn:
             with translated("listing API keys"):
                 return await _keys.list_keys(conn, tenant_id)
 
+    @run_to_completion
     async def revoke_api_key(self, key_id: str) -> bool:
         """Revoke a key at once; False when it does not exist or was already revoked."""
         async with self._connection(self.busy_timeout) as conn:
             with translated("revoking an API key"):
                 return await _keys.revoke_key(conn, key_id, datetime.now(UTC))
 
+    @run_to_completion
     async def verify_api_key(self, presented: str, *, now: datetime) -> ApiKeyRecord | None:
         """The active key ``presented`` names if its secret matches, else None (no reason why)."""
         async with self._connection(None) as conn:
