@@ -65,9 +65,12 @@ _CONTROL_PARAMETERS: Mapping[str, str] = {
 
 _CALL_PROBLEMS = (400, 401, 403, 404, 409, 413, 422, 500, 503, 504)
 
+_ID = {"type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+
+# null means "not given", as the host reads it.
 _CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
     "requestId": {
-        "type": "string",
+        "type": ["string", "null"],
         "format": "uuid",
         "description": "A UUID generated once per action and reused on retries "
         "(or send the Idempotency-Key header).",
@@ -79,18 +82,12 @@ _CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
         "examples": [True],
     },
     "approvalId": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 200,
-        "pattern": r"\S",
+        **_ID,
         "description": "The granted approval (or send the Charter-Approval header).",
     },
-    "reasonCode": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
+    "reasonCode": {**_ID, "description": "Why the action is taken."},
     "onBehalfOf": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 200,
-        "pattern": r"\S",
+        **_ID,
         "description": "The tenant a delegable tool acts for (admin scope only).",
     },
 }
