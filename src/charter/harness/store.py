@@ -125,23 +125,26 @@ class SessionStore(Protocol):
 
 
 class MemorySessionStore:
-    """Keeps records as JSON in a dict (one process; not durable). Shared by tests."""
+    """Keeps records in a dict (one process; not durable). Shared by tests.
+
+    Records are frozen models, so they are kept as they are, not serialised; a durable
+    store writes ``record.model_dump_json()``.
+    """
 
     def __init__(self) -> None:
         """Create an empty store."""
-        self._records: dict[str, tuple[int, str]] = {}
+        self._records: dict[str, SessionRecord] = {}
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """Read the current record."""
-        stored = self._records.get(session_id)
-        return SessionRecord.model_validate_json(stored[1]) if stored is not None else None
+        return self._records.get(session_id)
 
     async def save(self, record: SessionRecord, *, expected_revision: int | None) -> bool:
         """Compare-and-set on the revision (the dict update cannot interleave in asyncio)."""
         current = self._records.get(record.session_id)
-        if (current[0] if current is not None else None) != expected_revision:
+        if (current.revision if current is not None else None) != expected_revision:
             return False
-        self._records[record.session_id] = (record.revision, record.model_dump_json())
+        self._records[record.session_id] = record
         return True
 
 
