@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from charter.audit import AuditEvent
-from charter.ledger import ApprovalRecord, ClaimRecord, LedgerEntry, StoreBusy
+from charter.ledger import ApprovalRecord, ClaimRecord, DeferredRecord, LedgerEntry, StoreBusy
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
@@ -444,3 +444,75 @@ async def test_a_caller_cancelled_while_it_waits_for_the_lock_stops_when_the_wai
         existing = await tx.claim(record, NOW)
     assert existing is not None and existing.status == "completed"
     assert await store.get_entry("acme", "alice", record.request_id) == existing
+
+
+async def gather(store: SqlStore, work: Callable[[], Awaitable[object]]) -> list[object]:
+    """Run ``work()`` ``CALLERS`` times at once (store methods open their own transactions)."""
+    results: list[object] = []
+    go = anyio.Event()
+
+    async def caller() -> None:
+        await go.wait()
+        results.append(await work())
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for _ in range(CALLERS):
+                tg.start_soon(caller)
+            go.set()
+    return results
+
+
+async def test_64_concurrent_approval_requests_for_one_request_make_one_approval(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    store = await make_sql_store(pool_size=CALLERS, busy_timeout=30)
+    request_id = str(uuid.uuid4())
+
+    async def request() -> object:
+        return await store.insert_approval(
+            ApprovalRecord(
+                id="apr_" + uuid.uuid4().hex,
+                tenant_id="acme",
+                requester_id="alice",
+                request_id=request_id,
+                tool="t",
+                capability_id="c",
+                capability_version="1",
+                target=None,
+                fingerprint="f",
+                arguments={},
+                risk="destructive",
+                created_at=NOW,
+                expires_at=NOW + timedelta(hours=1),
+            )
+        )
+
+    results = await gather(store, request)
+    assert len({r.id for r in results if isinstance(r, ApprovalRecord)}) == 1
+    assert len(await store.list_approvals("acme", None, 100)) == 1
+
+
+async def test_64_concurrent_settlements_of_one_deferred_call_settle_it_once(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    store = await make_sql_store(pool_size=CALLERS, busy_timeout=30)
+    record = entry()
+    async with store.transaction(wait=5) as tx:
+        assert await tx.claim(record, NOW) is None
+        await tx.insert_deferred(
+            DeferredRecord(
+                invocation_id=record.invocation_id,
+                tenant_id="acme",
+                principal_id="alice",
+                request_id=record.request_id,
+                tool="t",
+                created_at=NOW,
+            )
+        )
+        await tx.complete(record.model_copy(update={"status": "deferred", "outcome": "{}"}))
+    results = await gather(
+        store, lambda: store.settle_deferred(record.invocation_id, '{"n":1}', NOW)
+    )
+    assert results.count(True) == 1
+    assert results.count(False) == CALLERS - 1
