@@ -71,7 +71,9 @@ KeyOption = Annotated[
 UrlOption = Annotated[
     str | None,
     typer.Option(
-        "--url", help="A running charter server (e.g. http://127.0.0.1:8700) instead of TARGET."
+        "--url",
+        help="Ask a running charter server (e.g. http://127.0.0.1:8700) instead of working "
+        "in this process.",
     ),
 ]
 

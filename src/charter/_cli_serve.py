@@ -27,6 +27,7 @@ from charter._cli_common import (
     unusable_input,
 )
 from charter._cli_host import OpenedHost, open_host, principal_for
+from charter.auth import AuthenticationFailed
 
 if TYPE_CHECKING:
     import uvicorn
@@ -139,7 +140,10 @@ async def _serve_stdio(target: str, db: str | None, key: str | None) -> None:
     notes = error_console()  # stdout carries the protocol
     async with AsyncExitStack() as stack:
         opened = await open_host(target, db, stack)
-        principal = await principal_for(opened.host, key)
+        try:
+            principal = await principal_for(opened.host, key)
+        except AuthenticationFailed as exc:
+            raise Unusable(f"--principal-key was not accepted: {exc}") from exc
         who = f"{principal.subject} in tenant {principal.tenant_id}" if principal else "anonymous"
         count = len(opened.host.callable_tools(principal))
         notes.print(Text(f"charter: serving {target} over MCP stdio as {who} ({_tools(count)})"))

@@ -138,26 +138,28 @@ def list_keys(
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
         return
     now = datetime.now(UTC)
-    table = Table(title=Text(f"{len(records)} API keys", style="bold"), title_justify="left")
-    for column in ("id", "tenant", "subject", "kind", "scopes", "name", "created", "state"):
-        table.add_column(column, no_wrap=column == "id")
+    table = Table(title=Text(_count(len(records), "API key"), style="bold"), title_justify="left")
+    table.add_column("id", no_wrap=True)
+    table.add_column("who", overflow="fold")
+    table.add_column("scopes", overflow="fold")
+    table.add_column("created", no_wrap=True)
+    table.add_column("state", no_wrap=True)
     for record in records:
         if record.revoked_at is not None:
             state = Text("revoked", style="red")
         elif not record.active(now):
             state = Text("expired", style="red")
         elif record.expires_at is not None:
-            state = Text(f"until {record.expires_at:%Y-%m-%d %H:%M}", style="green")
+            state = Text(f"until {record.expires_at:%Y-%m-%d}", style="green")
         else:
             state = Text("active", style="green")
+        who = Text(f"{record.subject}@{record.tenant_id}")
+        who.append(f"\n{record.kind}" + (f": {record.name}" if record.name else ""), style="dim")
         table.add_row(
             record.id,
-            record.tenant_id,
-            record.subject,
-            record.kind,
-            " ".join(record.scopes) or "-",
-            record.name or "-",
-            f"{record.created_at:%Y-%m-%d %H:%M}",
+            who,
+            "\n".join(record.scopes) or "-",
+            f"{record.created_at:%Y-%m-%d}",
             state,
         )
     console().print(table)
@@ -178,6 +180,10 @@ def revoke_key(
         typer.echo(f"no active key {key_id!r} (unknown, or already revoked)", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED)
     console().print(Text(f"revoked key {key_id}"))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"1 {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def parse_duration(text: str) -> timedelta:

@@ -1,0 +1,155 @@
+"""Test support for the `charter` command: running it in process, targets, a live server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from typer.testing import CliRunner, Result
+
+from charter import Principal, Registry, RiskPolicy, tool
+from charter.auth import StaticAuthenticator
+from charter.cli import app
+from charter.host import Host
+
+# examples/ is not installed: `python -m pytest` (make test) has the repo root on sys.path,
+# a bare `pytest` does not. The `charter` command itself adds its working directory.
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# Settings a developer's shell may carry must not change what the commands do here.
+CLEAN_ENV: dict[str, str | None] = {
+    "CHARTER_DB": None,
+    "CHARTER_KEY": None,
+    "CHARTER_PRINCIPAL_KEY": None,
+    "CHARTER_DEMO_KEYS": None,
+}
+
+
+def charter(*args: str, env: Mapping[str, str] | None = None) -> Result:
+    """Run `charter ARGS…` in this process and return what it printed and its exit code."""
+    return CliRunner().invoke(app, list(args), env={**CLEAN_ENV, **(env or {})})
+
+
+def error_line(result: Result) -> str:
+    """The one line a failed command printed on stderr (asserting it is one line)."""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def sqlite(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def demo_keys(path: Path) -> dict[str, str]:
+    """The travel example's demo keys by role, from its keys file."""
+    return {k["role"]: k["key"] for k in json.loads(path.read_text())}
+
+
+@dataclass
+class TravelFiles:
+    """Where a test's travel example keeps its database and demo keys."""
+
+    db: str
+    keys_file: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"CHARTER_DEMO_KEYS": str(self.keys_file)}
+
+    def keys(self) -> dict[str, str]:
+        """The demo keys by role (created by the first command that builds the host)."""
+        if not self.keys_file.exists():
+            result = charter("tools", "examples.travel:host", "--db", self.db, env=self.env)
+            assert result.exit_code == 0, result.output
+        return demo_keys(self.keys_file)
+
+
+# -- a small host for --url tests ---------------------------------------------------------
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Wiped(BaseModel):
+    wiped: bool
+
+
+@tool(tier="read", name="notes.echo", required_scopes=["notes:read"])
+def echo(args: Note) -> Note:
+    """Say the text back."""
+    return args
+
+
+@tool(
+    tier="destructive",
+    name="notes.wipe",
+    required_scopes=["notes:wipe"],
+    risk_policy=RiskPolicy(
+        destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
+    ),
+)
+def wipe(args: Note) -> Wiped:
+    """Wipe a note; a person must approve it first."""
+    return Wiped(wiped=True)
+
+
+WRITER = Principal(
+    subject="writer", tenant_id="acme", scopes=frozenset({"notes:read", "notes:wipe"})
+)
+APPROVER = Principal(subject="ana", tenant_id="acme", scopes=frozenset({"charter:approve"}))
+TOKENS = {"writer-token": WRITER, "approver-token": APPROVER}
+
+
+def notes_host() -> Host:
+    """A host with an in-memory ledger and fixed tokens (no database)."""
+    registry = Registry()
+    registry.register_all([echo, wipe])
+    return Host(registry, authenticator=StaticAuthenticator(TOKENS))
+
+
+@contextmanager
+def serve(app: Starlette) -> Iterator[str]:
+    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", ws="none"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:  # a flag another thread sets; there is no event to wait on
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def parse(result: Result) -> Any:
+    """The JSON a command printed on stdout."""
+    return json.loads(result.stdout)

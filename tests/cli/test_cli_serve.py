@@ -1,0 +1,187 @@
+"""`charter serve`: its one-line errors in process, MCP over stdio in a subprocess, and --help.
+
+Serving over HTTP end to end is ``tests/examples/test_travel_tour.py``.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import mcp.types as types
+import pytest
+from cli_support import ROOT, TravelFiles, charter, error_line
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from charter._cli_serve import base_url
+
+CHARTER = str(Path(sys.executable).with_name("charter"))
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port another socket is listening on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_serve_on_a_port_in_use_prints_one_line_and_exits_2(
+    travel: TravelFiles, taken_port: int
+) -> None:
+    result = charter(
+        "serve", "examples.travel:host", "--port", str(taken_port), "--db", travel.db,
+        env=travel.env,
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert error_line(result) == (
+        f"error: port {taken_port} on 127.0.0.1 is in use; stop the other server or pick "
+        "another with --port"
+    )
+
+
+def test_serve_with_a_bad_target_prints_one_line_and_exits_2() -> None:
+    result = charter("serve", "examples.travel:nope")
+    assert result.exit_code == 2
+    assert error_line(result) == "error: module 'examples.travel' has no attribute 'nope'"
+
+
+def test_serve_with_an_unreachable_database_prints_one_line_and_exits_2() -> None:
+    result = charter(
+        "serve", "examples.travel:host", "--db", "postgresql://charter:secret@127.0.0.1:1/none"
+    )
+    assert result.exit_code == 2
+    line = error_line(result)
+    assert line.startswith("error: cannot open the database postgresql://charter:***@127.0.0.1")
+    assert "secret" not in line
+
+
+def test_serve_with_a_schema_behind_says_to_run_db_upgrade(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # charter tables without a revision: not this schema
+        conn.execute("CREATE TABLE charter_ledger_entries (x TEXT)")
+    result = charter("serve", "examples.travel:host", "--db", f"sqlite:///{path}")
+    assert result.exit_code == 2
+    assert "charter_" in error_line(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--stdio", "--stateless"], "error: --stateless applies to HTTP"),
+        (["--principal-key", "chk_x"], "error: --principal-key applies to --stdio"),
+        (["--port", "70000"], None),
+    ],
+)
+def test_serve_with_conflicting_options_exits_2(args: list[str], message: str | None) -> None:
+    result = charter("serve", "examples.travel:host", *args)
+    assert result.exit_code == 2
+    if message is not None:
+        assert error_line(result).startswith(message)
+
+
+def test_serve_stdio_with_a_wrong_principal_key_prints_one_line(travel: TravelFiles) -> None:
+    result = charter(
+        "serve", "examples.travel:host", "--stdio", "--principal-key", "chk_0_wrong",
+        "--db", travel.db, env=travel.env,
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert error_line(result).startswith("error: --principal-key was not accepted")
+
+
+@pytest.mark.parametrize(
+    ("address", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8700"),
+        ("0.0.0.0", "http://127.0.0.1:8700"),
+        ("::", "http://[::1]:8700"),
+        ("tools.internal", "http://tools.internal:8700"),
+    ],
+)
+def test_the_banner_shows_an_address_people_can_open(address: str, url: str) -> None:
+    assert base_url(address, 8700) == url
+
+
+# -- MCP over stdio, in a subprocess --------------------------------------------------------------
+
+
+@pytest.fixture
+def keys(travel: TravelFiles) -> dict[str, str]:
+    """The demo keys, created before the test's event loop starts (the CLI runs its own)."""
+    return travel.keys()
+
+
+def stdio_server(travel: TravelFiles, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=CHARTER,
+        args=["serve", "examples.travel:host", "--stdio", "--db", travel.db, *extra],
+        env={"CHARTER_DEMO_KEYS": str(travel.keys_file)},
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.anyio
+async def test_serve_stdio_runs_every_call_as_the_principal_key(
+    travel: TravelFiles, keys: dict[str, str]
+) -> None:
+    principal_key = keys["traveller-agent"]
+    async with Client(stdio_server(travel, "--principal-key", principal_key)) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        found = await client.call_tool("trips.search", {"text": "lisbon"})
+        admin = await client.call_tool("admin.tenants.list", {})
+    assert "trips.search" in names and "admin.tenants.list" not in names
+    assert found.structured_content is not None
+    assert [t["id"] for t in found.structured_content["trips"]] == ["trp_lisbon01"]
+    assert admin.is_error is True
+
+
+@pytest.mark.anyio
+async def test_serve_stdio_without_a_key_serves_public_tools_only(
+    travel: TravelFiles, keys: dict[str, str]
+) -> None:
+    async with Client(stdio_server(travel)) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        ping = await client.call_tool("catalog.ping", {})
+        trips = await client.call_tool("trips.search", {})
+    assert "catalog.ping" in names and "trips.search" not in names
+    assert ping.structured_content == {"ok": True, "service": "travel"}
+    assert trips.is_error is True
+    block = trips.content[0]
+    assert isinstance(block, types.TextContent) and block.text.startswith("[UNAUTHENTICATED]")
+
+
+# -- every command has --help ---------------------------------------------------------------------
+
+COMMANDS = [
+    [],
+    ["serve"],
+    ["tools"],
+    ["call"],
+    ["approvals"],
+    ["approvals", "list"],
+    ["approvals", "show"],
+    ["approvals", "grant"],
+    ["approvals", "deny"],
+    ["keys"],
+    ["keys", "create"],
+    ["keys", "list"],
+    ["keys", "revoke"],
+    ["db"],
+    ["db", "upgrade"],
+    ["db", "prune"],
+    ["diff"],
+    ["lock"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "charter")
+def test_every_command_has_help(command: list[str]) -> None:
+    result = charter(*command, "--help")
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.stdout
