@@ -1,0 +1,260 @@
+"""The README's tour against `make run`'s server: `charter serve examples.travel:host` in a
+subprocess, driven with httpx, the official MCP client and the `charter` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from travel_support import ROOT
+
+CHARTER = str(Path(sys.executable).with_name("charter"))
+STARTUP_SECONDS = 90.0
+"""Importing the MCP SDK alone takes seconds on a busy CI machine."""
+
+
+@dataclass
+class Server:
+    """The running server: where it listens, its demo keys, and its files."""
+
+    url: str
+    keys: dict[str, str]
+    env: dict[str, str]
+    stderr: Path
+
+    def headers(self, role: str, **extra: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[role]}", **extra}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`charter serve examples.travel:host` as `make run` starts it, on a free port."""
+    tmp = tmp_path_factory.mktemp("tour")
+    port = free_port()
+    env = {**os.environ, "CHARTER_DEMO_KEYS": str(tmp / "keys.json")}
+    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
+        env.pop(name, None)
+    command = [
+        CHARTER, "serve", "examples.travel:host", "--port", str(port),
+        "--db", f"sqlite+aiosqlite:///{tmp / 'c.db'}",
+    ]  # fmt: skip
+    with (tmp / "stdout").open("w") as out, (tmp / "stderr").open("w") as err:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(process, url, tmp / "stderr")
+        keys = {k["role"]: k["key"] for k in json.loads((tmp / "keys.json").read_text())}
+        yield Server(url=url, keys=keys, env=env, stderr=tmp / "stderr")
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+    banner = (tmp / "stdout").read_text()
+    log = (tmp / "stderr").read_text()
+    assert code == 0, log
+    assert "Traceback" not in log
+    assert f"REST     {url}/v1/tools" in banner and f"MCP      {url}/mcp" in banner
+
+
+def wait_until_healthy(process: subprocess.Popen[bytes], url: str, stderr: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"charter serve exited with {process.returncode}:\n{stderr.read_text()}"
+            )
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)  # polling a process we do not control; there is no event to wait on
+    raise RuntimeError(f"charter serve did not answer /healthz:\n{stderr.read_text()}")
+
+
+def call(
+    server: Server, role: str, tool: str, body: dict[str, Any], **headers: str
+) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/v1/tools/{tool}:call",
+        json=body,
+        headers=server.headers(role, **headers),
+        timeout=30,
+    )
+
+
+# -- httpx --------------------------------------------------------------------------------------
+
+
+def test_the_tour_lists_the_tools_each_caller_may_call(server: Server) -> None:
+    agent = httpx.get(f"{server.url}/v1/tools", headers=server.headers("traveller-agent"))
+    anonymous = httpx.get(f"{server.url}/v1/tools")
+    names = [tool["name"] for tool in agent.json()["tools"]]
+    assert agent.status_code == 200
+    assert {"trips.search", "trips.create", "bookings.refund", "memory.recall"} <= set(names)
+    assert "admin.tenants.list" not in names
+    assert [tool["name"] for tool in anonymous.json()["tools"]] == ["catalog.ping"]
+
+
+def test_the_tour_calls_a_tool(server: Server) -> None:
+    found = call(server, "traveller-agent", "trips.search", {"text": "lisbon"})
+    assert found.status_code == 200
+    assert found.json()["output"]["trips"][0]["id"] == "trp_lisbon01"
+    assert found.json()["replayed"] is False
+
+
+def test_the_tour_refund_waits_for_approval_then_runs_once_and_replays(server: Server) -> None:
+    request_id = str(uuid.uuid4())
+    refund = {"booking_id": "bkg_hotel001", "amount_cents": 5000}
+    controls = {"Idempotency-Key": request_id, "Charter-Confirm": "true"}
+    asked = call(server, "traveller-agent", "bookings.refund", refund, **controls)
+    assert asked.status_code == 202, asked.text
+    approval_id = asked.json()["approvalId"]
+    assert asked.json()["requestId"] == request_id
+
+    pending = httpx.get(f"{server.url}/v1/approvals", headers=server.headers("staff-approver"))
+    mine = next(a for a in pending.json()["approvals"] if a["id"] == approval_id)
+    assert mine["arguments"] == refund and mine["tool"] == "bookings.refund"
+    console = httpx.get(f"{server.url}/console/")
+    assert console.status_code == 200 and "text/html" in console.headers["content-type"]
+
+    granted = httpx.post(
+        f"{server.url}/v1/approvals/{approval_id}:grant",
+        json={"reason": "Customer called"},
+        headers=server.headers("staff-approver"),
+    )
+    assert granted.status_code == 200 and granted.json()["status"] == "approved"
+
+    retried = {**controls, "Charter-Approval": approval_id}
+    done = call(server, "traveller-agent", "bookings.refund", refund, **retried)
+    again = call(server, "traveller-agent", "bookings.refund", refund, **retried)
+    assert done.status_code == 200, done.text
+    assert done.json() == {
+        "output": {
+            "booking_id": "bkg_hotel001",
+            "refunded_cents": 5000,
+            "provider_key": f"refund:{request_id}",
+        },
+        "replayed": False,
+    }
+    assert again.status_code == 200
+    assert again.json() == {**done.json(), "replayed": True}
+    assert again.headers["Idempotent-Replayed"] == "true"
+    status = httpx.get(
+        f"{server.url}/v1/actions/{request_id}", headers=server.headers("traveller-agent")
+    )
+    assert status.json()["status"] == "completed"
+
+
+# -- the official MCP client over streamable HTTP ------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_tour_over_mcp_lists_and_calls_with_a_bearer_key(server: Server) -> None:
+    headers = server.headers("traveller-agent")
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
+        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as mcp:
+            tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+            trip = await mcp.call_tool("trips.get", {"trip_id": "trp_kyoto001"})
+            created = await mcp.call_tool(
+                "trips.create",
+                {
+                    "name": "MCP offsite",
+                    "destination": "Porto",
+                    "nights": 2,
+                    "_charter": {"requestId": str(uuid.uuid4())},
+                },
+            )
+    assert "bookings.refund" in tools and "admin.tenants.list" not in tools
+    assert tools["bookings.refund"].annotations is not None
+    assert tools["bookings.refund"].annotations.destructive_hint is True
+    assert trip.structured_content is not None
+    assert trip.structured_content["destination"] == "Kyoto"
+    assert created.is_error is not True and created.structured_content is not None
+    assert re.fullmatch(r"trp_[0-9a-f]{12}", created.structured_content["id"])
+
+
+@pytest.mark.anyio
+async def test_mcp_refuses_a_client_without_a_key(server: Server) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{server.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+    assert response.status_code == 401
+
+
+# -- the charter command against the server -------------------------------------------------------
+
+
+def charter(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CHARTER, *args],
+        cwd=ROOT,
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_tour_with_the_cli(server: Server) -> None:
+    agent, approver = server.keys["traveller-agent"], server.keys["staff-approver"]
+    found = charter(
+        server, "call", "--url", server.url, "--key", agent, "trips.search",
+        "--args", '{"text": "kyoto"}',
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["trips"][0]["id"] == "trp_kyoto001"
+
+    request_id = str(uuid.uuid4())
+    refund = [
+        "call", "--url", server.url, "--key", agent, "bookings.refund",
+        "--args", '{"booking_id": "bkg_flight01", "amount_cents": 700}',
+        "--request-id", request_id, "--confirm",
+    ]  # fmt: skip
+    asked = charter(server, *refund, "--json")
+    assert asked.returncode == 3, asked.stdout + asked.stderr
+    approval_id = json.loads(asked.stdout)["interaction"]["id"]
+
+    listed = charter(server, "approvals", "list", "--url", server.url, "--key", approver)
+    assert listed.returncode == 0, listed.stderr
+    assert approval_id in listed.stdout and "bookings.refund" in listed.stdout
+    granted = charter(
+        server, "approvals", "grant", approval_id, "--url", server.url, "--key", approver
+    )
+    assert granted.returncode == 0, granted.stdout + granted.stderr
+
+    done = charter(server, *refund, "--approval", approval_id)
+    again = charter(server, *refund, "--approval", approval_id)
+    assert done.returncode == 0 and again.returncode == 0, done.stdout + again.stdout
+    assert json.loads(done.stdout)["refunded_cents"] == 700
+    assert json.loads(again.stdout) == json.loads(done.stdout)
+    assert "replayed" in again.stderr
