@@ -74,6 +74,7 @@ async def test_an_approval_is_decided_before_the_handler_runs_and_resumes_one_in
 
 
 async def test_a_rejected_approval_is_denied_without_running_the_tool(world: World) -> None:
+    # Catches a resume that re-runs the tool and leaves it to check "approved" itself.
     model = ScriptedModel([CANCEL_B1, ModelResponse(text="ok")])
     session = world.harness(model).session(ALICE)
     approval = await confirm(session, await session.run("cancel b1"))
@@ -99,6 +100,8 @@ async def test_a_rejected_confirmation_is_denied_without_asking_an_approver(worl
 
 
 async def test_a_response_resume_passes_the_saved_token_and_the_value(world: World) -> None:
+    # Catches a pause that keeps the interaction but drops the tool's token, or a resume
+    # that mints a new invocation id instead of re-running the same invocation.
     model = ScriptedModel([calls(("ask_user", "c1", {"question": "Which date?"}))])
     session = world.harness(model).session(ALICE)
     paused = await session.run("book")
@@ -113,6 +116,7 @@ async def test_a_response_resume_passes_the_saved_token_and_the_value(world: Wor
 
 
 async def test_a_stale_interaction_id_is_rejected_without_a_model_call(world: World) -> None:
+    # Catches a resume that continues the loop (calling the model) whatever it was given.
     model = ScriptedModel([calls(("ask_user", "c1", {"question": "?"}))])
     session = world.harness(model).session(ALICE)
     await session.run("go")
@@ -126,6 +130,8 @@ async def test_a_stale_interaction_id_is_rejected_without_a_model_call(world: Wo
 
 
 async def test_a_decision_of_the_wrong_kind_is_rejected(world: World) -> None:
+    # Catches a resume matching on the interaction id alone: an "approval" would re-run a
+    # tool that asked the user a question, with no answer.
     model = ScriptedModel([calls(("ask_user", "c1", {"question": "?"}))])
     session = world.harness(model).session(ALICE)
     await session.run("go")
@@ -292,6 +298,7 @@ async def test_an_expired_approval_is_denied_without_running(world: World) -> No
 
 
 async def test_resuming_before_the_approver_decides_keeps_the_session_paused(world: World) -> None:
+    # Catches a resume that turns the host's "not approved yet" into a final denial.
     session = world.harness(ScriptedModel([CANCEL_B1])).session(ALICE)
     approval = await confirm(session, await session.run("cancel b1"))
 
@@ -305,6 +312,7 @@ async def test_resuming_before_the_approver_decides_keeps_the_session_paused(wor
 
 
 async def test_a_resume_after_a_long_delay_still_works(world: World) -> None:
+    # Catches a harness-side deadline on pauses (the seed has none).
     # The harness has no deadline of its own (the host's approvals do).
     session = world.harness(ScriptedModel([calls(("ask_user", "c1", {"question": "?"}))])).session(
         ALICE
@@ -319,6 +327,8 @@ async def test_a_resume_after_a_long_delay_still_works(world: World) -> None:
 async def test_a_deferred_call_pauses_until_it_is_settled_with_validated_output(
     world: World,
 ) -> None:
+    # Catches a settle that hands the external result to the model unvalidated, or that
+    # can be applied twice.
     model = ScriptedModel([calls(("start_job", "c1", {"job": "export"}))])
     session = world.harness(model).session(ALICE)
     paused = await session.run("export")
@@ -405,3 +415,16 @@ async def test_a_session_left_running_by_a_dead_process_can_be_stopped_after_its
     assert world.count("cancel_booking") == 1
     record = await other.record()
     assert record is not None and (record.status, record.pending) == ("idle", None)
+
+
+async def test_invalid_arguments_are_refused_before_anyone_is_asked_to_confirm_or_approve(
+    world: World,
+) -> None:
+    # Catches approval before validation (the OpenAI Agents SDK asks a person to approve
+    # a call whose arguments are invalid, and fails it only afterwards).
+    model = ScriptedModel([calls(("cancel_booking", "c1", {"booking_id": 42}))])
+    result = await world.harness(model).session(ALICE).run("cancel 42")
+
+    assert result.status == "completed"
+    assert result.results[0].code == SealCodes.INVALID_ARGUMENTS
+    assert await world.host.approvals.list(BOB) == []
