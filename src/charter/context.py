@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from .errors import ErrorCode, ToolError
 if TYPE_CHECKING:
     from .auth import Principal
     from .policy import HandlerActionPolicy
+
+logger = logging.getLogger("charter")
 
 __all__ = (
     "AfterCommit",
@@ -75,11 +78,20 @@ AfterCommit = Callable[[], Awaitable[object]]
 """Work to run once the call's transaction has committed."""
 
 
-async def run_after_commit(work: list[AfterCommit | Awaitable[object]]) -> None:
-    """Run work registered with ``wait_until``, in order."""
-    for item in work:
-        await (item if inspect.isawaitable(item) else item())
+async def run_after_commit(work: list[AfterCommit | Awaitable[object]], tool: str) -> None:
+    """Run the work a handler registered with ``wait_until``, each item on its own.
+
+    The call has already taken effect, so a failing item is logged and never turns the
+    outcome into a failure (a caller would retry an action that happened); the items
+    after it still run.
+    """
+    pending = list(work)
     work.clear()
+    for item in pending:
+        try:
+            await (item if inspect.isawaitable(item) else item())
+        except Exception:
+            logger.exception("work %r registered with wait_until failed after the call", tool)
 
 
 def discard_after_commit(work: list[AfterCommit | Awaitable[object]]) -> None:

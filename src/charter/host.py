@@ -52,7 +52,6 @@ from .auth import (
     resolve_tenant,
 )
 from .context import (
-    AfterCommit,
     CancelSignal,
     LogSink,
     ProgressSink,
@@ -60,9 +59,10 @@ from .context import (
     Sampler,
     ToolContext,
     discard_after_commit,
+    run_after_commit,
 )
 from .errors import ConfigurationError, ErrorCode, ToolError
-from .ledger import ActionStatus, LedgerGate, LedgerStore
+from .ledger import ActionStatus, FaultHook, LedgerGate, LedgerStore
 from .manifest import RegisteredTool, deprecation_warnings
 from .memory_store import MemoryStore
 from .outcome import (
@@ -127,6 +127,7 @@ class Host:
         allow_self_approval: bool = False,
         in_progress_wait: float = 5.0,
         clock: Callable[[], datetime] | None = None,
+        fault_hook: FaultHook | None = None,
     ) -> None:
         """Build a host around a registry.
 
@@ -148,6 +149,8 @@ class Host:
             in_progress_wait: seconds a duplicate waits for a running request before
                 ``REQUEST_IN_PROGRESS``.
             clock: the current UTC time (injected by tests).
+            fault_hook: called at named points of a ledgered call, for crash-injection
+                tests only (see ``charter.ledger.FaultPoint``).
 
         Raises:
             ConfigurationError: retention is shorter than the approval lifetime.
@@ -192,6 +195,7 @@ class Host:
             clock=self._clock,
             # Audit rows commit with the action when the store is the audit sink.
             audit_in_transaction=store_sink is not None and self.audit is store_sink,
+            fault_hook=fault_hook,
         )
 
     # -- authentication and discovery -------------------------------------------------------
@@ -605,7 +609,7 @@ class Host:
             return outcome
         outcome = await self.registry.dispatch_prepared(prepared, ctx)
         if isinstance(outcome, Completed):
-            await _run_after_commit(ctx.after_commit, registered.name)
+            await run_after_commit(ctx.after_commit, registered.name)
         else:
             discard_after_commit(ctx.after_commit)
         return outcome
@@ -661,22 +665,6 @@ def _visible(registered: RegisteredTool, audience: str | None) -> bool:
     if not allowed:
         return True
     return audience is not None and audience_allows(allowed, audience)
-
-
-async def _run_after_commit(work: list[AfterCommit | Awaitable[object]], tool: str) -> None:
-    """Run the work a handler registered with ``wait_until``, each item on its own.
-
-    The call has already taken effect, so a failing item is logged and never turns the
-    outcome into a failure (a caller would retry an action that happened); the items
-    after it still run.
-    """
-    pending = list(work)
-    work.clear()
-    for item in pending:
-        try:
-            await (item if inspect.isawaitable(item) else item())
-        except Exception:
-            logger.exception("work %r registered with wait_until failed after the call", tool)
 
 
 def _trimmed(value: object) -> object:

@@ -43,6 +43,8 @@ __all__ = (
     "ApprovalStatus",
     "ClaimRecord",
     "DeferredRecord",
+    "FaultHook",
+    "FaultPoint",
     "LedgerEntry",
     "LedgerGate",
     "LedgerStore",
@@ -276,6 +278,14 @@ class _Rollback(Exception):
 
 AuditBuilder = Callable[[ToolOutcome], AuditEvent]
 
+FaultPoint = Literal[
+    "after_claim", "after_mutation", "before_commit", "after_commit_before_response"
+]
+"""Named points in a ledgered call where a test may inject a crash."""
+
+FaultHook = Callable[[FaultPoint], None]
+"""Called at each ``FaultPoint`` of a ledgered call; for crash tests only (off by default)."""
+
 
 class LedgerGate:
     """Applies an action policy: replay, approvals, claim, run and commit in one transaction."""
@@ -291,8 +301,10 @@ class LedgerGate:
         in_progress_wait: float,
         clock: Callable[[], datetime],
         audit_in_transaction: bool,
+        fault_hook: FaultHook | None = None,
     ) -> None:
         """Bind the gate to a store and the registry whose actions it runs."""
+        self.fault_hook = fault_hook
         self.store = store
         self.registry = registry
         self.approvals = approvals
@@ -387,6 +399,7 @@ class LedgerGate:
                 existing = await tx.claim(entry, self.clock())
                 if existing is not None:
                     raise _Rollback(_replay(existing, entry.fingerprint))
+                self._fault("after_claim")
                 if entry.approval_id is not None and not await tx.consume_approval(
                     entry.approval_id, entry.request_id, self.clock()
                 ):
@@ -397,6 +410,7 @@ class LedgerGate:
                         registered, controls, _claim_factory(tx, entry, self.clock)
                     )
                 outcome = await self.registry.dispatch_prepared(prepared, ctx)
+                self._fault("after_mutation")
                 if isinstance(outcome, Deferred):
                     await tx.insert_deferred(
                         DeferredRecord(
@@ -424,6 +438,7 @@ class LedgerGate:
                 if self.audit_in_transaction:
                     await tx.record_audit(audit(outcome))
                     audited = True
+                self._fault("before_commit")
         except _Rollback as rollback:
             discard_after_commit(ctx.after_commit)
             return rollback.outcome, False
@@ -433,13 +448,18 @@ class LedgerGate:
         except BaseException:
             discard_after_commit(ctx.after_commit)
             raise
-        await run_after_commit(ctx.after_commit)
+        self._fault("after_commit_before_response")
+        await run_after_commit(ctx.after_commit, registered.name)
         return outcome, audited
+
+    def _fault(self, point: FaultPoint) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(point)
 
     async def _run_unledgered(self, prepared: PreparedAction, ctx: ToolContext) -> ToolOutcome:
         outcome = await self.registry.dispatch_prepared(prepared, ctx)
         if isinstance(outcome, Completed):
-            await run_after_commit(ctx.after_commit)
+            await run_after_commit(ctx.after_commit, prepared.tool.name)
         else:
             discard_after_commit(ctx.after_commit)
         return outcome

@@ -290,12 +290,6 @@ async def test_failing_after_commit_work_never_fails_a_call_that_took_effect(
     assert [e.outcome for e in await host.audit.events()] == ["completed"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ledger.py: LedgerGate._claim_and_run awaits run_after_commit after the commit "
-    "without containing its exceptions, so a failing wait_until item turns a committed, "
-    "ledgered call into a failure (and skips the items after it)",
-)
 async def test_failing_after_commit_work_never_fails_a_committed_ledgered_call() -> None:
     ran: list[str] = []
     host = Host(_after_commit_registry(ran))
