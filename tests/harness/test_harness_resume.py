@@ -428,3 +428,48 @@ async def test_invalid_arguments_are_refused_before_anyone_is_asked_to_confirm_o
     assert result.status == "completed"
     assert result.results[0].code == SealCodes.INVALID_ARGUMENTS
     assert await world.host.approvals.list(BOB) == []
+
+
+async def test_a_tool_asking_for_approval_itself_resumes_with_ctx_resume_and_its_token(
+    world: World,
+) -> None:
+    # The tool's own (not the host's) approval: the harness generates the interaction id
+    # and re-runs the same invocation with ctx.resume; catches a harness that treats every
+    # approval as a host approval (sending an approvalId the host never issued).
+    from harness_support import AddOut, Empty
+
+    from charter import Interaction, InteractionRequired, ToolContext, define_tool
+
+    seen: list[tuple[str | None, object]] = []
+
+    async def guarded(args: Empty, ctx: ToolContext) -> AddOut | InteractionRequired:
+        seen.append((ctx.invocation_id, ctx.resume))
+        if ctx.resume is None:
+            return InteractionRequired(
+                interaction=Interaction(id="", kind="approval", prompt="Really?"),
+                token={"step": 1},
+            )
+        return AddOut(sum=1 if ctx.resume.approved else 0)
+
+    world.registry.register(
+        define_tool(
+            name="guarded",
+            description="Asks for approval itself.",
+            input_schema=Empty,
+            output_schema=AddOut,
+            handler=guarded,
+            tier="read",
+        )
+    )
+    session = world.harness(ScriptedModel([calls(("guarded", "c1", {}))])).session(ALICE)
+    paused = await session.run("go")
+    (pending,) = paused.interactions
+    assert pending.gate is None
+    assert pending.interaction.id == f"int_{pending.invocation_id}"
+
+    done = await session.resume(Approve(interaction_id=pending.interaction.id))
+
+    assert done.results[0].output == {"sum": 1}
+    (first_id, first_resume), (second_id, second_resume) = seen
+    assert first_id == second_id == pending.invocation_id and first_resume is None
+    assert getattr(second_resume, "token", None) == {"step": 1}

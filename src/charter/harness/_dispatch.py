@@ -135,12 +135,16 @@ def absorb(call: CallRecord, outcome: ToolOutcome) -> CallRecord:
             if code == ErrorCode.CONFIRMATION_REQUIRED.value
             else None
         )
+        interaction = outcome.interaction
+        if not interaction.id.strip():
+            # A tool may leave the id to the harness (the seed generates one).
+            interaction = interaction.model_copy(update={"id": f"int_{call.invocation_id}"})
         return call.model_copy(
             update={
                 **base,
                 "status": "interaction",
                 "phase": "execute",
-                "interaction": outcome.interaction,
+                "interaction": interaction,
                 "gate": gate,
                 "token": outcome.token,
                 "approval_id": None,
