@@ -1,0 +1,382 @@
+"""The fixed part of the OpenAPI document: routes, payload schemas, problems, headers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from ._payloads import (
+    AcceptedBody,
+    ActionStatusBody,
+    ApprovalBody,
+    ApprovalListBody,
+    AuditBody,
+    CallResultBody,
+    DecisionBody,
+    HealthBody,
+    ProblemBody,
+    ToolListBody,
+    WhoamiBody,
+)
+from ._problem import PROBLEM_MEDIA_TYPE
+
+__all__ = (
+    "SCHEMAS",
+    "control_parameters",
+    "fixed_paths",
+    "payload_schemas",
+    "problem_refs",
+    "problem_responses",
+)
+
+SCHEMAS = "#/components/schemas/"
+
+_PROBLEM_STATUSES: Mapping[int, str] = {
+    400: "Malformed request: the body is not strict JSON, a header is malformed, or a "
+    "control was sent twice with different values.",
+    401: "Missing or invalid credentials.",
+    403: "Not allowed: missing scopes, another tenant, an approval that does not match, "
+    "or a denial.",
+    404: "Unknown, or not visible to the caller.",
+    409: "The same request is still running; retry with the same Idempotency-Key.",
+    413: "The body, or a string or number in it, is too large.",
+    422: "Invalid input, or a request id reused for a different call.",
+    500: "The server failed; the problem carries only an error id.",
+    503: "Unavailable: cancelled, a missing service, or a dependency that is down.",
+    504: "The tool timed out; retry with the same Idempotency-Key.",
+}
+
+
+def payload_schemas() -> dict[str, Any]:
+    """Component schemas of the transport's own payloads, named without the ``Body`` suffix."""
+    responses: list[type[BaseModel]] = [
+        AcceptedBody,
+        ActionStatusBody,
+        ApprovalBody,
+        ApprovalListBody,
+        AuditBody,
+        CallResultBody,
+        HealthBody,
+        ProblemBody,
+        ToolListBody,
+        WhoamiBody,
+    ]
+    _, top = models_json_schema(
+        [(model, "serialization") for model in responses] + [(DecisionBody, "validation")],
+        by_alias=True,
+        ref_template=SCHEMAS + "{model}",
+    )
+    defs: dict[str, Any] = top.get("$defs", {})
+    renamed = {name: name.removesuffix("Body") for name in defs}
+    out: dict[str, Any] = {}
+    for name, schema in defs.items():
+        out[renamed[name]] = _rename_refs(schema, renamed)
+    return out
+
+
+def _rename_refs(node: Any, renamed: Mapping[str, str]) -> Any:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str) and value.startswith(SCHEMAS):
+                name = value[len(SCHEMAS) :]
+                value = SCHEMAS + renamed.get(name, name)
+            out[key] = _rename_refs(value, renamed)
+        return out
+    if isinstance(node, list):
+        return [_rename_refs(item, renamed) for item in node]
+    return node
+
+
+def problem_responses() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for status, description in _PROBLEM_STATUSES.items():
+        response: dict[str, Any] = {
+            "description": description,
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": SCHEMAS + "Problem"}}},
+        }
+        headers: dict[str, Any] = {}
+        if status in (401, 403):
+            headers["WWW-Authenticate"] = {
+                "description": "The Bearer challenge (insufficient_scope names the missing "
+                "scopes).",
+                "schema": {"type": "string"},
+            }
+        if status in (409, 503):
+            headers["Retry-After"] = {
+                "description": "Seconds to wait before retrying, when retryable.",
+                "schema": {"type": "string"},
+            }
+        if headers:
+            response["headers"] = headers
+        out[f"Problem{status}"] = response
+    return out
+
+
+def problem_refs(statuses: Iterable[int]) -> dict[str, Any]:
+    return {str(s): {"$ref": f"#/components/responses/Problem{s}"} for s in statuses}
+
+
+def control_parameters() -> dict[str, Any]:
+    return {
+        "IdempotencyKey": {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "The request id (a UUID; a quoted RFC 8941 string works too). "
+            "Same key and same arguments replay the stored result; other arguments are 422.",
+            "schema": {"type": "string", "format": "uuid"},
+        },
+        "CharterConfirm": {
+            "name": "Charter-Confirm",
+            "in": "header",
+            "required": False,
+            "description": "true once the user confirmed the action.",
+            "schema": {"type": "string", "enum": ["true", "false"]},
+        },
+        "CharterApproval": {
+            "name": "Charter-Approval",
+            "in": "header",
+            "required": False,
+            "description": "The id of a granted approval for this exact call.",
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "pattern": r"^\S(.*\S)?$",
+            },
+        },
+    }
+
+
+def _json_content(name: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": SCHEMAS + name}}}
+
+
+def _path_param(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string", "minLength": 1},
+    }
+
+
+def _query_limit(default: int) -> dict[str, Any]:
+    return {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": default},
+    }
+
+
+_SECURED: list[dict[str, list[str]]] = [{"bearerAuth": []}, {"apiKeyAuth": []}]
+
+
+def _operation(
+    operation_id: str,
+    summary: str,
+    *,
+    tag: str,
+    ok: str,
+    problems: Iterable[int],
+    parameters: Iterable[dict[str, Any]] = (),
+    secured: bool | None = True,
+    request: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One fixed operation; ``secured`` None means public, False means credentials optional."""
+    operation: dict[str, Any] = {
+        "tags": [tag],
+        "operationId": operation_id,
+        "summary": summary,
+        "responses": {
+            "200": {"description": "OK", "content": _json_content(ok)},
+            **problem_refs(problems),
+        },
+    }
+    params = list(parameters)
+    if params:
+        operation["parameters"] = params
+    if request is not None:
+        operation["requestBody"] = request
+    if secured is None:
+        operation["security"] = []
+    elif secured:
+        operation["security"] = _SECURED
+    return operation
+
+
+def fixed_paths() -> dict[str, Any]:
+    approval_id = _path_param("approval_id", "The approval's id (apr_…).")
+    decision = {
+        "required": False,
+        "content": _json_content("Decision"),
+    }
+    return {
+        "/v1/tools": {
+            "get": _operation(
+                "listTools",
+                "The tools the caller may call, as manifest entries.",
+                tag="tools",
+                ok="ToolList",
+                problems=(401,),
+                secured=False,
+            )
+        },
+        "/v1/tools/{name}": {
+            "get": {
+                **_operation(
+                    "getTool",
+                    "One manifest entry, by name or alias.",
+                    tag="tools",
+                    ok="ToolList",
+                    problems=(401, 404),
+                    parameters=[_path_param("name", "A tool name or alias.")],
+                    secured=False,
+                ),
+                "responses": {
+                    "200": {
+                        "description": "The manifest entry (see docs/manifest-format.md).",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **problem_refs((401, 404)),
+                },
+            }
+        },
+        "/v1/actions/{request_id}": {
+            "get": _operation(
+                "getActionStatus",
+                "Where one of the caller's requests stands.",
+                tag="operations",
+                ok="ActionStatus",
+                problems=(401, 404),
+                parameters=[_path_param("request_id", "The request id (Idempotency-Key).")],
+            )
+        },
+        "/v1/approvals": {
+            "get": _operation(
+                "listApprovals",
+                "Approvals in the caller's tenant (approvers see all, others their own).",
+                tag="approvals",
+                ok="ApprovalList",
+                problems=(401, 422),
+                parameters=[
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "string",
+                            "enum": ["pending", "approved", "denied", "consumed", "all"],
+                            "default": "pending",
+                        },
+                    },
+                    _query_limit(100),
+                ],
+            )
+        },
+        "/v1/approvals/{approval_id}": {
+            "get": _operation(
+                "getApproval",
+                "One approval the caller may see.",
+                tag="approvals",
+                ok="Approval",
+                problems=(401, 404),
+                parameters=[approval_id],
+            )
+        },
+        "/v1/approvals/{approval_id}:grant": {
+            "post": _operation(
+                "grantApproval",
+                "Grant a pending approval (scope charter:approve, same tenant, not your own).",
+                tag="approvals",
+                ok="Approval",
+                problems=(400, 401, 403, 404, 413, 422),
+                parameters=[approval_id],
+                request=decision,
+            )
+        },
+        "/v1/approvals/{approval_id}:deny": {
+            "post": _operation(
+                "denyApproval",
+                "Deny a pending approval, or revoke a granted one that was not used yet.",
+                tag="approvals",
+                ok="Approval",
+                problems=(400, 401, 403, 404, 413, 422),
+                parameters=[approval_id],
+                request=decision,
+            )
+        },
+        "/v1/audit": {
+            "get": _operation(
+                "listAuditEvents",
+                "Recent audit events of the caller's tenant (admins may name another).",
+                tag="operations",
+                ok="Audit",
+                problems=(401, 403, 422),
+                parameters=[
+                    {
+                        "name": "tenant",
+                        "in": "query",
+                        "required": False,
+                        "description": "Another tenant (admin scope only).",
+                        "schema": {"type": "string"},
+                    },
+                    _query_limit(50),
+                ],
+            )
+        },
+        "/v1/whoami": {
+            "get": _operation(
+                "whoami",
+                "The authenticated caller.",
+                tag="operations",
+                ok="Whoami",
+                problems=(401,),
+            )
+        },
+        "/v1/openapi.json": {
+            "get": {
+                **_operation(
+                    "getOpenAPI",
+                    "This document, listing the tools the caller may call.",
+                    tag="operations",
+                    ok="Health",
+                    problems=(401,),
+                    secured=False,
+                ),
+                "responses": {
+                    "200": {
+                        "description": "An OpenAPI 3.1 document.",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **problem_refs((401,)),
+                },
+            }
+        },
+        "/healthz": {
+            "get": _operation(
+                "healthz",
+                "The process answers.",
+                tag="operations",
+                ok="Health",
+                problems=(),
+                secured=None,
+            )
+        },
+        "/readyz": {
+            "get": _operation(
+                "readyz",
+                "The store answers.",
+                tag="operations",
+                ok="Health",
+                problems=(503,),
+                secured=None,
+            )
+        },
+    }
