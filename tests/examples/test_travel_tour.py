@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +35,7 @@ class Server:
     """The running server: where it listens, its demo keys, and its files."""
 
     url: str
+    db: str
     keys: dict[str, str]
     env: dict[str, str]
     stderr: Path
@@ -56,17 +58,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     env = {**os.environ, "CHARTER_DEMO_KEYS": str(tmp / "keys.json")}
     for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
         env.pop(name, None)
-    command = [
-        CHARTER, "serve", "examples.travel:host", "--port", str(port),
-        "--db", f"sqlite+aiosqlite:///{tmp / 'c.db'}",
-    ]  # fmt: skip
+    db = f"sqlite+aiosqlite:///{tmp / 'c.db'}"
+    command = [CHARTER, "serve", "examples.travel:host", "--port", str(port), "--db", db]
     with (tmp / "stdout").open("w") as out, (tmp / "stderr").open("w") as err:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(process, url, tmp / "stderr")
         keys = {k["role"]: k["key"] for k in json.loads((tmp / "keys.json").read_text())}
-        yield Server(url=url, keys=keys, env=env, stderr=tmp / "stderr")
+        yield Server(url=url, db=db, keys=keys, env=env, stderr=tmp / "stderr")
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -258,3 +258,35 @@ def test_the_tour_with_the_cli(server: Server) -> None:
     assert json.loads(done.stdout)["refunded_cents"] == 700
     assert json.loads(again.stdout) == json.loads(done.stdout)
     assert "replayed" in again.stderr
+
+
+# -- the README's tour, as written ---------------------------------------------------------------
+
+BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+
+
+def test_the_readmes_tour_commands_run_as_written(server: Server) -> None:
+    """Every bash block of the README, in order (the console step has a CLI twin), then the
+    last one again: the refund completes once, then replays."""
+    if shutil.which("curl") is None:
+        pytest.skip("the tour uses curl")
+    blocks = BASH_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(blocks) >= 5
+    port = server.url.rsplit(":", 1)[1]
+    script = "\n".join([*blocks, blocks[-1]]).replace("127.0.0.1:8700", f"127.0.0.1:{port}")
+    env = {**server.env, "CHARTER_DB": server.db}
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert '"id":"trp_lisbon01"' in out
+    assert '"kind":"interaction-required"' in out and '"approvalId":"apr_' in out
+    completed, replayed = out.split("HTTP/1.1 200")[-2:]
+    assert '"replayed":false' in completed and "idempotent-replayed" not in completed.lower()
+    assert '"replayed":true' in replayed and "idempotent-replayed: true" in replayed.lower()
