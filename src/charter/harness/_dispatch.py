@@ -35,7 +35,7 @@ from ..outcome import (
     InteractionRequired,
     ToolOutcome,
 )
-from ..policy import InvocationControls
+from ..policy import CONTROL_FIELD
 from .messages import ToolResult
 from .seal import SealCodes
 from .store import CallRecord
@@ -70,13 +70,16 @@ async def invoke_call(
     options: CallOptions,
 ) -> ToolOutcome:
     """Invoke one call through the host, with the controls its state calls for."""
-    controls = InvocationControls(
-        request_id=uuid.UUID(call.request_id) if call.request_id else None,
-        confirmed=True if call.confirmed else None,
-        approval_id=call.approval_id,
-    )
+    # Controls travel in ``_charter`` (sealing refused a model's own): one strict parse
+    # in the host, no merge with transport controls.
+    controls: dict[str, Any] = {"requestId": call.request_id} if call.request_id else {}
+    if call.confirmed:
+        controls["confirmed"] = True
+    if call.approval_id is not None:
+        controls["approvalId"] = call.approval_id
+    arguments = {**(call.args or {}), CONTROL_FIELD: controls}
     try:
-        return await host.invoke(call.tool_name, call.args or {}, principal, controls, call=options)
+        return await host.invoke(call.tool_name, arguments, principal, call=options)
     except Exception:
         # The host answers every expected failure with an outcome; this is a bug in it or
         # in a store. One failing call never crashes the loop.
