@@ -12,6 +12,7 @@ from harness_support import ALICE, BOB, World
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
+pytest.importorskip("langchain.agents")  # create_agent: the `langchain` package (dev)
 
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
