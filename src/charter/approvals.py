@@ -8,14 +8,14 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .auth import Principal, missing_scopes
-from .errors import ErrorCode
+from .errors import ErrorCode, ToolError
 from .ledger import (
     ApprovalRecord,
     ApprovalStatus,
     LedgerStore,
     interaction_for_approval,
 )
-from .outcome import Failed, InteractionRequired, failed
+from .outcome import Failed, InteractionRequired, failed, failed_from_error
 
 if TYPE_CHECKING:
     from .registry import PreparedAction, Registry
@@ -186,14 +186,17 @@ class Approvals:
             return _denied(approval_id, f"already_{record.status}")
         if record.expires_at <= self.clock():
             return _denied(approval_id, "expired")
-        changed = await self.store.decide_approval(
-            approval_id,
-            expected=expected,
-            status=status,
-            decided_by=approver.subject,
-            reason=reason,
-            at=self.clock(),
-        )
+        try:
+            changed = await self.store.decide_approval(
+                approval_id,
+                expected=expected,
+                status=status,
+                decided_by=approver.subject,
+                reason=reason,
+                at=self.clock(),
+            )
+        except ToolError as exc:  # e.g. a reason the store cannot hold (a NUL character)
+            return failed_from_error(exc)
         current = await self.store.get_approval(approval_id)
         if current is None:
             return _denied(approval_id, "not_found")

@@ -295,7 +295,12 @@ class Host:
                 seconds=seconds,
             )
         if not trace.audited:
-            await self.audit.record(trace.event(outcome, seconds, self._clock()))
+            try:
+                await self.audit.record(trace.event(outcome, seconds, self._clock()))
+            except Exception:
+                # The outcome stands either way: failing the call now would make a caller
+                # retry an action that may have taken effect.
+                logger.exception("could not record the audit event of a call to %r", trace.tool)
         return outcome
 
     async def _invoke(

@@ -531,6 +531,7 @@ def _provider_error(name: str, where: str) -> Failed:
     return failed(
         ErrorCode.PROVIDER_ERROR,
         f"Tool {name!r} failed. Error id: {error_id}.",
+        reason="unhandled_exception",
         errorId=error_id,
     )
 
