@@ -11,6 +11,7 @@ the same JSON body and the same Pydantic models. Two baselines:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -134,6 +135,9 @@ def _check(*clients: _Client) -> Callable[[], Awaitable[None]]:
 
 def cases() -> list[Case]:
     """charter's HTTP app against a bare endpoint, and against a bare endpoint over the host."""
+    # Another case's libraries may turn logging up; httpx would then log every request,
+    # and the bench would time the log handler instead of the app.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     host = _host()
     charter = _Client(create_app(host, mcp=False, console=False))
     bare = _Client(_bare_app())
