@@ -256,7 +256,7 @@ def _print_banner(
             "--scope '<resource>:<action>'",
         )
     for step in steps:
-        out.print(Text(f"  {step}"))
+        out.print(Text(f"  {step}"), soft_wrap=True)  # commands stay whole for copying
     if keys:
         out.print(Text(f"  (the API keys: charter keys list{db})", style="dim"))
     out.print(Text("Press Ctrl+C to stop.", style="dim"))

@@ -366,7 +366,7 @@ def _print_not_completed(outcome: ToolOutcome, request_id: str | None) -> None:
         out.print(Text("deferred: the work continues elsewhere", style="bold yellow"))
         steps = [f"Check it with GET /v1/actions/{request_id}"] if request_id else []
     for step in steps:
-        out.print(Text(f"  - {step}"))
+        out.print(Text(f"  - {step}"), soft_wrap=True)  # commands stay whole for copying
 
 
 def _retry_steps(outcome: InteractionRequired, request_id: str | None) -> list[str]:

@@ -35,7 +35,6 @@ CLEAN_ENV: dict[str, str | None] = {
     "CHARTER_DB": None,
     "CHARTER_KEY": None,
     "CHARTER_PRINCIPAL_KEY": None,
-    "CHARTER_DEMO_KEYS": None,
 }
 
 

@@ -13,6 +13,13 @@ from cli_support import TravelFiles, notes_host, serve, sqlite
 from charter.http import create_app
 
 
+@pytest.fixture(autouse=True)
+def _elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run each command in tmp_path, so a default `.charter/` never lands in the repo."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CHARTER_DEMO_KEYS", str(tmp_path / "default-demo-keys.json"))
+
+
 @pytest.fixture
 def travel(tmp_path: Path) -> TravelFiles:
     return TravelFiles(db=sqlite(tmp_path / "travel.db"), keys_file=tmp_path / "keys.json")
