@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from charter._cli_common import DEFAULT_DB_URL, Unusable, display_url, resolve_db
+from charter._cli_common import (
+    DEFAULT_DB_URL,
+    Unusable,
+    display_url,
+    error_console,
+    resolve_db,
+)
 from charter._target import import_target, required_parameters
 from charter.auth import Credentials, Principal
 from charter.errors import ConfigurationError
@@ -53,6 +59,10 @@ async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedH
     """
     target = import_target(spec)
     if isinstance(target, Host):
+        if db is not None:
+            error_console().print(
+                f"note: --db is not used: {spec} is a Host with its own store", highlight=False
+            )
         return OpenedHost(host=target, store=None, db_url=None)
     url = resolve_db(db)
     opened: list[SqlStore] = []

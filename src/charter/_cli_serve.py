@@ -111,12 +111,12 @@ async def _serve_http(
     import uvicorn
 
     from charter.http import create_app
-    from charter.mcp import DEFAULT_ALLOWED_HOSTS
 
     async with AsyncExitStack() as stack:
         opened = await open_host(target, db, stack)
-        allowed = [*DEFAULT_ALLOWED_HOSTS, *extra_hosts, *(f"{h}:*" for h in extra_hosts)]
-        app = create_app(opened.host, mcp_stateless=stateless, allowed_hosts=allowed)
+        app = create_app(
+            opened.host, mcp_stateless=stateless, allowed_hosts=_allowed_hosts(extra_hosts)
+        )
         sock = bind(address, port)
         stack.callback(sock.close)
         config = uvicorn.Config(
@@ -148,6 +148,15 @@ async def _serve_stdio(target: str, db: str | None, key: str | None) -> None:
         count = len(opened.host.callable_tools(principal))
         notes.print(Text(f"charter: serving {target} over MCP stdio as {who} ({_tools(count)})"))
         await serve_stdio(opened.host, principal)
+
+
+def _allowed_hosts(extra: list[str]) -> list[str] | None:
+    """MCP's accepted ``Host`` headers: loopback (the default, None) plus ``--allow-host``."""
+    if not extra:
+        return None
+    from charter.mcp import DEFAULT_ALLOWED_HOSTS
+
+    return [*DEFAULT_ALLOWED_HOSTS, *extra, *(f"{name}:*" for name in extra)]
 
 
 def _reporting_server(config: uvicorn.Config, on_started: Callable[[], None]) -> uvicorn.Server:

@@ -16,7 +16,7 @@ from cli_support import ROOT, TravelFiles, charter, error_line
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from charter._cli_serve import base_url
+from charter._cli_serve import _allowed_hosts, base_url
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
 
@@ -106,6 +106,13 @@ def test_serve_stdio_with_a_wrong_principal_key_prints_one_line(travel: TravelFi
 )
 def test_the_banner_shows_an_address_people_can_open(address: str, url: str) -> None:
     assert base_url(address, 8700) == url
+
+
+def test_allow_host_adds_a_name_to_the_loopback_hosts_mcp_accepts() -> None:
+    assert _allowed_hosts([]) is None  # create_app's default: loopback only
+    allowed = _allowed_hosts(["tools.example.com"])
+    assert allowed is not None
+    assert {"127.0.0.1:*", "tools.example.com", "tools.example.com:*"} <= set(allowed)
 
 
 # -- MCP over stdio, in a subprocess --------------------------------------------------------------

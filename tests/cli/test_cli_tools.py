@@ -289,3 +289,63 @@ def test_call_over_url_to_nothing_prints_one_line_and_exits_2() -> None:
     assert error_line(result).startswith("error: cannot reach http://127.0.0.1:1")
     bad = charter("call", "--url", "ftp://x", "notes.echo")
     assert error_line(bad) == "error: --url must be an http:// or https:// URL, not 'ftp://x'"
+
+
+TARGET_FORMS = """
+from pydantic import BaseModel
+
+from charter import Host, Registry, tool
+from charter.store import ApiKeyAuthenticator, SqlStore
+
+
+class Empty(BaseModel):
+    pass
+
+
+class Where(BaseModel):
+    store: str
+
+
+@tool(tier="read", auth="public")
+def where(args: Empty) -> Where:
+    \"\"\"Say which host answered.\"\"\"
+    return Where(store="?")
+
+
+registry = Registry()
+registry.register(where)
+host = Host(registry)
+
+
+def make_registry() -> Registry:
+    return registry
+
+
+async def make_host(store: SqlStore) -> Host:
+    return Host(registry, store=store, authenticator=ApiKeyAuthenticator(store))
+
+
+def needs_more(store: SqlStore, region: str) -> Host:
+    raise AssertionError("never called")
+"""
+
+
+@pytest.mark.parametrize("attribute", ["registry", "host", "make_registry", "make_host"])
+def test_a_target_may_be_a_host_a_registry_or_a_sync_or_async_factory(
+    write_target: Callable[[str], str], tmp_path: Path, attribute: str
+) -> None:
+    module = write_target(TARGET_FORMS)
+    result = charter("call", f"{module}:{attribute}", "where", "--db", sqlite(tmp_path / "c.db"))
+    assert result.exit_code == 0, result.output
+    assert parse(result) == {"store": "?"}
+    # A Host brings its own store; the command says so rather than ignore --db silently.
+    assert ("--db is not used" in result.stderr) is (attribute == "host")
+
+
+def test_a_factory_needing_more_than_the_store_is_refused(
+    write_target: Callable[[str], str],
+) -> None:
+    module = write_target(TARGET_FORMS)
+    result = charter("tools", f"{module}:needs_more")
+    assert result.exit_code == 2
+    assert "needs arguments charter cannot supply (region)" in error_line(result)
