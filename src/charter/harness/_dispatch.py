@@ -204,7 +204,7 @@ def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
         return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.message)
     meta = dict(outcome.meta or {})
     code = _CODE_MAP.get(outcome.code, outcome.code.value)
-    if outcome.code is ErrorCode.PROVIDER_ERROR and set(meta) == {"errorId"}:
+    if outcome.code is ErrorCode.PROVIDER_ERROR and outcome.reason == "unhandled_exception":
         # The registry's answer to an unexpected exception (a raised ToolError keeps its
         # code): the message is redacted to an error id, never the exception text.
         code = SealCodes.EXECUTION_FAILED
