@@ -144,6 +144,7 @@ async def test_a_handler_exception_is_a_generic_provider_error_without_its_messa
         outcome = await host.invoke(tool, _arguments(tool, mode), PRINCIPAL)
     failed = await _no_leak(host, outcome)
     assert failed.code is ErrorCode.PROVIDER_ERROR
+    assert failed.reason == "unhandled_exception"
     assert "postgresql" not in failed.message and "SELECT" not in failed.message
     # The details stay in the server's log, under the same error id.
     assert str((failed.meta or {})["errorId"]) in caplog.text
