@@ -180,7 +180,8 @@ def _decide(
                 f"The requester can now retry with --request-id {row.get('requestId')} "
                 f"--confirm --approval {row.get('id')}",
                 style="dim",
-            )
+            ),
+            soft_wrap=True,  # a command stays whole for copying
         )
 
 

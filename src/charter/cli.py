@@ -170,7 +170,7 @@ def _lock(
         _report(diff_manifests(locked, live), json_output)
     output.write_text(lock_json(live), encoding="utf-8")
     count = "1 tool" if len(live) == 1 else f"{len(live)} tools"
-    console().print(Text(f"wrote {output} ({count})"))
+    console().print(Text(f"wrote {output} ({count})"), soft_wrap=True)  # a path stays whole
 
 
 def _read_lock(path: Path, target: str) -> list[dict[str, object]]:
