@@ -3,6 +3,7 @@ subprocess, driven with httpx, the official MCP client and the `charter` command
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from travel_support import ROOT
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
+PR_SET_PDEATHSIG = 1
 STARTUP_SECONDS = 90.0
 """Importing the MCP SDK alone takes seconds on a busy CI machine."""
 
@@ -61,7 +63,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     db = f"sqlite+aiosqlite:///{tmp / 'c.db'}"
     command = [CHARTER, "serve", "examples.travel:host", "--port", str(port), "--db", db]
     with (tmp / "stdout").open("w") as out, (tmp / "stderr").open("w") as err:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=out, stderr=err, preexec_fn=die_with_parent
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(process, url, tmp / "stderr")
@@ -80,6 +84,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     assert code == 0, log
     assert "Traceback" not in log
     assert f"REST     {url}/v1/tools" in banner and f"MCP      {url}/mcp" in banner
+
+
+def die_with_parent() -> None:
+    """Stop the server if pytest itself is killed (Linux), so no orphan keeps the port."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def wait_until_healthy(process: subprocess.Popen[bytes], url: str, stderr: Path) -> None:
