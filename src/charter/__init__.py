@@ -10,6 +10,7 @@ from __future__ import annotations
 from .auth import AccessCatalog, Authenticator, Principal, has_permission
 from .context import CancelSignal, ResolverScope, ResumeInfo, ToolContext
 from .errors import CharterError, ConfigurationError, ErrorCode, ToolError
+from .host import CallOptions, Host
 from .manifest import CONTRACT_VERSION, RegisteredTool
 from .outcome import (
     Completed,
@@ -27,7 +28,6 @@ from .policy import (
     HandlerActionPolicy,
     InvocationControls,
 )
-from .host import CallOptions, Host
 from .registry import PreparedAction, Registry
 from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
 from .tool import Alias, Deprecation, Tool, ToolAnnotations, ToolBinding, define_tool, tool
