@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import threading
@@ -111,22 +112,30 @@ class CancelSignal:
     with ``wait_sync``); an async handler may ``await cancel.wait()``.
     """
 
+    __slots__ = ("_callbacks", "_event", "_lock", "_set")
+
     def __init__(self) -> None:
-        self._event = threading.Event()
+        # Every call gets a signal and almost none is ever waited on in a thread, so the
+        # threading.Event (the costly part) is made only when ``wait_sync`` needs one.
+        self._set = False
+        self._event: threading.Event | None = None
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], None]] = []
 
     def is_set(self) -> bool:
         """Return True once cancellation was requested."""
-        return self._event.is_set()
+        return self._set
 
     def set(self) -> None:
         """Request cancellation; runs every subscribed callback once, from any thread."""
         with self._lock:
-            if self._event.is_set():
+            if self._set:
                 return
-            self._event.set()
+            self._set = True
+            event = self._event
             callbacks, self._callbacks = self._callbacks, []
+        if event is not None:
+            event.set()
         for callback in callbacks:
             callback()
 
@@ -136,9 +145,9 @@ class CancelSignal:
         The callback may run in any thread; it must be quick and thread-safe.
         """
         with self._lock:
-            if not self._event.is_set():
+            if not self._set:
                 self._callbacks.append(callback)
-                return lambda: self._unsubscribe(callback)
+                return functools.partial(self._unsubscribe, callback)
         callback()
         return lambda: None
 
@@ -164,11 +173,17 @@ class CancelSignal:
 
     def wait_sync(self, timeout: float | None = None) -> bool:
         """Block a worker thread until cancellation or ``timeout``; return whether set."""
-        return self._event.wait(timeout)
+        with self._lock:
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+                if self._set:
+                    event.set()
+        return event.wait(timeout)
 
     def raise_if_set(self) -> None:
         """Raise ``ToolError(CANCELLED)`` if cancellation was requested."""
-        if self._event.is_set():
+        if self._set:
             raise ToolError(ErrorCode.CANCELLED, "The call was cancelled.")
 
 

@@ -302,7 +302,10 @@ class Registry:
                 issues=[],
             )
         try:
-            parsed = registered.tool.validator.model_validate(arguments)
+            # The model's own validator: what ``model_validate`` calls, minus its overhead.
+            parsed: BaseModel = registered.tool.validator.__pydantic_validator__.validate_python(
+                arguments
+            )
         except ValidationError as exc:
             return failed(
                 ErrorCode.INVALID_INPUT,
@@ -310,7 +313,7 @@ class Registry:
                 reason="validation_failed",
                 issues=_issues(exc),
             )
-        loc = _non_finite(parsed)
+        loc = _non_finite(parsed) if _may_hold_non_finite(registered.tool.validator) else None
         if loc is not None:
             where = ".".join(loc) or "(root)"
             return failed(
@@ -408,36 +411,50 @@ class _CancelledBySignal(Exception):
 
 async def _guard(awaitable: Any, ctx: ToolContext, timeout: float | None) -> Any:
     """Await the handler in this task, under its timeout, cancelled by ``ctx.cancel``."""
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    state = {"done": False, "fired": False}
-
-    def fire() -> None:
-        if not state["done"] and task is not None:
-            state["fired"] = True
-            task.cancel()
-
-    def on_signal() -> None:
-        loop.call_soon_threadsafe(fire)
-
     if ctx.cancel.is_set():
         if inspect.iscoroutine(awaitable):
             awaitable.close()
         raise _CancelledBySignal
-    unsubscribe = ctx.cancel.subscribe(on_signal)
+    loop = asyncio.get_running_loop()
+    watch = _Watch(asyncio.current_task(loop), loop)
+    unsubscribe = ctx.cancel.subscribe(watch.on_signal)
     try:
-        async with asyncio.timeout(timeout):
+        if timeout is None:
             result = await awaitable
-        state["done"] = True
+        else:
+            async with asyncio.timeout(timeout):
+                result = await awaitable
+        watch.done = True
         return result
     except asyncio.CancelledError:
-        state["done"] = True
-        if state["fired"] and task is not None and task.uncancel() == 0:
+        watch.done = True
+        task = watch.task
+        if watch.fired and task is not None and task.uncancel() == 0:
             raise _CancelledBySignal from None
         raise
     finally:
-        state["done"] = True
+        watch.done = True
         unsubscribe()
+
+
+class _Watch:
+    """Cancels the handler's task when the call's cancel signal fires (from any thread)."""
+
+    __slots__ = ("done", "fired", "loop", "task")
+
+    def __init__(self, task: asyncio.Task[Any] | None, loop: asyncio.AbstractEventLoop) -> None:
+        self.task = task
+        self.loop = loop
+        self.done = False
+        self.fired = False
+
+    def on_signal(self) -> None:
+        self.loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        if not self.done and self.task is not None:
+            self.fired = True
+            self.task.cancel()
 
 
 def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
@@ -451,26 +468,31 @@ def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
     if isinstance(result, (Denied, Failed, InteractionRequired, Deferred)):
         return result
     data = result.output if isinstance(result, Completed) else result
+    # The models' own validators and serialisers are called directly: the same work as
+    # ``model_validate`` and ``model_dump``, which add microseconds of overhead per call.
     try:
         if isinstance(data, BaseModel):
             # warnings="error": a model built with wrong types (model_construct, assignment)
             # fails here instead of serialising something else. Computed fields are
             # recomputed by validation, and the closed validator would refuse them.
-            data = data.model_dump(
-                mode="json", by_alias=True, exclude_computed_fields=True, warnings="error"
+            data = data.__pydantic_serializer__.to_python(
+                data, mode="json", by_alias=True, exclude_computed_fields=True, warnings="error"
             )
         elif isinstance(data, Mapping):
             computed = registered.tool.output_model.model_computed_fields
             keys = {info.alias or name for name, info in computed.items()}
             data = {key: value for key, value in data.items() if key not in keys}
-        validated = registered.tool.output_validator.model_validate(data)
-        problem = _non_finite(validated)
+        validator = registered.tool.output_validator
+        validated = validator.__pydantic_validator__.validate_python(data)
+        problem = _non_finite(validated) if _may_hold_non_finite(validator) else None
         if problem is not None:
             issues: list[dict[str, Any]] = [
                 {"loc": list(problem), "msg": _FINITE_MSG, "type": "finite_number"}
             ]
         else:
-            return Completed(output=validated.model_dump(mode="json", by_alias=True))
+            return _completed(
+                validator.__pydantic_serializer__.to_python(validated, mode="json", by_alias=True)
+            )
     except ValidationError as exc:
         issues = _issues(exc)
     except PydanticSerializationError:
@@ -487,6 +509,22 @@ def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
 
 
 _FINITE_MSG = "Input should be a finite number"
+
+
+def _completed(output: object) -> Completed:
+    """``Completed(output=output)`` for output that is a model's JSON-mode dump already.
+
+    The instance ``Completed.model_construct(output=output)`` would make, built directly:
+    validating the dump again as ``JsonValue`` (or ``model_construct``'s generic loop)
+    costs more than validating the tool's output did.
+    """
+    completed = Completed.__new__(Completed)
+    set_ = object.__setattr__
+    set_(completed, "__dict__", {"kind": "completed", "output": output, "replayed": False})
+    set_(completed, "__pydantic_fields_set__", {"output"})
+    set_(completed, "__pydantic_extra__", None)
+    set_(completed, "__pydantic_private__", None)
+    return completed
 
 
 def _non_finite(
@@ -523,6 +561,83 @@ def _non_finite(
         if found is not None:
             return found
     return None
+
+
+_WALKED: weakref.WeakKeyDictionary[type[BaseModel], bool] = weakref.WeakKeyDictionary()
+"""Per validator model: whether ``_non_finite`` must walk what it validated."""
+
+_FLOAT_FREE_TYPES = frozenset(
+    {
+        # Leaves that never hold a float or a Decimal.
+        *("str", "int", "bool", "none", "bytes", "date", "datetime", "time", "timedelta"),
+        *("uuid", "url", "multi-host-url", "is-subclass", "callable", "complex"),
+        # Containers whose parts the walk below inspects.
+        *("model", "model-fields", "model-field", "default", "nullable", "union"),
+        *("tagged-union", "list", "set", "frozenset", "tuple", "dict", "chain"),
+        *("lax-or-strict", "json-or-python", "definitions", "definition-ref"),
+        *("typed-dict", "typed-dict-field", "dataclass", "dataclass-args", "dataclass-field"),
+        *("custom-error", "literal", "enum"),
+    }
+)
+"""Core schema types ``_float_free`` knows; any other type (``float``, ``decimal``,
+``any``, function validators…) may hold a non-finite number."""
+
+_ANY_ITEMS = {"list": "items_schema", "set": "items_schema", "frozenset": "items_schema"}
+
+
+def _may_hold_non_finite(model: type[BaseModel]) -> bool:
+    """Whether a validated instance of ``model`` can hold NaN or an infinity at all.
+
+    Decided once per model from its core schema: a model made only of strings, integers,
+    booleans, dates and the like (in any nesting) never needs the ``_non_finite`` walk,
+    which would otherwise cost more than validating the data.
+    """
+    known = _WALKED.get(model)
+    if known is None:
+        try:
+            known = not _float_free(model.__pydantic_core_schema__)
+        except Exception:  # a schema pydantic could not build yet: walk, to be safe
+            known = True
+        _WALKED[model] = known
+    return known
+
+
+def _float_free(node: object) -> bool:
+    """Whether no value validated by core schema ``node`` can be a float or a Decimal."""
+    if isinstance(node, list):
+        return all(_float_free(item) for item in node)
+    if not isinstance(node, Mapping):
+        return True
+    kind = node.get("type")
+    if kind is not None:
+        if kind not in _FLOAT_FREE_TYPES or "default_factory" in node:
+            return False
+        if kind in _ANY_ITEMS and _ANY_ITEMS[kind] not in node:
+            return False  # list[Any]
+        if kind == "dict" and "values_schema" not in node:
+            return False
+        if kind == "tuple" and "items_schema" not in node:
+            return False
+        if kind == "enum" and node.get("sub_type") == "float":
+            return False
+        if kind == "default" and _non_finite(node.get("default")) is not None:
+            return False
+        if kind == "literal" and _non_finite(list(node.get("expected", ()))) is not None:
+            return False
+        if kind == "model" and _extra_allowed(node):
+            return False
+    return all(
+        _float_free(value)
+        for key, value in node.items()
+        if key not in ("metadata", "serialization", "cls", "default", "expected", "config")
+    )
+
+
+def _extra_allowed(node: Mapping[str, Any]) -> bool:
+    """Whether a ``model`` schema keeps unknown fields without a schema for them."""
+    config = node.get("config") or {}
+    inner = node.get("schema") or {}
+    return config.get("extra_fields_behavior") == "allow" and "extras_schema" not in inner
 
 
 def _provider_error(name: str, where: str) -> Failed:
