@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -45,8 +45,20 @@ class Telemetry:
         self._tracer = trace.get_tracer("charter")
         # Without an installed tracer provider a span records nothing, yet starting one
         # still costs a context switch per call; checked per call, since an application
-        # may install its provider after building the host.
+        # may install its provider after building the host. Once one is installed it stays
+        # (OpenTelemetry refuses to replace it), so that answer is kept.
         self._inactive = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self._active = False
+        # get_tracer_provider() looks its environment variable up in os.environ on every
+        # call until a provider is set, which costs more than the rest of an untraced
+        # call's telemetry. Called once here, it installs a provider the environment
+        # names; after that, the module global it returns answers without the lookup.
+        trace.get_tracer_provider()
+        self._provider: Callable[[], object] = (
+            (lambda: trace._TRACER_PROVIDER)
+            if hasattr(trace, "_TRACER_PROVIDER")
+            else trace.get_tracer_provider
+        )
         meter = metrics.get_meter("charter")
         self._calls = meter.create_counter(
             INVOCATIONS_METRIC, unit="{invocation}", description="Tool invocations"
@@ -61,9 +73,19 @@ class Telemetry:
         The context manager yields None when OpenTelemetry is not installed or no tracer
         provider is set (then nothing is started).
         """
-        if self._tracer is None or isinstance(self._trace.get_tracer_provider(), self._inactive):
+        if self._tracer is None or not self._tracing():
             return _NO_SPAN
         return self._span(tool, call_id)
+
+    def _tracing(self) -> bool:
+        """Whether an application installed a tracer provider that records spans."""
+        if self._active:
+            return True
+        provider = self._provider()
+        if provider is None or isinstance(provider, self._inactive):
+            return False
+        self._active = True
+        return True
 
     @contextlib.contextmanager
     def _span(self, tool: str, call_id: str | None) -> Iterator[Any]:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -453,7 +455,7 @@ class Host:
             return arguments, _NO_CONTROLS
         raw = arguments.pop(CONTROL_FIELD, None)
         try:
-            body = InvocationControls.model_validate(raw if raw is not None else {})
+            body = _NO_CONTROLS if raw is None else InvocationControls.model_validate(raw)
         except ValidationError as exc:
             return failed(
                 ErrorCode.INVALID_INPUT,
@@ -551,7 +553,7 @@ class Host:
         ctx.turn_id = call.turn_id
         ctx.step_id = call.step_id
         ctx.call_id = call.call_id
-        ctx.invocation_id = call.invocation_id or secrets.token_hex(16)
+        ctx.invocation_id = call.invocation_id or _random_id()
         ctx.resume = call.resume
         ctx.state = call.state
         ctx.progress_sink = call.progress_sink
@@ -700,6 +702,8 @@ def _merge_controls(
     """Merge transport controls (headers) with ``_charter``; a value in both must agree."""
     if given is None:
         return body
+    if body is _NO_CONTROLS:
+        return given
     merged: dict[str, Any] = {}
     for field_name in InvocationControls.model_fields:
         a, b = getattr(body, field_name), getattr(given, field_name)
@@ -740,8 +744,8 @@ class _Trace:
     def event(self, outcome: ToolOutcome, seconds: float, now: datetime) -> AuditEvent:
         registered = self.registered
         principal = self.principal
-        return AuditEvent(
-            id="aud_" + secrets.token_hex(16),
+        return _audit_event(
+            id="aud_" + _random_id(),
             time=now,
             subject=principal.subject if principal is not None else None,
             principal_tenant=principal.tenant_id if principal is not None else None,
@@ -759,3 +763,58 @@ class _Trace:
             replayed=bool(getattr(outcome, "replayed", False)),
             duration_ms=round(seconds * 1000, 3),
         )
+
+
+def _audit_event(**fields: Any) -> AuditEvent:
+    """``AuditEvent(**fields)`` for every field, computed by the host with the right types.
+
+    The instance ``AuditEvent.model_construct(**fields)`` would make, built directly:
+    validating values the host just computed would cost more than the rest of the audit
+    work of a call.
+    """
+    event = AuditEvent.__new__(AuditEvent)
+    set_ = object.__setattr__
+    set_(event, "__dict__", fields)
+    set_(event, "__pydantic_fields_set__", set(fields))
+    set_(event, "__pydantic_extra__", None)
+    set_(event, "__pydantic_private__", None)
+    return event
+
+
+class _RandomIds:
+    """Random 128-bit ids as hex, read from the OS 4 KiB at a time instead of per id.
+
+    ``secrets.token_hex`` makes a system call per id, and every call needs two. Ids stay
+    unpredictable (the bytes come from ``os.urandom``); a forked child starts a fresh
+    pool, so parent and child never hand out the same ids.
+    """
+
+    _SIZE = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = b""
+        self._offset = 0
+
+    def next(self) -> str:
+        with self._lock:
+            offset = self._offset
+            if offset >= len(self._pool):
+                self._pool = os.urandom(self._SIZE)
+                offset = 0
+            self._offset = offset + 16
+            return self._pool[offset : offset + 16].hex()
+
+    def reset(self) -> None:
+        self._pool = b""
+        self._offset = 0
+
+
+_IDS = _RandomIds()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_IDS.reset)
+
+
+def _random_id() -> str:
+    """A fresh random id of 32 hex characters."""
+    return _IDS.next()
