@@ -11,11 +11,6 @@ from http_support import Lab, Live, build_host, serve
 from charter.http import create_app
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # TODO(issue 6): move to [tool.pytest.ini_options] markers in pyproject.toml.
-    config.addinivalue_line("markers", "browser: drives the console in headless Chromium")
-
-
 @pytest.fixture(scope="session")
 def live() -> Iterator[Live]:
     """The standard app (no MCP, console on), shared by the tests that need no special setup."""
