@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CONTROL_FIELD",
+    "CONTROL_SCHEMAS",
     "ActionPolicy",
     "CommandClaim",
     "ControlSpec",
@@ -26,6 +27,7 @@ __all__ = (
     "InvocationControls",
     "TargetResolution",
     "command_fingerprint",
+    "controls_schema",
     "default_action_policy",
 )
 
@@ -115,6 +117,80 @@ class ControlSpec:
             optional.append("approvalId")
         optional.append("reasonCode")
         return cls(required=tuple(required), optional=tuple(optional))
+
+
+_ID_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+
+CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
+    "requestId": {
+        "type": "string",
+        "format": "uuid",
+        "description": "A UUID you generate once per action and reuse when you retry the same "
+        "action; repeating it returns the stored result instead of acting twice.",
+    },
+    "confirmed": {
+        # Any JSON value is accepted; only the boolean true confirms (InvocationControls).
+        "description": "true once the user confirmed this exact action; any other value "
+        "leaves the call unconfirmed.",
+        "examples": [True],
+    },
+    "approvalId": {**_ID_SCHEMA, "description": "The approval an approver granted for this call."},
+    "reasonCode": {**_ID_SCHEMA, "description": "Why the action is taken; recorded with it."},
+    "onBehalfOf": {**_ID_SCHEMA, "description": "The tenant to act for (admin scope only)."},
+}
+"""The JSON Schema of each reserved control, as ``InvocationControls`` parses it."""
+
+
+def controls_schema(
+    spec: ControlSpec,
+    *,
+    delegable: bool,
+    nullable: bool = False,
+    require: bool = True,
+    note: str = "",
+) -> dict[str, Any] | None:
+    """The JSON Schema of a tool's ``_charter`` object (None when it accepts no controls).
+
+    Args:
+        spec: the tool's controls.
+        delegable: whether the tool also accepts ``onBehalfOf``.
+        nullable: let each control be ``null`` ("not given", as the host reads it).
+        require: list the required controls as required (transports that also take
+            them from headers say False).
+        note: a sentence appended to the description.
+    """
+    names: list[str] = [*spec.required, *(n for n in spec.optional if n not in spec.required)]
+    if delegable:
+        names.append("onBehalfOf")
+    if not names:
+        return None
+    properties = {
+        name: _nullable(CONTROL_SCHEMAS[name]) if nullable else dict(CONTROL_SCHEMAS[name])
+        for name in names
+    }
+    needs = f"This tool requires {', '.join(spec.required)}." if spec.required else ""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "description": " ".join(
+            part
+            for part in (
+                "charter invocation controls (never part of the tool's input).",
+                needs,
+                note,
+            )
+            if part
+        ),
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if require and spec.required:
+        schema["required"] = list(spec.required)
+    return schema
+
+
+def _nullable(schema: Mapping[str, Any]) -> dict[str, Any]:
+    kind = schema.get("type")
+    return {**schema, "type": [kind, "null"]} if isinstance(kind, str) else dict(schema)
 
 
 _TrimmedId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]

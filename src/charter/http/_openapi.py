@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from charter.manifest import CONTRACT_VERSION, RegisteredTool
-from charter.policy import CONTROL_FIELD
+from charter.policy import CONTROL_FIELD, controls_schema
 from charter.tool import JSON_SCHEMA_DIALECT
 
 from ._openapi_routes import (
@@ -39,33 +39,6 @@ _CONTROL_PARAMETERS: Mapping[str, str] = {
 """The header parameter of each control, documented for the tools that accept it."""
 
 _CALL_PROBLEMS = (400, 401, 403, 404, 409, 413, 422, 500, 503, 504)
-
-_ID = {"type": ["string", "null"], "minLength": 1, "maxLength": 200, "pattern": r"\S"}
-
-# null means "not given", as the host reads it.
-_CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
-    "requestId": {
-        "type": ["string", "null"],
-        "format": "uuid",
-        "description": "A UUID generated once per action and reused on retries "
-        "(or send the Idempotency-Key header).",
-    },
-    "confirmed": {
-        # Any JSON value is accepted; only the boolean true confirms (the host's rule).
-        "description": "true once the user confirmed (or send Charter-Confirm: true); "
-        "any other value leaves the call unconfirmed.",
-        "examples": [True],
-    },
-    "approvalId": {
-        **_ID,
-        "description": "The granted approval (or send the Charter-Approval header).",
-    },
-    "reasonCode": {**_ID, "description": "Why the action is taken."},
-    "onBehalfOf": {
-        **_ID,
-        "description": "The tenant a delegable tool acts for (admin scope only).",
-    },
-}
 
 
 class OpenAPIDocument:
@@ -135,10 +108,7 @@ class _ToolFragment:
         prefix = _COMPONENT_NAME.sub("_", registered.name)
         self.schemas: dict[str, Any] = {}
         request = self._component(f"{prefix}.Request", tool.input_schema)
-        _add_controls(
-            self.schemas[f"{prefix}.Request"],
-            [*registered.controls.accepted, *(["onBehalfOf"] if tool.delegable else [])],
-        )
+        _add_controls(self.schemas[f"{prefix}.Request"], registered)
         output = self._component(f"{prefix}.Output", tool.output_schema)
         self.schemas[f"{prefix}.Result"] = {
             "type": "object",
@@ -220,22 +190,18 @@ class _ToolFragment:
         return {"$ref": SCHEMAS + name}
 
 
-def _add_controls(schema: dict[str, Any], accepted: Iterable[str]) -> None:
-    """Let the request body carry the ``_charter`` controls the tool accepts.
-
-    TODO(issue 6): charter.mcp builds the same object for tools/list; one helper in the
-    core (beside ``ControlSpec``) should serve both transports.
-    """
+def _add_controls(schema: dict[str, Any], registered: RegisteredTool) -> None:
+    """Let the request body carry the ``_charter`` controls the tool accepts."""
     properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return
-    names = sorted(accepted)
-    properties[CONTROL_FIELD] = {
-        "type": "object",
-        "description": "Invocation controls; each may also be sent as a header.",
-        "properties": {n: _CONTROL_SCHEMAS[n] for n in names if n in _CONTROL_SCHEMAS},
-        "additionalProperties": False,
-    }
+    controls = controls_schema(
+        registered.controls,
+        delegable=registered.tool.delegable,
+        nullable=True,  # null means "not given", as the host reads it
+        require=False,  # a required control may come from its header instead
+        note="Each may also be sent as a header.",
+    )
+    if isinstance(properties, dict) and controls is not None:
+        properties[CONTROL_FIELD] = controls
 
 
 def _rewrite_refs(node: Any, root: str, names: Mapping[str, str]) -> Any:

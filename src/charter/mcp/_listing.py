@@ -8,7 +8,7 @@ import mcp.types as types
 
 from ..ledger import ActionStatus
 from ..manifest import RegisteredTool
-from ..policy import CONTROL_FIELD
+from ..policy import CONTROL_FIELD, controls_schema
 from ..tool import JSON_SCHEMA_DIALECT
 from ._render import STATUS_TOOL
 
@@ -19,37 +19,6 @@ TOOL_META_KEY = "charter/tool"
 
 # Manifest keys that MCP carries in its own fields, not in ``_meta``.
 _MCP_FIELDS = frozenset({"name", "description", "inputSchema", "outputSchema", "annotations"})
-
-_CONTROL_PROPERTIES: dict[str, dict[str, Any]] = {
-    "requestId": {
-        "type": "string",
-        "format": "uuid",
-        "description": "A UUID you generate once per action and reuse when you retry the "
-        "same action; repeating it returns the stored result instead of acting twice.",
-    },
-    "confirmed": {
-        "type": "boolean",
-        "description": "true once the user has confirmed this exact action.",
-    },
-    "approvalId": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 200,
-        "description": "The approval an approver granted for this exact call.",
-    },
-    "reasonCode": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 200,
-        "description": "Why the action is taken; recorded with the call and its approval.",
-    },
-    "onBehalfOf": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 200,
-        "description": "The tenant to act for (admin scope only).",
-    },
-}
 
 
 class ToolListing:
@@ -89,25 +58,9 @@ def _listed(registered: RegisteredTool) -> types.Tool:
 def _input_schema(registered: RegisteredTool) -> dict[str, Any]:
     """The tool's schema unchanged, plus the optional ``_charter`` controls it accepts."""
     schema = registered.tool.input_schema
-    spec = registered.controls
-    names: list[str] = [*spec.required, *(n for n in spec.optional if n not in spec.required)]
-    if registered.tool.delegable:
-        names.append("onBehalfOf")
-    if not names:
+    controls = controls_schema(registered.controls, delegable=registered.tool.delegable)
+    if controls is None:
         return schema
-    controls: dict[str, Any] = {
-        "type": "object",
-        "description": "charter invocation controls (never part of the tool's own input). "
-        + (
-            f"This tool requires {', '.join(spec.required)}."
-            if spec.required
-            else "All are optional for this tool."
-        ),
-        "properties": {name: _CONTROL_PROPERTIES[name] for name in names},
-        "additionalProperties": False,
-    }
-    if spec.required:
-        controls["required"] = list(spec.required)
     properties = schema.get("properties")
     return {
         **schema,
