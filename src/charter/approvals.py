@@ -128,7 +128,7 @@ class Approvals:
     ) -> list[ApprovalRecord]:
         """Approvals in the caller's tenant (approvers see all, others their own)."""
         records = await self.store.list_approvals(principal.tenant_id, status, limit)
-        if self._is_approver(principal):
+        if self.is_approver(principal):
             return records
         return [r for r in records if r.requester_id == principal.subject]
 
@@ -137,7 +137,7 @@ class Approvals:
         record = await self.store.get_approval(approval_id)
         if record is None or record.tenant_id != principal.tenant_id:
             return None
-        if not self._is_approver(principal) and record.requester_id != principal.subject:
+        if not self.is_approver(principal) and record.requester_id != principal.subject:
             return None
         return record
 
@@ -153,7 +153,8 @@ class Approvals:
         """Deny a pending approval, or revoke a granted one that was not yet used."""
         return await self._decide(approval_id, approver, "denied", reason)
 
-    def _is_approver(self, principal: Principal) -> bool:
+    def is_approver(self, principal: Principal) -> bool:
+        """Whether ``principal`` may decide approvals (and see every approval of its tenant)."""
         return missing_scopes(
             principal.scopes, (self.approver_scope,), admin_scope=self.admin_scope
         ).allowed
@@ -165,7 +166,7 @@ class Approvals:
         status: ApprovalStatus,
         reason: str | None,
     ) -> ApprovalRecord | Failed:
-        if not self._is_approver(approver):
+        if not self.is_approver(approver):
             return failed(
                 ErrorCode.AUTHORIZATION_DENIED,
                 f"Deciding approvals needs the {self.approver_scope!r} scope.",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ("AuditEvent", "AuditSink", "MemoryAuditSink")
+__all__ = ("AuditEvent", "AuditSink", "AuditTrail", "MemoryAuditSink")
 
 
 class AuditEvent(BaseModel):
@@ -38,6 +39,14 @@ class AuditEvent(BaseModel):
     reason: str | None = None
     replayed: bool = False
     duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditTrail:
+    """The audit events of one tenant that a caller may read, newest first."""
+
+    tenant: str
+    events: list[AuditEvent]
 
 
 class AuditSink(Protocol):

@@ -40,7 +40,7 @@ from ._canonical import NonCanonicalValueError
 from ._limits import PayloadLimits, PayloadRejected, check_value, parse_json
 from ._telemetry import Telemetry
 from .approvals import Approvals
-from .audit import AuditEvent, AuditSink, MemoryAuditSink
+from .audit import AuditEvent, AuditSink, AuditTrail, MemoryAuditSink
 from .auth import (
     AccessCatalog,
     Authenticator,
@@ -622,6 +622,28 @@ class Host:
         return outcome
 
     # -- where requests stand ---------------------------------------------------------------
+
+    async def audit_events(
+        self, principal: Principal, *, tenant: str | None = None, limit: int = 100
+    ) -> AuditTrail | Failed:
+        """Recent audit events the caller may read, newest first.
+
+        The caller's own tenant by default; only the admin scope may name another tenant.
+        Approvers and admins see every event of the tenant, other callers their own.
+        """
+        decision = resolve_tenant(
+            principal=principal, requested=tenant, delegable=True, admin_scope=self.admin_scope
+        )
+        if decision.denied:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                "Only the admin scope may read another tenant's audit events.",
+                reason="tenant_forbidden",
+            )
+        events = await self.audit.events(tenant=decision.tenant_id, limit=limit)
+        if not self.approvals.is_approver(principal):
+            events = [e for e in events if e.subject == principal.subject]
+        return AuditTrail(tenant=decision.tenant_id, events=events)
 
     async def action_status(self, principal: Principal, request_id: str) -> ActionStatus | None:
         """Where a request stands, scoped to the caller's tenant (None if unknown there)."""

@@ -7,9 +7,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from ._canonical import sha256_fingerprint
+from .auth import js_trim
 from .errors import ErrorCode, ToolError
 from .risk import DeploymentRisk, RiskPolicy, RiskTier
 
@@ -193,7 +194,11 @@ def _nullable(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {**schema, "type": [kind, "null"]} if isinstance(kind, str) else dict(schema)
 
 
-_TrimmedId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+# Trimmed like every other id charter compares (JavaScript's whitespace set, js_trim), so
+# a tenant named in onBehalfOf and one named in a tenant field resolve alike.
+_TrimmedId = Annotated[
+    str, AfterValidator(js_trim), StringConstraints(min_length=1, max_length=200)
+]
 
 
 class InvocationControls(BaseModel):

@@ -401,12 +401,6 @@ async def test_a_duplicated_tenant_key_in_raw_json_is_rejected_before_any_check(
     assert seen.calls == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="policy.py: InvocationControls trims onBehalfOf with pydantic's strip_whitespace "
-    "(Unicode White_Space, which includes U+0085), while resolve_tenant trims tenant ids "
-    "with js_trim (which keeps U+0085), so the two routes name different tenants",
-)
 async def test_on_behalf_of_is_trimmed_exactly_like_the_tenant_field() -> None:
     host, _, _ = _host()
     requested = "\x85tenant-b"

@@ -8,10 +8,9 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from charter.auth import Principal, missing_scopes, resolve_tenant
 from charter.errors import ErrorCode
 from charter.host import Host
-from charter.outcome import failed
+from charter.outcome import Failed, failed
 
 from ._openapi import OpenAPIDocument
 from ._payloads import (
@@ -70,26 +69,14 @@ class OpsRoutes:
         limit = int_query(request, "limit", default=50, maximum=500)
         if isinstance(limit, Response):
             return limit
-        decision = resolve_tenant(
-            principal=caller,
-            requested=request.query_params.get("tenant"),
-            delegable=True,
-            admin_scope=self.host.admin_scope,
+        trail = await self.host.audit_events(
+            caller, tenant=request.query_params.get("tenant"), limit=limit
         )
-        if decision.denied:
-            return failed_problem(
-                failed(
-                    ErrorCode.AUTHORIZATION_DENIED,
-                    "Only the admin scope may read another tenant's audit events.",
-                    reason="tenant_forbidden",
-                )
-            )
-        events = await self.host.audit.events(tenant=decision.tenant_id, limit=limit)
-        if not self._sees_tenant(caller):
-            events = [e for e in events if e.subject == caller.subject]
+        if isinstance(trail, Failed):
+            return failed_problem(trail)
         return json_response(
             AuditBody(
-                tenant=decision.tenant_id, events=[AuditEventBody.from_event(e) for e in events]
+                tenant=trail.tenant, events=[AuditEventBody.from_event(e) for e in trail.events]
             )
         )
 
@@ -106,7 +93,7 @@ class OpsRoutes:
                 actor=caller.actor,
                 display_name=caller.display_name,
                 scopes=sorted(caller.scopes),
-                approver=self._sees_tenant(caller),
+                approver=self.host.approvals.is_approver(caller),
             )
         )
 
@@ -140,10 +127,3 @@ class OpsRoutes:
             self.host.callable_tools(caller), server_url=request.scope.get("root_path") or "/"
         )
         return json_response(document)
-
-    def _sees_tenant(self, principal: Principal) -> bool:
-        return missing_scopes(
-            principal.scopes,
-            (self.host.approvals.approver_scope,),
-            admin_scope=self.host.admin_scope,
-        ).allowed
