@@ -46,6 +46,7 @@ from .auth import (
     Authenticator,
     Credentials,
     Principal,
+    ScopeCheck,
     audience_allows,
     check_auth_mode,
     enforce_audience,
@@ -169,6 +170,9 @@ class Host:
         self.admin_scope = admin_scope
         self.access_catalog = access_catalog
         self._context_factory = context_factory
+        self._scope_checks: dict[
+            tuple[frozenset[str], tuple[str, ...], AccessCatalog | None, str], ScopeCheck
+        ] = {}
         self._clock = clock or (lambda: datetime.now(UTC))
         store_sink = self.store if isinstance(self.store, _StoreAuditSink) else None
         # ``is not None``, not ``or``: a sink that defines ``__len__`` is falsy when empty.
@@ -246,12 +250,29 @@ class Host:
             return False
         if tool.auth == "public" or principal is None:
             return True
-        return missing_scopes(
-            principal.scopes,
-            registered.required_scopes,
-            self.access_catalog,
-            admin_scope=self.admin_scope,
-        ).allowed
+        return self._scope_check(principal, registered).allowed
+
+    def _scope_check(self, principal: Principal, registered: RegisteredTool) -> ScopeCheck:
+        """``missing_scopes`` for this caller and tool, remembered per set of scopes.
+
+        The decision is a pure function of the key, and every part of the key is
+        immutable (the principal's frozenset, the tool's tuple, the frozen catalog, the
+        admin scope), so a remembered answer is the answer. The cache is bounded: past
+        ``_SCOPE_CACHE_SIZE`` entries it starts again.
+        """
+        key = (principal.scopes, registered.required_scopes, self.access_catalog, self.admin_scope)
+        check = self._scope_checks.get(key)
+        if check is None:
+            check = missing_scopes(
+                principal.scopes,
+                registered.required_scopes,
+                self.access_catalog,
+                admin_scope=self.admin_scope,
+            )
+            if len(self._scope_checks) >= _SCOPE_CACHE_SIZE:
+                self._scope_checks.clear()
+            self._scope_checks[key] = check
+        return check
 
     # -- the pipeline -----------------------------------------------------------------------
 
@@ -425,12 +446,7 @@ class Host:
         trace.admin_used = decision.admin_used
         if tool.auth == "public" or principal is None:
             return None
-        check = missing_scopes(
-            principal.scopes,
-            registered.required_scopes,
-            self.access_catalog,
-            admin_scope=self.admin_scope,
-        )
+        check = self._scope_check(principal, registered)
         if not check.allowed:
             return failed(
                 ErrorCode.AUTHORIZATION_DENIED,
@@ -665,6 +681,9 @@ class Host:
 class _StoreAuditSink(AuditSink, Protocol):
     """A store that also keeps audit events (then they commit with the action)."""
 
+
+_SCOPE_CACHE_SIZE = 4096
+"""How many scope decisions a host remembers (distinct scope sets times tools)."""
 
 _NO_CALL_OPTIONS = CallOptions()
 """The transport facts of a call that gave none (frozen, so one instance serves all)."""
