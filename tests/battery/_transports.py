@@ -1,0 +1,606 @@
+"""The travel example served over every transport, for the transport-level battery.
+
+- ``TravelSite``: ``create_app(host)`` under uvicorn on 127.0.0.1 (a free port), in a
+  thread with its own event loop, on a store the thread opens (SQLite file or PostgreSQL
+  schema). REST is at ``/v1``, MCP streamable HTTP at ``/mcp`` of the same app.
+- ``StdioServer``: ``charter serve examples.travel:host --stdio --principal-key KEY`` in
+  a subprocess, one per principal (stdio carries no credentials: each process runs every
+  call as its key's principal), on the same database.
+- ``Caller`` implementations that make one tool call and normalise what came back into a
+  ``Seen`` (kind, code, reason, replayed, output), so the outcomes of the three transports
+  compare as equal values.
+- ``ledger_state``: the database read from outside charter, with the random parts (ids,
+  times) replaced by the scenario's labels, so two databases compare as equal values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import httpx2
+import mcp.types as types
+import sqlalchemy as sa
+import uvicorn
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from charter import Tool
+from charter.http import create_app
+from charter.mcp import OUTCOME_META_KEY
+from charter.store import SqlStore, sqlite_url
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from examples.travel import build_host, ensure_demo_keys  # noqa: E402
+from tests.store.conftest import postgres_schema, require_postgres  # noqa: E402
+
+CHARTER = str(Path(sys.executable).with_name("charter"))
+STARTUP_SECONDS = 90.0
+"""How long a server may take to start: importing the MCP SDK takes seconds on busy CI."""
+
+AGENT = "traveller-agent"
+APPROVER = "staff-approver"
+ADMIN = "admin"
+GLOBEX = "globex-agent"
+ROLES = (AGENT, APPROVER, ADMIN, GLOBEX)
+"""The demo principals of ``examples.travel`` (``DEMO_PRINCIPALS``), by role."""
+
+
+# -- databases --------------------------------------------------------------------------------
+
+
+class Databases:
+    """Fresh, empty databases on one backend: SQLite files or PostgreSQL schemas."""
+
+    def __init__(self, backend: str, directory: Path) -> None:
+        self.backend = backend
+        self._directory = directory
+        self._stack = contextlib.ExitStack()
+        self._count = 0
+        if backend == "postgres":
+            require_postgres()
+
+    def new(self, name: str = "db") -> str:
+        """The URL of a new, empty database."""
+        self._count += 1
+        if self.backend == "sqlite":
+            return sqlite_url(self._directory / f"{name}-{self._count}.db")
+        return self._stack.enter_context(postgres_schema())
+
+    def close(self) -> None:
+        """Drop the PostgreSQL schemas."""
+        self._stack.close()
+
+
+async def prepare_travel(url: str, keys_file: Path) -> dict[str, str]:
+    """Create the travel tables, demo data and demo API keys; return each role's key."""
+    async with SqlStore(url) as store:
+        host = await build_host(store)
+        host.registry.close()
+        keys = await ensure_demo_keys(store, keys_file)
+    return {key["role"]: key["key"] for key in keys}
+
+
+# -- the HTTP app (REST and MCP) in a thread -----------------------------------------------
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, telling another thread when it serves (or that it gave up)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:
+            self.ready.set()
+
+
+@dataclass
+class TravelSite:
+    """``create_app`` over the travel host, served on 127.0.0.1 from a thread of its own.
+
+    The host, its store and uvicorn live in that thread's event loop; tests talk to it
+    over the network only, and read the database through their own engine.
+    """
+
+    db_url: str
+    keys: dict[str, str]
+    extra_tools: Sequence[Tool[Any, Any, Any]] = ()
+    url: str = ""
+    errors: list[str] = field(default_factory=list)
+    """Exceptions the server thread died with (a test fails on any)."""
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
+
+    @property
+    def mcp_url(self) -> str:
+        return self.url + "/mcp"
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        built = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(sock, built), daemon=True)
+        self._thread.start()
+        if not built.wait(STARTUP_SECONDS) or self._server is None:
+            raise RuntimeError(f"the travel site did not start: {self.errors}")
+        if not self._server.ready.wait(STARTUP_SECONDS) or not self._server.started:
+            self.stop()
+            raise RuntimeError(f"uvicorn did not start: {self.errors}")
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _run(self, sock: socket.socket, built: threading.Event) -> None:
+        try:
+            asyncio.run(self._serve(sock, built))
+        except BaseException as exc:  # reported to the test, which fails on it
+            self.errors.append(repr(exc))
+            built.set()
+        finally:
+            sock.close()
+
+    async def _serve(self, sock: socket.socket, built: threading.Event) -> None:
+        async with SqlStore(self.db_url) as store:
+            host = await build_host(store)
+            for extra in self.extra_tools:
+                host.registry.register(extra)
+            app = create_app(host)
+            config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="none")
+            self._server = _Server(config)
+            built.set()
+            try:
+                await self._server.serve(sockets=[sock])
+            finally:
+                host.registry.close()
+
+
+@contextmanager
+def travel_site(
+    db_url: str, keys: dict[str, str], extra_tools: Sequence[Tool[Any, Any, Any]] = ()
+) -> Iterator[TravelSite]:
+    """Serve the travel host on ``db_url`` until the block ends."""
+    site = TravelSite(db_url=db_url, keys=keys, extra_tools=extra_tools)
+    site.start()
+    try:
+        yield site
+    finally:
+        site.stop()
+    assert site.errors == [], site.errors
+
+
+# -- what a caller saw -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Seen:
+    """One call's outcome as the caller saw it, in transport-neutral terms."""
+
+    kind: str
+    """``completed``, ``failed``, ``denied``, ``interaction-required`` or ``deferred``."""
+    code: str | None = None
+    """The error code, or an interaction's ``metadata.code``."""
+    reason: str | None = None
+    replayed: bool = False
+    output: Any = None
+    approval_id: str | None = None
+    """The approval an ``APPROVAL_REQUIRED`` interaction names."""
+
+    def labelled(self, labels: Mapping[str, str]) -> Seen:
+        """The same, with every request and approval id replaced by its label, no times."""
+        return Seen(
+            kind=self.kind,
+            code=self.code,
+            reason=self.reason,
+            replayed=self.replayed,
+            output=without_times(relabel(self.output, labels)),
+            approval_id=labels.get(self.approval_id or "", self.approval_id),
+        )
+
+
+def seen_from_http(response: httpx.Response) -> Seen:
+    """Normalise a ``POST /v1/tools/{name}:call`` answer."""
+    body = response.json()
+    if response.status_code == 200:
+        return Seen(kind="completed", output=body["output"], replayed=body["replayed"])
+    if response.status_code == 202:
+        interaction = body.get("interaction") or {}
+        metadata = interaction.get("metadata") or {}
+        return Seen(
+            kind=body["kind"],
+            code=metadata.get("code"),
+            approval_id=body.get("approvalId"),
+        )
+    kind = "denied" if body.get("title") == "Denied" else "failed"
+    return Seen(
+        kind=kind,
+        code=body.get("code"),
+        reason=body.get("reason"),
+        replayed=bool(body.get("replayed")),
+    )
+
+
+def seen_from_mcp(result: types.CallToolResult) -> Seen:
+    """Normalise a ``tools/call`` result."""
+    meta = result.meta or {}
+    if not result.is_error:
+        return Seen(
+            kind="completed",
+            output=result.structured_content,
+            replayed=bool(meta.get("charter/replayed", False)),
+        )
+    outcome = meta[OUTCOME_META_KEY]
+    kind = outcome["kind"]
+    if kind == "failed":
+        return Seen(
+            kind=kind,
+            code=outcome["code"],
+            reason=(outcome.get("meta") or {}).get("reason"),
+            replayed=bool(outcome.get("replayed")),
+        )
+    if kind == "interaction-required":
+        interaction = outcome["interaction"]
+        code = (interaction.get("metadata") or {}).get("code")
+        return Seen(
+            kind=kind,
+            code=code,
+            approval_id=interaction["id"] if code == "APPROVAL_REQUIRED" else None,
+        )
+    return Seen(kind=kind)
+
+
+# -- callers --------------------------------------------------------------------------------
+
+
+class Caller(Protocol):
+    """Makes tool calls as the demo principals over one transport."""
+
+    name: str
+
+    async def call(self, role: str, tool: str, arguments: dict[str, Any]) -> Seen: ...
+
+
+class HttpCaller:
+    """REST: ``POST /v1/tools/{name}:call`` with the role's key as a bearer token."""
+
+    name = "http"
+
+    def __init__(self, site: TravelSite) -> None:
+        self._site = site
+        self._client = httpx.AsyncClient(base_url=site.url, timeout=60)
+
+    async def call(self, role: str, tool: str, arguments: dict[str, Any]) -> Seen:
+        response = await self.post(role, tool, arguments)
+        return seen_from_http(response)
+
+    async def post(self, role: str | None, tool: str, arguments: object) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self._site.keys[role]}"} if role else {}
+        return await self._client.post(f"/v1/tools/{tool}:call", json=arguments, headers=headers)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class McpCaller:
+    """MCP through the official client: one session per role, opened on first use."""
+
+    def __init__(self, name: str, connect: Callable[[str], Awaitable[Client]]) -> None:
+        self.name = name
+        self._connect = connect
+        self._clients: dict[str, Client] = {}
+        self._lock = asyncio.Lock()
+
+    async def client(self, role: str) -> Client:
+        async with self._lock:
+            if role not in self._clients:
+                self._clients[role] = await self._connect(role)
+            return self._clients[role]
+
+    async def call(self, role: str, tool: str, arguments: dict[str, Any]) -> Seen:
+        client = await self.client(role)
+        return seen_from_mcp(await client.call_tool(tool, arguments))
+
+
+@asynccontextmanager
+async def mcp_http_caller(site: TravelSite) -> AsyncIterator[McpCaller]:
+    """MCP streamable HTTP at the site's ``/mcp``, a bearer key per role."""
+    async with AsyncExitStack() as stack:
+
+        async def connect(role: str) -> Client:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers={"Authorization": f"Bearer {site.keys[role]}"},
+                    timeout=httpx2.Timeout(60, read=120),
+                )
+            )
+            transport = streamable_http_client(site.mcp_url, http_client=http)
+            return await stack.enter_async_context(Client(transport, mode="legacy"))
+
+        yield McpCaller("mcp-http", connect)
+
+
+def stdio_parameters(db_url: str, keys_file: Path, key: str | None) -> StdioServerParameters:
+    """``charter serve examples.travel:host --stdio`` on ``db_url`` as ``key``'s principal."""
+    env = {**os.environ, "CHARTER_DEMO_KEYS": str(keys_file)}
+    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
+        env.pop(name, None)
+    args = ["serve", "examples.travel:host", "--stdio", "--db", db_url]
+    if key is not None:
+        args += ["--principal-key", key]
+    return StdioServerParameters(command=CHARTER, args=args, env=env, cwd=str(ROOT))
+
+
+@asynccontextmanager
+async def mcp_stdio_caller(
+    db_url: str, keys: dict[str, str], keys_file: Path
+) -> AsyncIterator[McpCaller]:
+    """MCP over stdio: a ``charter serve --stdio`` subprocess per role, on one database."""
+    async with AsyncExitStack() as stack:
+
+        async def connect(role: str) -> Client:
+            parameters = stdio_parameters(db_url, keys_file, keys[role])
+            return await stack.enter_async_context(
+                Client(parameters, mode="legacy", read_timeout_seconds=STARTUP_SECONDS)
+            )
+
+        yield McpCaller("mcp-stdio", connect)
+
+
+# -- the database from outside ------------------------------------------------------------
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def relabel(value: Any, labels: Mapping[str, str]) -> Any:
+    """``value`` with every id in ``labels`` replaced by its label (also inside strings)."""
+    if isinstance(value, str):
+        for raw, label in labels.items():
+            if raw in value:
+                value = value.replace(raw, label)
+        return value
+    if isinstance(value, list):
+        return [relabel(item, labels) for item in value]
+    if isinstance(value, dict):
+        return {relabel(k, labels): relabel(v, labels) for k, v in value.items()}
+    return value
+
+
+_TIMES = frozenset({"created_at", "expires_at", "decided_at", "updated_at", "settled_at", "time"})
+
+
+def without_times(value: Any) -> Any:
+    """``value`` without the timestamps two runs of one scenario cannot share."""
+    if isinstance(value, list):
+        return [without_times(item) for item in value]
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k not in _TIMES}
+    return value
+
+
+_VOLATILE = frozenset(
+    {
+        "created_at",
+        "expires_at",
+        "decided_at",
+        "invocation_id",
+        "id",
+        "time",
+        "seq",
+        "duration_ms",
+        "settled_at",
+    }
+)
+"""Columns and audit fields that differ between two runs of the same scenario."""
+
+
+async def ledger_state(url: str, labels: Mapping[str, str]) -> dict[str, list[str]]:
+    """Every charter and travel table, without the volatile columns, ids relabelled.
+
+    Each table is a sorted list of canonical JSON rows, so two databases that went through
+    the same scenario compare equal whatever the order of their rows.
+    """
+    engine = create_async_engine(url, poolclass=sa.NullPool)
+    tables = {
+        "ledger": "charter_ledger_entries",
+        "approvals": "charter_approvals",
+        "claims": "charter_claims",
+        "audit": "charter_audit_events",
+        "trips": "travel_trips",
+        "bookings": "travel_bookings",
+        "memories": "travel_memories",
+        "payments": "travel_payment_calls",
+    }
+    state: dict[str, list[str]] = {}
+    try:
+        async with engine.connect() as conn:
+            for name, table in tables.items():
+                rows = [
+                    dict(r._mapping) for r in await conn.execute(sa.text(f"SELECT * FROM {table}"))
+                ]
+                state[name] = sorted(_canonical_row(name, row, labels) for row in rows)
+    finally:
+        await engine.dispose()
+    return state
+
+
+def _canonical_row(table: str, row: dict[str, Any], labels: Mapping[str, str]) -> str:
+    if table == "audit":
+        row = json.loads(row["event"]) if isinstance(row["event"], str) else dict(row["event"])
+    if table == "approvals" and isinstance(row.get("arguments"), str):
+        row["arguments"] = json.loads(row["arguments"])
+    if table == "ledger" and isinstance(row.get("outcome"), str):
+        row["outcome"] = json.loads(row["outcome"])
+    kept = {k: v for k, v in row.items() if k not in _VOLATILE or (table == "trips" and k == "id")}
+    if table == "bookings":
+        kept["id"] = row["id"]
+    return json.dumps(relabel(kept, labels), sort_keys=True, default=str)
+
+
+def unlabelled_ids(state: Mapping[str, list[str]]) -> list[str]:
+    """UUIDs left in a relabelled state (a request id the scenario did not name)."""
+    return sorted({m for rows in state.values() for row in rows for m in _UUID.findall(row)})
+
+
+# -- raw JSON-RPC, for tests that choose their own message ids --------------------------------
+
+INITIALIZE_PARAMS = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "battery", "version": "1"},
+}
+
+
+class RawMcp(Protocol):
+    """A JSON-RPC connection to an MCP server whose message ids the test picks."""
+
+    async def request(self, message_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request; return the response with that id (notifications skipped)."""
+        ...
+
+
+class RawStdio:
+    """``charter serve --stdio`` driven line by line: one JSON-RPC message per line."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, parameters: StdioServerParameters) -> AsyncIterator[RawStdio]:
+        process = await asyncio.create_subprocess_exec(
+            parameters.command,
+            *parameters.args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=parameters.env,
+            cwd=parameters.cwd,
+        )
+        raw = cls(process)
+        try:
+            await raw.request(0, "initialize", INITIALIZE_PARAMS)
+            await raw.notify("notifications/initialized")
+            yield raw
+        finally:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+    async def notify(self, method: str) -> None:
+        await self._send({"jsonrpc": "2.0", "method": method})
+
+    async def request(self, message_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        await self._send({"jsonrpc": "2.0", "id": message_id, "method": method, "params": params})
+        assert self._process.stdout is not None
+        async with asyncio.timeout(STARTUP_SECONDS):
+            while True:
+                line = await self._process.stdout.readline()
+                if not line:
+                    raise RuntimeError("the stdio server closed its output")
+                message: dict[str, Any] = json.loads(line)
+                if message.get("id") == message_id:
+                    return message
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps(message).encode() + b"\n")
+        await self._process.stdin.drain()
+
+
+class RawHttp:
+    """MCP streamable HTTP driven request by request, with the session id it was given."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, key: str) -> None:
+        self._client = client
+        self.url = url
+        self.headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {key}",
+        }
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, url: str, key: str) -> AsyncIterator[RawHttp]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            raw = cls(client, url, key)
+            response = await client.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": INITIALIZE_PARAMS,
+                },
+                headers=raw.headers,
+            )
+            assert response.status_code == 200, response.text
+            raw.headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+            raw.headers["MCP-Protocol-Version"] = str(INITIALIZE_PARAMS["protocolVersion"])
+            notified = await client.post(
+                url,
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                headers=raw.headers,
+            )
+            assert notified.status_code == 202, notified.text
+            yield raw
+
+    def message(self, message_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": message_id, "method": method, "params": params}
+
+    async def request(self, message_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        response = await self._client.post(
+            self.url, json=self.message(message_id, method, params), headers=self.headers
+        )
+        return parse_mcp_response(response.text, response.headers.get("content-type", ""))
+
+
+def parse_mcp_response(text: str, content_type: str) -> dict[str, Any]:
+    """The JSON-RPC response in a streamable HTTP answer (JSON, or the last SSE message)."""
+    if content_type.startswith("application/json"):
+        parsed: dict[str, Any] = json.loads(text)
+        return parsed
+    data = [line[len("data:") :].strip() for line in text.splitlines() if line.startswith("data:")]
+    assert data, text
+    last: dict[str, Any] = json.loads(data[-1])
+    return last
+
+
+async def scalar(url: str, sql: str, **params: Any) -> Any:
+    """One value read from the database at ``url`` from outside charter."""
+    engine = create_async_engine(url, poolclass=sa.NullPool)
+    try:
+        async with engine.connect() as conn:
+            return (await conn.execute(sa.text(sql), params)).scalar_one()
+    finally:
+        await engine.dispose()
