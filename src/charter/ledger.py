@@ -341,13 +341,16 @@ class LedgerGate:
             request_id=request_id,
         )
         now = self.clock()
-        existing = await self.store.get_entry(key.tenant_id, key.principal_id, key.request_id)
-        if existing is not None and existing.expires_at > now:
-            return _replay(existing, fingerprint), False
+        replay = await self._committed(key, fingerprint)
+        if replay is not None:
+            return replay, False
         approval_id: str | None = None
         if policy.approval != "never":
+            # Each approval step below reads after ``_committed`` did: when it finds the
+            # approval consumed, the same request may have committed in between (a
+            # concurrent resumer), and then it replays like any later retry.
             if controls.approval_id is None:
-                return await self.approvals.request(
+                asked = await self.approvals.request(
                     prepared=prepared,
                     tenant_id=key.tenant_id,
                     requester_id=key.principal_id,
@@ -355,7 +358,10 @@ class LedgerGate:
                     fingerprint=fingerprint,
                     reason_code=controls.reason_code,
                     ttl=self.approval_ttl,
-                ), False
+                )
+                if _consumed(asked):
+                    return await self._committed(key, fingerprint) or asked, False
+                return asked, False
             problem = await self.approvals.check(
                 controls.approval_id,
                 prepared=prepared,
@@ -365,7 +371,7 @@ class LedgerGate:
                 fingerprint=fingerprint,
             )
             if problem is not None:
-                return problem, False
+                return await self._committed(key, fingerprint) or problem, False
             approval_id = controls.approval_id
         entry = LedgerEntry(
             tenant_id=key.tenant_id,
@@ -383,6 +389,13 @@ class LedgerGate:
             expires_at=now + self.retention,
         )
         return await self._claim_and_run(prepared, ctx, controls, entry, audit)
+
+    async def _committed(self, key: _Key, fingerprint: str) -> ToolOutcome | None:
+        """The replay of the request's committed, unexpired entry, if there is one."""
+        existing = await self.store.get_entry(key.tenant_id, key.principal_id, key.request_id)
+        if existing is not None and existing.expires_at > self.clock():
+            return _replay(existing, fingerprint)
+        return None
 
     async def _claim_and_run(
         self,
@@ -531,6 +544,13 @@ def _replay(entry: LedgerEntry, fingerprint: str) -> ToolOutcome:
     if isinstance(stored, (Completed, Failed)):
         return stored.model_copy(update={"replayed": True})
     return stored
+
+
+def _consumed(asked: ToolOutcome) -> bool:
+    """Whether an approval interaction answers with an approval that was already used."""
+    if not isinstance(asked, InteractionRequired) or asked.interaction.metadata is None:
+        return False
+    return asked.interaction.metadata.get("status") == "consumed"
 
 
 def _in_progress(request_id: str) -> Failed:
