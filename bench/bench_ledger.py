@@ -1,0 +1,249 @@
+"""A ledgered write through ``Host.invoke`` against a bare transaction writing the same rows.
+
+Both sides run on the same ``SqlStore`` engine, once on SQLite (a temporary file) and once
+on PostgreSQL (a temporary schema on ``CHARTER_BENCH_POSTGRES_URL``, default
+``postgresql://postgres@127.0.0.1:5432/test``; the case is left out when the server does
+not answer). Each call commits two rows: the request's ledger row and one effect row in
+the application's own table.
+
+- charter: ``host.invoke`` of a write tool whose handler inserts the effect row through
+  ``ctx.db``, with a fresh request id. The host's audit sink is in memory, so the audit
+  event is not a third row (with the store as audit sink, both sides would add it).
+- baseline: ``engine.begin()`` (``BEGIN IMMEDIATE`` on SQLite, as charter's writes), then
+  an INSERT of a completed ledger row with its outcome JSON and an INSERT of the effect
+  row, through SQLAlchemy Core: what a hand-written idempotent endpoint does at least.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
+
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from bench import Case
+from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, define_tool
+from charter.audit import MemoryAuditSink
+from charter.host import Host
+from charter.store import SqlStore, sqlite_url
+from charter.store._schema import ledger_entries
+
+POSTGRES_URL = os.environ.get(
+    "CHARTER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+_PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:write"}))
+
+effects = sa.Table(
+    "bench_effects",
+    sa.MetaData(),
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("tenant_id", sa.Text, nullable=False),
+    sa.Column("request_id", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+)
+
+
+class Note(BaseModel):
+    text: str
+
+
+class Saved(BaseModel):
+    note_id: str
+    text: str
+
+
+async def save_note(note: Note, ctx: ToolContext) -> Saved:
+    note_id = uuid.uuid4().hex
+    await ctx.db.execute(
+        sa.insert(effects).values(
+            id=note_id, tenant_id=ctx.tenant_id, request_id=ctx.request_id, text=note.text
+        )
+    )
+    return Saved(note_id=note_id, text=note.text)
+
+
+def _registry() -> Registry:
+    registry = Registry()
+    registry.register(
+        define_tool(
+            name="save_note",
+            description="Save a note in the application's table.",
+            input_schema=Note,
+            output_schema=Saved,
+            handler=save_note,
+            tier="write",
+            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+            required_scopes=["notes:write"],
+        )
+    )
+    return registry
+
+
+@asynccontextmanager
+async def _sqlite() -> AsyncIterator[str]:
+    with tempfile.TemporaryDirectory(prefix="charter-bench-") as directory:
+        yield sqlite_url(os.path.join(directory, "bench.db"))
+
+
+@asynccontextmanager
+async def _postgres() -> AsyncIterator[str]:
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        base = POSTGRES_URL.split("://", 1)[1]
+        separator = "&" if "?" in base else "?"
+        yield f"postgresql+psycopg://{base}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _postgres_reachable() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except Exception:
+        return False
+    return True
+
+
+class _Database:
+    """A store and a host on it, held open by their own task.
+
+    The bench times operations in one event loop and has no teardown hook: a task that
+    enters the store and waits lets ``asyncio.run`` cancel it when the loop ends, which
+    closes the store (and drops the temporary file or schema) in the task that opened it.
+    """
+
+    def __init__(self, url: Callable[[], AbstractAsyncContextManager[str]]) -> None:
+        self._url = url
+        self.store: SqlStore | None = None
+        self.host: Host | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def open(self) -> tuple[SqlStore, Host]:
+        if self._task is None:
+            ready = asyncio.Event()
+            self._task = asyncio.create_task(self._hold(ready))
+            await ready.wait()
+        assert self.store is not None and self.host is not None
+        return self.store, self.host
+
+    async def _hold(self, ready: asyncio.Event) -> None:
+        async with AsyncExitStack() as stack:
+            url = await stack.enter_async_context(self._url())
+            self.store = await stack.enter_async_context(SqlStore(url))
+            async with self.store.engine.begin() as conn:
+                await conn.run_sync(effects.metadata.create_all)
+            self.host = Host(_registry(), store=self.store, audit=MemoryAuditSink())
+            ready.set()
+            await asyncio.Event().wait()
+
+
+Operation = Callable[[], Awaitable[object]]
+
+
+def _operations(
+    database: _Database,
+) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
+    # Fresh request ids, made outside the timed work's own steps as a client would.
+    request_ids = (str(uuid.uuid4()) for _ in itertools.count())
+
+    async def ledgered() -> object:
+        _, host = await database.open()
+        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
+        return await host.invoke("save_note", arguments, _PRINCIPAL)
+
+    async def bare() -> object:
+        store, _ = await database.open()
+        request_id = next(request_ids)
+        note_id = uuid.uuid4().hex
+        now = datetime.now(UTC)
+        outcome = Completed(output={"note_id": note_id, "text": "hello"})
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                sa.insert(ledger_entries).values(
+                    tenant_id=_PRINCIPAL.tenant_id,
+                    principal_id=_PRINCIPAL.subject,
+                    request_id=request_id,
+                    tool="save_note",
+                    capability_id="save_note",
+                    capability_version="1",
+                    target=None,
+                    fingerprint="sha256:" + "0" * 64,
+                    status="completed",
+                    outcome=outcome.model_dump_json(),
+                    approval_id=None,
+                    invocation_id=uuid.uuid4().hex,
+                    created_at=now,
+                    expires_at=now + timedelta(hours=24),
+                )
+            )
+            await conn.execute(
+                sa.insert(effects).values(
+                    id=note_id, tenant_id=_PRINCIPAL.tenant_id, request_id=request_id, text="hello"
+                )
+            )
+        return outcome
+
+    async def check() -> None:
+        store, _ = await database.open()
+        for operation in (ledgered, bare):
+            outcome = await operation()
+            if not isinstance(outcome, Completed) or outcome.replayed:
+                raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
+        async with store.engine.connect() as conn:
+            rows = await conn.execute(sa.select(sa.func.count()).select_from(effects))
+            ledger = await conn.execute(sa.select(sa.func.count()).select_from(ledger_entries))
+            if (rows.scalar_one(), ledger.scalar_one()) != (2, 2):
+                raise AssertionError("each side must commit one ledger row and one effect row")
+
+    return ledgered, bare, check
+
+
+def cases() -> list[Case]:
+    """The ledgered write against the bare transaction, on SQLite and on PostgreSQL.
+
+    Each case opens its own database: the bench runs every case in a new event loop.
+    """
+    backends: list[tuple[str, Callable[[], AbstractAsyncContextManager[str]]]] = [
+        ("SQLite", _sqlite)
+    ]
+    if _postgres_reachable():
+        backends.append(("PostgreSQL", _postgres))
+    result = []
+    for label, url in backends:
+        ledgered, bare, check = _operations(_Database(url))
+        result.append(
+            Case(
+                name=f"Ledgered write ({label})",
+                baseline_name="bare transaction, same rows",
+                run=ledgered,
+                baseline=bare,
+                target=1.5,
+                check=check,
+                note=(
+                    f"on {label}, `Host.invoke` of a write tool whose handler inserts one row "
+                    "through `ctx.db`, with a fresh requestId (the whole pipeline, the "
+                    "pre-check read, the claim, the handler, the stored outcome, the commit; "
+                    "audit events in memory), against one SQLAlchemy Core transaction on the "
+                    "same engine inserting the same two rows: a completed ledger row with its "
+                    "outcome JSON and the effect row."
+                ),
+            )
+        )
+    return result
