@@ -56,8 +56,8 @@ def machine() -> list[tuple[str, str]]:
     ]
 
 
-def render(results: Sequence[Result]) -> str:
-    """The Markdown page: machine, method, one table, a note per case."""
+def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ()) -> str:
+    """The Markdown page: machine, method, one table, a note per case, cases that failed."""
     rounds = {r.rounds for r in results}
     iterations = {r.iterations for r in results}
     clocks = sorted({r.clock for r in results})
@@ -100,11 +100,20 @@ def render(results: Sequence[Result]) -> str:
     if notes:
         lines += ["", "## What each case measures", ""]
         lines += [f"- **{r.case.name}** (vs {r.case.baseline_name}): {r.case.note}" for r in notes]
+    if failures:
+        lines += ["", "## Cases that did not run", ""]
+        lines += [
+            f"- **{case.name}** (vs {case.baseline_name}): {error}" for case, error in failures
+        ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmarks; returns 0 (a case over its target is reported, not an error)."""
+    """Run the benchmarks and write the page.
+
+    Returns 0, or 1 when a case raised (it is listed on the page and the others still run).
+    A case over its target is reported, not an error.
+    """
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--iterations", type=int, default=300)
@@ -114,15 +123,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     args = parser.parse_args(argv)
     results: list[Result] = []
+    failures: list[tuple[Case, str]] = []
     cases = [case for case in collect() if args.only in case.name]
     # Libraries may configure logging on import (the MCP SDK's MCPServer does); a log
     # line per request would be timed too. Warnings and errors still show.
     logging.disable(logging.INFO)
     try:
         for case in cases:
-            result = run_case(
-                case, rounds=args.rounds, iterations=args.iterations, clock=args.clock
-            )
+            try:
+                result = run_case(
+                    case, rounds=args.rounds, iterations=args.iterations, clock=args.clock
+                )
+            except Exception as exc:  # a database went away, a case's own bug
+                error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                print(f"{case.name}: did not run: {error}", file=sys.stderr)
+                failures.append((case, error[:300]))
+                continue
             print(
                 f"{case.name}: {result.charter_us:.1f} µs vs {result.baseline_us:.1f} µs "
                 f"({result.ratio:.2f}x, target ≤ {case.target:g}x)",
@@ -131,14 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(result)
     finally:
         logging.disable(logging.NOTSET)
-    page = render(results)
+    page = render(results, failures)
     if args.no_write:
         print(page)
     else:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(page, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
