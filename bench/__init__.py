@@ -18,11 +18,12 @@ import asyncio
 import gc
 import statistics
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ("CLOCKS", "Case", "Clock", "Result", "run_case")
+__all__ = ("CLOCKS", "Case", "Clock", "Measure", "Result", "run_case")
 
 Clock = Literal["cpu", "wall"]
 """What a case is timed with: the process's CPU time, or elapsed time."""
@@ -31,6 +32,9 @@ CLOCKS: dict[str, Callable[[], int]] = {
     "cpu": time.process_time_ns,
     "wall": time.perf_counter_ns,
 }
+
+Measure = Literal["time", "memory"]
+"""What a case compares: time per operation, or memory per item."""
 
 Operation = Callable[[], Awaitable[object]]
 """One timed operation: an async callable run many times per round."""
@@ -55,11 +59,20 @@ class Case:
     claims (so a case never times a fast failure)."""
     note: str = ""
     """One sentence under the table: what exactly is measured."""
+    rounds: int | None = None
+    """This case's own number of rounds, for operations far slower than a call."""
+    iterations: int | None = None
+    """This case's own operations per round (registering 1,000 tools is one operation)."""
+    measure: Measure = "time"
+    """``time`` per operation, or ``memory``: the bytes an operation leaves allocated (the
+    object it returns is kept until measured), divided by ``per``."""
+    per: int = 1
+    """How many items one operation makes, for memory per item."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
-    """The medians of one case, in microseconds per operation."""
+    """The medians of one case: microseconds per operation, or bytes per item (memory)."""
 
     case: Case
     charter_us: float
@@ -67,6 +80,11 @@ class Result:
     rounds: int
     iterations: int
     clock: Clock
+
+    @property
+    def unit(self) -> str:
+        """``µs`` for time, ``B`` for memory."""
+        return "B" if self.case.measure == "memory" else "µs"
 
     @property
     def ratio(self) -> float:
@@ -114,10 +132,53 @@ async def _measure(case: Case, *, rounds: int, iterations: int, clock: Clock) ->
     )
 
 
+async def _retained(operation: Operation) -> int:
+    """Bytes still allocated once ``operation`` returned (what it built and keeps)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = await operation()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del kept
+    return after - before
+
+
+async def _measure_memory(case: Case, *, rounds: int) -> Result:
+    if case.check is not None:
+        await case.check()
+    charter: list[float] = []
+    baseline: list[float] = []
+    for index in range(rounds):
+        sides = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
+        for side in sides:
+            bytes_per_item = await _retained(side) / case.per
+            (charter if side is case.run else baseline).append(bytes_per_item)
+    return Result(
+        case=case,
+        charter_us=statistics.median(charter),
+        baseline_us=statistics.median(baseline),
+        rounds=rounds,
+        iterations=1,
+        clock="cpu",
+    )
+
+
 def run_case(
     case: Case, *, rounds: int = 21, iterations: int = 300, clock: Clock = "cpu"
 ) -> Result:
-    """Time one case with the garbage collector paused, as ``timeit`` does."""
+    """Time one case with the garbage collector paused, as ``timeit`` does.
+
+    A case's own ``rounds`` and ``iterations`` take precedence over the arguments; a
+    ``memory`` case measures allocations instead (tracemalloc), with the collector on.
+    """
+    rounds = case.rounds or rounds
+    iterations = case.iterations or iterations
+    if case.measure == "memory":
+        return asyncio.run(_measure_memory(case, rounds=rounds))
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()

@@ -68,10 +68,19 @@ class PreparedAction:
     tool: RegisteredTool
     input: BaseModel
     """The parsed input model."""
-    arguments: dict[str, Any]
-    """The validated input as JSON data (what fingerprints are computed over)."""
     target: str | None
     """The resolved, trimmed action target, when the policy has one."""
+    _arguments: list[dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The validated input as JSON data (what fingerprints are computed over).
+
+        Dumped on first use: a call without an action policy never needs it.
+        """
+        if not self._arguments:
+            self._arguments.append(self.input.model_dump(mode="json"))
+        return self._arguments[0]
 
 
 class Registry:
@@ -262,12 +271,7 @@ class Registry:
         target = await self._resolve_target(registered, parsed, ctx)
         if isinstance(target, Failed):
             return target
-        prepared = PreparedAction(
-            tool=registered,
-            input=parsed,
-            arguments=parsed.model_dump(mode="json"),
-            target=target,
-        )
+        prepared = PreparedAction(tool=registered, input=parsed, target=target)
         self._prepared.add(prepared)
         return prepared
 
@@ -294,7 +298,8 @@ class Registry:
 
     def validate_input(self, registered: RegisteredTool, arguments: object) -> BaseModel | Failed:
         """Parse ``arguments`` with the tool's input model; issues never echo the values."""
-        if not isinstance(arguments, Mapping):
+        # A dict is by far the common case; the ABC check costs more than validation's start.
+        if type(arguments) is not dict and not isinstance(arguments, Mapping):
             return failed(
                 ErrorCode.INVALID_INPUT,
                 f"Invalid input for tool {registered.name!r}: arguments must be a JSON object.",
@@ -411,13 +416,14 @@ class _CancelledBySignal(Exception):
 
 async def _guard(awaitable: Any, ctx: ToolContext, timeout: float | None) -> Any:
     """Await the handler in this task, under its timeout, cancelled by ``ctx.cancel``."""
-    if ctx.cancel.is_set():
+    signal = ctx.cancel
+    if signal.is_set():
         if inspect.iscoroutine(awaitable):
             awaitable.close()
         raise _CancelledBySignal
     loop = asyncio.get_running_loop()
     watch = _Watch(asyncio.current_task(loop), loop)
-    unsubscribe = ctx.cancel.subscribe(watch.on_signal)
+    unsubscribe = signal.subscribe(watch.on_signal)
     try:
         if timeout is None:
             result = await awaitable
