@@ -256,15 +256,23 @@ class Load:
         self.progress = threading.Condition(self.lock)
         self.refusals: list[str] = []
         self.local = threading.local()
+        self.clients: list[httpx.Client] = []
 
     def client(self) -> httpx.Client:
+        """This thread's client (one connection pool per thread, closed by ``close``)."""
         client: httpx.Client | None = getattr(self.local, "client", None)
         if client is None:
             client = httpx.Client(
                 base_url=self.url, timeout=30, headers={"Authorization": f"Bearer {self.key}"}
             )
             self.local.client = client
+            with self.lock:
+                self.clients.append(client)
         return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
 
     def call(self, index: int, deadline: float) -> Answer:
         body = {
@@ -317,12 +325,15 @@ def test_K04_restart_under_load_every_request_ends_with_exactly_one_effect(
             with travel_site(url, keys) as site:
                 load = Load(site.url, keys[AGENT])
                 deadline = time.monotonic() + K04_DEADLINE
-                with ThreadPoolExecutor(K04_THREADS) as pool:
-                    futures = [pool.submit(load.call, i, deadline) for i in range(K04_REQUESTS)]
-                    for threshold in (K04_REQUESTS // 4, K04_REQUESTS // 2):
-                        load.wait_for(threshold)
-                        cluster.restart()
-                    answers = [future.result() for future in futures]
+                try:
+                    with ThreadPoolExecutor(K04_THREADS) as pool:
+                        futures = [pool.submit(load.call, i, deadline) for i in range(K04_REQUESTS)]
+                        for threshold in (K04_REQUESTS // 4, K04_REQUESTS // 2):
+                            load.wait_for(threshold)
+                            cluster.restart()
+                        answers = [future.result() for future in futures]
+                finally:
+                    load.close()
         finally:
             cluster.ensure_up()
         after = postmaster_started()
