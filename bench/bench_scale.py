@@ -98,7 +98,7 @@ def cases() -> list[Case]:
             run=register_charter,
             baseline=register_mcp,
             target=1.5,
-            rounds=5,
+            rounds=7,
             iterations=1,
             note=(
                 "one operation registers 1,000 async tools `add_i(a, b)` on a fresh registry: "
