@@ -238,6 +238,9 @@ class ToolContext:
     """The caller's request id (the ledger key), when given."""
     db: Any = None
     """The database connection of the call's transaction (ledgered calls on a SQL store)."""
+    db_error: Callable[[Exception], ToolError | None] | None = None
+    """Set with ``db``: names a transient database error the handler let escape from its
+    own statements (a lock wait, a lost connection) so the caller is told to retry."""
     resolver_scope: ResolverScope | None = None
     tool_action_policy: object = None
     """Reserved for hosts that supply an action gate to the handler."""

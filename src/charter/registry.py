@@ -390,7 +390,12 @@ class Registry:
         except asyncio.CancelledError:
             admitted.cancel.set()
             raise
-        except Exception:
+        except Exception as exc:
+            # A lock wait or lost connection in the handler's own ctx.db statements rolled
+            # the call back: the store says so, and the caller may retry.
+            transient = admitted.db_error(exc) if admitted.db_error is not None else None
+            if transient is not None:
+                return failed_from_error(transient)
             return _provider_error(registered.name, "handler")
         return finish_output(registered, result)
 
