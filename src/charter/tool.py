@@ -318,6 +318,11 @@ def _closed_model(model: type[BaseModel]) -> type[BaseModel]:
 
     A model that sets ``extra`` or ``allow_inf_nan`` in its own config keeps its choice.
     """
+    # One closed copy per model: tools sharing an output model share its validator (a
+    # closed copy costs ~8 KiB). It lives on the model itself, so it goes with the model.
+    cached = model.__dict__.get(_CLOSED_ATTRIBUTE)
+    if cached is not None:
+        return cast("type[BaseModel]", cached)
     config = model.model_config
     overrides = ConfigDict()
     if "extra" not in config:
@@ -329,7 +334,11 @@ def _closed_model(model: type[BaseModel]) -> type[BaseModel]:
     closed = type(model.__name__, (model,), {"model_config": overrides, "__doc__": model.__doc__})
     closed.__module__ = model.__module__
     closed.__qualname__ = model.__qualname__
+    type.__setattr__(model, _CLOSED_ATTRIBUTE, closed)
     return closed
+
+
+_CLOSED_ATTRIBUTE = "__charter_closed_model__"
 
 
 def _json_schema(
