@@ -268,6 +268,22 @@ def test_a_command_target_field_must_be_an_input_field() -> None:
         Registry().register(write_tool(action_policy=policy))
 
 
+def test_a_public_tool_whose_target_is_the_callers_tenant_is_refused_at_registration() -> None:
+    # An anonymous caller has no tenant, so the default "{target_type}:{tenant}" target
+    # could never resolve: every anonymous call would fail. Registration says so instead.
+    with pytest.raises(ConfigurationError, match="public tool with an action policy") as info:
+        Registry().register(write_tool(auth="public"))
+    assert "command_target_field" in str(info.value)
+    assert "resolve_action_target" in str(info.value)
+
+
+def test_a_public_write_tool_that_names_its_target_is_registered() -> None:
+    policy = ActionPolicy(target_type="record", command_target_field="record_id")
+    registry = Registry()
+    registered = registry.register(write_tool(auth="public", action_policy=policy))
+    assert registered.target_resolution == "command-target-field"
+
+
 # -- prepare_action ---------------------------------------------------------------------------
 
 
