@@ -132,6 +132,20 @@ def test_one_mebibyte_is_accepted_and_one_more_byte_is_not() -> None:
     assert "max_bytes (1048576 bytes)" in str(error)
 
 
+def test_parsed_strings_that_add_up_past_max_bytes_are_rejected() -> None:
+    # Each string is under max_string_length and there are few of them: only the total
+    # breaks a limit. A transport that parsed the JSON itself (MCP) hands us such a value.
+    limits = PayloadLimits(max_bytes=100, max_string_length=40)
+    check_value({"a": "x" * 40, "b": "y" * 40, "c": "z" * 17}, limits)  # 3 + 97 = 100
+    error = _value_rejected({"a": "x" * 40, "b": "y" * 40, "c": "z" * 18}, limits)
+    assert error.reason == "input_too_large"
+    assert "max_bytes (100 bytes)" in str(error)
+    assert _value_rejected(["x" * 40] * 3, limits).reason == "input_too_large"
+    assert _value_rejected({"k" * 40 + str(i): 1 for i in range(3)}, limits).reason == (
+        "input_too_large"
+    )
+
+
 def test_text_is_measured_in_utf8_bytes_not_characters() -> None:
     limits = PayloadLimits(max_bytes=10)
     assert parse_json('"éé"', limits) == "éé"  # 6 bytes

@@ -47,7 +47,10 @@ class PayloadLimits:
     """Bounds on one JSON payload; every field must be a positive integer."""
 
     max_bytes: int = 1_048_576
-    """Largest payload in bytes (text is measured encoded as UTF-8); 1 MiB by default."""
+    """Largest payload in bytes (text is measured encoded as UTF-8); 1 MiB by default.
+
+    A value parsed elsewhere (an MCP client's arguments) is held to it by the characters
+    of its strings and keys, a lower bound on its encoded size."""
 
     max_depth: int = 64
     """Most nested objects and arrays; a scalar has depth 0, ``[]`` and ``{}`` depth 1."""
@@ -135,7 +138,10 @@ def parse_json(raw: bytes | str, limits: PayloadLimits) -> object:
 
 
 def check_value(value: object, limits: PayloadLimits) -> None:
-    """Check an already-parsed value against every limit except ``max_bytes``.
+    """Check an already-parsed value against the limits.
+
+    ``max_bytes`` is checked against the characters of its strings and keys, a lower
+    bound on its JSON size (the exact size would mean encoding it).
 
     Walks the value with an explicit stack, so a hostile nesting depth (or a cycle, which
     only ever looks deeper) is rejected rather than overflowing the interpreter's stack.
@@ -150,6 +156,9 @@ def check_value(value: object, limits: PayloadLimits) -> None:
     """
     keys = 0
     items = 0
+    # Characters in all strings and keys: a lower bound on the encoded size, so that many
+    # strings each under max_string_length cannot add up past max_bytes.
+    text = 0
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         node, depth = stack.pop()
@@ -164,6 +173,7 @@ def check_value(value: object, limits: PayloadLimits) -> None:
                 if not isinstance(key, str):
                     raise PayloadRejected("not_json", "object keys must be strings")
                 _check_string(key, limits)
+                text += len(key)
                 stack.append((member, depth))
         elif isinstance(node, list | tuple):
             depth += 1
@@ -174,7 +184,11 @@ def check_value(value: object, limits: PayloadLimits) -> None:
                 _reject_width("array items", "max_items", limits.max_items)
             stack.extend((item, depth) for item in node)
         else:
+            if isinstance(node, str):
+                text += len(node)
             _check_scalar(node, limits)
+        if text > limits.max_bytes:
+            _reject_size(limits.max_bytes)
 
 
 def _decode_within_size(raw: bytes | str, max_bytes: int) -> str:

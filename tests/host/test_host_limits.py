@@ -119,6 +119,17 @@ async def test_a_python_string_over_the_length_limit_is_rejected() -> None:
     await kit.rejected({"x" * 1001: 1}, "input_too_large")
 
 
+async def test_parsed_arguments_whose_strings_add_up_past_max_bytes_are_rejected() -> None:
+    # What an MCP client's parsed arguments can be: every string under the length limit,
+    # few of them, and still more text in all than the payload may hold.
+    kit = Kit(PayloadLimits(max_bytes=10_000, max_string_length=4_000))
+    await kit.rejected(_with_request_id(["x" * 4_000] * 3), "input_too_large")
+    await kit.rejected({"data": ["x" * 4_000] * 3}, "input_too_large", tool="read_data")
+    assert isinstance(
+        await kit.host.invoke("read_data", {"data": ["x" * 4_000] * 2}, PRINCIPAL), Completed
+    )
+
+
 # -- depth ----------------------------------------------------------------------------------
 
 
