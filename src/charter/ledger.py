@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from .audit import AuditEvent
 from .auth import Principal
 from .context import ToolContext, discard_after_commit, run_after_commit
-from .errors import ErrorCode, ToolError
+from .errors import CharterError, ErrorCode, ToolError
 from .outcome import (
     Completed,
     Deferred,
@@ -50,6 +50,8 @@ __all__ = (
     "LedgerStore",
     "LedgerTransaction",
     "StoreBusy",
+    "StoreError",
+    "StoreUnavailable",
     "interaction_for_approval",
 )
 
@@ -155,12 +157,44 @@ class StoreBusy(Exception):
     """Raised by a store when a transaction or a claim could not get its lock in time."""
 
 
+class StoreError(CharterError):
+    """Raised by a store when the database fails for a reason other than a lock wait.
+
+    Examples: a statement rejected, a handler that left the transaction aborted. The
+    original driver error is the ``__cause__``. (Re-exported as ``charter.store.StoreError``.)
+    """
+
+
+class StoreUnavailable(StoreError):
+    """Raised by a store when the database cannot be reached or the connection was lost.
+
+    The transaction did not commit, unless ``commit_unknown`` is true: then the connection
+    was lost while the COMMIT was in flight, and the database may have committed it.
+    Either way a retry with the same request id is safe: it replays what committed, or
+    runs the action afresh. The gate answers ``PROVIDER_UNAVAILABLE`` (retryable).
+    """
+
+    def __init__(self, message: str, *, commit_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.commit_unknown = commit_unknown
+        """The connection was lost during COMMIT: the transaction may have committed."""
+
+
 class LedgerTransaction(Protocol):
     """Protocol: one write transaction; everything in it commits or rolls back together."""
 
     @property
     def connection(self) -> object:
         """The database connection handed to handlers as ``ctx.db``."""
+        ...
+
+    def transient_error(self, exc: Exception) -> ToolError | None:
+        """Name a transient database error a handler let escape from ``connection``.
+
+        Return a retryable ``ToolError`` for a lock wait that ran out, a serialization
+        failure, a deadlock or a lost connection (the transaction rolls back, so a retry
+        is safe), None for anything else. Handed to handlers' hosts as ``ctx.db_error``.
+        """
         ...
 
     async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:
@@ -340,39 +374,24 @@ class LedgerGate:
             principal_id=_principal_id(principal),
             request_id=request_id,
         )
+        try:
+            approval_id: str | None = None
+            if policy.approval != "never":
+                # Approvals read a committed outcome first: a replay must not create an
+                # approval or answer with a consumed one. Without approvals the claim itself
+                # finds a committed entry (and replays it), which saves a connection.
+                replay = await self._committed(key, fingerprint)
+                if replay is not None:
+                    return replay, False
+                asked = await self._approve(prepared, controls, principal, key, fingerprint)
+                if asked is not None:
+                    return asked, False
+                approval_id = controls.approval_id
+        except StoreBusy:
+            return _in_progress(key.request_id), False
+        except StoreUnavailable as exc:
+            return _unavailable(exc), False
         now = self.clock()
-        replay = await self._committed(key, fingerprint)
-        if replay is not None:
-            return replay, False
-        approval_id: str | None = None
-        if policy.approval != "never":
-            # Each approval step below reads after ``_committed`` did: when it finds the
-            # approval consumed, the same request may have committed in between (a
-            # concurrent resumer), and then it replays like any later retry.
-            if controls.approval_id is None:
-                asked = await self.approvals.request(
-                    prepared=prepared,
-                    tenant_id=key.tenant_id,
-                    requester_id=key.principal_id,
-                    request_id=request_id,
-                    fingerprint=fingerprint,
-                    reason_code=controls.reason_code,
-                    ttl=self.approval_ttl,
-                )
-                if _consumed(asked):
-                    return await self._committed(key, fingerprint) or asked, False
-                return asked, False
-            problem = await self.approvals.check(
-                controls.approval_id,
-                prepared=prepared,
-                tenant_id=key.tenant_id,
-                principal_tenant=principal.tenant_id if principal is not None else "",
-                requester_id=key.principal_id,
-                fingerprint=fingerprint,
-            )
-            if problem is not None:
-                return await self._committed(key, fingerprint) or problem, False
-            approval_id = controls.approval_id
         entry = LedgerEntry(
             tenant_id=key.tenant_id,
             principal_id=key.principal_id,
@@ -389,6 +408,43 @@ class LedgerGate:
             expires_at=now + self.retention,
         )
         return await self._claim_and_run(prepared, ctx, controls, entry, audit)
+
+    async def _approve(
+        self,
+        prepared: PreparedAction,
+        controls: InvocationControls,
+        principal: Principal | None,
+        key: _Key,
+        fingerprint: str,
+    ) -> ToolOutcome | None:
+        """What to answer instead of running, while the call's approval is not usable."""
+        # Each approval step below reads after ``_committed`` did: when it finds the
+        # approval consumed, the same request may have committed in between (a
+        # concurrent resumer), and then it replays like any later retry.
+        if controls.approval_id is None:
+            asked = await self.approvals.request(
+                prepared=prepared,
+                tenant_id=key.tenant_id,
+                requester_id=key.principal_id,
+                request_id=key.request_id,
+                fingerprint=fingerprint,
+                reason_code=controls.reason_code,
+                ttl=self.approval_ttl,
+            )
+            if _consumed(asked):
+                return await self._committed(key, fingerprint) or asked
+            return asked
+        problem = await self.approvals.check(
+            controls.approval_id,
+            prepared=prepared,
+            tenant_id=key.tenant_id,
+            principal_tenant=principal.tenant_id if principal is not None else "",
+            requester_id=key.principal_id,
+            fingerprint=fingerprint,
+        )
+        if problem is not None:
+            return await self._committed(key, fingerprint) or problem
+        return None
 
     async def _committed(self, key: _Key, fingerprint: str) -> ToolOutcome | None:
         """The replay of the request's committed, unexpired entry, if there is one."""
@@ -418,6 +474,7 @@ class LedgerGate:
                 ):
                     raise _Rollback(_approval_denied(entry.approval_id, "already_executed"))
                 ctx.db = tx.connection
+                ctx.db_error = tx.transient_error
                 if registered.tool.enforcement == "handler":
                     ctx.handler_action_policy = self.registry.mint_handler_policy(
                         registered, controls, _claim_factory(tx, entry, self.clock)
@@ -458,6 +515,10 @@ class LedgerGate:
         except StoreBusy:
             discard_after_commit(ctx.after_commit)
             return _in_progress(entry.request_id), False
+        except StoreUnavailable as exc:
+            # Not run after an unknown commit either: after-commit work runs at most once.
+            discard_after_commit(ctx.after_commit)
+            return _unavailable(exc), False
         except BaseException:
             discard_after_commit(ctx.after_commit)
             raise
@@ -559,6 +620,29 @@ def _in_progress(request_id: str) -> Failed:
         "The same request is still running; retry with the same requestId shortly.",
         reason="request_in_progress",
         requestId=request_id,
+    )
+
+
+def _unavailable(exc: StoreUnavailable) -> Failed:
+    if exc.commit_unknown:
+        return failed(
+            ErrorCode.PROVIDER_UNAVAILABLE,
+            "The database connection was lost while the call was committing, so it may or "
+            "may not have taken effect.",
+            retryable=True,
+            next_steps=(
+                "Retry the same call with the same requestId (not a new one): if it took "
+                "effect you get its stored result, otherwise it runs now.",
+            ),
+            reason="commit_outcome_unknown",
+        )
+    return failed(
+        ErrorCode.PROVIDER_UNAVAILABLE,
+        "The database is unreachable or dropped the connection before the call committed; "
+        "nothing was stored.",
+        retryable=True,
+        next_steps=("Retry the same call with the same requestId shortly; it runs afresh.",),
+        reason="store_unavailable",
     )
 
 

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 
 from .audit import AuditEvent, MemoryAuditSink
+from .errors import ToolError
 from .ledger import (
     ApprovalRecord,
     ApprovalStatus,
@@ -38,7 +39,9 @@ class MemoryStore(MemoryAuditSink):
     async def transaction(self, *, wait: float) -> AsyncIterator[_MemoryTransaction]:
         """Serialise writers; everything written in the block is applied only on success."""
         try:
-            await asyncio.wait_for(self._write.acquire(), timeout=wait)
+            # A free lock is taken without suspending; unlike wait_for, no task per call.
+            async with asyncio.timeout(wait):
+                await self._write.acquire()
         except TimeoutError:
             raise StoreBusy("the in-memory store is busy") from None
         tx = _MemoryTransaction(self)
@@ -167,6 +170,10 @@ class _MemoryTransaction:
     @property
     def connection(self) -> object:
         """No database connection: handlers of an in-memory host get ``ctx.db = None``."""
+        return None
+
+    def transient_error(self, exc: Exception) -> ToolError | None:
+        """No database, so no transient database error."""
         return None
 
     async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:

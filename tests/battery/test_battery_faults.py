@@ -59,7 +59,7 @@ from tests.store.conftest import (
     require_postgres,
 )
 
-from charter import Failed, Registry, ToolContext, define_tool
+from charter import ErrorCode, Failed, Registry, ToolContext, define_tool
 from charter.host import Host
 from charter.store import SqlStore
 
@@ -148,16 +148,15 @@ async def test_K03_connection_killed_mid_transaction_leaves_nothing_and_the_retr
         await observer.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a connection the database ends mid-transaction surfaces from the store as "
-    "StoreError and the host answers PROVIDER_ERROR with retryable=false, although the "
-    "transaction rolled back and a retry is safe (the retry does run once, see above)",
-)
 async def test_K03_connection_killed_mid_transaction_is_a_retryable_error(pg_url: str) -> None:
     outcome, observer, host, _ = await killed_mid_transaction(pg_url)
     try:
+        # The transaction certainly did not commit (the connection died before COMMIT):
+        # the store says "unavailable", not "failed", and the caller is told to retry.
+        assert outcome.code is ErrorCode.PROVIDER_UNAVAILABLE, outcome
         assert outcome.retryable, outcome
+        assert outcome.reason == "store_unavailable", outcome
+        assert "nothing was stored" in outcome.message
     finally:
         await host.aclose()
         await observer.aclose()

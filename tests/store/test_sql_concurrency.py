@@ -69,15 +69,23 @@ async def count_side_effects(store: SqlStore) -> int:
 
 
 async def burst(
-    store: SqlStore, backend: str, work: Callable[[Any], Awaitable[object]], *, wait: float = 30
+    store: SqlStore | list[SqlStore],
+    backend: str,
+    work: Callable[[Any], Awaitable[object]],
+    *,
+    wait: float = 30,
 ) -> list[object]:
-    """Run ``work(tx)`` in ``CALLERS`` concurrent transactions released together."""
+    """Run ``work(tx)`` in ``CALLERS`` concurrent transactions released together.
+
+    Given several stores (on one database), the callers take turns among them.
+    """
+    stores = store if isinstance(store, list) else [store]
     results: list[object] = []
     go = anyio.Event()
     begun = 0
     all_begun = anyio.Event()
 
-    async def caller() -> None:
+    async def caller(store: SqlStore) -> None:
         nonlocal begun
         await go.wait()
         async with store.transaction(wait=wait) as tx:
@@ -90,8 +98,8 @@ async def burst(
 
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
-            for _ in range(CALLERS):
-                tg.start_soon(caller)
+            for index in range(CALLERS):
+                tg.start_soon(caller, stores[index % len(stores)])
             go.set()
     return results
 
@@ -165,7 +173,10 @@ async def test_concurrent_read_then_write_transactions_serialize_without_databas
 ) -> None:
     # The pattern that fails at once under a deferred BEGIN: read first, then write. With
     # BEGIN IMMEDIATE each transaction waits for the lock up front, under the busy timeout.
+    # Half the callers go through a second store on the same database, as another process
+    # would: a store queues its own writers, and the two stores meet at SQLite's lock.
     store = await make_sql_store(pool_size=CALLERS)
+    other = await make_sql_store(pool_size=CALLERS)
     await create_side_effects(store)
 
     async def read_then_write(tx: Any) -> object:
@@ -177,7 +188,7 @@ async def test_concurrent_read_then_write_transactions_serialize_without_databas
         return seen
 
     for iteration in range(ITERATIONS):
-        results = await burst(store, "sqlite", read_then_write)  # barrier before the tx
+        results = await burst([store, other], "sqlite", read_then_write)  # barrier before tx
         assert len(results) == CALLERS
         if store_backend == "sqlite":
             # Serialised: every transaction saw all the commits before it.

@@ -17,7 +17,9 @@ from .api_keys import API_KEY_PREFIX as API_KEY_PREFIX
 from .api_keys import ApiKeyAuthenticator as ApiKeyAuthenticator
 from .api_keys import ApiKeyRecord as ApiKeyRecord
 from .errors import SchemaMismatch as SchemaMismatch
+from .errors import StoreBusy as StoreBusy
 from .errors import StoreError as StoreError
+from .errors import StoreUnavailable as StoreUnavailable
 from .errors import UnstorableValue as UnstorableValue
 from .sql import SqlStore as SqlStore
 
@@ -27,7 +29,9 @@ __all__ = (
     "ApiKeyRecord",
     "SchemaMismatch",
     "SqlStore",
+    "StoreBusy",
     "StoreError",
+    "StoreUnavailable",
     "UnstorableValue",
     "sqlite_url",
 )

@@ -5,25 +5,46 @@ that arrives meanwhile is delivered when it returns. Interrupting SQLAlchemy mid
 makes it terminate the connection; under repeated cancellation (an anyio cancel scope)
 that can abandon an aiosqlite worker thread, and the event loop then never closes. Waiting
 instead costs at most the lock wait of the statement in flight.
+
+The protection is a task of its own per operation (``to_completion``); operations nested
+inside one (a store method's connection, its statements, its commit) run in that task
+directly, since nothing can cancel them there but their own timeouts.
+
+SQLite write transactions of one store also queue in the process (``WriteQueue``) before
+``BEGIN IMMEDIATE``, so they take the database's write lock in arrival order instead of
+polling for it in SQLite's busy handler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ._dialects import READ_ONLY_OPTION, begin_write
+from ..ledger import StoreBusy
+from ._dialects import READ_ONLY_OPTION, begin_write, execution_options
 from ._errors import translated
 
-__all__ = ("connection", "run_to_completion", "to_completion")
+__all__ = ("WriteQueue", "connection", "run_to_completion", "to_completion")
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
+
+_shielded: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "charter_store_shielded", default=False
+)
+"""True inside the task ``to_completion`` runs its work in."""
+
+
+async def _run_shielded(work: Awaitable[_T]) -> _T:
+    _shielded.set(True)  # in the task's own copy of the context
+    return await work
 
 
 async def to_completion(
@@ -32,28 +53,26 @@ async def to_completion(
     """Await ``work`` in its own task, so a cancellation cannot cut it short.
 
     A cancellation that arrives meanwhile is re-raised once the work is done; ``on_cancel``
-    then receives the result it would have returned (to release it).
+    then receives the result it would have returned (to release it). Inside such a task
+    already, ``work`` is awaited directly: nothing outside can cancel it there.
     """
-    task = asyncio.ensure_future(work)
+    if _shielded.get():
+        return await work
+    task = asyncio.ensure_future(_run_shielded(work))
     cancelled: asyncio.CancelledError | None = None
-    while True:
+    while not task.done():
         try:
-            result = await asyncio.shield(task)
+            await asyncio.shield(task)
         except asyncio.CancelledError as exc:
-            if task.done():
-                raise
             cancelled = exc
         except BaseException:
-            if cancelled is not None:
-                raise cancelled from None
-            raise
-        else:
-            break
-    if cancelled is not None:
-        if on_cancel is not None:
-            await to_completion(on_cancel(result))
-        raise cancelled
-    return result
+            break  # the work failed: its exception is raised below
+    if cancelled is None:
+        return task.result()
+    # Cancelled meanwhile, possibly just as the work finished: release what it returned.
+    if not task.cancelled() and task.exception() is None and on_cancel is not None:
+        await to_completion(on_cancel(task.result()))
+    raise cancelled
 
 
 def run_to_completion(
@@ -68,13 +87,56 @@ def run_to_completion(
     return run
 
 
+class WriteQueue:
+    """The in-process line of one SQLite store's write transactions, first come first served.
+
+    SQLite lets one writer in at a time, and a writer that finds the lock taken sleeps
+    and polls (1, 2, 5, … 100 ms) in the busy handler: under contention the lock sits
+    idle between polls and goes to whoever polls first. Writers of the same store in this
+    process instead wait here, in order, and are woken the moment the previous one
+    commits or rolls back; only writers of other processes (or other engines) meet in
+    the busy handler. One ``asyncio.Lock`` per event loop, since a lock belongs to one.
+    """
+
+    def __init__(self) -> None:
+        """Create an empty queue."""
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def enter(self, wait: float) -> tuple[asyncio.Lock, float]:
+        """Wait for this loop's turn at most ``wait`` seconds; return the lock and the rest.
+
+        The caller releases the lock once its transaction ended. Cancellation while waiting
+        leaves the queue as it was.
+
+        Raises:
+            StoreBusy: The turn did not come within ``wait``.
+        """
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks.setdefault(loop, asyncio.Lock())
+        started = loop.time()
+        try:
+            async with asyncio.timeout(wait):
+                await lock.acquire()
+        except TimeoutError:
+            raise StoreBusy(
+                "the database stayed locked by this process's other writers while waiting "
+                "for the write lock"
+            ) from None
+        return lock, max(0.0, wait - (loop.time() - started))
+
+
 async def _open(engine: AsyncEngine, wait: float | None) -> AsyncConnection:
-    with translated("connecting"):
+    with translated("connecting", connecting=True):
         conn = await engine.connect()
     try:
         with translated("beginning a transaction"):
             if wait is None:
-                await conn.execution_options(**{READ_ONLY_OPTION: True})
+                if not execution_options(conn).get(READ_ONLY_OPTION):
+                    await conn.execution_options(**{READ_ONLY_OPTION: True})
                 await conn.begin()
             else:
                 await begin_write(conn, wait)
@@ -85,26 +147,46 @@ async def _open(engine: AsyncEngine, wait: float | None) -> AsyncConnection:
 
 
 @asynccontextmanager
-async def connection(engine: AsyncEngine, wait: float | None) -> AsyncIterator[AsyncConnection]:
+async def connection(
+    engine: AsyncEngine, wait: float | None, queue: WriteQueue | None = None
+) -> AsyncIterator[AsyncConnection]:
     """A connection in a transaction: a write one (``wait`` seconds for locks) or a read.
 
-    Commits when the block ends normally; rolls back on any exception, cancellation
-    included, and always returns the connection to the pool.
+    Reads are cheaper from an engine with ``READ_ONLY_OPTION`` set already
+    (``engine.execution_options(...)``, sharing the pool).
+
+    A write transaction first takes its turn in ``queue`` (SQLite), within the same
+    ``wait``. Commits when the block ends normally; rolls back on any exception,
+    cancellation included, and always returns the connection to the pool (and the turn
+    to the queue).
 
     Raises:
         StoreBusy: A lock was not granted within ``wait``, or no pooled connection freed up.
+        StoreUnavailable: The database cannot be reached, or the connection was lost.
     """
-    conn = await to_completion(_open(engine, wait), on_cancel=_discard)
+    turn: asyncio.Lock | None = None
+    if wait is not None and queue is not None:
+        turn, wait = await queue.enter(wait)
     try:
-        yield conn
-    except BaseException:
-        await to_completion(_discard(conn))
-        raise
-    try:
-        with translated("committing"):
-            await to_completion(conn.commit())
+        conn = await to_completion(_open(engine, wait), on_cancel=_discard)
+        try:
+            yield conn
+        except BaseException:
+            await to_completion(_discard(conn))
+            raise
+        await to_completion(_commit(conn))
     finally:
-        await to_completion(_discard(conn))
+        if turn is not None:
+            turn.release()
+
+
+async def _commit(conn: AsyncConnection) -> None:
+    """Commit, then return the connection to the pool (rolled back if the commit failed)."""
+    try:
+        with translated("committing", committing=True):
+            await conn.commit()
+    finally:
+        await _discard(conn)
 
 
 async def _discard(conn: AsyncConnection) -> None:

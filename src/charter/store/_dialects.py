@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import select
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,10 +17,15 @@ from sqlalchemy.util.concurrency import in_greenlet
 
 __all__ = (
     "BUSY_OPTION",
+    "LOCK_TIMEOUT_INFO",
     "READ_ONLY_OPTION",
     "begin_write",
+    "configure_postgresql",
     "configure_sqlite",
+    "execution_options",
     "is_busy",
+    "is_connection_lost",
+    "is_unreachable",
 )
 
 READ_ONLY_OPTION = "charter_read_only"
@@ -27,11 +34,21 @@ READ_ONLY_OPTION = "charter_read_only"
 BUSY_OPTION = "charter_busy_timeout_ms"
 """Execution option: how long SQLite waits for the write lock in this transaction."""
 
+LOCK_TIMEOUT_INFO = "charter_lock_timeout_ms"
+"""Connection info: the PostgreSQL session's ``lock_timeout``, set when it connected."""
+
 _BUSY_SQLSTATES = frozenset(
     {
         "55P03",  # lock_not_available: SET LOCAL lock_timeout expired
         "40001",  # serialization_failure
         "40P01",  # deadlock_detected
+    }
+)
+_LOST_SQLSTATES = frozenset(
+    {
+        "57P01",  # admin_shutdown: the backend was terminated, or the server shuts down
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now: the server is starting up or shutting down
     }
 )
 _SQLITE_BUSY = 5
@@ -57,6 +74,8 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
     statements reads a consistent snapshot on its own.
     """
     sync_engine = engine.sync_engine
+    # The default for connections that do not ask for another wait (see ``begin_write``).
+    engine.update_execution_options(**{BUSY_OPTION: busy_timeout_ms})
 
     @sa.event.listens_for(sync_engine, "connect")
     def _connect(dbapi_connection: Any, connection_record: Any) -> None:
@@ -112,25 +131,88 @@ def _release_write_lock(dbapi_connection: Any) -> None:
         pass
 
 
+def configure_postgresql(engine: AsyncEngine, *, lock_timeout_ms: int) -> None:
+    """Install the connect and checkout hooks every charter PostgreSQL engine needs.
+
+    On connect: ``SET lock_timeout`` to the store's busy timeout for the session, once per
+    connection, so a write transaction that waits as long needs no statement of its own
+    (``begin_write`` sets ``SET LOCAL`` only for another wait). It applies to every
+    statement on the engine's connections, the application's included, as SQLite's busy
+    timeout does; migrations lift it for their own transaction.
+
+    On checkout: a connection the server has closed (a restart, a terminated backend, an
+    idle timeout) is replaced before it is handed out. An idle connection has nothing to
+    read, so a socket that is readable means the server sent its goodbye and hung up;
+    asking the socket costs a system call, where ``pool_pre_ping`` costs a round trip
+    per checkout. A connection lost without a word (a network partition) fails at its
+    first statement instead, as ``StoreUnavailable``, and a retry gets a new one.
+    """
+    sync_engine = engine.sync_engine
+    lock_timeout_ms = max(1, lock_timeout_ms)  # 0 would mean "wait forever"
+
+    @sa.event.listens_for(sync_engine, "connect")
+    def _connect(dbapi_connection: Any, connection_record: Any) -> None:
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True  # a session setting, outside any transaction
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"SET lock_timeout = {lock_timeout_ms:d}")
+        finally:
+            cursor.close()
+        dbapi_connection.autocommit = autocommit
+        connection_record.info[LOCK_TIMEOUT_INFO] = lock_timeout_ms
+
+    @sa.event.listens_for(sync_engine, "checkout")
+    def _checkout(dbapi_connection: Any, connection_record: Any, connection_proxy: Any) -> None:
+        if _hung_up(dbapi_connection.driver_connection):
+            raise sa.exc.DisconnectionError("the server closed this pooled connection")
+
+
+def _hung_up(driver: Any) -> bool:
+    """Whether an idle psycopg connection was closed by the server (its socket is readable)."""
+    if driver.closed or driver.broken:
+        return True
+    try:
+        fd = driver.pgconn.socket
+    except Exception:
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - Windows
+    return bool(readable)
+
+
+def execution_options(conn: AsyncConnection) -> Mapping[str, Any]:
+    """The execution options of an open connection (read without a round trip)."""
+    sync = conn.sync_connection
+    assert sync is not None, "the connection is not open"
+    return sync.get_execution_options()
+
+
 async def begin_write(conn: AsyncConnection, wait: float) -> None:
     """Begin a write transaction whose lock waits last at most ``wait`` seconds.
 
     SQLite: ``BEGIN IMMEDIATE`` under a busy timeout of ``wait`` (the begin hook applies
     it); when another writer holds the lock longer, the BEGIN fails with ``database is
-    locked``. PostgreSQL: ``BEGIN`` then ``SET LOCAL lock_timeout``; a statement that waits
+    locked``. PostgreSQL: ``BEGIN``, under the session's ``lock_timeout`` (the store's busy
+    timeout) or, for another wait, ``SET LOCAL lock_timeout``; a statement that waits
     longer on another transaction's row (a concurrent claim of the same request) fails
     with SQLSTATE 55P03. ``is_busy`` recognises both.
     """
     # lock_timeout = 0 means "wait forever" on PostgreSQL, hence the floor of 1 ms.
     millis = max(1, math.ceil(wait * 1000))
     if conn.dialect.name == "sqlite":
-        await conn.execution_options(**{BUSY_OPTION: millis})
+        if execution_options(conn).get(BUSY_OPTION) != millis:
+            await conn.execution_options(**{BUSY_OPTION: millis})
         await conn.begin()
         return
     await conn.begin()
-    await conn.execute(
-        sa.text("SELECT set_config('lock_timeout', :value, true)"), {"value": f"{millis}ms"}
-    )
+    if conn.info.get(LOCK_TIMEOUT_INFO) != millis:
+        await conn.execute(
+            sa.text("SELECT set_config('lock_timeout', :value, true)"), {"value": f"{millis}ms"}
+        )
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -142,3 +224,35 @@ def is_busy(exc: BaseException) -> bool:
             return True
         return "database is locked" in str(orig) or "database table is locked" in str(orig)
     return getattr(orig, "sqlstate", None) in _BUSY_SQLSTATES
+
+
+def is_connection_lost(exc: BaseException) -> bool:
+    """Tell whether a driver error means the connection to the server is gone.
+
+    SQLAlchemy flags the errors its dialect recognises as a disconnect (and drops the
+    connection from the pool); SQLSTATE class 08 (connection exception) and 57P01 to 57P03
+    (the server terminated the backend, crashed, or is restarting) mean the same. A
+    transaction on a lost connection did not commit, unless the COMMIT itself was in
+    flight. SQLite has no connection to lose.
+    """
+    if getattr(exc, "connection_invalidated", False):
+        return True
+    orig = getattr(exc, "orig", exc)
+    if isinstance(orig, sqlite3.Error):
+        return False
+    sqlstate = getattr(orig, "sqlstate", None)
+    return isinstance(sqlstate, str) and (sqlstate.startswith("08") or sqlstate in _LOST_SQLSTATES)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Tell whether an error raised while connecting means the server cannot be reached.
+
+    Any operational error of the PostgreSQL driver at connect time (refused, timed out,
+    starting up, too many connections), except a refused login or an unknown database,
+    which are configuration mistakes that a retry does not fix.
+    """
+    orig = getattr(exc, "orig", exc)
+    if isinstance(orig, sqlite3.Error) or type(orig).__name__ != "OperationalError":
+        return False
+    sqlstate = getattr(orig, "sqlstate", None)
+    return not (isinstance(sqlstate, str) and (sqlstate.startswith("28") or sqlstate == "3D000"))

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import ConfigurationError
-from ._dialects import configure_sqlite
+from ._dialects import configure_postgresql, configure_sqlite
 
 __all__ = ("make_engine", "sqlite_url")
 
@@ -74,8 +74,6 @@ def make_engine(url: str, *, busy_timeout: float, pool_size: int, echo: bool) ->
     }
     if kind == "postgresql":
         options["isolation_level"] = "READ COMMITTED"
-        # Survive a server restart: a dead pooled connection is replaced, not handed out.
-        options["pool_pre_ping"] = True
     try:
         engine = create_async_engine(parsed, **options)
     except ModuleNotFoundError as exc:
@@ -83,6 +81,11 @@ def make_engine(url: str, *, busy_timeout: float, pool_size: int, echo: bool) ->
         raise ImportError(
             f"SqlStore with {parsed.drivername} needs {exc.name}: pip install 'charter[{extra}]'"
         ) from exc
+    busy_timeout_ms = math.ceil(busy_timeout * 1000)
     if kind == "sqlite":
-        configure_sqlite(engine, busy_timeout_ms=math.ceil(busy_timeout * 1000))
+        configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
+    else:
+        # Survives a server restart: a pooled connection the server closed is replaced
+        # at checkout, not handed out (see configure_postgresql).
+        configure_postgresql(engine, lock_timeout_ms=busy_timeout_ms)
     return engine

@@ -107,8 +107,10 @@ async def _lock(conn: AsyncConnection) -> None:
     # SQLite's BEGIN IMMEDIATE already excludes other writers. On PostgreSQL, DDL of a
     # concurrent migration is invisible until it commits, so a transaction-scoped
     # advisory lock makes the second process wait and then find the tables. It guards
-    # schema changes only; the ledger's arbiter is its unique keys.
+    # schema changes only; the ledger's arbiter is its unique keys. The store's session
+    # lock_timeout is lifted here: a migration waits for the other one, and for its locks.
     if conn.dialect.name == "postgresql":
+        await conn.execute(sa.text("SET LOCAL lock_timeout = 0"))
         await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
 
 

@@ -9,17 +9,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
-from ._schema import audit_events, claims, ledger_entries
+from ._schema import ledger_entries
+from ._statements import statements
 from ._types import searchable
 
 __all__ = (
     "audit_from_row",
     "audit_values",
-    "claim_key",
     "entry_key",
     "insert",
     "searchable_tenant",
-    "without",
     "write_audit",
 )
 
@@ -37,19 +36,6 @@ def entry_key(tenant_id: str, principal_id: str, request_id: str) -> sa.ColumnEl
     return sa.and_(
         c.tenant_id == tenant_id, c.principal_id == principal_id, c.request_id == request_id
     )
-
-
-def claim_key(tenant_id: str, principal_id: str, request_id: str) -> sa.ColumnElement[bool]:
-    """The WHERE clause selecting one created-target claim."""
-    c = claims.c
-    return sa.and_(
-        c.tenant_id == tenant_id, c.principal_id == principal_id, c.request_id == request_id
-    )
-
-
-def without(values: dict[str, Any], *names: str) -> dict[str, Any]:
-    """``values`` minus ``names`` (the key columns of an UPDATE)."""
-    return {k: v for k, v in values.items() if k not in names}
 
 
 def _searchable(value: str | None) -> str | None:
@@ -88,4 +74,4 @@ def audit_from_row(row: sa.Row[Any]) -> AuditEvent:
 
 async def write_audit(conn: AsyncConnection, event: AuditEvent) -> None:
     """Insert one audit event on ``conn``."""
-    await conn.execute(sa.insert(audit_events).values(**audit_values(event)))
+    await conn.execute(statements(conn.dialect.name).insert_audit, audit_values(event))

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
-from ..ledger import ClaimRecord, DeferredRecord, LedgerEntry, StoreBusy
+from ..errors import ToolError
+from ..ledger import ClaimRecord, DeferredRecord, LedgerEntry, StoreBusy, StoreError
 from ._connections import run_to_completion
-from ._errors import translated
-from ._rows import claim_key, entry_key, insert, without, write_audit
-from ._schema import approvals, claims, deferred, ledger_entries
+from ._errors import transient_tool_error, translated
+from ._rows import write_audit
+from ._statements import KEY, Statements, key_parameters, statements
 from ._types import is_storable
-from .errors import StoreError
 
 __all__ = ("SqlTransaction",)
 
-_KEY = ("tenant_id", "principal_id", "request_id")
 # A claim re-reads at most this often when the row it conflicted with vanishes (pruned)
 # or is replaced by a concurrent claim between two statements.
 _CLAIM_ATTEMPTS = 3
@@ -27,14 +26,27 @@ _CLAIM_ATTEMPTS = 3
 class SqlTransaction:
     """A ``LedgerTransaction`` on one SQLAlchemy connection; the store commits or rolls back."""
 
+    __slots__ = ("_conn", "_sql")
+
     def __init__(self, conn: AsyncConnection) -> None:
         """Wrap the connection of an open transaction."""
         self._conn = conn
+        self._sql: Statements = statements(conn.dialect.name)
 
     @property
     def connection(self) -> AsyncConnection:
         """The transaction's ``AsyncConnection``: handlers write their own tables with it."""
         return self._conn
+
+    def transient_error(self, exc: Exception) -> ToolError | None:
+        """Name a transient database error a handler let escape from its own statements.
+
+        A lock wait that ran out, a serialization failure or deadlock, or a lost
+        connection, raised by a statement on ``connection`` (or carried as the cause of
+        the handler's own exception): the transaction rolls back, so the caller may retry
+        with the same request id. None for any other exception.
+        """
+        return transient_tool_error(exc)
 
     @run_to_completion
     async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:
@@ -52,35 +64,23 @@ class SqlTransaction:
             UnstorableValue: A field holds a NUL character or an unpaired surrogate.
         """
         values = entry.model_dump()
-        conn = self._conn
-        key = entry_key(entry.tenant_id, entry.principal_id, entry.request_id)
+        conn, sql = self._conn, self._sql
+        key = key_parameters(entry.tenant_id, entry.principal_id, entry.request_id)
         with translated("claiming a request"):
             for _ in range(_CLAIM_ATTEMPTS):
-                statement = (
-                    insert(conn, ledger_entries)
-                    .values(**values)
-                    .on_conflict_do_nothing(index_elements=list(_KEY))
-                    .returning(ledger_entries.c.request_id)
-                )
-                if (await conn.execute(statement)).first() is not None:
+                if (await conn.execute(sql.claim, values)).first() is not None:
                     return None
-                row = (await conn.execute(sa.select(ledger_entries).where(key))).first()
+                row = (await conn.execute(sql.read_entry, key)).first()
                 if row is None:
                     continue
                 existing = LedgerEntry.model_validate(dict(row._mapping))
                 if existing.expires_at > now:
                     return existing
                 replaced = await conn.execute(
-                    sa.update(ledger_entries)
-                    .where(key, ledger_entries.c.expires_at <= now)
-                    .values(**without(values, *_KEY))
+                    sql.replace_expired, {**_without_key(values), **key, "now": now}
                 )
                 if replaced.rowcount == 1:
-                    await conn.execute(
-                        sa.delete(claims).where(
-                            claim_key(entry.tenant_id, entry.principal_id, entry.request_id)
-                        )
-                    )
+                    await conn.execute(sql.drop_claim, key)
                     return None
         raise StoreBusy("the request's ledger row kept changing; retry the call")
 
@@ -89,9 +89,12 @@ class SqlTransaction:
         """Store the final status and outcome of an entry claimed in this transaction."""
         with translated("storing an outcome"):
             result = await self._conn.execute(
-                sa.update(ledger_entries)
-                .where(entry_key(entry.tenant_id, entry.principal_id, entry.request_id))
-                .values(**without(entry.model_dump(), *_KEY))
+                self._sql.complete,
+                {
+                    "status": entry.status,
+                    "outcome": entry.outcome,
+                    **key_parameters(entry.tenant_id, entry.principal_id, entry.request_id),
+                },
             )
         if result.rowcount != 1:
             raise StoreError("complete() found no claimed entry; call claim() first")
@@ -105,12 +108,10 @@ class SqlTransaction:
         """
         if not is_storable(approval_id):
             return False
-        c = approvals.c
         with translated("consuming an approval"):
             result = await self._conn.execute(
-                sa.update(approvals)
-                .where(c.id == approval_id, c.status == "approved", c.expires_at > now)
-                .values(status="consumed", consumed_by=request_id)
+                self._sql.consume_approval,
+                {"key_id": approval_id, "now": now, "consumed_by": request_id},
             )
         return result.rowcount == 1
 
@@ -124,7 +125,7 @@ class SqlTransaction:
         with translated("reading a claim"):
             row = (
                 await self._conn.execute(
-                    sa.select(claims).where(claim_key(tenant_id, principal_id, request_id))
+                    self._sql.read_claim, key_parameters(tenant_id, principal_id, request_id)
                 )
             ).first()
         return None if row is None else ClaimRecord.model_validate(dict(row._mapping))
@@ -132,13 +133,8 @@ class SqlTransaction:
     @run_to_completion
     async def insert_claim(self, claim: ClaimRecord) -> None:
         """Insert a created-target claim (replacing a stale one with the same key)."""
-        values = claim.model_dump()
         with translated("inserting a claim"):
-            await self._conn.execute(
-                insert(self._conn, claims)
-                .values(**values)
-                .on_conflict_do_update(index_elements=list(_KEY), set_=without(values, *_KEY))
-            )
+            await self._conn.execute(self._sql.insert_claim, claim.model_dump())
 
     @run_to_completion
     async def record_claim_result(
@@ -152,9 +148,11 @@ class SqlTransaction:
         """
         with translated("recording a claim result"):
             result = await self._conn.execute(
-                sa.update(claims)
-                .where(claim_key(tenant_id, principal_id, request_id))
-                .values(result_reference=reference)
+                self._sql.record_claim_result,
+                {
+                    "result_reference": reference,
+                    **key_parameters(tenant_id, principal_id, request_id),
+                },
             )
         if result.rowcount != 1:
             raise StoreError("record_claim_result() found no claim; call insert_claim() first")
@@ -162,18 +160,15 @@ class SqlTransaction:
     @run_to_completion
     async def insert_deferred(self, record: DeferredRecord) -> None:
         """Persist an active deferred record."""
-        values = record.model_dump()
         with translated("inserting a deferred record"):
-            await self._conn.execute(
-                insert(self._conn, deferred)
-                .values(**values)
-                .on_conflict_do_update(
-                    index_elements=["invocation_id"], set_=without(values, "invocation_id")
-                )
-            )
+            await self._conn.execute(self._sql.insert_deferred, record.model_dump())
 
     @run_to_completion
     async def record_audit(self, event: AuditEvent) -> None:
         """Write an audit event in this transaction (it commits with the action)."""
         with translated("recording an audit event"):
             await write_audit(self._conn, event)
+
+
+def _without_key(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if k not in KEY}

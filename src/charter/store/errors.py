@@ -6,19 +6,23 @@ where it enters, and the original is kept as ``__cause__``::
     CharterError
      ├── ToolError
      │    └── UnstorableValue   a string the database cannot hold (NUL, unpaired surrogate)
-     └── StoreError             the database failed (connection lost, statement rejected)
+     └── StoreError             the database failed (statement rejected, transaction aborted)
+          ├── StoreUnavailable  unreachable, or the connection was lost: retry the call
           └── SchemaMismatch    the database schema is not the one this charter expects
 
     StoreBusy (charter.ledger)  a lock was not granted within the wait; retry the call
 
-Using a store before ``open()`` or after ``aclose()`` raises ``RuntimeError`` with the reason.
+``StoreError``, ``StoreUnavailable`` and ``StoreBusy`` are defined in ``charter.ledger``
+(the gate, which may not import this package, answers them) and re-exported here. Using a
+store before ``open()`` or after ``aclose()`` raises ``RuntimeError`` with the reason.
 """
 
 from __future__ import annotations
 
-from ..errors import CharterError, ErrorCode, ToolError
+from ..errors import ErrorCode, ToolError
+from ..ledger import StoreBusy, StoreError, StoreUnavailable
 
-__all__ = ("SchemaMismatch", "StoreError", "UnstorableValue")
+__all__ = ("SchemaMismatch", "StoreBusy", "StoreError", "StoreUnavailable", "UnstorableValue")
 
 
 class UnstorableValue(ToolError, ValueError):
@@ -41,14 +45,6 @@ class UnstorableValue(ToolError, ValueError):
             ),
             meta={"reason": "unstorable_value"},
         )
-
-
-class StoreError(CharterError):
-    """Raised when the database fails for a reason other than a lock wait.
-
-    Examples: the server is unreachable, the connection dropped, a handler left the
-    transaction aborted. The original driver error is the ``__cause__``.
-    """
 
 
 class SchemaMismatch(StoreError):

@@ -21,13 +21,15 @@ from ..ledger import (
     LedgerEntry,
 )
 from . import _keys
-from ._connections import connection, run_to_completion, to_completion
+from ._connections import WriteQueue, connection, run_to_completion, to_completion
+from ._dialects import READ_ONLY_OPTION
 from ._engine import make_engine
 from ._errors import translated
 from ._migrate import ensure_schema, upgrade
 from ._retention import PruneBatch, prune_approvals, prune_entries
 from ._rows import audit_from_row, entry_key, insert, searchable_tenant, write_audit
 from ._schema import approvals, audit_events, deferred, ledger_entries
+from ._statements import key_parameters, statements
 from ._transaction import SqlTransaction
 from ._types import is_storable
 from .api_keys import ApiKeyRecord
@@ -78,6 +80,10 @@ class SqlStore:
         self._engine = make_engine(url, busy_timeout=busy_timeout, pool_size=pool_size, echo=echo)
         self.busy_timeout = busy_timeout
         self._state = _State.NEW
+        # The same pool, its connections marked for reading (no BEGIN on SQLite).
+        self._reader = self._engine.execution_options(**{READ_ONLY_OPTION: True})
+        # SQLite's writers in this process take turns here before BEGIN IMMEDIATE.
+        self._queue = WriteQueue() if self._engine.dialect.name == "sqlite" else None
 
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
@@ -167,7 +173,9 @@ class SqlStore:
 
     def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
         self._require_open()
-        return connection(self._engine, wait)
+        if wait is None:
+            return connection(self._reader, None)
+        return connection(self._engine, wait, self._queue)
 
     @asynccontextmanager
     async def transaction(self, *, wait: float) -> AsyncIterator[SqlTransaction]:
@@ -188,10 +196,12 @@ class SqlStore:
         async with self._connection(wait) as conn:
             yield SqlTransaction(conn)
 
-    async def _read(self, statement: sa.Executable) -> list[sa.Row[Any]]:
+    async def _read(
+        self, statement: sa.Executable, parameters: dict[str, Any] | None = None
+    ) -> list[sa.Row[Any]]:
         async with self._connection(None) as conn:
             with translated("reading"):
-                return list(await conn.execute(statement))
+                return list(await conn.execute(statement, parameters))
 
     # -- ledger entries -------------------------------------------------------------------
 
@@ -203,7 +213,8 @@ class SqlStore:
         if not is_storable(tenant_id, principal_id, request_id):
             return None
         rows = await self._read(
-            sa.select(ledger_entries).where(entry_key(tenant_id, principal_id, request_id))
+            statements(self.dialect).read_entry,
+            key_parameters(tenant_id, principal_id, request_id),
         )
         return LedgerEntry.model_validate(dict(rows[0]._mapping)) if rows else None
 
