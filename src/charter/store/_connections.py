@@ -21,8 +21,9 @@ import asyncio
 import contextvars
 import functools
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -31,7 +32,7 @@ from ..ledger import StoreBusy
 from ._dialects import READ_ONLY_OPTION, begin_write, execution_options
 from ._errors import translated
 
-__all__ = ("WriteQueue", "connection", "run_to_completion", "to_completion")
+__all__ = ("Connection", "WriteQueue", "run_to_completion", "to_completion")
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -146,10 +147,7 @@ async def _open(engine: AsyncEngine, wait: float | None) -> AsyncConnection:
     return conn
 
 
-@asynccontextmanager
-async def connection(
-    engine: AsyncEngine, wait: float | None, queue: WriteQueue | None = None
-) -> AsyncIterator[AsyncConnection]:
+class Connection(AbstractAsyncContextManager[AsyncConnection]):
     """A connection in a transaction: a write one (``wait`` seconds for locks) or a read.
 
     Reads are cheaper from an engine with ``READ_ONLY_OPTION`` set already
@@ -158,26 +156,55 @@ async def connection(
     A write transaction first takes its turn in ``queue`` (SQLite), within the same
     ``wait``. Commits when the block ends normally; rolls back on any exception,
     cancellation included, and always returns the connection to the pool (and the turn
-    to the queue).
+    to the queue). (A class rather than ``@asynccontextmanager``: it runs on every call.)
 
     Raises:
         StoreBusy: A lock was not granted within ``wait``, or no pooled connection freed up.
         StoreUnavailable: The database cannot be reached, or the connection was lost.
     """
-    turn: asyncio.Lock | None = None
-    if wait is not None and queue is not None:
-        turn, wait = await queue.enter(wait)
-    try:
-        conn = await to_completion(_open(engine, wait), on_cancel=_discard)
+
+    __slots__ = ("_conn", "_engine", "_queue", "_turn", "_wait")
+
+    def __init__(
+        self, engine: AsyncEngine, wait: float | None, queue: WriteQueue | None = None
+    ) -> None:
+        """Describe the transaction; it begins on entry."""
+        self._engine = engine
+        self._wait = wait
+        self._queue = queue if wait is not None else None
+        self._turn: asyncio.Lock | None = None
+        self._conn: AsyncConnection | None = None
+
+    async def __aenter__(self) -> AsyncConnection:
+        wait = self._wait
+        if self._queue is not None:
+            assert wait is not None
+            self._turn, wait = await self._queue.enter(wait)
         try:
-            yield conn
+            self._conn = await to_completion(_open(self._engine, wait), on_cancel=_discard)
         except BaseException:
-            await to_completion(_discard(conn))
+            self._release()
             raise
-        await to_completion(_commit(conn))
-    finally:
-        if turn is not None:
-            turn.release()
+        return self._conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        conn = self._conn
+        assert conn is not None
+        self._conn = None
+        try:
+            await to_completion(_commit(conn) if exc_type is None else _discard(conn))
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._turn is not None:
+            self._turn.release()
+            self._turn = None
 
 
 async def _commit(conn: AsyncConnection) -> None:
@@ -185,8 +212,10 @@ async def _commit(conn: AsyncConnection) -> None:
     try:
         with translated("committing", committing=True):
             await conn.commit()
-    finally:
+    except BaseException:
         await _discard(conn)
+        raise
+    await conn.close()
 
 
 async def _discard(conn: AsyncConnection) -> None:

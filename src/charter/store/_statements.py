@@ -58,7 +58,7 @@ class Statements:
     """One dialect's statements; the docstring of each field names its parameters."""
 
     claim: sa.Executable
-    """INSERT a ledger row unless its key exists, RETURNING the key: every column."""
+    """INSERT a ledger row unless its key exists (rowcount 0): every column."""
     read_entry: sa.Select[Any]
     """SELECT one ledger row: ``key_*``."""
     replace_expired: sa.Executable
@@ -87,9 +87,10 @@ def statements(dialect: str) -> Statements:
     entry = ledger_entries.c
     approval = approvals.c
     return Statements(
+        # SQLAlchemy keeps an INSERT's rowcount only when asked (UPDATE/DELETE always).
         claim=_insert(dialect, ledger_entries)
         .on_conflict_do_nothing(index_elements=list(KEY))
-        .returning(entry.request_id),
+        .execution_options(preserve_rowcount=True),
         read_entry=sa.select(ledger_entries).where(_by_key(ledger_entries)),
         replace_expired=sa.update(ledger_entries).where(
             _by_key(ledger_entries), entry.expires_at <= sa.bindparam("now")

@@ -52,7 +52,8 @@ class SqlTransaction:
     async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:
         """Insert ``entry`` unless its key exists; return the existing committed entry.
 
-        The primary key decides: ``INSERT … ON CONFLICT DO NOTHING RETURNING``. On
+        The primary key decides: ``INSERT … ON CONFLICT DO NOTHING`` inserts one row or
+        none. On
         PostgreSQL a concurrent claim of the same key waits inside that INSERT until the
         first transaction ends (bounded by ``lock_timeout``), then either inserts (the
         first rolled back) or conflicts and reads the committed row. On SQLite, ``BEGIN
@@ -68,7 +69,7 @@ class SqlTransaction:
         key = key_parameters(entry.tenant_id, entry.principal_id, entry.request_id)
         with translated("claiming a request"):
             for _ in range(_CLAIM_ATTEMPTS):
-                if (await conn.execute(sql.claim, values)).first() is not None:
+                if (await conn.execute(sql.claim, values)).rowcount == 1:
                     return None
                 row = (await conn.execute(sql.read_entry, key)).first()
                 if row is None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Iterable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
@@ -21,7 +21,7 @@ from ..ledger import (
     LedgerEntry,
 )
 from . import _keys
-from ._connections import WriteQueue, connection, run_to_completion, to_completion
+from ._connections import Connection, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._engine import make_engine
 from ._errors import translated
@@ -174,27 +174,30 @@ class SqlStore:
     def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
         self._require_open()
         if wait is None:
-            return connection(self._reader, None)
-        return connection(self._engine, wait, self._queue)
+            return Connection(self._reader, None)
+        return Connection(self._engine, wait, self._queue)
 
-    @asynccontextmanager
-    async def transaction(self, *, wait: float) -> AsyncIterator[SqlTransaction]:
-        """Open a write transaction for the gate; it commits when the block ends normally.
+    def transaction(self, *, wait: float) -> AbstractAsyncContextManager[SqlTransaction]:
+        """A write transaction for the gate, to enter with ``async with``.
+
+        It commits when the block ends normally and rolls back on any exception.
 
         Args:
-            wait: Seconds to wait for a lock: SQLite's write lock at ``BEGIN IMMEDIATE``,
-                PostgreSQL's row locks (``SET LOCAL lock_timeout``), e.g. a concurrent
-                claim of the same request.
+            wait: Seconds to wait for a lock: on SQLite for this process's other writers
+                and then the write lock at ``BEGIN IMMEDIATE``; on PostgreSQL for row
+                locks (``lock_timeout``), e.g. a concurrent claim of the same request.
 
-        Yields:
-            A ``LedgerTransaction`` whose ``connection`` is this transaction's
-            ``AsyncConnection`` (the handler's ``ctx.db``).
+        Returns:
+            A context manager entering a ``LedgerTransaction`` whose ``connection`` is
+            this transaction's ``AsyncConnection`` (the handler's ``ctx.db``).
 
         Raises:
-            StoreBusy: A lock was not granted within ``wait``.
+            StoreBusy: A lock was not granted within ``wait`` (on entering).
+            StoreUnavailable: The database cannot be reached (on entering), or the
+                connection was lost (on leaving: ``commit_unknown`` if during COMMIT).
         """
-        async with self._connection(wait) as conn:
-            yield SqlTransaction(conn)
+        self._require_open()
+        return _Transaction(self._engine, wait, self._queue)
 
     async def _read(
         self, statement: sa.Executable, parameters: dict[str, Any] | None = None
@@ -492,3 +495,23 @@ class SqlStore:
         async with self._connection(None) as conn:
             with translated("checking an API key"):
                 return await _keys.verify_key(conn, presented, now)
+
+
+class _Transaction(AbstractAsyncContextManager[SqlTransaction]):
+    """``SqlStore.transaction``: a write ``Connection`` that yields a ``SqlTransaction``."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, engine: AsyncEngine, wait: float, queue: WriteQueue | None) -> None:
+        self._connection = Connection(engine, wait, queue)
+
+    async def __aenter__(self) -> SqlTransaction:
+        return SqlTransaction(await self._connection.__aenter__())
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._connection.__aexit__(exc_type, exc, tb)
