@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from types import TracebackType
 
 from .audit import AuditEvent, MemoryAuditSink
 from .errors import ToolError
@@ -35,21 +35,9 @@ class MemoryStore(MemoryAuditSink):
         self.deferred: dict[str, DeferredRecord] = {}
         self._write = asyncio.Lock()
 
-    @asynccontextmanager
-    async def transaction(self, *, wait: float) -> AsyncIterator[_MemoryTransaction]:
+    def transaction(self, *, wait: float) -> AbstractAsyncContextManager[_MemoryTransaction]:
         """Serialise writers; everything written in the block is applied only on success."""
-        try:
-            # A free lock is taken without suspending; unlike wait_for, no task per call.
-            async with asyncio.timeout(wait):
-                await self._write.acquire()
-        except TimeoutError:
-            raise StoreBusy("the in-memory store is busy") from None
-        tx = _MemoryTransaction(self)
-        try:
-            yield tx
-            tx.apply()
-        finally:
-            self._write.release()
+        return _Scope(self, wait)
 
     async def get_entry(
         self, tenant_id: str, principal_id: str, request_id: str
@@ -154,6 +142,40 @@ class MemoryStore(MemoryAuditSink):
         for approval_id in stale:
             del self.approvals[approval_id]
         return len(doomed) + len(stale)
+
+
+class _Scope(AbstractAsyncContextManager["_MemoryTransaction"]):
+    """``MemoryStore.transaction``: the write lock within ``wait``, then one transaction."""
+
+    __slots__ = ("_store", "_tx", "_wait")
+
+    def __init__(self, store: MemoryStore, wait: float) -> None:
+        self._store = store
+        self._wait = wait
+        self._tx: _MemoryTransaction | None = None
+
+    async def __aenter__(self) -> _MemoryTransaction:
+        try:
+            # A free lock is taken without suspending; unlike wait_for, no task per call.
+            async with asyncio.timeout(self._wait):
+                await self._store._write.acquire()
+        except TimeoutError:
+            raise StoreBusy("the in-memory store is busy") from None
+        self._tx = _MemoryTransaction(self._store)
+        return self._tx
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is None and self._tx is not None:
+                self._tx.apply()
+        finally:
+            self._tx = None
+            self._store._write.release()
 
 
 class _MemoryTransaction:
