@@ -68,6 +68,13 @@ class Case:
     object it returns is kept until measured), divided by ``per``."""
     per: int = 1
     """How many items one operation makes, for memory per item."""
+    clock: Clock | None = None
+    """This case's own clock, over ``--clock``: ``wall`` for a case whose work happens
+    partly in another process (a stdio server), which the CPU clock would not see."""
+    close: Callable[[], Awaitable[None]] | None = None
+    """Runs once after timing, in the same event loop, even when timing raised: closes what
+    the case opened (a client session, a server listening on a port) while the loop still
+    runs, rather than leaving it to the loop's final cancellation of every task at once."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,6 +113,14 @@ async def _time(operation: Operation, iterations: int, now: Callable[[], int]) -
 
 
 async def _measure(case: Case, *, rounds: int, iterations: int, clock: Clock) -> Result:
+    try:
+        return await _measure_time(case, rounds=rounds, iterations=iterations, clock=clock)
+    finally:
+        if case.close is not None:
+            await case.close()
+
+
+async def _measure_time(case: Case, *, rounds: int, iterations: int, clock: Clock) -> Result:
     now = CLOCKS[clock]
     if case.check is not None:
         await case.check()
@@ -172,11 +187,12 @@ def run_case(
 ) -> Result:
     """Time one case with the garbage collector paused, as ``timeit`` does.
 
-    A case's own ``rounds`` and ``iterations`` take precedence over the arguments; a
+    A case's own ``rounds``, ``iterations`` and ``clock`` take precedence over the arguments; a
     ``memory`` case measures allocations instead (tracemalloc), with the collector on.
     """
     rounds = case.rounds or rounds
     iterations = case.iterations or iterations
+    clock = case.clock or clock
     if case.measure == "memory":
         return asyncio.run(_measure_memory(case, rounds=rounds))
     enabled = gc.isenabled()

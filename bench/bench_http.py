@@ -1,7 +1,8 @@
-"""A tool call through charter's HTTP app against bare Starlette endpoints, over ASGI.
+"""A tool call through charter's HTTP app against bare Starlette endpoints.
 
-Every side is a Starlette app called through ``httpx.ASGITransport`` (no sockets), with
-the same JSON body and the same Pydantic models. Two baselines:
+Every side is a Starlette app, called with the same JSON body and the same Pydantic
+models, either through ``httpx.ASGITransport`` (no sockets) or over a real connection to
+uvicorn on 127.0.0.1. Two baselines:
 
 - a bare endpoint that parses the body, validates it with the input model, runs the
   handler and answers the dumped output: what one writes by hand without charter;
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 
 import httpx
 from pydantic import BaseModel
@@ -23,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from bench import Case
+from bench._live import Held, closing, serving
 from charter import Completed, Principal, Registry, define_tool
 from charter.audit import MemoryAuditSink
 from charter.auth import Credentials, StaticAuthenticator
@@ -133,6 +136,52 @@ def _check(*clients: _Client) -> Callable[[], Awaitable[None]]:
     return check
 
 
+def _over_http(build: Callable[[], Starlette], label: str) -> Held[httpx.AsyncClient]:
+    """One ``httpx.AsyncClient`` (keep-alive) to ``build()`` served by uvicorn on 127.0.0.1."""
+
+    async def enter(stack: AsyncExitStack) -> httpx.AsyncClient:
+        url = await stack.enter_async_context(serving(build()))
+        return await stack.enter_async_context(
+            httpx.AsyncClient(
+                base_url=url,
+                headers={"Authorization": f"Bearer {_TOKEN}", "Content-Type": "application/json"},
+            )
+        )
+
+    return Held(enter, label)
+
+
+def _held_post(held: Held[httpx.AsyncClient]) -> Call:
+    async def post() -> object:
+        return await held.value.post("/v1/tools/echo:call", content=_BODY)
+
+    return post
+
+
+def _held_check(
+    charter: Held[httpx.AsyncClient], baseline: Held[httpx.AsyncClient]
+) -> Callable[[], Awaitable[None]]:
+    """Both sides echo over a kept-alive connection; without the token charter's side
+    answers 401 and the bare endpoint, which checks none, still 200: each side is what it
+    claims, and charter's authenticated the token."""
+
+    async def check() -> None:
+        for side, status_without_token in ((charter, 401), (baseline, 200)):
+            client = await side.open()
+            response = await client.post("/v1/tools/echo:call", content=_BODY)
+            if response.status_code != 200 or response.json()["output"] != _EXPECTED:
+                raise AssertionError(f"{side!r} did not echo: {response.text}")
+            if response.headers.get("connection", "").lower() == "close":
+                raise AssertionError(f"{side!r} would not keep the connection alive")
+            anonymous = await client.post(
+                "/v1/tools/echo:call", content=_BODY, headers={"Authorization": ""}
+            )
+            if anonymous.status_code != status_without_token:
+                raise AssertionError(f"{side!r} answered {anonymous.status_code} without a token")
+
+    return check
+
+
 def cases() -> list[Case]:
     """charter's HTTP app against a bare endpoint, and against a bare endpoint over the host."""
     # Another case's libraries may turn logging up; httpx would then log every request,
@@ -169,4 +218,34 @@ def cases() -> list[Case]:
             "alone (credentials from both headers, control headers, the body limit, the "
             "disconnect watch, rendering the outcome).",
         ),
+        _socket_case(host),
     ]
+
+
+def _socket_case(host: Host) -> Case:
+    """The first case over a real connection: uvicorn on 127.0.0.1, one keep-alive client."""
+    charter = _over_http(lambda: create_app(host), "charter app over HTTP")
+    bare = _over_http(_bare_app, "bare Starlette over HTTP")
+    return Case(
+        name="HTTP POST /v1/tools/{name}:call over 127.0.0.1",
+        baseline_name="bare Starlette endpoint (Pydantic validation), same server",
+        run=_held_post(charter),
+        baseline=_held_post(bare),
+        target=1.10,
+        check=_held_check(charter, bare),
+        close=closing(charter, bare),
+        note="the first case's call as users make it: each app served by uvicorn on "
+        "127.0.0.1 in the bench's event loop and called by one `httpx.AsyncClient` "
+        "(one keep-alive connection, reused), so the CPU time is both ends (HTTP parsing, "
+        "sockets, the client); charter's side is `create_app(host)` with its defaults (MCP "
+        "and the console mounted beside the REST routes), authenticating the bearer token "
+        "and running the whole host pipeline; the baseline only validates the body with "
+        "the same Pydantic model and dumps the output. Why the 1.1x target is missed: "
+        "measured over the same sockets, a bare endpoint calling `host.authenticate` and "
+        "`host.invoke` is already about 1.2x the baseline, and charter's HTTP adapter adds "
+        "about 1.06x on top; profiled, the host's share is mostly reading the body under "
+        "the payload limits (a depth pre-scan, `json.loads` and a walk of the value, where "
+        "the baseline makes one `model_validate_json` call), output validation and "
+        "serialisation, the token's digest, the audit event and the tool context.",
+        iterations=100,
+    )
