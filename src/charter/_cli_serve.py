@@ -179,7 +179,9 @@ def bind(address: str, port: int) -> socket.socket:
         Unusable: The port is in use or the address cannot be bound.
     """
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections accepted from a
+    # socket whose protocol says TCP; without it small replies wait ~40 ms for an ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         # Like uvicorn: a port in TIME_WAIT after a restart is reusable; one that another
         # process listens on is still refused.

@@ -5,6 +5,7 @@ Serving over HTTP end to end is ``tests/examples/test_travel_tour.py``.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from cli_support import ROOT, TravelFiles, charter, error_line
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from charter._cli_serve import _allowed_hosts, base_url
+from charter._cli_serve import _allowed_hosts, base_url, bind
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
 
@@ -42,6 +43,32 @@ def test_serve_on_a_port_in_use_prints_one_line_and_exits_2(
         f"error: port {taken_port} on 127.0.0.1 is in use; stop the other server or pick "
         "another with --port"
     )
+
+
+@pytest.mark.anyio
+async def test_connections_to_the_served_port_send_small_replies_at_once() -> None:
+    # asyncio sets TCP_NODELAY only on connections accepted from a socket created with
+    # IPPROTO_TCP; with protocol 0, a small reply waits for the client's delayed ACK
+    # (~40 ms per call on Linux).
+    listening = bind("127.0.0.1", 0)
+    accepted: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raw = writer.get_extra_info("socket")
+        accepted.set_result(bool(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+        writer.close()
+
+    server = await asyncio.start_server(on_connection, sock=listening)
+    try:
+        _, writer = await asyncio.open_connection(*listening.getsockname()[:2])
+        try:
+            assert await asyncio.wait_for(accepted, 10)
+        finally:
+            writer.close()
+            await writer.wait_closed()
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 def test_serve_with_a_bad_target_prints_one_line_and_exits_2() -> None:
