@@ -1,0 +1,160 @@
+"""JWT bearer tokens end to end: uvicorn on 127.0.0.1, REST and MCP, keys from a local JWKS."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from http_support import Lab, Live, build_registry, serve
+from jwt.algorithms import RSAAlgorithm
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from charter.host import Host
+from charter.http import create_app
+from charter.jwt import JwtAuthenticator
+
+pytestmark = pytest.mark.anyio
+
+ISSUER = "https://issuer.example"
+AUDIENCE = "https://tools.example"
+KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+OTHER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+def token(*, key: Any = KEY, **overrides: Any) -> str:
+    now = int(time.time())
+    claims = {
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "sub": "agent-7",
+        "tenant_id": "acme",
+        "scope": "trips:read trips:write",
+        "iat": now,
+        "exp": now + 300,
+        **overrides,
+    }
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
+
+
+@pytest.fixture(scope="module")
+def jwks_url() -> Iterator[str]:
+    """The issuer's JWKS on a loopback port (stdlib server, no network)."""
+    jwk = {**RSAAlgorithm.to_jwk(KEY.public_key(), as_dict=True), "kid": "k1", "alg": "RS256"}
+    body = json.dumps({"keys": [jwk]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/jwks.json"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def live(jwks_url: str) -> Iterator[Live]:
+    lab = Lab()
+    authenticator = JwtAuthenticator(issuer=ISSUER, audience=AUDIENCE, jwks_url=jwks_url)
+    host = Host(build_registry(lab), authenticator=authenticator)
+    with serve(create_app(host)) as url:
+        yield Live(url=url, host=host, lab=lab)
+
+
+@asynccontextmanager
+async def connect(url: str, bearer: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {bearer}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
+        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
+            yield client
+
+
+def test_a_jwt_calls_a_tool_over_rest_as_the_principal_its_claims_name(live: Live) -> None:
+    with live.client(token()) as rest:
+        who = rest.get("/v1/whoami").json()
+        listed = {t["name"] for t in rest.get("/v1/tools").json()["tools"]}
+        called = rest.post("/v1/tools/trips.search:call", json={"query": "lisbon", "limit": 1})
+    assert (who["subject"], who["tenantId"]) == ("agent-7", "acme")
+    assert who["scopes"] == ["trips:read", "trips:write"]
+    assert {"trips.search", "trips.rename"} <= listed
+    assert "bookings.refund" not in listed  # the token grants no bookings:refund
+    assert called.status_code == 200
+    assert called.json()["output"]["trips"][0]["trip_id"] == "trp_1"
+
+
+async def test_a_jwt_calls_a_tool_over_mcp_streamable_http(live: Live) -> None:
+    async with connect(live.url, token()) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("trips.search", {"query": "lisbon", "limit": 1})
+    assert "trips.search" in names
+    assert result.is_error is False
+    assert result.structured_content is not None
+    assert result.structured_content["trips"][0]["trip_id"] == "trp_1"
+
+
+@pytest.mark.parametrize(
+    ("bad", "detail"),
+    [
+        (token(exp=int(time.time()) - 3600), "the token has expired"),
+        (token(key=OTHER_KEY), "the token's signature is not valid"),
+        (token(aud="https://elsewhere.example"), "the token is meant for another audience"),
+        (token(tenant_id=None), "the token has no 'tenant_id' claim"),
+    ],
+)
+async def test_a_bad_jwt_is_a_401_challenge_over_rest_and_mcp(
+    live: Live, bad: str, detail: str
+) -> None:
+    async with httpx.AsyncClient(base_url=live.url, timeout=10) as http:
+        rest = await http.post(
+            "/v1/tools/trips.search:call",
+            json={"query": "lisbon"},
+            headers={"Authorization": f"Bearer {bad}"},
+        )
+        mcp = await http.post(
+            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}
+        )
+    assert rest.status_code == 401
+    assert rest.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    problem = rest.json()
+    assert (problem["code"], problem["reason"], problem["detail"]) == (
+        "UNAUTHENTICATED",
+        "invalid_token",
+        detail,
+    )
+    assert bad.split(".")[2] not in rest.text
+    assert mcp.status_code == 401
+    assert mcp.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
