@@ -767,15 +767,6 @@ def _resolve(tool: Tool[Any, Any, Any], binding: ToolBinding) -> RegisteredTool:
             f'tool {tool.name!r}: enforcement="handler" needs an action_policy'
         )
     target_resolution = _target_resolution(tool, policy)
-    if tool.auth == "public" and target_resolution == "tenant-collection":
-        # The default target is "{target_type}:{tenant}", and an anonymous caller has no
-        # tenant: every anonymous call would fail with target_unresolved. Say so now.
-        raise ConfigurationError(
-            f"tool {tool.name!r}: a public tool with an action policy needs a target an "
-            "anonymous caller can name: set the policy's command_target_field, give the "
-            "tool a resolve_action_target, or make it auth='identity' (the default target "
-            "is the caller's tenant, which an anonymous call does not have)"
-        )
     controls = ControlSpec.for_policy(policy, tool.risk_policy)
     annotations = derive_annotations(
         tool.tier, tool.risk_policy, tool.annotations, binding.annotations
@@ -808,6 +799,20 @@ def _resolve(tool: Tool[Any, Any, Any], binding: ToolBinding) -> RegisteredTool:
 def _target_resolution(tool: Tool[Any, Any, Any], policy: Any) -> TargetResolution | None:
     if policy is None or tool.enforcement != "generic":
         return None
+    resolution = _generic_target_resolution(tool, policy)
+    if tool.auth == "public" and resolution == "tenant-collection":
+        # The default target is "{target_type}:{tenant}", and an anonymous caller has no
+        # tenant: every anonymous call would fail with target_unresolved. Say so now.
+        raise ConfigurationError(
+            f"tool {tool.name!r}: a public tool with an action policy needs a target an "
+            "anonymous caller can name: set the policy's command_target_field, give the "
+            "tool a resolve_action_target, or make it auth='identity' (the default target "
+            "is the caller's tenant, which an anonymous call does not have)"
+        )
+    return resolution
+
+
+def _generic_target_resolution(tool: Tool[Any, Any, Any], policy: Any) -> TargetResolution:
     if tool.resolve_action_target is not None:
         return "package-resolver"
     if policy.command_target_field is not None:
