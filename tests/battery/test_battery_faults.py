@@ -2,7 +2,8 @@
 K03, K04, K06, and §5.5 T07).
 
 - K03: PostgreSQL ends the call's connection (``pg_terminate_backend`` from an admin
-  connection) while the call is inside its transaction, after the handler wrote.
+  connection) while the call is inside its transaction, after the handler wrote; and a
+  backend ends itself during the call's COMMIT (a deferred constraint trigger).
 - K04: the PostgreSQL server restarts (``pg_ctlcluster … restart -m immediate``) under
   200 requests from 16 client threads that retry with the same request ids.
 - K06: an external effect made safe by a key derived from the request id, across a crash
@@ -157,6 +158,60 @@ async def test_K03_connection_killed_mid_transaction_is_a_retryable_error(pg_url
         assert outcome.retryable, outcome
         assert outcome.reason == "store_unavailable", outcome
         assert "nothing was stored" in outcome.message
+    finally:
+        await host.aclose()
+        await observer.aclose()
+
+
+LOST_AT_COMMIT = (
+    "CREATE SEQUENCE battery_lost_at_commit_budget",
+    """
+    CREATE FUNCTION battery_lost_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      -- The backend ends itself while COMMIT runs this deferred trigger (once: sequences
+      -- are not transactional), so the client loses the connection during its COMMIT.
+      IF NEW.detail = 'lost-at-commit' AND nextval('battery_lost_at_commit_budget') = 1 THEN
+        PERFORM pg_terminate_backend(pg_backend_pid());
+      END IF;
+      RETURN NULL;
+    END $$
+    """,
+    """
+    CREATE CONSTRAINT TRIGGER battery_lost_at_commit AFTER INSERT ON battery_effects
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION battery_lost_at_commit()
+    """,
+)
+
+
+async def test_K03_a_connection_lost_during_commit_is_retryable_and_says_it_may_have_committed(
+    pg_url: str,
+) -> None:
+    store = SqlStore(pg_url)
+    await store.open()
+    _, host = await battery_host(store, clock=Clock())
+    observer = Observer(pg_url)
+    try:
+        for statement in LOST_AT_COMMIT:
+            await observer.execute(statement)
+        arguments = widget("lost-at-commit", rid())
+        outcome = await host.invoke("create_widget", arguments, ALICE)
+        # Charter cannot know whether the COMMIT took effect: it must not say "nothing
+        # happened", and the retry with the same request id is what makes it safe.
+        assert isinstance(outcome, Failed), outcome
+        assert outcome.code is ErrorCode.PROVIDER_UNAVAILABLE, outcome
+        assert outcome.retryable and outcome.reason == "commit_outcome_unknown", outcome
+        assert "may or may not" in outcome.message and "nothing was stored" not in outcome.message
+        # Whichever it was, the retries end with exactly one effect and one ledger row.
+        for _ in range(5):
+            retried = await host.invoke("create_widget", arguments, ALICE)
+            if not isinstance(retried, Failed):
+                break
+            assert retried.retryable, retried
+        first = completed(retried)
+        again = completed(await host.invoke("create_widget", arguments, ALICE))
+        assert again.replayed and again.output == first.output
+        assert await observer.count(EFFECTS) == 1
+        assert await observer.count(LEDGER) == 1
     finally:
         await host.aclose()
         await observer.aclose()

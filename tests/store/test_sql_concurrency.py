@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 import sqlalchemy as sa
+from anyio import wait_all_tasks_blocked
 
 from charter.audit import AuditEvent
 from charter.ledger import ApprovalRecord, ClaimRecord, DeferredRecord, LedgerEntry, StoreBusy
@@ -195,6 +196,37 @@ async def test_concurrent_read_then_write_transactions_serialize_without_databas
             offset = iteration * CALLERS
             assert sorted(results) == list(range(offset, offset + CALLERS))  # type: ignore[type-var]
     assert await count_side_effects(store) == CALLERS * ITERATIONS
+
+
+async def test_writers_of_one_sqlite_store_take_the_write_lock_in_arrival_order(
+    sql_store: SqlStore, store_backend: str
+) -> None:
+    # SQLite's busy handler polls, so waiters would get the lock in whatever order they
+    # happen to poll; the store's own queue hands it over in the order they asked.
+    if store_backend != "sqlite":
+        pytest.skip("PostgreSQL locks rows: writers of different keys do not wait at all")
+    order: list[int] = []
+    holding = anyio.Event()
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with sql_store.transaction(wait=30):
+            holding.set()
+            await release.wait()
+
+    async def writer(index: int) -> None:
+        async with sql_store.transaction(wait=30):
+            order.append(index)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await holding.wait()
+            for index in range(CALLERS):
+                tg.start_soon(writer, index)
+                await wait_all_tasks_blocked()  # it is in line before the next one comes
+            release.set()
+    assert order == list(range(CALLERS))
 
 
 # -- lock waits -----------------------------------------------------------------------------

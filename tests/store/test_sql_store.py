@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from tests.store.conftest import POSTGRES_URL
 
 from charter.audit import AuditEvent
 from charter.errors import ConfigurationError, ErrorCode
@@ -644,6 +645,32 @@ async def test_a_closed_store_says_so_and_cannot_be_reopened(store_url: str) -> 
 async def test_opening_twice_is_refused(sql_store: SqlStore) -> None:
     with pytest.raises(RuntimeError, match="opens once"):
         await sql_store.open()
+
+
+async def test_a_pooled_connection_the_server_closed_is_replaced_before_it_is_used(
+    make_sql_store: Any, store_backend: str
+) -> None:
+    # What a server restart does to every idle pooled connection, done to one: the next
+    # checkout must notice (without a round trip of its own) and connect again, so no
+    # caller sees an error.
+    if store_backend != "postgres":
+        pytest.skip("SQLite has no server to hang up")
+    import psycopg
+
+    store = await make_sql_store(pool_size=1)
+    pid_query = sa.text("SELECT pg_backend_pid()")
+    async with store.transaction(wait=5) as tx:
+        old_pid = (await tx.connection.execute(pid_query)).scalar_one()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        # The second argument waits (up to 10 s) until the backend has exited.
+        ended = admin.execute("SELECT pg_terminate_backend(%s, 10000)", (old_pid,)).fetchone()
+    assert ended is not None and ended[0] is True
+    record = entry()
+    async with store.transaction(wait=5) as tx:
+        assert await tx.claim(record, NOW) is None
+        new_pid = (await tx.connection.execute(pid_query)).scalar_one()
+    assert new_pid != old_pid
+    assert await store.get_entry("acme", "alice", record.request_id) is not None
 
 
 def test_unsupported_urls_are_configuration_errors(tmp_path: Any) -> None:

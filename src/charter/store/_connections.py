@@ -32,7 +32,7 @@ from ..ledger import StoreBusy
 from ._dialects import READ_ONLY_OPTION, begin_write, execution_options
 from ._errors import translated
 
-__all__ = ("Connection", "WriteQueue", "run_to_completion", "to_completion")
+__all__ = ("ConnectionScope", "WriteQueue", "run_to_completion", "to_completion")
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -147,7 +147,7 @@ async def _open(engine: AsyncEngine, wait: float | None) -> AsyncConnection:
     return conn
 
 
-class Connection(AbstractAsyncContextManager[AsyncConnection]):
+class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
     """A connection in a transaction: a write one (``wait`` seconds for locks) or a read.
 
     Reads are cheaper from an engine with ``READ_ONLY_OPTION`` set already

@@ -21,7 +21,7 @@ from ..ledger import (
     LedgerEntry,
 )
 from . import _keys
-from ._connections import Connection, WriteQueue, run_to_completion, to_completion
+from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._engine import make_engine
 from ._errors import translated
@@ -174,8 +174,8 @@ class SqlStore:
     def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
         self._require_open()
         if wait is None:
-            return Connection(self._reader, None)
-        return Connection(self._engine, wait, self._queue)
+            return ConnectionScope(self._reader, None)
+        return ConnectionScope(self._engine, wait, self._queue)
 
     def transaction(self, *, wait: float) -> AbstractAsyncContextManager[SqlTransaction]:
         """A write transaction for the gate, to enter with ``async with``.
@@ -498,12 +498,12 @@ class SqlStore:
 
 
 class _Transaction(AbstractAsyncContextManager[SqlTransaction]):
-    """``SqlStore.transaction``: a write ``Connection`` that yields a ``SqlTransaction``."""
+    """``SqlStore.transaction``: a write ``ConnectionScope`` that enters a ``SqlTransaction``."""
 
     __slots__ = ("_connection",)
 
     def __init__(self, engine: AsyncEngine, wait: float, queue: WriteQueue | None) -> None:
-        self._connection = Connection(engine, wait, queue)
+        self._connection = ConnectionScope(engine, wait, queue)
 
     async def __aenter__(self) -> SqlTransaction:
         return SqlTransaction(await self._connection.__aenter__())
