@@ -117,7 +117,8 @@ def parse_json(raw: bytes | str, limits: PayloadLimits) -> object:
         PayloadRejected: The payload breaks a limit or is not strict JSON.
     """
     text = _decode_within_size(raw, limits.max_bytes)
-    _check_text_depth(text, limits.max_depth)
+    if len(text) > limits.max_depth:  # each level takes a character: shorter text is shallow
+        _check_text_depth(text, limits.max_depth)
     try:
         value = json.loads(
             text,

@@ -7,6 +7,7 @@ import json
 import uuid
 from typing import Any
 
+from pydantic_core import to_json
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
@@ -24,7 +25,7 @@ from charter.outcome import (
 )
 from charter.policy import CONTROL_FIELD, InvocationControls
 
-from ._payloads import AcceptedBody, CallResultBody, ToolListBody
+from ._payloads import AcceptedBody, ToolListBody
 from ._problem import denied_problem, failed_problem
 from ._request import authenticate, controls_from_headers
 from ._responses import json_response
@@ -129,8 +130,12 @@ def render_outcome(
     """Map an outcome to its response: 200, 202, or a problem (DESIGN §5)."""
     if isinstance(outcome, Completed):
         headers = {"Idempotent-Replayed": "true"} if outcome.replayed else None
-        return json_response(
-            CallResultBody(output=outcome.output, replayed=outcome.replayed), headers=headers
+        # CallResultBody's shape, serialised directly: the output is already validated
+        # JSON data, and building the model would validate all of it again as JsonValue.
+        return Response(
+            to_json({"output": outcome.output, "replayed": outcome.replayed}),
+            media_type="application/json",
+            headers=headers,
         )
     if isinstance(outcome, Failed):
         response = failed_problem(outcome)
