@@ -384,7 +384,15 @@ def cases() -> list[Case]:
                 _Connection(_charter_server(host), mode),
                 _Connection(_bare_server(), mode),
                 f"{about}; the baseline validates input and output with the same pydantic "
-                "models in a hand-written `on_call_tool`.",
+                "models in a hand-written `on_call_tool`. Why the 1.1x target is missed "
+                "here: with no transport at all, a round trip is only the SDK's own Python "
+                "(about 200-300 µs on this machine), and charter's pipeline (the bearer "
+                "principal's scopes, payload limits, tenancy, the tool context with its "
+                "cancel signal, output validation, the audit event; 45 µs in a tight loop, "
+                "about twice that with the SDK's code around it) is what the baseline does "
+                "not do. `charter.mcp` itself adds under 5% (the adapter-alone case), and "
+                "over a real transport (the streamable HTTP cases below) the same pipeline "
+                "is within 1.1x.",
             ),
             _case(
                 f"MCP tools/call vs MCPServer ({era})",
