@@ -197,14 +197,16 @@ def cases() -> list[Case]:
             baseline_name="bare Starlette endpoint (Pydantic validation)",
             run=charter.call(),
             baseline=bare.call(),
-            # The host pipeline alone is about 3x a bare dispatch (bench_host); the ASGI
-            # round trip both sides pay dilutes that to 2-2.5x here (measured 2.0-2.4x).
-            target=2.5,
+            target=1.10,
             check=_check(charter, bare),
             note="an async read tool (one scope) called through `httpx.ASGITransport`: "
             "charter's app authenticates the bearer token and runs the whole host pipeline "
             "(limits, scopes, validation, output validation, audit); the baseline only "
-            "validates the body with the same Pydantic model and dumps the output.",
+            "validates the body with the same Pydantic model and dumps the output. Why the "
+            "1.1x target is missed: without a socket, a request is only the two apps' and "
+            "httpx's Python (a few hundred µs), so charter's pipeline, which the baseline "
+            "does not run, weighs about as much as the whole baseline request; the adapter "
+            "alone is the next case, and the call over a real connection the one after.",
         ),
         Case(
             name="HTTP POST /v1/tools/{name}:call (adapter only)",
