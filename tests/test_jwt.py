@@ -23,7 +23,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import get_default_algorithms
 from jwt.warnings import InsecureKeyLengthWarning
 
-from charter.auth import AuthenticationFailed, Authenticator, Credentials, Principal
+from charter.auth import (
+    AuthenticationFailed,
+    AuthenticationUnavailable,
+    Authenticator,
+    Credentials,
+    Principal,
+)
 from charter.errors import ConfigurationError
 from charter.jwt import (
     ClaimMapping,
@@ -173,6 +179,14 @@ def server(rsa_key: SigningKey) -> Iterator[JwksServer]:
 def authenticator(server: JwksServer, **options: Any) -> JwtAuthenticator:
     settings: dict[str, Any] = {"issuer": ISSUER, "audience": AUDIENCE, **options}
     return JwtAuthenticator(jwks_url=server.jwks_url, **settings)
+
+
+async def unavailable(auth: JwtAuthenticator, token: str) -> AuthenticationUnavailable:
+    # Keys that cannot be fetched say nothing about the token: not a TokenRejected (401).
+    with pytest.raises(AuthenticationUnavailable) as caught:
+        await auth.authenticate(Credentials(bearer=token))
+    assert not isinstance(caught.value, AuthenticationFailed)
+    return caught.value
 
 
 async def rejected(auth: JwtAuthenticator, token: str) -> TokenRejected:
@@ -435,7 +449,7 @@ async def test_a_jwks_that_cannot_be_fetched_or_read_is_keys_unavailable(
 ) -> None:
     server.status, server.body = status, body
     auth = authenticator(server, jwks_refresh_cooldown=0)
-    assert (await rejected(auth, rsa_key.sign())).reason == "keys_unavailable"
+    assert (await unavailable(auth, rsa_key.sign())).reason == "keys_unavailable"
     server.status, server.body = 200, None
     assert await auth.authenticate(Credentials(bearer=rsa_key.sign())) is not None
 
@@ -447,8 +461,8 @@ async def test_an_unreachable_jwks_url_is_keys_unavailable_and_backs_off(
         auth = JwtAuthenticator(
             issuer=ISSUER, audience=AUDIENCE, jwks_url=f"http://127.0.0.1:{port}/jwks.json"
         )
-        first = await rejected(auth, rsa_key.sign())
-        again = await rejected(auth, rsa_key.sign())  # within the cooldown: no second attempt
+        first = await unavailable(auth, rsa_key.sign())
+        again = await unavailable(auth, rsa_key.sign())  # within the cooldown: no second attempt
     assert first.reason == again.reason == "keys_unavailable"
     assert "try again later" in str(first)
 

@@ -26,6 +26,7 @@ __all__ = (
     "AuthDecision",
     "AuthMode",
     "AuthenticationFailed",
+    "AuthenticationUnavailable",
     "Authenticator",
     "Credentials",
     "Principal",
@@ -576,6 +577,22 @@ class AuthenticationFailed(CharterError):
     The host answers ``UNAUTHENTICATED``. Return None instead when no credentials were
     sent. Keep secrets out of the message: a transport may show it to the caller.
     """
+
+
+class AuthenticationUnavailable(CharterError):
+    """Raised when credentials could not be checked now: the key store or key server is down.
+
+    Nothing ran and nothing was decided about the caller, so transports answer 503 with
+    ``Retry-After`` (never 401, which would tell a client its valid credentials are bad).
+    ``Host.authenticate`` raises it for a store that is unavailable or busy; an
+    ``Authenticator`` may raise it itself (``charter.jwt`` does when the issuer's keys
+    cannot be fetched).
+    """
+
+    def __init__(self, message: str, *, reason: str = "authentication_unavailable") -> None:
+        super().__init__(message)
+        self.reason = reason
+        """A short machine-readable cause, e.g. ``store_unavailable`` or ``keys_unavailable``."""
 
 
 def _empty_headers() -> Mapping[str, str]:

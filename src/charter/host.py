@@ -43,6 +43,7 @@ from .approvals import Approvals
 from .audit import AuditEvent, AuditSink, AuditTrail, MemoryAuditSink
 from .auth import (
     AccessCatalog,
+    AuthenticationUnavailable,
     Authenticator,
     Credentials,
     Principal,
@@ -65,7 +66,7 @@ from .context import (
     run_after_commit,
 )
 from .errors import ConfigurationError, ErrorCode, ToolError
-from .ledger import ActionStatus, FaultHook, LedgerGate, LedgerStore
+from .ledger import ActionStatus, FaultHook, LedgerGate, LedgerStore, StoreBusy, StoreUnavailable
 from .manifest import RegisteredTool, deprecation_warnings
 from .memory_store import MemoryStore
 from .outcome import (
@@ -211,10 +212,20 @@ class Host:
 
         Raises:
             AuthenticationFailed: the credentials are present but invalid.
+            AuthenticationUnavailable: they could not be checked now (the authenticator's
+                store is unavailable or busy, or the authenticator said so).
         """
         if self.authenticator is None:
             return None
-        return await self.authenticator.authenticate(credentials)
+        try:
+            return await self.authenticator.authenticate(credentials)
+        except (StoreUnavailable, StoreBusy) as exc:
+            reason = "store_busy" if isinstance(exc, StoreBusy) else "store_unavailable"
+            raise AuthenticationUnavailable(
+                "The credentials could not be checked: the key store is unavailable. "
+                "Retry shortly.",
+                reason=reason,
+            ) from exc
 
     def discover(
         self, principal: Principal | None, audience: str | None = None

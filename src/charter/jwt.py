@@ -29,7 +29,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "charter.jwt needs PyJWT with cryptography: pip install 'charter[jwt]'"
     ) from exc
 
-from .auth import AuthenticationFailed, Credentials, Principal, PrincipalKind
+from .auth import (
+    AuthenticationFailed,
+    AuthenticationUnavailable,
+    Credentials,
+    Principal,
+    PrincipalKind,
+)
 from .errors import ConfigurationError
 
 __all__ = (
@@ -59,7 +65,6 @@ TokenFailure: TypeAlias = Literal[
     "algorithm_not_allowed",
     "unknown_key",
     "unusable_key",
-    "keys_unavailable",
     "bad_signature",
     "expired",
     "not_yet_valid",
@@ -112,7 +117,6 @@ _MESSAGES: dict[TokenFailure, str] = {
     "algorithm_not_allowed": "the token's signing algorithm is not accepted",
     "unknown_key": "the token is signed with a key this server does not know",
     "unusable_key": "the token's signing key is too weak or of the wrong type",
-    "keys_unavailable": "the issuer's signing keys cannot be fetched now; try again later",
     "bad_signature": "the token's signature is not valid",
     "expired": "the token has expired",
     "not_yet_valid": "the token is not valid yet",
@@ -138,6 +142,14 @@ _PYJWT_FAILURES: tuple[tuple[type[jwt.PyJWTError], TokenFailure], ...] = (
 
 def _reject(reason: TokenFailure, message: str | None = None) -> TokenRejected:
     return TokenRejected(reason, message or _MESSAGES[reason])
+
+
+def _keys_unavailable() -> AuthenticationUnavailable:
+    # Not a verdict on the token: transports answer 503 (retry), never 401.
+    return AuthenticationUnavailable(
+        "the issuer's signing keys cannot be fetched now; try again later",
+        reason="keys_unavailable",
+    )
 
 
 def _translate(exc: jwt.PyJWTError) -> TokenRejected:
@@ -314,7 +326,7 @@ class _RemoteKeys:
             # A fetch failed while this call waited, or moments ago: fail now rather than
             # queue another behind an issuer that is down.
             if self._failed_at > arrived or time.monotonic() - self._failed_at < self._cooldown:
-                raise _reject("keys_unavailable")
+                raise _keys_unavailable()
             return await asyncio.to_thread(self._lookup, kid)
 
     def _lookup(self, kid: str) -> list[_Key]:
@@ -329,7 +341,7 @@ class _RemoteKeys:
         except (jwt.PyJWTError, OSError, ValueError, http.client.HTTPException) as exc:
             self._failed_at = time.monotonic()
             logger.warning("charter.jwt: cannot fetch the JWKS at %s: %s", self.url, exc)
-            raise _reject("keys_unavailable") from None
+            raise _keys_unavailable() from None
         self._fetched_at = time.monotonic()
         return _jwk_keys(keyset, kid)
 

@@ -166,6 +166,7 @@ def http_problem(
     reason: str | None = None,
     headers: Mapping[str, str] | None = None,
     meta: Mapping[str, str] | None = None,
+    retryable: bool = False,
 ) -> Response:
     """A problem the transport itself answers (routing, credentials, query parameters)."""
     next_steps = list(DEFAULT_NEXT_STEPS[code]) if code is not None else []
@@ -178,7 +179,7 @@ def http_problem(
             code=code.value if code is not None else None,
             reason=reason,
             next_steps=next_steps,
-            retryable=False,
+            retryable=retryable,
             meta=dict(meta) if meta else None,
         ),
         headers,

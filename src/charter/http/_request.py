@@ -6,7 +6,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from charter.auth import AuthenticationFailed, Credentials, Principal
+from charter.auth import AuthenticationFailed, AuthenticationUnavailable, Credentials, Principal
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.policy import InvocationControls
@@ -16,6 +16,7 @@ from ._problem import http_problem
 __all__ = (
     "CONTROL_HEADERS",
     "authenticate",
+    "authentication_unavailable",
     "controls_from_headers",
     "credentials_from",
     "require_principal",
@@ -57,6 +58,21 @@ async def authenticate(host: Host, request: Request) -> Principal | Response | N
         return await host.authenticate(credentials)
     except AuthenticationFailed as exc:
         return _invalid_token(str(exc) or "The credentials are not valid.")
+    except AuthenticationUnavailable as exc:
+        return authentication_unavailable(exc)
+
+
+def authentication_unavailable(exc: AuthenticationUnavailable) -> Response:
+    """The 503 for credentials that could not be checked now: retry, nothing ran."""
+    return http_problem(
+        503,
+        "Service unavailable",
+        str(exc),
+        code=ErrorCode.PROVIDER_UNAVAILABLE,
+        reason=exc.reason,
+        headers={"Retry-After": "1"},
+        retryable=True,
+    )
 
 
 async def require_principal(host: Host, request: Request) -> Principal | Response:

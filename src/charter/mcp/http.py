@@ -14,10 +14,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
+from ..auth import AuthenticationUnavailable
 from ..errors import ConfigurationError
 from ..host import Host
 from ._auth import HostTokenVerifier
@@ -140,6 +142,7 @@ def streamable_http_app(
             app = RequireAuthMiddleware(app, [], metadata)
         app = AuthContextMiddleware(app)
         app = AuthenticationMiddleware(app, backend=BearerAuthBackend(HostTokenVerifier(host)))
+        app = _UnavailableAuthentication(app)
     elif require_auth:
         raise ConfigurationError(
             "require_auth=True needs a host with an authenticator (Host(authenticator=...))"
@@ -189,3 +192,29 @@ def create_asgi_app(
         routes=[Route(path, endpoint=mcp_app, methods=["GET", "POST", "DELETE"])],
         lifespan=lifespan,
     )
+
+
+class _UnavailableAuthentication:
+    """ASGI middleware: a token that could not be checked now is a 503, not a 500 or 401.
+
+    ``host.authenticate`` raises ``AuthenticationUnavailable`` when the key store (or the
+    JWT issuer's keys) cannot be reached; that happens before the MCP app runs, so no
+    response has started and nothing ran. The body follows the OAuth error format the
+    SDK's 401s use.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except AuthenticationUnavailable as exc:
+            if scope["type"] != "http":
+                raise
+            response = JSONResponse(
+                {"error": "temporarily_unavailable", "error_description": str(exc)},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+            await response(scope, receive, send)

@@ -1,0 +1,149 @@
+"""Credentials that cannot be checked now (the key store is down): 503 and Retry-After, never
+401 or 500, over REST and MCP streamable HTTP, with the real app under uvicorn on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from http_support import Lab, build_registry, serve
+
+from charter.auth import (
+    AuthenticationUnavailable,
+    Credentials,
+    Principal,
+    StaticAuthenticator,
+)
+from charter.host import Host
+from charter.http import create_app
+from charter.jwt import JwtAuthenticator
+from charter.ledger import StoreBusy, StoreUnavailable
+
+pytestmark = pytest.mark.anyio
+
+PRINCIPAL = Principal(subject="agent", tenant_id="acme", scopes=frozenset({"trips:read"}))
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+class KeyStoreDown:
+    """An authenticator whose key store is unreachable (as `ApiKeyAuthenticator` during a
+    PostgreSQL restart), until `up` is set."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.up = False
+
+    async def authenticate(self, credentials: Credentials) -> Principal | None:
+        if not self.up:
+            raise self.error
+        return await StaticAuthenticator({"good": PRINCIPAL}).authenticate(credentials)
+
+
+@pytest.fixture
+def down() -> KeyStoreDown:
+    return KeyStoreDown(StoreUnavailable("connection refused"))
+
+
+@pytest.fixture
+def served(down: KeyStoreDown) -> Iterator[tuple[str, Lab]]:
+    lab = Lab()
+    with serve(create_app(Host(build_registry(lab), authenticator=down))) as url:
+        yield url, lab
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [(StoreUnavailable("gone"), "store_unavailable"), (StoreBusy("locked"), "store_busy")],
+)
+async def test_the_host_says_the_credentials_could_not_be_checked(
+    error: Exception, reason: str
+) -> None:
+    host = Host(build_registry(Lab()), authenticator=KeyStoreDown(error))
+    with pytest.raises(AuthenticationUnavailable) as caught:
+        await host.authenticate(Credentials(bearer="good"))
+    assert caught.value.reason == reason
+    assert caught.value.__cause__ is error
+
+
+async def test_rest_answers_503_with_retry_after_until_the_store_is_back(
+    served: tuple[str, Lab], down: KeyStoreDown
+) -> None:
+    url, _ = served
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        call = await http.post(
+            "/v1/tools/trips.search:call",
+            json={"query": "lisbon"},
+            headers={"Authorization": "Bearer good"},
+        )
+        down.up = True
+        after = await http.post(
+            "/v1/tools/trips.search:call",
+            json={"query": "lisbon"},
+            headers={"Authorization": "Bearer good"},
+        )
+    assert call.status_code == 503
+    assert call.headers["retry-after"] == "1"
+    assert call.headers["content-type"] == "application/problem+json"
+    problem = call.json()
+    assert (problem["code"], problem["reason"], problem["retryable"]) == (
+        "PROVIDER_UNAVAILABLE",
+        "store_unavailable",
+        True,
+    )
+    assert "connection refused" not in call.text  # the store's own message stays inside
+    assert after.status_code == 200  # the same request, once the store is back
+
+
+async def test_mcp_answers_503_with_retry_after(
+    served: tuple[str, Lab], down: KeyStoreDown
+) -> None:
+    url, _ = served
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        response = await http.post(
+            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
+        )
+        down.up = True
+        after = await http.post(
+            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
+        )
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"] == "temporarily_unavailable"
+    assert after.status_code == 200
+
+
+async def test_an_issuer_whose_keys_cannot_be_fetched_is_a_503_not_a_401() -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    authenticator = JwtAuthenticator(
+        issuer="https://issuer.example",
+        audience="https://tools.example",
+        jwks_url=f"http://127.0.0.1:{port}/jwks.json",
+    )
+    token = (
+        "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIiwidHlwIjoiSldUIn0."
+        "eyJzdWIiOiJhIn0.c2lnbmF0dXJl"  # well-formed; its signature never gets checked
+    )
+    with serve(create_app(Host(build_registry(Lab()), authenticator=authenticator))) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            call = await http.post(
+                "/v1/tools/trips.search:call",
+                json={"query": "lisbon"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+    assert call.status_code == 503
+    assert call.json()["reason"] == "keys_unavailable"
