@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from http_support import Lab, build_registry, serve
+from http_support import INITIALIZE, MCP_HEADERS, Lab, build_registry, serve
 
 from charter.auth import (
     AuthenticationUnavailable,
@@ -25,17 +25,6 @@ from charter.ledger import StoreBusy, StoreUnavailable
 pytestmark = pytest.mark.anyio
 
 PRINCIPAL = Principal(subject="agent", tenant_id="acme", scopes=frozenset({"trips:read"}))
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
 
 
 class KeyStoreDown:
