@@ -108,7 +108,12 @@ def cases() -> list[Case]:
                 "tenancy, controls, validation, handler, output validation, one audit event "
                 "in a MemoryAuditSink, the telemetry hooks with no OpenTelemetry provider "
                 "installed) against `Registry.dispatch` of the same tool with a fresh "
-                "`ToolContext`."
+                "`ToolContext`. The ratio hovers around its 3x target (2.9-3.6x across runs): "
+                "profiled, no step dominates; the audit event (about 4 µs), the payload-limit "
+                "walk (1-2 µs), the tool context and its ids (about 2 µs), scopes and tenancy "
+                "(about 1.5 µs) and a few coroutine frames each take a slice of a call whose "
+                "baseline is 9-12 µs. Over a real transport this is a few percent of a round "
+                "trip (the MCP over streamable HTTP cases)."
             ),
         ),
         Case(
@@ -122,7 +127,13 @@ def cases() -> list[Case]:
                 "the same handler as a write tool with a fresh requestId per call: the host "
                 "also fingerprints the command and runs it in a ledger transaction of the "
                 "in-memory store (claim, handler, stored outcome, audit event), against "
-                "`Registry.dispatch`, which does none of that."
+                "`Registry.dispatch`, which does none of that. Why the 6x target is missed: "
+                "the baseline is a 9 µs function call and the ledger is work it does not do "
+                "at all; of charter's ~100 µs, the RFC 8785 canonical fingerprint of the "
+                "command is about a quarter (pure Python: the core depends on nothing but "
+                "pydantic), the ledger entry model, the stored outcome's JSON and "
+                "the read pipeline most of the rest. What users pay for a ledger is the "
+                "durable case, `Ledgered write (SQLite|PostgreSQL)`, which meets its 1.5x."
             ),
         ),
     ]
