@@ -5,37 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
-from ._schema import ledger_entries
 from ._statements import statements
 from ._types import searchable
 
 __all__ = (
     "audit_from_row",
     "audit_values",
-    "entry_key",
-    "insert",
     "searchable_tenant",
     "write_audit",
 )
-
-
-def insert(conn: AsyncConnection, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
-    """An INSERT that supports ``ON CONFLICT`` on this connection's database."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
-
-
-def entry_key(tenant_id: str, principal_id: str, request_id: str) -> sa.ColumnElement[bool]:
-    """The WHERE clause selecting one ledger entry."""
-    c = ledger_entries.c
-    return sa.and_(
-        c.tenant_id == tenant_id, c.principal_id == principal_id, c.request_id == request_id
-    )
 
 
 def _searchable(value: str | None) -> str | None:

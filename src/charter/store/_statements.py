@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ._schema import approvals, audit_events, claims, deferred, ledger_entries
 
-__all__ = ("KEY", "Statements", "key_parameters", "statements")
+__all__ = ("KEY", "Statements", "insert", "key_parameters", "statements")
 
 KEY = ("tenant_id", "principal_id", "request_id")
 """The key columns of ledger entries and created-target claims."""
@@ -40,13 +40,14 @@ def _by_key(table: sa.Table) -> sa.ColumnElement[bool]:
     return sa.and_(*(table.c[name] == sa.bindparam(f"key_{name}") for name in KEY))
 
 
-def _insert(dialect: str, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
+def insert(dialect: str, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
+    """An INSERT on ``table`` that supports ``ON CONFLICT`` in ``dialect``'s database."""
     return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
 
 
 def _upsert(dialect: str, table: sa.Table, index: tuple[str, ...]) -> sa.Executable:
     """INSERT, or on a key conflict overwrite the other columns with the new row's values."""
-    statement = _insert(dialect, table)
+    statement = insert(dialect, table)
     return statement.on_conflict_do_update(
         index_elements=list(index),
         set_={c.name: statement.excluded[c.name] for c in table.c if c.name not in index},
@@ -79,6 +80,9 @@ class Statements:
     """Upsert a deferred record: every column."""
     insert_audit: sa.Executable
     """INSERT an audit event: ``audit_values(event)``."""
+    settle_entry: sa.Executable
+    """UPDATE the ledger row a deferred call created: ``key_*``, ``key_invocation_id``,
+    ``status``, ``outcome``."""
 
 
 @cache
@@ -88,7 +92,7 @@ def statements(dialect: str) -> Statements:
     approval = approvals.c
     return Statements(
         # SQLAlchemy keeps an INSERT's rowcount only when asked (UPDATE/DELETE always).
-        claim=_insert(dialect, ledger_entries)
+        claim=insert(dialect, ledger_entries)
         .on_conflict_do_nothing(index_elements=list(KEY))
         .execution_options(preserve_rowcount=True),
         read_entry=sa.select(ledger_entries).where(_by_key(ledger_entries)),
@@ -109,4 +113,9 @@ def statements(dialect: str) -> Statements:
         record_claim_result=sa.update(claims).where(_by_key(claims)),
         insert_deferred=_upsert(dialect, deferred, ("invocation_id",)),
         insert_audit=sa.insert(audit_events),
+        settle_entry=sa.update(ledger_entries).where(
+            _by_key(ledger_entries),
+            # The entry this call created, not a later one that reused the key.
+            entry.invocation_id == sa.bindparam("key_invocation_id"),
+        ),
     )

@@ -53,10 +53,9 @@ class SqlTransaction:
         """Insert ``entry`` unless its key exists; return the existing committed entry.
 
         The primary key decides: ``INSERT … ON CONFLICT DO NOTHING`` inserts one row or
-        none. On
-        PostgreSQL a concurrent claim of the same key waits inside that INSERT until the
-        first transaction ends (bounded by ``lock_timeout``), then either inserts (the
-        first rolled back) or conflicts and reads the committed row. On SQLite, ``BEGIN
+        none. On PostgreSQL a concurrent claim of the same key waits inside that INSERT
+        until the first transaction ends (bounded by ``lock_timeout``), then either inserts
+        (the first rolled back) or conflicts and reads the committed row. On SQLite, ``BEGIN
         IMMEDIATE`` already serialised the writers. An expired entry is replaced by a
         compare-and-set UPDATE, and its created-target claim is dropped with it.
 

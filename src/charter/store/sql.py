@@ -27,9 +27,9 @@ from ._engine import make_engine
 from ._errors import translated
 from ._migrate import ensure_schema, upgrade
 from ._retention import PruneBatch, prune_approvals, prune_entries
-from ._rows import audit_from_row, entry_key, insert, searchable_tenant, write_audit
-from ._schema import approvals, audit_events, deferred, ledger_entries
-from ._statements import key_parameters, statements
+from ._rows import audit_from_row, searchable_tenant, write_audit
+from ._schema import approvals, audit_events, deferred
+from ._statements import insert, key_parameters, statements
 from ._transaction import SqlTransaction
 from ._types import is_storable
 from .api_keys import ApiKeyRecord
@@ -237,7 +237,7 @@ class SqlStore:
             with translated("inserting an approval"):
                 for _ in range(3):
                     inserted = await conn.execute(
-                        insert(conn, approvals)
+                        insert(conn.dialect.name, approvals)
                         .values(**record.model_dump())
                         .on_conflict_do_nothing(
                             index_elements=["tenant_id", "requester_id", "request_id"]
@@ -368,13 +368,13 @@ class SqlStore:
                 if settled is None:
                     return False
                 await conn.execute(
-                    sa.update(ledger_entries)
-                    .where(
-                        entry_key(*settled),
-                        # The entry this call created, not a later one that reused the key.
-                        ledger_entries.c.invocation_id == invocation_id,
-                    )
-                    .values(status="completed", outcome=outcome)
+                    statements(self.dialect).settle_entry,
+                    {
+                        **key_parameters(*settled),
+                        "key_invocation_id": invocation_id,
+                        "status": "completed",
+                        "outcome": outcome,
+                    },
                 )
         return True
 
