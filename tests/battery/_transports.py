@@ -43,6 +43,7 @@ from charter import Tool
 from charter.http import create_app
 from charter.mcp import OUTCOME_META_KEY
 from charter.store import SqlStore, sqlite_url
+from live_server import ReportingServer, loopback_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -101,20 +102,6 @@ async def prepare_travel(url: str, keys_file: Path) -> dict[str, str]:
 # -- the HTTP app (REST and MCP) in a thread -----------------------------------------------
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, telling another thread when it serves (or that it gave up)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().startup(sockets)
-        finally:
-            self.ready.set()
-
-
 @dataclass
 class TravelSite:
     """``create_app`` over the travel host, served on 127.0.0.1 from a thread of its own.
@@ -129,7 +116,7 @@ class TravelSite:
     url: str = ""
     errors: list[str] = field(default_factory=list)
     """Exceptions the server thread died with (a test fails on any)."""
-    _server: _Server | None = None
+    _server: ReportingServer | None = None
     _thread: threading.Thread | None = None
 
     @property
@@ -137,9 +124,7 @@ class TravelSite:
         return self.url + "/mcp"
 
     def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = loopback_socket()
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         built = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(sock, built), daemon=True)
@@ -172,7 +157,7 @@ class TravelSite:
                 host.registry.register(extra)
             app = create_app(host)
             config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="none")
-            self._server = _Server(config)
+            self._server = ReportingServer(config)
             built.set()
             try:
                 await self._server.serve(sockets=[sock])

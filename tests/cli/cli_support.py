@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import threading
-import time
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from pydantic import BaseModel
-from starlette.applications import Starlette
 from typer.testing import CliRunner, Result
 
 from charter import Principal, Registry, RiskPolicy, tool
 from charter.auth import StaticAuthenticator
 from charter.cli import app
 from charter.host import Host
+from live_server import serve as serve  # re-exported for this package's tests
 
 # examples/ is not installed: `python -m pytest` (make test) has the repo root on sys.path,
 # a bare `pytest` does not. The `charter` command itself adds its working directory.
@@ -121,28 +116,6 @@ def notes_host() -> Host:
     registry = Registry()
     registry.register_all([echo, wipe])
     return Host(registry, authenticator=StaticAuthenticator(TOKENS))
-
-
-@contextmanager
-def serve(app: Starlette) -> Iterator[str]:
-    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", ws="none"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:  # a flag another thread sets; there is no event to wait on
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def request_id() -> str:

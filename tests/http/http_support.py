@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import httpx
-import uvicorn
 from pydantic import BaseModel, Field
-from starlette.applications import Starlette
 
 from charter import (
     ActionPolicy,
@@ -29,6 +24,7 @@ from charter import (
 )
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
+from live_server import serve as serve  # re-exported for this package's tests
 
 CANARY = "CANARY-7f3a9c"
 
@@ -451,44 +447,6 @@ def build_host(lab: Lab, **options: Any) -> Host:
 
 
 # -- a live server ----------------------------------------------------------------------------
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, telling another thread when it serves (or that it gave up)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().startup(sockets)
-        finally:
-            self.ready.set()
-
-
-@contextmanager
-def serve(app: Starlette) -> Iterator[str]:
-    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="none")
-    server = _Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    if not server.ready.wait(10) or not server.started:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-        raise RuntimeError("uvicorn did not start")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 @dataclass

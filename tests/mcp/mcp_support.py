@@ -6,20 +6,15 @@ Also the stdio entry point: ``python mcp_support.py`` serves the same tools on s
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import mcp.types as types
-import uvicorn
 from pydantic import BaseModel, Field
-from starlette.applications import Starlette
 
 from charter import (
     ActionPolicy,
@@ -38,6 +33,7 @@ from charter import (
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
 from charter.mcp import Presenter
+from live_server import serve as serve  # re-exported for this package's tests
 
 ALICE = Principal(
     subject="alice",
@@ -338,29 +334,6 @@ def build_host(probe: Probe, *, authenticated: bool = True) -> Host:
 def request_id() -> str:
     """A fresh ``_charter.requestId``."""
     return str(uuid.uuid4())
-
-
-@contextmanager
-def serve(app: Starlette) -> Iterator[str]:
-    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", ws="none"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:  # polling a flag another thread sets; no event to wait on
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import mcp.types as types
 import pytest
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp_support import request_id
 
 from charter.mcp import STATUS_TOOL
@@ -20,7 +20,10 @@ from charter.mcp import STATUS_TOOL
 pytestmark = pytest.mark.anyio
 
 SERVER = StdioServerParameters(
-    command=sys.executable, args=[str(Path(__file__).with_name("mcp_support.py"))]
+    command=sys.executable,
+    args=[str(Path(__file__).with_name("mcp_support.py"))],
+    # mcp_support imports the tests folder's live_server, as pytest's sys.path allows.
+    env={**get_default_environment(), "PYTHONPATH": str(Path(__file__).parent.parent)},
 )
 
 
