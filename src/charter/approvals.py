@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -9,18 +10,22 @@ from typing import TYPE_CHECKING
 
 from .auth import Principal, missing_scopes
 from .errors import ErrorCode, ToolError
-from .ledger import (
-    ApprovalRecord,
-    ApprovalStatus,
-    LedgerStore,
-    interaction_for_approval,
+from .ledger import ApprovalRecord, ApprovalStatus, LedgerStore
+from .outcome import (
+    Continuation,
+    Denied,
+    Failed,
+    Interaction,
+    InteractionRequired,
+    failed,
+    failed_from_error,
 )
-from .outcome import Failed, InteractionRequired, failed, failed_from_error
+from .policy import CONTROL_FIELD
 
 if TYPE_CHECKING:
     from .registry import PreparedAction, Registry
 
-__all__ = ("Approvals",)
+__all__ = ("Approvals", "approval_paused", "approval_refusal")
 
 
 class Approvals:
@@ -56,8 +61,12 @@ class Approvals:
         fingerprint: str,
         reason_code: str | None,
         ttl: timedelta,
-    ) -> InteractionRequired | Failed:
-        """Create (or, for the same request, return) a pending approval for this command."""
+    ) -> tuple[ApprovalRecord, bool] | Failed:
+        """Create the pending approval of this exact command, or read the request's own.
+
+        Returns the record and whether it was made now, or ``IDEMPOTENCY_CONFLICT`` when
+        the request id already asked approval for a different command.
+        """
         registered = prepared.tool
         now = self.clock()
         record = ApprovalRecord(
@@ -83,7 +92,13 @@ class Approvals:
                 "This requestId already asked approval for a different call.",
                 reason="idempotency_key_reused",
             )
-        return interaction_for_approval(stored, replayed=stored.id != record.id)
+        return stored, stored.id == record.id
+
+    async def find(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """The approval one request asked for, if it asked."""
+        return await self.store.find_approval(tenant_id, requester_id, request_id)
 
     async def check(
         self,
@@ -93,9 +108,14 @@ class Approvals:
         tenant_id: str,
         principal_tenant: str,
         requester_id: str,
+        request_id: str,
         fingerprint: str,
-    ) -> Failed | None:
-        """Return why ``approval_id`` does not authorise this exact call, or None if it does."""
+    ) -> ApprovalRecord | Failed:
+        """The approval if it was made for this exact call (whatever its status), else why not.
+
+        Bound are the tenant, the requester, the request id, the tool at its version, the
+        target and the fingerprint; any difference is ``AUTHORIZATION_DENIED`` with a reason.
+        """
         record = await self.store.get_approval(approval_id)
         # A foreign tenant's approval answers exactly like a missing one (no oracle),
         # unless the caller's own tenant minted it for a different (delegated) tenant.
@@ -103,10 +123,6 @@ class Approvals:
             return _denied(approval_id, "not_found")
         registered = prepared.tool
         checks: tuple[tuple[bool, str], ...] = (
-            (record.status == "pending", "not_approved"),
-            (record.status == "denied", "denied"),
-            (record.status == "consumed", "already_executed"),
-            (record.expires_at <= self.clock(), "expired"),
             (
                 (record.capability_id, record.capability_version, record.target)
                 != (registered.capability_id, registered.capability_version, prepared.target),
@@ -115,11 +131,13 @@ class Approvals:
             (record.tenant_id != tenant_id, "tenant_mismatch"),
             (record.fingerprint != fingerprint, "fingerprint_mismatch"),
             (record.requester_id != requester_id, "principal_mismatch"),
+            # Last, as in seed A: the approval names one request, and only it may use it.
+            (record.request_id != request_id, "request_id_mismatch"),
         )
         for failed_check, reason in checks:
             if failed_check:
                 return _denied(approval_id, reason)
-        return None
+        return record
 
     # -- used by approvers --------------------------------------------------------------------
 
@@ -219,3 +237,84 @@ def _denied(approval_id: str, reason: str) -> Failed:
         reason=reason,
         approvalId=approval_id,
     )
+
+
+def approval_paused(record: ApprovalRecord, *, replayed: bool) -> InteractionRequired:
+    """The ``InteractionRequired`` a caller gets while its approval is pending or unused."""
+    continuation = Continuation(request_id=record.request_id, confirmed=True, approval_id=record.id)
+    retry = f'"{CONTROL_FIELD}": {json.dumps(continuation.controls())}'
+    on = f" on {record.target!r}" if record.target else ""
+    if record.status == "approved":
+        prompt = f"Approval {record.id} for {record.tool!r}{on} was granted."
+        steps = [f"Retry the same call with {retry} to run it."]
+    else:
+        prompt = (
+            f"Approval {record.id} is needed before {record.tool!r} runs{on}; a person "
+            "who may approve must grant it."
+        )
+        steps = [
+            f"Ask an approver to grant approval {record.id} (do not request another).",
+            f"Then retry the same call with {retry}.",
+        ]
+    return InteractionRequired(
+        interaction=Interaction(
+            id=record.id,
+            kind="approval",
+            prompt=prompt,
+            metadata={
+                "code": ErrorCode.APPROVAL_REQUIRED.value,
+                "approvalId": record.id,
+                "status": record.status,
+                "replayed": replayed,
+                "tool": record.tool,
+                "target": record.target,
+                "requestId": record.request_id,
+                "expiresAt": record.expires_at.isoformat(),
+                "nextSteps": steps,
+            },
+        ),
+        gate="approval",
+        request_id=record.request_id,
+        approval_id=record.id,
+        approval_status=record.status,
+        expires_at=record.expires_at,
+        continuation=continuation,
+        next_steps=tuple(steps),
+    )
+
+
+def approval_refusal(record: ApprovalRecord, now: datetime) -> Denied | None:
+    """The final ``Denied`` of a request whose approval was denied or expired unused."""
+    if record.status == "denied":
+        return Denied(
+            reason=f"A person ({record.decided_by}) denied approval {record.id} for "
+            f"{record.tool!r}"
+            + (f": {record.decision_reason}" if record.decision_reason else "")
+            + ". This request will not run; do not retry it unless the person changes their "
+            "mind (then make a new request with a new requestId).",
+            cause="approval_denied",
+            approval_id=record.id,
+            request_id=record.request_id,
+            decided_by=record.decided_by,
+            decided_at=record.decided_at,
+            decision_reason=record.decision_reason,
+            next_steps=("Tell the user the action was denied and why; do not retry this request.",),
+        )
+    if record.status in ("pending", "approved") and record.expires_at <= now:
+        return Denied(
+            reason=f"Approval {record.id} for {record.tool!r} expired at "
+            f"{record.expires_at.isoformat()} before it was "
+            + ("used" if record.status == "approved" else "decided")
+            + ". This request will not run; to try again, make a new request with a new "
+            "requestId.",
+            cause="approval_expired",
+            approval_id=record.id,
+            request_id=record.request_id,
+            decided_by=record.decided_by,
+            decided_at=record.expires_at,
+            next_steps=(
+                "If the action is still wanted, make the call again with a new requestId; "
+                "it asks for a new approval.",
+            ),
+        )
+    return None

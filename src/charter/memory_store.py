@@ -128,12 +128,24 @@ class MemoryStore(MemoryAuditSink):
         return True
 
     async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
-        """Delete expired completed entries and expired decided approvals."""
+        """Delete expired completed entries and expired decided approvals.
+
+        A pruned entry takes its created-target claim and settled deferred record with it.
+        """
         doomed = [
             k for k, e in self.entries.items() if e.status == "completed" and e.expires_at < before
         ]
+        gone = set(doomed)
         for key in doomed:
             del self.entries[key]
+            self.claims.pop(key, None)
+        settled = [
+            i
+            for i, d in self.deferred.items()
+            if d.status == "settled" and (d.tenant_id, d.principal_id, d.request_id) in gone
+        ]
+        for invocation_id in settled:
+            del self.deferred[invocation_id]
         stale = [
             a.id
             for a in self.approvals.values()
@@ -188,6 +200,8 @@ class _MemoryTransaction:
         self._claims: dict[_Key, ClaimRecord] = {}
         self._deferred: dict[str, DeferredRecord] = {}
         self._audit: list[AuditEvent] = []
+        self._dropped: set[_Key] = set()
+        """Keys whose expired entry this transaction replaced: their old claims go too."""
 
     @property
     def connection(self) -> object:
@@ -203,6 +217,9 @@ class _MemoryTransaction:
         existing = self._store.entries.get(key)
         if existing is not None and existing.expires_at > now:
             return existing
+        if existing is not None:
+            # An expired request is replaced, and its created-target claim with it (as SQL).
+            self._dropped.add(key)
         self._entries[key] = entry
         return None
 
@@ -222,7 +239,9 @@ class _MemoryTransaction:
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> ClaimRecord | None:
         key = (tenant_id, principal_id, request_id)
-        return self._claims.get(key) or self._store.claims.get(key)
+        if key in self._claims or key in self._dropped:
+            return self._claims.get(key)
+        return self._store.claims.get(key)
 
     async def insert_claim(self, claim: ClaimRecord) -> None:
         self._claims[(claim.tenant_id, claim.principal_id, claim.request_id)] = claim
@@ -242,6 +261,8 @@ class _MemoryTransaction:
 
     def apply(self) -> None:
         store = self._store
+        for key in self._dropped:
+            store.claims.pop(key, None)
         store.entries.update(self._entries)
         store.approvals.update(self._consumed)
         store.claims.update(self._claims)

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from charter import (
     ActionPolicy,
     Completed,
+    Denied,
     ErrorCode,
     Failed,
     InteractionRequired,
@@ -444,13 +445,19 @@ def failure(outcome: object, code: ErrorCode, reason: str | None = None) -> Fail
     return outcome
 
 
+def refused(outcome: object, cause: str) -> Denied:
+    """The outcome as a final ``Denied`` with ``cause`` (a person's denial, an expiry)."""
+    assert isinstance(outcome, Denied), outcome
+    assert outcome.cause == cause, outcome
+    return outcome
+
+
 def approval_id_of(outcome: object) -> str:
     """The ``approvalId`` of an approval interaction."""
     assert isinstance(outcome, InteractionRequired), outcome
-    assert outcome.interaction.kind == "approval"
-    assert outcome.interaction.metadata is not None
-    assert outcome.interaction.metadata["code"] == ErrorCode.APPROVAL_REQUIRED.value, outcome
-    return outcome.interaction.id
+    assert outcome.gate == "approval" and outcome.interaction.kind == "approval", outcome
+    assert outcome.approval_id == outcome.interaction.id
+    return outcome.approval_id
 
 
 async def approved(host: Host, arguments: dict[str, Any], principal: Principal = ALICE) -> str:

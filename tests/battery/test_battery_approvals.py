@@ -38,6 +38,7 @@ from battery_support import (
     crash_at,
     failure,
     refund,
+    refused,
     rid,
 )
 
@@ -404,10 +405,14 @@ async def test_A08_approval_expiry(make_env: EnvFactory, observer: Observer) -> 
     completed(
         await host.invoke("refund_order", await approval_at_expiry("o-1", -millisecond), ALICE)
     )
+    # Expired unused: a final Denied for the request, with or without the approval id.
     expired = await approval_at_expiry("o-2", millisecond)
-    denied(await host.invoke("refund_order", expired, ALICE), "expired")
+    gone = refused(await host.invoke("refund_order", expired, ALICE), "approval_expired")
+    assert gone.decided_at == clock.now - millisecond
+    expired_without_id = {**expired, "_charter": {**expired["_charter"], "approvalId": None}}
+    refused(await host.invoke("refund_order", expired_without_id, ALICE), "approval_expired")
     at_expiry = await approval_at_expiry("o-3", timedelta(0))
-    denied(await host.invoke("refund_order", at_expiry, ALICE), "expired")
+    refused(await host.invoke("refund_order", at_expiry, ALICE), "approval_expired")
     assert await observer.count(EFFECTS) == 1
 
     # An approval that expires before anyone decides cannot be granted any more.
@@ -432,17 +437,30 @@ async def test_A09_approval_denied_or_revoked(make_env: EnvFactory, observer: Ob
     host = env.host
     request_id = rid()
     asked = approval_id_of(await host.invoke("refund_order", refund("o-1", 1, request_id), ALICE))
-    refused = await host.approvals.deny(asked, APPROVER, reason="not this one")
-    assert isinstance(refused, ApprovalRecord) and refused.decision_reason == "not this one"
-    call = refund("o-1", 1, request_id, approval_id=asked)
-    denied(await host.invoke("refund_order", call, ALICE), "denied")
+    refusal = await host.approvals.deny(asked, APPROVER, reason="not this one")
+    assert isinstance(refusal, ApprovalRecord) and refusal.decision_reason == "not this one"
+    # Every retry of the request is the person's denial: with the approval id, without it,
+    # and even unconfirmed; it says who denied it, when and why.
+    retries = [
+        refund("o-1", 1, request_id, approval_id=asked),
+        refund("o-1", 1, request_id),
+        {**refund("o-1", 1, request_id), "_charter": {"requestId": request_id}},
+    ]
+    for call in retries:
+        no = refused(await host.invoke("refund_order", call, ALICE), "approval_denied")
+        assert no.approval_id == asked and no.request_id == request_id
+        assert no.decided_by == refusal.decided_by and no.decided_at == refusal.decided_at
+        assert no.decision_reason == "not this one" and "not this one" in no.reason
+    status = await host.action_status(ALICE, request_id)
+    assert status is not None and status.status == "denied"
+    assert status.outcome is not None and status.outcome["cause"] == "approval_denied"
     # Revoked: granted, then denied before it was used.
     request_id = rid()
     revoked = await approved(host, refund("o-2", 1, request_id))
     assert not isinstance(await host.approvals.deny(revoked, APPROVER), Failed)
-    denied(
+    refused(
         await host.invoke("refund_order", refund("o-2", 1, request_id, approval_id=revoked), ALICE),
-        "denied",
+        "approval_denied",
     )
     assert await observer.count(EFFECTS) == 0
     # A denied approval cannot be granted afterwards, nor a consumed one revoked.

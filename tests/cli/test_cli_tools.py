@@ -181,7 +181,7 @@ def test_call_makes_up_a_request_id_when_the_tool_needs_one_and_waits_for_confir
         "--args", '{"trip_id": "trp_kyoto001", "reason": "Budget"}', env=travel.env,
     )  # fmt: skip
     assert result.exit_code == 3, result.output
-    assert "Confirm running 'trips.cancel'" in result.stdout
+    assert "Allow 'trips.cancel' to run" in result.stdout
     assert "request id" in result.stderr
     rid = result.stderr.split("request id ", 1)[1].split()[0]
     confirmed = charter(

@@ -33,16 +33,13 @@ def request_refund(
 
 
 def retry(
-    agent: httpx.Client, booking_id: str, request_id: str, approval_id: str
+    agent: httpx.Client, booking_id: str, request_id: str, approval_id: str | None
 ) -> httpx.Response:
+    headers = {"Idempotency-Key": request_id, "Charter-Confirm": "true"}
+    if approval_id is not None:
+        headers["Charter-Approval"] = approval_id
     return agent.post(
-        REFUND,
-        json={"booking_id": booking_id, "amount_cents": 1250},
-        headers={
-            "Idempotency-Key": request_id,
-            "Charter-Confirm": "true",
-            "Charter-Approval": approval_id,
-        },
+        REFUND, json={"booking_id": booking_id, "amount_cents": 1250}, headers=headers
     )
 
 
@@ -100,18 +97,31 @@ def test_a_denied_approval_is_403_on_retry(
     assert denied.status_code == 200
     assert denied.json()["status"] == "denied"
     assert agent.get(f"/v1/actions/{request_id}").json()["status"] == "denied"
-    response = retry(agent, "bkg_deny", request_id, approval_id)
-    assert response.status_code == 403
-    assert response.json()["reason"] == "denied"
+    # Every retry is the person's denial, with who, when and why: a final 403.
+    for approval in (approval_id, None):
+        response = retry(agent, "bkg_deny", request_id, approval)
+        assert response.status_code == 403
+        problem = response.json()
+        assert problem["type"] == "urn:charter:denied" and problem["reason"] == "approval_denied"
+        assert problem["meta"]["approvalId"] == approval_id
+        assert problem["meta"]["decisionReason"] == "fraud"
+        assert problem["meta"]["decidedBy"] and problem["meta"]["decidedAt"]
+        assert "fraud" in problem["detail"]
     assert live.lab.runs["refund:bkg_deny"] == 0
 
 
-def test_a_retry_before_the_grant_is_403_not_approved(agent: httpx.Client) -> None:
+def test_a_retry_before_the_grant_is_202_still_pending(agent: httpx.Client) -> None:
     request_id, approval_id = request_refund(agent, "bkg_early")
     response = retry(agent, "bkg_early", request_id, approval_id)
-    assert response.status_code == 403
-    assert response.json()["code"] == ErrorCode.AUTHORIZATION_DENIED
-    assert response.json()["reason"] == "not_approved"
+    assert response.status_code == 202
+    body = response.json()
+    assert body["gate"] == "approval" and body["approvalStatus"] == "pending"
+    assert body["approvalId"] == approval_id and body["requestId"] == request_id
+    assert body["retryWith"] == {
+        "requestId": request_id,
+        "confirmed": True,
+        "approvalId": approval_id,
+    }
 
 
 def test_the_requester_sees_its_own_approval_but_may_not_decide_it(

@@ -72,10 +72,18 @@ class AcceptedBody(_Wire):
 
     kind: Literal["interaction-required", "deferred"]
     interaction: Interaction | None = None
+    gate: Literal["confirmation", "approval", "handler"] | None = None
+    """What paused the call: the confirmation gate, the approval gate or the tool itself."""
     approval_id: str | None = None
     """The approval an approver must grant, for approval interactions."""
+    approval_status: Literal["pending", "approved", "denied", "consumed"] | None = None
+    expires_at: datetime | None = None
+    """When the approval expires unless it is decided and used by then."""
     request_id: str | None = None
     """The request id to retry with and to look up under ``/v1/actions/{requestId}``."""
+    retry_with: dict[str, JsonValue] | None = None
+    """The ``_charter`` controls to send (or their headers) when retrying to continue."""
+    next_steps: list[str] = Field(default_factory=list)
     token: JsonValue = None
 
 

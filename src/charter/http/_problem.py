@@ -12,6 +12,8 @@ import logging
 import uuid
 from collections.abc import Mapping
 
+from pydantic import JsonValue
+from pydantic.alias_generators import to_camel
 from starlette.responses import Response
 
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
@@ -20,6 +22,7 @@ from charter.outcome import Denied, Failed
 from ._payloads import ProblemBody
 
 __all__ = (
+    "DENIED_PROBLEM_TYPE",
     "PROBLEM_MEDIA_TYPE",
     "STATUS_BY_CODE",
     "STATUS_BY_REASON",
@@ -143,18 +146,31 @@ def _server_error(failed: Failed, status: int, title: str) -> ProblemBody:
 
 
 def denied_problem(denied: Denied) -> Response:
-    """Render a ``Denied`` outcome: a decision, not an error, so 403 with the reason."""
+    """Render a ``Denied`` outcome: a decision, not an error, so 403 with who and why."""
+    meta: dict[str, JsonValue] = {
+        key: value
+        for key, value in denied.model_dump(
+            mode="json", by_alias=False, exclude={"kind", "reason", "next_steps"}
+        ).items()
+        if value is not None
+    }
     return problem_response(
         ProblemBody(
-            type=_type(ErrorCode.AUTHORIZATION_DENIED),
+            type=DENIED_PROBLEM_TYPE,
             title="Denied",
             status=403,
             detail=denied.reason,
             code=ErrorCode.AUTHORIZATION_DENIED.value,
-            reason="denied",
-            next_steps=["The call was refused; do not retry it unchanged."],
+            reason=denied.cause or "denied",
+            next_steps=list(denied.next_steps)
+            or ["The call was refused; do not retry it unchanged."],
+            meta={to_camel(k): v for k, v in meta.items()} or None,
         )
     )
+
+
+DENIED_PROBLEM_TYPE = "urn:charter:denied"
+"""The problem type of a decision to refuse (a person denied it, or it expired)."""
 
 
 def http_problem(

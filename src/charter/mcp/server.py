@@ -11,7 +11,6 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 import mcp.types as types
@@ -22,10 +21,9 @@ from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..auth import Principal
-from ..context import ResumeInfo
 from ..errors import ConfigurationError, ErrorCode
 from ..host import CallOptions, Host
-from ..outcome import Completed, Denied, InteractionRequired, ToolOutcome, failed
+from ..outcome import Completed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
@@ -248,32 +246,24 @@ class _Adapter:
         ask: Ask,
         answer: types.ElicitResult,
     ) -> ToolOutcome | None:
-        """Run the call again with the user's answer; None when the user dismissed it."""
+        """Continue the paused call with the user's answer; None when they dismissed it."""
         accepted = answer.action == "accept"
         if ask.kind == "response":
-            resume = ResumeInfo(
-                interaction_id=ask.interaction_id,
-                kind="response",
+            return await self.host.resume(
+                ask.paused,
+                name,
+                arguments,
+                principal,
                 approved=accepted,
                 value=dict(answer.content or {}) if accepted else None,
-                token=ask.token,
-            )
-            return await self.host.invoke(
-                name, arguments, principal, call=replace(call, resume=resume)
+                call=call,
             )
         if answer.action == "cancel":
             return None
-        if not (accepted and (answer.content or {}).get("confirm") is True):
-            return Denied(reason=f"The user declined: {ask.message}")
-        controls = arguments.get(CONTROL_FIELD)
-        confirmed = (
-            {**arguments, CONTROL_FIELD: {**controls, "confirmed": True}}
-            if isinstance(controls, dict)
-            else {**arguments, CONTROL_FIELD: {"confirmed": True}}
-            if controls is None
-            else arguments
+        confirmed = accepted and (answer.content or {}).get("confirm") is True
+        return await self.host.resume(
+            ask.paused, name, arguments, principal, approved=confirmed, call=call
         )
-        return await self.host.invoke(name, confirmed, principal, call=call)
 
     # -- rendering ------------------------------------------------------------------------
 
