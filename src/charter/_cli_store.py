@@ -74,8 +74,12 @@ def create_key(
         typer.Option("--scope", help="A granted scope such as 'trips:read'; repeatable."),
     ] = None,
     kind: Annotated[
-        str, typer.Option("--kind", help=f"The principal kind: {', '.join(_KINDS)}.")
-    ] = "api_key",
+        str,
+        typer.Option(
+            "--kind",
+            help=f"Who holds the key: {', '.join(_KINDS)}. Only person keys decide approvals.",
+        ),
+    ] = "agent",
     name: Annotated[str | None, typer.Option("--name", help="A label for people.")] = None,
     expires_in: Annotated[
         str | None,
@@ -121,6 +125,14 @@ def create_key(
         note.append(f", expires {record.expires_at.isoformat(timespec='seconds')}")
     notes = error_console()
     notes.print(note)
+    if record.kind != "person" and "charter:approve" in record.scopes:
+        notes.print(
+            Text(
+                f"This {record.kind} key holds charter:approve but cannot decide approvals: "
+                "only person keys can (--kind person).",
+                style="yellow",
+            )
+        )
     notes.print(Text("This is the only time the key is shown; store it now.", style="yellow"))
 
 

@@ -50,10 +50,16 @@ class ApprovalView(BaseModel):
     target: str | None
     arguments: dict[str, Any]
     requester: str
+    """The requester's subject."""
+    requester_tenant: str | None = None
+    """The requester's home tenant (differs from yours for another tenant's admin)."""
     risk: str
     expires_at: datetime
     decided_by: str | None = None
+    """Who made the latest decision (``tenant/subject``)."""
     reason: str | None = None
+    history: list[dict[str, Any]] = Field(default_factory=list)
+    """Every decision, oldest first."""
 
 
 class ApprovalRequestInput(BaseModel):
@@ -195,9 +201,11 @@ def _view(record: ApprovalRecord | Failed) -> ApprovalView:
         tool=record.tool,
         target=record.target,
         arguments=record.arguments,
-        requester=record.requester_id,
+        requester=record.requester_subject,
+        requester_tenant=record.requester_tenant,
         risk=record.risk,
         expires_at=record.expires_at,
         decided_by=record.decided_by,
         reason=record.decision_reason,
+        history=[d.model_dump(mode="json") for d in record.history],
     )

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from .auth import Principal, missing_scopes
+from .audit import AuditAction, AuditEvent, AuditSink
+from .auth import Principal
 from .errors import ErrorCode, ToolError
-from .ledger import ApprovalRecord, ApprovalStatus, LedgerStore
+from .ledger import (
+    ApprovalDecision,
+    ApprovalRecord,
+    ApprovalStatus,
+    LedgerStore,
+    StoreBusy,
+    StoreUnavailable,
+)
 from .outcome import (
     Continuation,
     Denied,
@@ -27,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ("Approvals", "approval_paused", "approval_refusal")
 
+logger = logging.getLogger("charter")
+
 
 class Approvals:
     """The approvals of one host: ``host.approvals``."""
@@ -38,15 +50,19 @@ class Approvals:
         registry: Registry,
         approver_scope: str,
         admin_scope: str,
+        admin_may_approve: bool = False,
         allow_self_approval: bool,
+        audit: AuditSink | None = None,
         clock: Callable[[], datetime],
     ) -> None:
-        """Bind approvals to a store; approvers need ``approver_scope`` in the same tenant."""
+        """Bind approvals to a store; see ``is_approver`` for who may decide."""
         self.store = store
         self.registry = registry
         self.approver_scope = approver_scope
         self.admin_scope = admin_scope
+        self.admin_may_approve = admin_may_approve
         self.allow_self_approval = allow_self_approval
+        self.audit = audit
         self.clock = clock
 
     # -- used by the gate ---------------------------------------------------------------------
@@ -146,18 +162,24 @@ class Approvals:
     ) -> list[ApprovalRecord]:
         """Approvals in the caller's tenant (approvers see all, others their own)."""
         records = await self.store.list_approvals(principal.tenant_id, status, limit)
-        if self.is_approver(principal):
+        if self.oversees(principal):
             return records
-        return [r for r in records if r.requester_id == principal.subject]
+        return [r for r in records if r.requester_id == principal.key]
 
     async def get(self, principal: Principal, approval_id: str) -> ApprovalRecord | None:
-        """One approval, if the caller may see it (same tenant; approver or requester)."""
+        """One approval, if the caller may see it (``oversees`` its tenant, or requested it).
+
+        A requester sees its own approvals wherever they were made for (its delegated
+        calls' approvals live in the tenant it acted for).
+        """
         record = await self.store.get_approval(approval_id)
-        if record is None or record.tenant_id != principal.tenant_id:
+        if record is None:
             return None
-        if not self.is_approver(principal) and record.requester_id != principal.subject:
-            return None
-        return record
+        if record.requester_id == principal.key:
+            return record
+        if record.tenant_id == principal.tenant_id and self.oversees(principal):
+            return record
+        return None
 
     async def grant(
         self, approval_id: str, approver: Principal, reason: str | None = None
@@ -171,57 +193,167 @@ class Approvals:
         """Deny a pending approval, or revoke a granted one that was not yet used."""
         return await self._decide(approval_id, approver, "denied", reason)
 
+    def oversees(self, principal: Principal) -> bool:
+        """Whether ``principal`` sees all of its tenant's approvals and audit events.
+
+        Approvers (``is_approver``) and holders of the admin scope; seeing is not deciding.
+        """
+        return self.is_approver(principal) or self.admin_scope in principal.scopes
+
     def is_approver(self, principal: Principal) -> bool:
-        """Whether ``principal`` may decide approvals (and see every approval of its tenant)."""
-        return missing_scopes(
-            principal.scopes, (self.approver_scope,), admin_scope=self.admin_scope
-        ).allowed
+        """Whether ``principal`` may decide approvals (and see all of its tenant's).
+
+        The one rule for every way of deciding (REST and the console, MCP and the
+        approval tools, the CLI): a person (``kind="person"``) holding the approver scope
+        literally. No wildcard grant (``*``, ``*:*``, ``*:approve``, ``charter:*``) counts,
+        and the admin scope only when the host says so (``admin_may_approve``). An agent
+        or service never decides, whatever its scopes.
+        """
+        if principal.kind != "person":
+            return False
+        if self.approver_scope in principal.scopes:
+            return True
+        return self.admin_may_approve and self.admin_scope in principal.scopes
 
     async def _decide(
         self,
         approval_id: str,
         approver: Principal,
-        status: ApprovalStatus,
+        status: Literal["approved", "denied"],
         reason: str | None,
     ) -> ApprovalRecord | Failed:
-        if not self.is_approver(approver):
-            return failed(
-                ErrorCode.AUTHORIZATION_DENIED,
-                f"Deciding approvals needs the {self.approver_scope!r} scope.",
-                reason="insufficient_scope",
-                missing=[self.approver_scope],
-            )
+        decision = _Decision(approval_id=approval_id, approver=approver, status=status)
+        try:
+            result = await self._try_decide(decision, reason)
+        except (StoreBusy, StoreUnavailable):
+            # Nothing was decided (a lock wait ran out, or the database went away): the
+            # same decision may simply be sent again.
+            result = _busy(approval_id)
+        if decision.audited:
+            await self._audit_decision(decision, reason, result)
+        return result
+
+    async def _try_decide(self, decision: _Decision, reason: str | None) -> ApprovalRecord | Failed:
+        approval_id, approver, status = decision.approval_id, decision.approver, decision.status
         record = await self.store.get_approval(approval_id)
         if record is None or record.tenant_id != approver.tenant_id:
             return _denied(approval_id, "not_found")
-        if record.requester_id == approver.subject and not self.allow_self_approval:
+        decision.before = record
+        if not self.is_approver(approver):
+            return self._not_an_approver(approver)
+        if record.requester_id == approver.key and not self.allow_self_approval:
             return _denied(approval_id, "self_approval")
         if record.status == status:
+            decision.audited = False  # the same decision again: nothing new happened
             return record
-        expected: tuple[ApprovalStatus, ...] = (
+        allowed: tuple[ApprovalStatus, ...] = (
             ("pending",) if status == "approved" else ("pending", "approved")
         )
-        if record.status not in expected:
+        if record.status not in allowed:
             return _denied(approval_id, f"already_{record.status}")
         if record.expires_at <= self.clock():
             return _denied(approval_id, "expired")
+        at = self.clock()
+        entry = ApprovalDecision(
+            status=status, decided_by=approver.key, decided_at=at, reason=reason
+        )
         try:
+            # Compare-and-set on the status the history was read with, so a concurrent
+            # decision can never drop out of the history.
             changed = await self.store.decide_approval(
                 approval_id,
-                expected=expected,
+                expected=(record.status,),
                 status=status,
-                decided_by=approver.subject,
+                decided_by=approver.key,
                 reason=reason,
-                at=self.clock(),
+                at=at,
+                history=(*record.history, entry),
             )
         except ToolError as exc:  # e.g. a reason the store cannot hold (a NUL character)
             return failed_from_error(exc)
         current = await self.store.get_approval(approval_id)
         if current is None:
             return _denied(approval_id, "not_found")
-        if not changed and current.status != status:
-            return _denied(approval_id, f"already_{current.status}")
+        if not changed:
+            decision.audited = current.status != status
+            return (
+                current
+                if current.status == status
+                else _denied(approval_id, f"already_{current.status}")
+            )
         return current
+
+    def _not_an_approver(self, principal: Principal) -> Failed:
+        if principal.kind != "person":
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"Only a person may decide approvals; this caller is a {principal.kind}.",
+                reason="not_a_person",
+            )
+        return failed(
+            ErrorCode.AUTHORIZATION_DENIED,
+            f"Deciding approvals needs the {self.approver_scope!r} scope itself (a wildcard "
+            "grant does not count).",
+            reason="insufficient_scope",
+            missing=[self.approver_scope],
+        )
+
+    async def _audit_decision(
+        self, decision: _Decision, reason: str | None, result: ApprovalRecord | Failed
+    ) -> None:
+        """One audit event per decision made, and per decision refused."""
+        if self.audit is None:
+            return
+        before, approver = decision.before, decision.approver
+        action: AuditAction = "approval.grant"
+        if decision.status == "denied":
+            revoking = before is not None and before.status == "approved"
+            action = "approval.revoke" if revoking else "approval.deny"
+        made = isinstance(result, ApprovalRecord)
+        event = AuditEvent(
+            id="aud_" + uuid.uuid4().hex,
+            time=self.clock(),
+            action=action,
+            subject=approver.subject,
+            principal_tenant=approver.tenant_id,
+            tenant=before.tenant_id if before is not None else approver.tenant_id,
+            tool=before.tool if before is not None else "charter.approvals",
+            capability_id=before.capability_id if before is not None else None,
+            capability_version=before.capability_version if before is not None else None,
+            request_id=before.request_id if before is not None else None,
+            approval_id=decision.approval_id[:200],
+            outcome="completed" if made else "failed",
+            code=None if isinstance(result, ApprovalRecord) else result.code.value,
+            reason=None if isinstance(result, ApprovalRecord) else result.reason,
+            note=reason,
+        )
+        try:
+            await self.audit.record(event)
+        except Exception:
+            logger.exception("could not record the audit event of a decision on an approval")
+
+
+@dataclass(kw_only=True, slots=True)
+class _Decision:
+    """One decision being made: who decides what, what it was about, whether to audit it."""
+
+    approval_id: str
+    approver: Principal
+    status: Literal["approved", "denied"]
+    before: ApprovalRecord | None = None
+    """The approval as read before deciding (None when the caller may not see it)."""
+    audited: bool = True
+
+
+def _busy(approval_id: str) -> Failed:
+    return failed(
+        ErrorCode.PROVIDER_UNAVAILABLE,
+        "The approval could not be decided right now (the database is busy); nothing was "
+        "decided. Send the same decision again shortly.",
+        retryable=True,
+        reason="store_busy",
+        approvalId=approval_id,
+    )
 
 
 def _denied(approval_id: str, reason: str) -> Failed:

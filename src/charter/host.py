@@ -203,6 +203,7 @@ class Host:
         limits: PayloadLimits | None = None,
         admin_scope: str = "admin",
         approver_scope: str = "charter:approve",
+        admin_may_approve: bool = False,
         access_catalog: AccessCatalog | None = None,
         approval_ttl: timedelta = timedelta(hours=1),
         retention: timedelta = timedelta(hours=24),
@@ -223,7 +224,9 @@ class Host:
             limits: limits on untrusted argument payloads.
             admin_scope: the scope that satisfies every scope check (never tenancy,
                 confirmation, approval or validation).
-            approver_scope: the scope an approver needs.
+            approver_scope: the scope an approver needs, held literally (no wildcard) by a
+                person (``Principal.kind``).
+            admin_may_approve: let a person holding the admin scope decide approvals too.
             access_catalog: scopes that wildcard grants do not satisfy.
             approval_ttl: how long a pending or granted approval stays usable.
             retention: how long completed outcomes are kept for replay.
@@ -268,7 +271,9 @@ class Host:
             registry=registry,
             approver_scope=approver_scope,
             admin_scope=admin_scope,
+            admin_may_approve=admin_may_approve,
             allow_self_approval=allow_self_approval,
+            audit=self.audit,
             clock=self._clock,
         )
         self._gate = LedgerGate(
@@ -621,6 +626,16 @@ class Host:
         denied = self._authorize(registered, principal, trace)
         if denied is not None:
             return denied
+        policy = registered.action_policy
+        if policy is not None and policy.allowed_actor_types:
+            actor = principal.actor if principal is not None else None
+            if actor not in policy.allowed_actor_types:
+                return failed(
+                    ErrorCode.AUTHORIZATION_DENIED,
+                    f"Tool {registered.name!r} is not for {actor or 'anonymous'} callers.",
+                    reason="actor_not_allowed",
+                    allowed=list(policy.allowed_actor_types),
+                )
         parsed_controls = self._controls(registered, payload, controls)
         if isinstance(parsed_controls, Failed):
             return parsed_controls
@@ -646,7 +661,6 @@ class Host:
                     "reuse it if you retry this same action.",
                 ),
             )
-        policy = registered.action_policy
         fingerprint: str | None = None
         if policy is not None:
             try:
@@ -818,7 +832,10 @@ class Host:
     ) -> str | Failed:
         tool = registered.tool
         if principal is None:
-            if controls.on_behalf_of is not None:
+            # An anonymous caller has no tenant to act for: naming one is refused, never
+            # passed to the handler untouched.
+            named = arguments.get(tool.tenant_field) if tool.tenant_field is not None else None
+            if controls.on_behalf_of is not None or named is not None:
                 return _tenant_forbidden(registered)
             return ""
         field_name = tool.tenant_field
@@ -926,20 +943,29 @@ class Host:
                 reason="tenant_forbidden",
             )
         events = await self.audit.events(tenant=decision.tenant_id, limit=limit)
-        if not self.approvals.is_approver(principal):
-            events = [e for e in events if e.subject == principal.subject]
+        if not self.approvals.oversees(principal):
+            events = [
+                e
+                for e in events
+                if (e.subject, e.principal_tenant) == (principal.subject, principal.tenant_id)
+            ]
         return AuditTrail(tenant=decision.tenant_id, events=events)
 
-    async def action_status(self, principal: Principal, request_id: str) -> ActionStatus | None:
+    async def action_status(
+        self, principal: Principal, request_id: str, *, tenant: str | None = None
+    ) -> ActionStatus | None:
         """Where one of the caller's requests stands (None if unknown to this caller).
 
         A completed request shows its stored outcome; one refused by a person, or whose
-        approval expired unused, shows its ``Denied``.
+        approval expired unused, shows its ``Denied``. ``tenant`` names the tenant a
+        delegated request acted for (default: the caller's own); only the caller's own
+        requests are ever found, whichever tenant is named.
         """
         key = canonical_request_id(request_id)
         if key is None:
             return None
-        return await self._gate.status(principal.tenant_id, _principal_id(principal), key)
+        where = tenant if tenant is not None else principal.tenant_id
+        return await self._gate.status(where, _principal_id(principal), key)
 
     async def settle(self, invocation_id: str, outcome: ToolOutcome) -> Settlement:
         """Complete a deferred call once with a completed, denied or failed outcome.
@@ -1059,8 +1085,8 @@ def canonical_request_id(value: object) -> str | None:
 
 
 def _principal_id(principal: Principal | None) -> str:
-    """How the ledger and approvals store a caller."""
-    return principal.subject if principal is not None else "anonymous"
+    """How the ledger and approvals store a caller: its key (home tenant and subject)."""
+    return principal.key if principal is not None else "anonymous"
 
 
 def _as_failed(outcome: ToolOutcome) -> Failed:

@@ -188,8 +188,13 @@ class ClaimMapping:
     actor: str = "staff"
     """The audience of every caller when ``actor_claim`` is None."""
 
-    kind: PrincipalKind = "user"
-    """The principal kind recorded for audit."""
+    kind: PrincipalKind = "person"
+    """The principal kind of every caller when ``kind_claim`` is None (or the token lacks
+    it). Only a ``person`` may decide approvals."""
+
+    kind_claim: str | None = None
+    """The claim naming the caller's kind (``person``, ``agent`` or ``service``), e.g. for an
+    identity provider that issues tokens to agents; any other value refuses the token."""
 
     display_name_claim: str | None = "name"
     """The claim shown as the principal's display name, when it is a non-blank string."""
@@ -220,12 +225,21 @@ class ClaimMapping:
         actor = self.actor if self.actor_claim is None else _string_claim(claims, self.actor_claim)
         scopes = [entry for name in self.scope_claims for entry in _scope_entries(claims.get(name))]
         name = claims.get(self.display_name_claim) if self.display_name_claim else None
+        kind = self.kind
+        if self.kind_claim is not None and self.kind_claim in claims:
+            claimed = claims[self.kind_claim]
+            if claimed not in get_args(PrincipalKind):
+                raise _reject(
+                    "invalid_claim",
+                    f"the {self.kind_claim!r} claim must be one of {get_args(PrincipalKind)}",
+                )
+            kind = claimed
         try:
             return Principal.from_claims(
                 subject=claims["sub"],
                 tenant_id=tenant,
                 scopes=scopes,
-                kind=self.kind,
+                kind=kind,
                 actor=actor,
                 display_name=name if isinstance(name, str) and name.strip() else None,
             )

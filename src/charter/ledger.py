@@ -15,11 +15,13 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from .audit import AuditEvent
+from .auth import split_principal_key
 from .errors import CharterError, ToolError
 from .outcome import ApprovalStatus
 
 __all__ = (
     "ActionStatus",
+    "ApprovalDecision",
     "ApprovalRecord",
     "ApprovalStatus",
     "ClaimRecord",
@@ -59,6 +61,19 @@ class LedgerEntry(BaseModel):
     expires_at: datetime
 
 
+class ApprovalDecision(BaseModel):
+    """One decision on an approval, as its history keeps it."""
+
+    model_config = _record
+
+    status: Literal["approved", "denied"]
+    """``approved`` (granted) or ``denied`` (denied, or revoked after a grant)."""
+    decided_by: str
+    """The decider's principal key (``tenant/subject``)."""
+    decided_at: datetime
+    reason: str | None = None
+
+
 class ApprovalRecord(BaseModel):
     """A request for a person's approval, bound to one exact command."""
 
@@ -67,6 +82,7 @@ class ApprovalRecord(BaseModel):
     id: str
     tenant_id: str
     requester_id: str
+    """The requester's principal key (``<home tenant>/<subject>``, see ``principal_key``)."""
     request_id: str
     tool: str
     capability_id: str
@@ -81,10 +97,23 @@ class ApprovalRecord(BaseModel):
     created_at: datetime
     expires_at: datetime
     decided_by: str | None = None
+    """Who made the latest decision (a principal key); every decision is in ``history``."""
     decided_at: datetime | None = None
     decision_reason: str | None = None
     consumed_by: str | None = None
     """The request id whose execution consumed the approval."""
+    history: tuple[ApprovalDecision, ...] = ()
+    """Every decision, oldest first: a revocation never erases who granted."""
+
+    @property
+    def requester_tenant(self) -> str | None:
+        """The requester's home tenant (differs from ``tenant_id`` for a delegated call)."""
+        return split_principal_key(self.requester_id)[0]
+
+    @property
+    def requester_subject(self) -> str:
+        """The requester's subject."""
+        return split_principal_key(self.requester_id)[1]
 
 
 class ClaimRecord(BaseModel):
@@ -257,8 +286,13 @@ class LedgerStore(Protocol):
         decided_by: str,
         reason: str | None,
         at: datetime,
+        history: tuple[ApprovalDecision, ...],
     ) -> bool:
-        """Change an approval's status if it is still in ``expected`` (compare-and-set)."""
+        """Change an approval's status if it is still in ``expected`` (compare-and-set).
+
+        ``history`` is the record's new history (the caller appends this decision to the
+        history it read with the expected status).
+        """
         ...
 
     async def get_deferred(self, invocation_id: str) -> DeferredRecord | None:

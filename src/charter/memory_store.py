@@ -10,6 +10,7 @@ from types import TracebackType
 from .audit import AuditEvent, MemoryAuditSink
 from .errors import ToolError
 from .ledger import (
+    ApprovalDecision,
     ApprovalRecord,
     ApprovalStatus,
     ClaimRecord,
@@ -94,6 +95,7 @@ class MemoryStore(MemoryAuditSink):
         decided_by: str,
         reason: str | None,
         at: datetime,
+        history: tuple[ApprovalDecision, ...],
     ) -> bool:
         """Change an approval's status if it is still in ``expected``."""
         record = self.approvals.get(approval_id)
@@ -105,6 +107,7 @@ class MemoryStore(MemoryAuditSink):
                 "decided_by": decided_by,
                 "decided_at": at,
                 "decision_reason": reason,
+                "history": history,
             }
         )
         return True

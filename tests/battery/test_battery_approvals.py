@@ -100,18 +100,23 @@ async def test_A01_approval_required_issues_bound_token(
     assert await observer.count(APPROVALS) == 0
     outcome = await host.invoke("refund_order", refund("o-1", 100, request_id), ALICE)
     approval_id = approval_id_of(outcome)
-    assert isinstance(outcome, InteractionRequired) and outcome.interaction.metadata is not None
-    metadata = outcome.interaction.metadata
-    assert (metadata["approvalId"], metadata["requestId"], metadata["status"]) == (
+    assert isinstance(outcome, InteractionRequired)
+    assert (outcome.approval_id, outcome.request_id, outcome.approval_status) == (
         approval_id,
         request_id,
         "pending",
     )
+    assert outcome.continuation is not None
+    assert outcome.continuation.controls() == {
+        "requestId": request_id,
+        "confirmed": True,
+        "approvalId": approval_id,
+    }
     record = await env.store.get_approval(approval_id)
     assert record is not None
     assert (record.tenant_id, record.requester_id, record.request_id, record.tool) == (
         "acme",
-        "alice",
+        "acme/alice",
         request_id,
         "refund_order",
     )
@@ -151,9 +156,9 @@ async def test_A02_approval_happy_path(make_env: EnvFactory, observer: Observer)
     assert not done.replayed
     record = await env.store.get_approval(approval_id)
     assert record is not None and (record.status, record.consumed_by) == ("consumed", request_id)
-    assert record.decided_by == "ada"
+    assert record.decided_by == APPROVER.key == "acme/ada"
     assert await observer.count(EFFECTS) == 1
-    entry = await env.store.get_entry("acme", "alice", request_id)
+    entry = await env.store.get_entry("acme", ALICE.key, request_id)
     assert entry is not None and entry.approval_id == approval_id
 
 
@@ -271,7 +276,7 @@ async def test_A05_approval_cross_tenant_and_principal(
     asked = refund("o-9", 5, delegation_id, onBehalfOf="globex")
     minted = approval_id_of(await host.invoke("refund_order", asked, ADMIN))
     record = await env.store.get_approval(minted)
-    assert record is not None and (record.tenant_id, record.requester_id) == ("globex", "root")
+    assert record is not None and (record.tenant_id, record.requester_id) == ("globex", "acme/root")
     denied(await host.approvals.grant(minted, APPROVER), "not_found")
     assert not isinstance(await host.approvals.grant(minted, GLOBEX_APPROVER), Failed)
     own_tenant = refund("o-9", 5, delegation_id, approval_id=minted)
@@ -297,22 +302,32 @@ async def test_A06_approval_single_use_concurrent(make_env: EnvFactory, observer
     host = env.host
     for iteration in range(ITERATIONS):
         order = f"o-{iteration}"
-        approval_id = await approved(host, refund(order, 100, rid()))
+        own = rid()
+        approval_id = await approved(host, refund(order, 100, own))
+        # Half the callers retry the approved request itself, half try it under request
+        # ids of their own: the approval belongs to its request and is consumed once.
         calls = [
-            ("refund_order", refund(order, 100, rid(), approval_id=approval_id), ALICE)
-            for _ in range(CALLERS)
+            (
+                "refund_order",
+                refund(order, 100, own if n % 2 else rid(), approval_id=approval_id),
+                ALICE,
+            )
+            for n in range(CALLERS)
         ]
         outcomes = await burst(host, env.battery, calls)
-        [winner] = [o for o in outcomes if isinstance(o, Completed)]
-        assert not winner.replayed
-        for outcome in outcomes:
-            if outcome is not winner:
-                denied(outcome, "already_executed")
+        [winner] = [o for o in outcomes if isinstance(o, Completed) and not o.replayed]
+        for (_, arguments, _), outcome in zip(calls, outcomes, strict=True):
+            if outcome is winner:
+                continue
+            if arguments["_charter"]["requestId"] == own:
+                assert isinstance(outcome, Completed) and outcome.replayed, outcome
+            else:
+                denied(outcome, "request_id_mismatch")
         assert await observer.count(EFFECTS, detail=f"{order}:100") == 1
         assert await status_of(env.store, approval_id) == "consumed"
-        # Once consumed, a new request id cannot use it again.
+        # Once consumed, a new request id cannot use it either.
         again = refund(order, 100, rid(), approval_id=approval_id)
-        denied(await host.invoke("refund_order", again, ALICE), "already_executed")
+        denied(await host.invoke("refund_order", again, ALICE), "request_id_mismatch")
     assert env.battery.runs == ITERATIONS
 
 
@@ -489,7 +504,7 @@ async def test_A10_approver_separation(make_env: EnvFactory) -> None:
     # A deployment may allow self-approval explicitly.
     lenient = Host(env.battery.registry, store=env.store, clock=env.clock, allow_self_approval=True)
     granted = await lenient.approvals.grant(asked, alice_approver)
-    assert isinstance(granted, ApprovalRecord) and granted.decided_by == "alice"
+    assert isinstance(granted, ApprovalRecord) and granted.decided_by == "acme/alice"
 
 
 # -- A11 ------------------------------------------------------------------------------------
@@ -516,7 +531,7 @@ async def test_A11_confirmation_strict_and_excluded_from_hash(
     assert not first.replayed and replay == first.model_copy(update={"replayed": True})
     assert env.battery.runs == 1 and await observer.count(EFFECTS) == 1
     # The confirmation is a control: the stored fingerprint covers the input alone.
-    entry = await env.store.get_entry("acme", "alice", request_id)
+    entry = await env.store.get_entry("acme", ALICE.key, request_id)
     assert entry is not None
     assert entry.fingerprint == fingerprint(
         env.battery, "ship_order", "acme", "o-1", {"order_id": "o-1"}

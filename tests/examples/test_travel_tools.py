@@ -314,7 +314,7 @@ async def test_the_requesting_agent_cannot_grant_its_own_refund(travel: Travel) 
     approval_id = str(interaction(asked, ErrorCode.APPROVAL_REQUIRED)["approvalId"])
     refused = await travel.host.approvals.grant(approval_id, AGENT)
     assert isinstance(refused, Failed) and refused.code is ErrorCode.AUTHORIZATION_DENIED
-    assert refused.reason == "insufficient_scope"
+    assert refused.reason == "not_a_person"
 
 
 async def test_a_denied_refund_never_runs(travel: Travel) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -15,7 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
 from charter.store import SchemaMismatch, SqlStore, _migrate, sqlite_url
-from charter.store._schema import VERSION_TABLE, metadata
+from charter.store._schema import VERSION_TABLE, api_keys, ledger_entries, metadata
 
 pytestmark = pytest.mark.anyio
 
@@ -29,17 +30,20 @@ CHARTER_TABLES = {
     "charter_ledger_entries",
 }
 
-NEXT_REVISION = '''"""A later release's migration (test only).
+HEAD = _migrate.head_revision()
+NEXT = f"{int(HEAD) + 1:04d}"
 
-Revision ID: 0002
-Revises: 0001
+NEXT_REVISION = f'''"""A later release's migration (test only).
+
+Revision ID: {NEXT}
+Revises: {HEAD}
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "{NEXT}"
+down_revision = "{HEAD}"
 branch_labels = None
 depends_on = None
 
@@ -67,7 +71,7 @@ def next_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[]
     """Switch to charter's migrations plus one more revision, as a later release ships them."""
     location = tmp_path / "migrations"
     shutil.copytree(_migrate.MIGRATIONS, location, ignore=shutil.ignore_patterns("__pycache__"))
-    (location / "versions" / "r0002_future.py").write_text(NEXT_REVISION)
+    (location / "versions" / f"r{NEXT}_future.py").write_text(NEXT_REVISION)
     return lambda: monkeypatch.setattr(_migrate, "MIGRATIONS", location)
 
 
@@ -76,7 +80,7 @@ async def test_a_fresh_database_is_migrated_on_open(store_url: str) -> None:
         async with store.engine.connect() as conn:
             assert await conn.run_sync(table_names) >= CHARTER_TABLES
         state = await _migrate.read_schema(store.engine)
-    assert state.current and state.revision == _migrate.head_revision() == "0001"
+    assert state.current and state.revision == _migrate.head_revision() == HEAD
 
 
 async def test_a_fresh_sqlite_file_is_created_in_wal_mode(tmp_path: Path) -> None:
@@ -106,12 +110,12 @@ async def test_an_older_schema_is_refused_until_upgraded(
     store_url: str, next_release: Callable[[], None]
 ) -> None:
     async with SqlStore(store_url):
-        pass  # created at 0001 by this release
-    next_release()  # which ships 0002
+        pass  # created at HEAD by this release
+    next_release()  # which ships NEXT
     store = SqlStore(store_url)
     with pytest.raises(SchemaMismatch, match="charter db upgrade") as raised:
         await store.open()
-    assert (raised.value.current, raised.value.head) == ("0001", "0002")
+    assert (raised.value.current, raised.value.head) == (HEAD, NEXT)
     with pytest.raises(RuntimeError, match="closed"):
         await store.get_entry("a", "b", "c")  # a failed open closes the store
 
@@ -129,12 +133,12 @@ async def test_a_schema_from_a_newer_charter_is_refused(
     shipped = _migrate.MIGRATIONS
     next_release()
     async with SqlStore(store_url):
-        pass  # created at 0002 by the next release
+        pass  # created at NEXT by the next release
     monkeypatch.setattr(_migrate, "MIGRATIONS", shipped)  # back to this release
     with pytest.raises(SchemaMismatch, match="newer charter") as raised:
         async with SqlStore(store_url):
             pass
-    assert (raised.value.current, raised.value.head) == ("0002", "0001")
+    assert (raised.value.current, raised.value.head) == (NEXT, HEAD)
 
 
 async def test_charter_tables_without_a_revision_are_refused(store_url: str) -> None:
@@ -168,3 +172,51 @@ async def test_replicas_opening_a_fresh_database_at_once_create_it_once(store_ur
     finally:
         for store in stores:
             await store.aclose()
+
+
+async def test_0002_stores_principals_as_home_tenant_and_subject_and_maps_key_kinds(
+    store_url: str,
+) -> None:
+    # A database of the first release, with a request and three API keys in it (these two
+    # tables did not change in 0002, so the current Table objects write 0001's rows).
+    engine_store = SqlStore(store_url)
+    await _migrate.upgrade(engine_store.engine, "0001")
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    async with engine_store.engine.begin() as conn:
+        await conn.execute(
+            sa.insert(ledger_entries).values(
+                tenant_id="a/b",
+                principal_id="olga",
+                request_id="r1",
+                tool="t",
+                capability_id="c",
+                capability_version="1",
+                fingerprint="f",
+                status="completed",
+                invocation_id="i",
+                created_at=now,
+                expires_at=now,
+            )
+        )
+        for key_id, kind in (("k1", "user"), ("k2", "api_key"), ("k3", "workflow")):
+            await conn.execute(
+                sa.insert(api_keys).values(
+                    id=key_id,
+                    tenant_id="acme",
+                    subject=key_id,
+                    scopes=[],
+                    kind=kind,
+                    actor="staff",
+                    secret_hash="h",
+                    created_at=now,
+                )
+            )
+    await _migrate.upgrade(engine_store.engine)
+    async with engine_store.engine.connect() as conn:
+        principal = (await conn.execute(sa.select(ledger_entries.c.principal_id))).scalar_one()
+        kinds = {
+            row[0]: row[1] for row in await conn.execute(sa.select(api_keys.c.id, api_keys.c.kind))
+        }
+    await engine_store.aclose()
+    assert principal == "a%2Fb/olga"  # charter.auth.principal_key("a/b", "olga")
+    assert kinds == {"k1": "person", "k2": "agent", "k3": "service"}

@@ -289,7 +289,13 @@ async def test_list_approvals_is_newest_first_filtered_and_limited(sql_store: Sq
         await sql_store.insert_approval(record)
     await sql_store.insert_approval(approval(tenant_id="globex"))
     assert await sql_store.decide_approval(
-        records[1].id, expected=("pending",), status="denied", decided_by="bob", reason=None, at=NOW
+        records[1].id,
+        expected=("pending",),
+        status="denied",
+        decided_by="bob",
+        reason=None,
+        at=NOW,
+        history=(),
     )
     listed = await sql_store.list_approvals("acme", None, 10)
     assert [r.id for r in listed] == [r.id for r in reversed(records)]
@@ -311,9 +317,16 @@ async def test_decide_approval_is_a_compare_and_set(sql_store: SqlStore) -> None
         decided_by="bob",
         reason="fine",
         at=decided_at,
+        history=(),
     )
     assert not await sql_store.decide_approval(
-        record.id, expected=("pending",), status="approved", decided_by="carol", reason=None, at=NOW
+        record.id,
+        expected=("pending",),
+        status="approved",
+        decided_by="carol",
+        reason=None,
+        at=NOW,
+        history=(),
     )
     stored = await sql_store.get_approval(record.id)
     assert stored is not None
@@ -330,9 +343,16 @@ async def test_decide_approval_is_a_compare_and_set(sql_store: SqlStore) -> None
         decided_by="carol",
         reason="changed my mind",
         at=NOW,
+        history=(),
     )
     assert not await sql_store.decide_approval(
-        "apr_unknown", expected=("pending",), status="approved", decided_by="b", reason=None, at=NOW
+        "apr_unknown",
+        expected=("pending",),
+        status="approved",
+        decided_by="b",
+        reason=None,
+        at=NOW,
+        history=(),
     )
 
 
@@ -354,6 +374,7 @@ async def test_consume_approval_takes_an_approved_unexpired_approval_once(
             decided_by="bob",
             reason=None,
             at=NOW,
+            history=(),
         )
     async with sql_store.transaction(wait=5) as tx:
         assert not await tx.consume_approval(pending.id, "r1", NOW)
@@ -368,7 +389,13 @@ async def test_a_consumption_rolled_back_leaves_the_approval_approved(sql_store:
     record = approval()
     await sql_store.insert_approval(record)
     await sql_store.decide_approval(
-        record.id, expected=("pending",), status="approved", decided_by="bob", reason=None, at=NOW
+        record.id,
+        expected=("pending",),
+        status="approved",
+        decided_by="bob",
+        reason=None,
+        at=NOW,
+        history=(),
     )
     with pytest.raises(RuntimeError, match="handler failed"):
         async with sql_store.transaction(wait=5) as tx:
@@ -573,9 +600,16 @@ async def test_prune_deletes_expired_completed_rows_in_batches_and_nothing_live(
             decided_by="bob",
             reason=None,
             at=past,
+            history=(),
         )
     await sql_store.decide_approval(
-        fresh_denied.id, expected=("pending",), status="denied", decided_by="b", reason=None, at=NOW
+        fresh_denied.id,
+        expected=("pending",),
+        status="denied",
+        decided_by="b",
+        reason=None,
+        at=NOW,
+        history=(),
     )
 
     commits: list[None] = []

@@ -41,12 +41,16 @@ class OpsRoutes:
         self.openapi = openapi
 
     async def action_status(self, request: Request) -> Response:
-        """``GET /v1/actions/{request_id}``: the caller's request, in the caller's tenant."""
+        """``GET /v1/actions/{request_id}?tenant=``: one of the caller's own requests.
+
+        ``tenant`` names the tenant a delegated request acted for (default: the caller's).
+        """
         caller = await require_principal(self.host, request)
         if isinstance(caller, Response):
             return caller
         request_id: str = request.path_params["request_id"]
-        status = await self.host.action_status(caller, request_id)
+        tenant = request.query_params.get("tenant") or None
+        status = await self.host.action_status(caller, request_id, tenant=tenant)
         if status is None:
             return failed_problem(
                 failed(

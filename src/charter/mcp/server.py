@@ -125,7 +125,7 @@ class _Adapter:
     def principal_key(self, ctx: Context) -> str | None:
         """Binds sealed ``requestState`` to the caller who minted it."""
         principal = self.principal(ctx)
-        return None if principal is None else f"{principal.tenant_id}/{principal.subject}"
+        return None if principal is None else principal.key
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The tool's input schema, for the SDK's ``Mcp-Param-*`` header checks."""
@@ -296,24 +296,28 @@ class _Adapter:
     async def _action_status(
         self, principal: Principal, arguments: Mapping[str, Any]
     ) -> ToolOutcome:
-        raw = arguments.get("requestId")
+        raw, tenant = arguments.get("requestId"), arguments.get("tenant")
         try:
             request_id = str(uuid.UUID(raw)) if isinstance(raw, str) else None
         except ValueError:
             request_id = None
-        if request_id is None or set(arguments) != {"requestId"}:
+        if (
+            request_id is None
+            or not set(arguments) <= {"requestId", "tenant"}
+            or (tenant is not None and (not isinstance(tenant, str) or not tenant.strip()))
+        ):
             return failed(
                 ErrorCode.INVALID_INPUT,
-                f'{STATUS_TOOL} takes exactly {{"requestId": "<uuid>"}}.',
+                f'{STATUS_TOOL} takes {{"requestId": "<uuid>"}} and an optional "tenant".',
                 reason="invalid_status_query",
                 issues=[],
             )
-        status = await self.host.action_status(principal, request_id)
+        status = await self.host.action_status(principal, request_id, tenant=tenant)
         if status is None:
             return failed(
                 ErrorCode.NOT_FOUND,
-                f"No request {request_id} is known for this caller.",
-                reason="unknown_request",
+                f"No request {request_id} of yours is known.",
+                reason="request_not_found",
                 next_steps=("Check the requestId; results are kept for the retention period.",),
             )
         return Completed(output=status.model_dump(mode="json"))

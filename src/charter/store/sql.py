@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..audit import AuditEvent
 from ..auth import PrincipalKind
 from ..ledger import (
+    ApprovalDecision,
     ApprovalRecord,
     ApprovalStatus,
     DeferredRecord,
@@ -238,7 +239,10 @@ class SqlStore:
                 for _ in range(3):
                     inserted = await conn.execute(
                         insert(conn.dialect.name, approvals)
-                        .values(**record.model_dump())
+                        .values(
+                            **record.model_dump(exclude={"history"}),
+                            history=[d.model_dump(mode="json") for d in record.history],
+                        )
                         .on_conflict_do_nothing(
                             index_elements=["tenant_id", "requester_id", "request_id"]
                         )
@@ -314,6 +318,7 @@ class SqlStore:
         decided_by: str,
         reason: str | None,
         at: datetime,
+        history: tuple[ApprovalDecision, ...],
     ) -> bool:
         """Change an approval's status if it is still in ``expected`` (compare-and-set).
 
@@ -329,7 +334,11 @@ class SqlStore:
                     sa.update(approvals)
                     .where(c.id == approval_id, c.status.in_(expected))
                     .values(
-                        status=status, decided_by=decided_by, decided_at=at, decision_reason=reason
+                        status=status,
+                        decided_by=decided_by,
+                        decided_at=at,
+                        decision_reason=reason,
+                        history=[d.model_dump(mode="json") for d in history],
                     )
                 )
         return result.rowcount == 1
@@ -438,7 +447,7 @@ class SqlStore:
         tenant_id: str,
         subject: str,
         scopes: Iterable[str],
-        kind: PrincipalKind = "api_key",
+        kind: PrincipalKind = "agent",
         actor: str = "staff",
         name: str | None = None,
         expires_at: datetime | None = None,
@@ -449,7 +458,8 @@ class SqlStore:
             tenant_id: The tenant the key acts for.
             subject: The principal's subject (who the key stands for).
             scopes: Granted scopes, each valid as given (``charter.auth.is_valid_scope``).
-            kind: The principal kind the key authenticates as.
+            kind: The principal kind the key authenticates as (``agent`` by default; only
+                ``person`` keys may decide approvals).
             actor: The principal's audience.
             name: A label for people.
             expires_at: When the key stops working (timezone-aware), or None.
