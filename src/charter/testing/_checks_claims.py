@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from ..ledger import LedgerStore
-from ._records import HOUR, NOW, WAIT, claim_record, commit, entry, read_claim
+from ._records import HOUR, NOW, WAIT, Abort, claim_record, commit, entry, read_claim
 from ._store_check import StoreCheck, expect_equal, store_check
 
 __all__ = ("CLAIM_CHECKS",)
-
-
-class _Abort(Exception):
-    """Raised inside a transaction's block to roll it back."""
 
 
 @store_check
@@ -90,8 +86,8 @@ async def a_rolled_back_replacement_keeps_the_expired_entry_and_its_claim(
                 None,
                 "claim() of an expired key",
             )
-            raise _Abort
-    except _Abort:
+            raise Abort
+    except Abort:
         pass
     expect_equal(await store.get_entry("acme", "alice", "req-1"), stored, "the expired entry kept")
     expect_equal(

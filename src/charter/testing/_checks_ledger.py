@@ -9,6 +9,7 @@ from ._records import (
     HOUR,
     NOW,
     WAIT,
+    Abort,
     approval,
     audit_event,
     audit_ids,
@@ -23,10 +24,6 @@ from ._records import (
 from ._store_check import StoreCheck, expect, expect_equal, store_check
 
 __all__ = ("LEDGER_CHECKS",)
-
-
-class _Abort(Exception):
-    """Raised inside a transaction's block to roll it back."""
 
 
 @store_check
@@ -133,8 +130,8 @@ async def a_rolled_back_transaction_leaves_nothing(store: LedgerStore) -> None:
             await tx.insert_deferred(deferred_record(record))
             await tx.record_audit(audit_event("aud-lost"))
             await tx.complete(record.model_copy(update={"status": "deferred", "outcome": "{}"}))
-            raise _Abort
-    except _Abort:
+            raise Abort
+    except Abort:
         pass
     else:
         raise AssertionError("the transaction swallowed the exception raised in its block")
@@ -171,8 +168,8 @@ async def audit_events_commit_with_their_transaction(store: LedgerStore) -> None
     try:
         async with store.transaction(wait=WAIT) as tx:
             await tx.record_audit(audit_event("aud-lost"))
-            raise _Abort
-    except _Abort:
+            raise Abort
+    except Abort:
         pass
     listed = await audit_ids(store)
     if listed is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from ..ledger import LedgerEntry, LedgerStore, StoreBusy
-from ._records import NOW, WAIT, entry
+from ._records import NOW, WAIT, Abort, entry
 from ._store_check import StoreCheck, expect_equal, store_check
 
 __all__ = ("LOCK_CHECKS",)
@@ -21,10 +21,6 @@ SHORT_WAIT = 0.1
 
 PATIENCE = 30.0
 """How long past its ``wait`` a transaction may take to give up before the check fails."""
-
-
-class _Abort(Exception):
-    """Raised inside a transaction's block to roll it back."""
 
 
 async def _hold(
@@ -42,9 +38,9 @@ async def _hold(
             holding.set()
             await release.wait()
             if not commit:
-                raise _Abort
+                raise Abort
             await tx.complete(record.model_copy(update={"status": "completed", "outcome": "{}"}))
-    except _Abort:
+    except Abort:
         pass
     finally:
         holding.set()  # also when it failed before holding: the check must not wait forever

@@ -25,6 +25,7 @@ __all__ = (
     "HOUR",
     "NOW",
     "WAIT",
+    "Abort",
     "AuditReader",
     "approval",
     "audit_event",
@@ -46,6 +47,10 @@ WAIT = 5.0
 
 HOUR = timedelta(hours=1)
 """The unit most offsets from ``NOW`` are made of."""
+
+
+class Abort(Exception):
+    """Raised inside a transaction's block to roll it back."""
 
 
 def entry(request_id: str = "req-1", **overrides: Any) -> LedgerEntry:
