@@ -245,7 +245,11 @@ class LedgerTransaction(Protocol):
 
 
 class LedgerStore(Protocol):
-    """Protocol: durable ledger, approvals, claims, deferred records and audit events."""
+    """Protocol: durable ledger, approvals, claims, deferred records and audit events.
+
+    ``charter.testing.STORE_CHECKS`` is what an implementation must do (docs/ledger.md,
+    "Writing a store").
+    """
 
     def transaction(self, *, wait: float) -> AbstractAsyncContextManager[LedgerTransaction]:
         """Open a write transaction, waiting at most ``wait`` seconds (else ``StoreBusy``)."""
@@ -300,11 +304,15 @@ class LedgerStore(Protocol):
         ...
 
     async def settle_deferred(self, invocation_id: str, outcome: str, at: datetime) -> bool:
-        """Settle an active deferred record and its ledger entry once."""
+        """Settle an active deferred record, and the ledger entry its call created, once."""
         ...
 
     async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
-        """Delete completed entries and decided approvals that expired before ``before``."""
+        """Delete completed entries and decided approvals that expired before ``before``.
+
+        Raises:
+            ValueError: ``batch_size`` is less than 1.
+        """
         ...
 
 

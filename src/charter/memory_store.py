@@ -126,7 +126,8 @@ class MemoryStore(MemoryAuditSink):
         )
         key = (record.tenant_id, record.principal_id, record.request_id)
         entry = self.entries.get(key)
-        if entry is not None:
+        # The entry this call created, not a later one that reused the key (as SQL).
+        if entry is not None and entry.invocation_id == invocation_id:
             self.entries[key] = entry.model_copy(update={"status": "completed", "outcome": outcome})
         return True
 
@@ -134,7 +135,13 @@ class MemoryStore(MemoryAuditSink):
         """Delete expired completed entries and expired decided approvals.
 
         A pruned entry takes its created-target claim and settled deferred record with it.
+        Everything goes at once (nothing to hold a lock for); ``batch_size`` is checked only.
+
+        Raises:
+            ValueError: ``batch_size`` is less than 1.
         """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
         doomed = [
             k for k, e in self.entries.items() if e.status == "completed" and e.expires_at < before
         ]
@@ -230,7 +237,8 @@ class _MemoryTransaction:
         self._entries[(entry.tenant_id, entry.principal_id, entry.request_id)] = entry
 
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
-        record = self._store.approvals.get(approval_id)
+        # This transaction's own consumption first: an approval is consumed once.
+        record = self._consumed.get(approval_id) or self._store.approvals.get(approval_id)
         if record is None or record.status != "approved" or record.expires_at <= now:
             return False
         self._consumed[approval_id] = record.model_copy(
