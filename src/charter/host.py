@@ -395,7 +395,7 @@ class Host:
                     capability_version=registered.capability_version,
                     tenant_id=tenant,
                     target=prepared.target,
-                    arguments=prepared.arguments,
+                    arguments=prepared.canonical_input,
                 )
             except NonCanonicalValueError as exc:
                 return failed(
