@@ -52,18 +52,21 @@ given a form later without changing any stored fingerprint.
 - An IP address, interface or network: ``{"$ipaddress" | "$ipinterface" | "$ipnetwork":
   str(value)}``.
 - Anything else (an iterator, a callable, an arbitrary class, a multi-host DSN, a
-  ``Pattern``, a ``complex``, a ``Fraction``) is refused with `NonCanonicalValueError`,
-  as are circular references and strings with unpaired surrogates.
+  ``Pattern``, a ``complex``, a ``Fraction``) is refused with `NonCanonicalValueError`
+  naming where it is, never what it is; so are a value that contains itself (or nests
+  deeper than the interpreter's recursion limit) and strings with unpaired surrogates.
 
 JSON types map to themselves, so a plain model (strings, numbers, booleans, lists,
-string-keyed dicts, nested models) has the form ``model_dump(mode="json")`` gave it
-before form 1 existed, and fingerprints from then still match.
+nested models, dicts whose keys do not start with ``$``) has the form
+``model_dump(mode="json")`` gave it before form 1 existed, and fingerprints from then
+still match.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import ipaddress
 import math
 from collections import deque
@@ -73,6 +76,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from enum import Enum
 from pathlib import PurePath
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
@@ -86,7 +90,7 @@ if TYPE_CHECKING:
 
 __all__ = ("MASKED_SECRET", "canonical_input", "shown_input")
 
-MASKED_SECRET: Final = {"$secret": "bound"}
+MASKED_SECRET: Final[Mapping[str, str]] = MappingProxyType({"$secret": "bound"})
 """What the approver's view shows in place of a secret: bound by the fingerprint, hidden."""
 
 _MAX_EXACT_INTEGER = 2**53
@@ -169,9 +173,10 @@ def _walk(model: BaseModel, *, reveal: bool) -> dict[str, JsonValue]:
     return form
 
 
-def _key(name: str) -> str:
-    """An object key as written: a leading ``$`` is doubled so data never reads as a tag."""
-    return "$" + name if name.startswith("$") else name
+@functools.lru_cache(maxsize=1024)
+def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
+    """The declared fields of a model class, in order (read once per class)."""
+    return tuple(model.model_fields)
 
 
 def _sorted_by_text(items: list[JsonValue]) -> list[JsonValue]:
@@ -185,7 +190,21 @@ class _Form:
         self.reveal = reveal
 
     def value(self, value: object) -> JsonValue:
-        if value is None or isinstance(value, bool):
+        # The exact JSON types first: they are most values, and the cheapest to test.
+        if value is None or type(value) is str or type(value) is bool:
+            return value
+        if type(value) is int:
+            return _integer(value)
+        if type(value) is list:
+            return self.items(value)
+        if type(value) is dict:
+            return self.mapping(value)
+        if isinstance(value, BaseModel):
+            return self.model(value)
+        return self.other(value)
+
+    def other(self, value: object) -> JsonValue:
+        if isinstance(value, bool):
             return value
         if isinstance(value, str):
             return str.__str__(value)
@@ -197,11 +216,9 @@ class _Form:
             return self.secret(value)
         if isinstance(value, Enum):
             return self.tagged("$enum", value.value)
-        if isinstance(value, BaseModel):
-            return self.model(value)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = dataclasses.fields(value)
-            return self.members({f.name: getattr(value, f.name) for f in fields if f.init})
+            return self.members([(f.name, getattr(value, f.name)) for f in fields if f.init])
         if isinstance(value, Mapping):
             return self.mapping(value)
         if isinstance(value, AbstractSet):
@@ -231,22 +248,26 @@ class _Form:
                 raise exc.within(".root") from None
         # The stored values, not attributes: no property or __getattr__ in between.
         stored = model.__dict__
-        fields = {name: stored[name] for name in type(model).model_fields}
-        fields.update(model.__pydantic_extra__ or {})
+        fields = [(name, stored[name]) for name in _field_names(type(model))]
+        if model.__pydantic_extra__:
+            fields.extend(model.__pydantic_extra__.items())
         return self.members(fields)
 
-    def members(self, fields: Mapping[str, object]) -> JsonValue:
+    def members(self, fields: Iterable[tuple[str, object]]) -> JsonValue:
         out: dict[str, JsonValue] = {}
-        for name, member in fields.items():
+        for name, member in fields:
+            key = name if type(name) is str else str.__str__(name)
+            if key.startswith("$"):  # so that data never reads as a tag
+                key = "$" + key
             try:
-                out[_key(str.__str__(name))] = self.value(member)
+                out[key] = self.value(member)
             except _Refused as exc:
                 raise exc.within(f".{name}") from None
         return out
 
     def mapping(self, value: Mapping[Any, object]) -> JsonValue:
         if all(isinstance(key, str) for key in value):
-            return self.members(value)
+            return self.members(value.items())
         pairs: list[JsonValue] = []
         for index, (key, member) in enumerate(value.items()):
             try:
