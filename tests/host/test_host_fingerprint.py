@@ -8,6 +8,7 @@ same on SQLite and PostgreSQL: ``tests/battery`` L04, L05, A04 and A12.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import pytest
@@ -145,3 +146,38 @@ async def test_a_retry_that_changes_a_hidden_value_is_a_conflict(change: dict[st
     replay = await bank.call("pay", ORIGINAL, request_id, tags=["b", "a", "a"])
     assert isinstance(replay, Completed) and replay.replayed
     assert bank.paid == [(ORIGINAL, 100, "rent")]
+
+
+class Readings(BaseModel):
+    values: Iterable[int] = ()
+
+
+async def test_a_value_without_a_canonical_form_is_refused_before_the_ledger() -> None:
+    # An Iterable validates to a one-shot iterator: dumping it to hash it handed the
+    # handler an exhausted one. Form 1 has no form for it, so the call is refused.
+    seen: list[list[int]] = []
+
+    async def record(readings: Readings) -> Sent:
+        seen.append(list(readings.values))
+        return Sent(amount=0)
+
+    registry = Registry()
+    registry.register(
+        define_tool(
+            name="record",
+            description="Record readings.",
+            input_schema=Readings,
+            output_schema=Sent,
+            handler=record,
+            tier=RiskTier.WRITE,
+            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+        )
+    )
+    store = MemoryStore()
+    host = Host(registry, store=store)
+    arguments = {"values": [1, 2], "_charter": {"requestId": str(uuid.uuid4())}}
+    outcome = await host.invoke("record", arguments, PAYER)
+    assert isinstance(outcome, Failed), outcome
+    assert (outcome.code, outcome.reason) == (ErrorCode.INVALID_INPUT, "not_canonical")
+    assert "input.values" in outcome.message
+    assert seen == [] and store.entries == {}
