@@ -669,7 +669,7 @@ class Host:
                     capability_version=registered.capability_version,
                     tenant_id=tenant,
                     target=action.target,
-                    arguments=action.arguments,
+                    arguments=action.canonical_input,
                 )
             except NonCanonicalValueError as exc:
                 return failed(

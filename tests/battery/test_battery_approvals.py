@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from battery_support import (
     ADMIN,
     ALICE,
@@ -37,6 +38,8 @@ from battery_support import (
     completed,
     crash_at,
     failure,
+    payout,
+    payout_detail,
     refund,
     refused,
     rid,
@@ -252,6 +255,39 @@ async def test_A04_approval_reuse_other_command(make_env: EnvFactory, observer: 
     exact = refund("o-1", 100, request_id, approval_id=approval_id)
     completed(await host.invoke("refund_order", exact, ALICE))
     assert await observer.count(EFFECTS) == 1
+
+
+async def test_A04_an_approval_binds_the_secret_and_excluded_fields_it_does_not_show(
+    make_env: EnvFactory, observer: Observer
+) -> None:
+    # The approver sees the IBAN masked and the memo shown; both are bound all the same.
+    env = await make_env()
+    host, request_id = env.host, rid()
+    asked = await host.invoke("approved_payout", payout("DE-APPROVED", request_id), ALICE)
+    approval_id = approval_id_of(asked)
+    assert not isinstance(await host.approvals.grant(approval_id, APPROVER), Failed)
+    for request in (request_id, rid()):
+        for arguments in (
+            payout("DE-SWAPPED", request, approval_id=approval_id),
+            payout("DE-APPROVED", request, memo="other", approval_id=approval_id),
+            payout("DE-APPROVED", request, tags=("a",), approval_id=approval_id),
+        ):
+            denied(await host.invoke("approved_payout", arguments, ALICE), "fingerprint_mismatch")
+    assert await observer.count(EFFECTS) == 0 and await observer.count(LEDGER) == 0
+    assert await status_of(env.store, approval_id) == "approved"
+    exact = payout("DE-APPROVED", request_id, tags=("a", "b"), approval_id=approval_id)
+    completed(await host.invoke("approved_payout", exact, ALICE))
+    # The swapped IBAN with the approved request id is another command: never a replay.
+    for swapped in (
+        payout("DE-SWAPPED", request_id, approval_id=approval_id),
+        payout("DE-SWAPPED", request_id),
+    ):
+        failure(
+            await host.invoke("approved_payout", swapped, ALICE),
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            "idempotency_key_reused",
+        )
+    assert await observer.details() == [payout_detail("DE-APPROVED", 100, "rent")]
 
 
 async def test_A05_approval_cross_tenant_and_principal(
@@ -536,3 +572,31 @@ async def test_A11_confirmation_strict_and_excluded_from_hash(
     assert entry.fingerprint == fingerprint(
         env.battery, "ship_order", "acme", "o-1", {"order_id": "o-1"}
     )
+
+
+# -- A12 ------------------------------------------------------------------------------------
+
+
+async def test_A12_an_approval_shows_every_bound_value_and_masks_secrets(
+    make_env: EnvFactory, observer: Observer
+) -> None:
+    env = await make_env()
+    request_id = rid()
+    asked = await env.host.invoke("approved_payout", payout("DE-APPROVED", request_id), ALICE)
+    approval_id = approval_id_of(asked)
+    shown = {
+        "order_id": "o-1",
+        "iban": {"$secret": "bound"},  # bound by the fingerprint, never shown
+        "amount": 100,
+        "memo": "rent",  # a Field(exclude=True): left out of dumps, not of the approval
+        "tags": {"$set": ["a", "b"]},  # sorted, whatever order the caller sent
+    }
+    record = await env.store.get_approval(approval_id)
+    assert record is not None and record.arguments == shown
+    [listed] = await env.host.approvals.list(APPROVER)
+    assert listed.arguments == shown
+    # The secret is stored nowhere: not in the approval, the ledger or the audit trail.
+    async with observer.engine.connect() as conn:
+        for table in (APPROVALS, LEDGER, "charter_audit_events"):
+            rows = (await conn.execute(sa.text(f"SELECT * FROM {table}"))).all()
+            assert "DE-APPROVED" not in repr(rows), table
