@@ -340,7 +340,7 @@ class _RemoteKeys:
             keyset = self._client.get_jwk_set(refresh=True)
         except (jwt.PyJWTError, OSError, ValueError, http.client.HTTPException) as exc:
             self._failed_at = time.monotonic()
-            logger.warning("charter.jwt: cannot fetch the JWKS at %s: %s", self.url, exc)
+            logger.warning("charter.jwt: cannot fetch the JWKS at %r: %r", self.url, exc)
             raise _keys_unavailable() from None
         self._fetched_at = time.monotonic()
         return _jwk_keys(keyset, kid)

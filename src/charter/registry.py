@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from ._nearmatch import near_matches, suggestion_text
+from ._safe_log import log_exception
 from .auth import audience_allows, js_trim
 from .context import ToolContext
 from .errors import ConfigurationError, ErrorCode, ToolError
@@ -653,7 +654,7 @@ def _extra_allowed(node: Mapping[str, Any]) -> bool:
 
 def _provider_error(name: str, where: str) -> Failed:
     error_id = _error_id()
-    logger.exception("tool %s: %s raised (error id %s)", name, where, error_id)
+    log_exception(logger, "tool %s: %s raised (error id %s)", name, where, error_id)
     return failed(
         ErrorCode.PROVIDER_ERROR,
         f"Tool {name!r} failed. Error id: {error_id}.",

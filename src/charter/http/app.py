@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -20,6 +19,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from charter._redaction import new_error_id
+from charter._safe_log import log_exception
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
 from charter.host import Host
 
@@ -252,8 +253,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     """Anything unexpected: logged under an error id, answered with only that id."""
-    error_id = "err_" + uuid.uuid4().hex[:16]
-    logger.error("unhandled error (error id %s)", error_id, exc_info=exc)
+    error_id = new_error_id()
+    log_exception(logger, "unhandled error (error id %s)", error_id, exc=exc)
     return problem_response(
         ProblemBody(
             type=f"urn:charter:error:{ErrorCode.PROVIDER_ERROR.value}",
