@@ -122,6 +122,15 @@ async def test_a_jwt_calls_a_tool_over_mcp_streamable_http(live: Live) -> None:
         (token(key=OTHER_KEY), "the token's signature is not valid"),
         (token(aud="https://elsewhere.example"), "the token is meant for another audience"),
         (token(tenant_id=None), "the token has no 'tenant_id' claim"),
+        (
+            token(exp=1e300),
+            "the token's 'exp' claim is not a NumericDate (seconds since 1970, a JSON number)",
+        ),
+        (
+            token(exp=str(int(time.time()) + 300)),
+            "the token's 'exp' claim is not a NumericDate (seconds since 1970, a JSON number)",
+        ),
+        (token(tenant_id="acme\x00"), "the token's tenant holds a control character"),
     ],
 )
 async def test_a_bad_jwt_is_a_401_challenge_over_rest_and_mcp(
