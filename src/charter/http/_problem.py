@@ -9,7 +9,7 @@ transport shares).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from starlette.responses import Response
 
@@ -159,9 +159,14 @@ def http_problem(
     headers: Mapping[str, str] | None = None,
     meta: Mapping[str, str] | None = None,
     retryable: bool = False,
+    next_steps: Sequence[str] | None = None,
 ) -> Response:
-    """A problem the transport itself answers (routing, credentials, query parameters)."""
-    next_steps = list(DEFAULT_NEXT_STEPS[code]) if code is not None else []
+    """A problem the transport itself answers (routing, credentials, query parameters).
+
+    ``next_steps`` default to the code's (none without a code).
+    """
+    if next_steps is None:
+        next_steps = DEFAULT_NEXT_STEPS[code] if code is not None else ()
     return problem_response(
         ProblemBody(
             type=_type(code) if code is not None else "about:blank",
@@ -170,7 +175,7 @@ def http_problem(
             detail=detail,
             code=code.value if code is not None else None,
             reason=reason,
-            next_steps=next_steps,
+            next_steps=list(next_steps),
             retryable=retryable,
             meta=dict(meta) if meta else None,
         ),
