@@ -31,7 +31,7 @@ from ._nearmatch import near_matches, suggestion_text
 from ._safe_log import log_exception
 from .auth import audience_allows, js_trim
 from .context import ToolContext
-from .errors import ConfigurationError, ErrorCode, ToolError
+from .errors import UNKNOWN_TOOL_NEXT_STEPS, ConfigurationError, ErrorCode, ToolError
 from .manifest import RegisteredTool, build_entry, derive_annotations, manifest_json
 from .outcome import (
     Completed,
@@ -181,6 +181,7 @@ class Registry:
         return failed(
             ErrorCode.NOT_FOUND,
             f"Unknown tool {shown!r}. {suggestion_text(matches)}",
+            next_steps=UNKNOWN_TOOL_NEXT_STEPS,
             **meta,
         )
 

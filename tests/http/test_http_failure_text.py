@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from charter import ErrorCode, Registry, ToolError, define_tool
 from charter.auth import Principal, StaticAuthenticator
+from charter.errors import DEFAULT_NEXT_STEPS
 from charter.host import Host
 from charter.http import create_app
 from live_server import serve
@@ -230,6 +231,9 @@ async def test_a_tool_error_with_a_caller_facing_code_keeps_its_message_on_both(
         response = rest.post("/v1/tools/lab.not_found:call", json={})
     assert response.status_code == 404
     assert response.json()["detail"] == "No trip 'trp_1' in your tenant."
+    # A thing the tool did not find, not an unknown tool: check the id, not the tool list.
+    assert response.json()["next_steps"] == list(DEFAULT_NEXT_STEPS[ErrorCode.NOT_FOUND])
+    assert DEFAULT_NEXT_STEPS[ErrorCode.NOT_FOUND][0] in _text(result)
 
 
 # -- log lines a message cannot forge ------------------------------------------------------------

@@ -262,6 +262,7 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
             f"No route {request.url.path[:200]!r}. See /v1/openapi.json for the API.",
             code=ErrorCode.NOT_FOUND,
             reason="route_not_found",
+            next_steps=("Check the path and method against /v1/openapi.json.",),
         )
     return http_problem(
         exc.status_code,
