@@ -33,6 +33,7 @@ from charter._cli_common import (
 )
 from charter._cli_host import open_host, principal_for
 from charter._cli_remote import Remote, outcome_from_response, problem_outcome
+from charter._redaction import redact
 from charter.auth import AuthenticationFailed
 from charter.errors import ErrorCode
 from charter.manifest import deprecation_warnings
@@ -243,6 +244,10 @@ def call(
         else:
             assert target is not None
             outcome = asyncio.run(_call_local(target, db, key, name, raw, controls))
+            if isinstance(outcome, Failed):
+                # What a server would answer: a failure it caused shows its error id only
+                # (the text is in this process's log); a remote answer already is.
+                outcome = redact(outcome)
     if controls.made_up and not isinstance(outcome, Completed):
         error_console().print(
             Text(f"request id {controls.request_id} (reuse it with --request-id)", style="dim")

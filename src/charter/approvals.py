@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
+from ._safe_log import log_exception
 from .audit import AuditAction, AuditEvent, AuditSink
 from .auth import Principal
 from .errors import ErrorCode, ToolError
@@ -330,7 +331,7 @@ class Approvals:
         try:
             await self.audit.record(event)
         except Exception:
-            logger.exception("could not record the audit event of a decision on an approval")
+            log_exception(logger, "could not record the audit event of a decision on an approval")
 
 
 @dataclass(kw_only=True, slots=True)

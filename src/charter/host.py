@@ -39,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._canonical import NonCanonicalValueError
 from ._limits import PayloadLimits, PayloadRejected, check_value, parse_json
+from ._safe_log import log_exception
 from ._telemetry import Telemetry
 from .approvals import Approvals
 from .audit import AuditEvent, AuditSink, AuditTrail, MemoryAuditSink
@@ -598,7 +599,7 @@ class Host:
         except Exception:
             # The outcome stands either way: failing the call now would make a caller
             # retry an action that may have taken effect.
-            logger.exception("could not record the audit event of a call to %r", trace.tool)
+            log_exception(logger, "could not record the audit event of a call to %r", trace.tool)
 
     async def _prepare(
         self,
@@ -1101,7 +1102,7 @@ def _trimmed(value: object) -> object:
 
 def _internal_error(tool: str) -> Failed:
     error_id = "err_" + secrets.token_hex(8)
-    logger.exception("invocation of %r failed inside the host (error id %s)", tool, error_id)
+    log_exception(logger, "invocation of %r failed inside the host (error id %s)", tool, error_id)
     return failed(
         ErrorCode.PROVIDER_ERROR,
         f"The call to {tool!r} failed inside the server. Error id: {error_id}.",

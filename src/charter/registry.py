@@ -29,9 +29,10 @@ from pydantic_core import PydanticSerializationError
 
 from ._fingerprint import canonical_input, shown_input
 from ._nearmatch import near_matches, suggestion_text
+from ._safe_log import log_exception
 from .auth import audience_allows, js_trim
 from .context import ToolContext
-from .errors import ConfigurationError, ErrorCode, ToolError
+from .errors import UNKNOWN_TOOL_NEXT_STEPS, ConfigurationError, ErrorCode, ToolError
 from .manifest import RegisteredTool, build_entry, derive_annotations, manifest_json
 from .outcome import (
     Completed,
@@ -199,6 +200,7 @@ class Registry:
         return failed(
             ErrorCode.NOT_FOUND,
             f"Unknown tool {shown!r}. {suggestion_text(matches)}",
+            next_steps=UNKNOWN_TOOL_NEXT_STEPS,
             **meta,
         )
 
@@ -672,7 +674,7 @@ def _extra_allowed(node: Mapping[str, Any]) -> bool:
 
 def _provider_error(name: str, where: str) -> Failed:
     error_id = _error_id()
-    logger.exception("tool %s: %s raised (error id %s)", name, where, error_id)
+    log_exception(logger, "tool %s: %s raised (error id %s)", name, where, error_id)
     return failed(
         ErrorCode.PROVIDER_ERROR,
         f"Tool {name!r} failed. Error id: {error_id}.",

@@ -216,7 +216,9 @@ async def test_a_client_that_cannot_sample_gets_a_missing_service_error(
     assert "sampling" in _text(result)
 
 
-async def test_a_sampling_refusal_is_a_provider_error(server: Server[ConnectionState]) -> None:
+async def test_a_sampling_refusal_reaches_the_client_with_its_reason(
+    server: Server[ConnectionState],
+) -> None:
     async def refuse(
         context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.ErrorData:
@@ -224,5 +226,5 @@ async def test_a_sampling_refusal_is_a_provider_error(server: Server[ConnectionS
 
     async with Client(server, mode="legacy", sampling_callback=refuse) as client:
         result = await client.call_tool("ask_model", {"text": "hi"})
-    assert _text(result).startswith("[PROVIDER_ERROR] The client did not complete")
+    assert _text(result).startswith("[PROVIDER_UNAVAILABLE] The client did not complete")
     assert "user rejected" in _text(result)

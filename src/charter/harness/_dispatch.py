@@ -23,6 +23,8 @@ import logging
 import uuid
 from typing import Any
 
+from .._redaction import redact
+from .._safe_log import log_exception
 from ..auth import Principal
 from ..context import CancelSignal
 from ..errors import ErrorCode
@@ -91,7 +93,7 @@ async def invoke_call(
         # The host answers every expected failure with an outcome; this is a bug in it or
         # in a store. One failing call never crashes the loop.
         error_id = "err_" + uuid.uuid4().hex[:16]
-        logger.exception("harness: invoking %s failed (error id %s)", call.tool_name, error_id)
+        log_exception(logger, "harness: invoking %r failed (error id %s)", call.tool_name, error_id)
         return Failed(
             code=ErrorCode.PROVIDER_ERROR,
             message=f"Tool {call.tool_name!r} failed. Error id: {error_id}.",
@@ -182,12 +184,15 @@ def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
 def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.message)
-    meta = dict(outcome.meta or {})
     code = _CODE_MAP.get(outcome.code, outcome.code.value)
     if outcome.code is ErrorCode.PROVIDER_ERROR and outcome.reason == "unhandled_exception":
         # The registry's answer to an unexpected exception (a raised ToolError keeps its
         # code): the message is redacted to an error id, never the exception text.
         code = SealCodes.EXECUTION_FAILED
+    # The model (and its provider) reads this: a server fault shows its code and error id
+    # only, as on every transport (charter._redaction).
+    outcome = redact(outcome)
+    meta = dict(outcome.meta or {})
     details: dict[str, Any] = {"charterCode": outcome.code.value, **meta}
     if outcome.code is ErrorCode.INVALID_INPUT:
         details["phase"] = "input"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .._safe_log import log_exception
 from ..auth import Principal
 from ..context import CancelSignal
 from ..errors import ConfigurationError, ErrorCode
@@ -541,7 +542,7 @@ class _Turn:
         try:
             state = await self.live.state(bound.capability)
         except Exception:
-            logger.exception("harness: the state factory of %s raised", call.tool_name)
+            log_exception(logger, "harness: the state factory of %r raised", call.tool_name)
             message = f"The state of tool {call.tool_name!r} could not be created."
             return settle(call, failure(call, SealCodes.EXECUTION_FAILED, message))
         signal = CancelSignal()

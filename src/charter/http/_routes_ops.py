@@ -8,6 +8,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from charter._safe_log import log_exception
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Failed, failed
@@ -111,7 +112,7 @@ class OpsRoutes:
             with anyio.fail_after(_READY_TIMEOUT_SECONDS):
                 await self.host.store.get_approval("apr_readiness_probe")
         except Exception:  # a probe reports every failure as "not ready"
-            logger.exception("readiness probe: the store did not answer")
+            log_exception(logger, "readiness probe: the store did not answer")
             return http_problem(
                 503,
                 "Not ready",

@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 from pydantic import ConfigDict, SkipValidation
 
+from .._redaction import redact
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..host import CallOptions, Host, derive_request_id
@@ -210,6 +211,7 @@ def _content(outcome: ToolOutcome) -> str:
     if isinstance(outcome, Denied):
         raise ToolException(f"Denied: {outcome.reason}")
     assert isinstance(outcome, Failed)
+    outcome = redact(outcome)  # the model reads it: server faults show their error id only
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         raise ToolException(f"Denied: {outcome.message}")
     raise ToolException(

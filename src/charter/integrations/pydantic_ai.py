@@ -45,6 +45,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from pydantic import ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
+from .._redaction import redact
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..host import CallOptions, Host, derive_request_id
@@ -214,6 +215,7 @@ def _map(outcome: ToolOutcome, request_id: str) -> Any:
 
 
 def _failed(outcome: Failed) -> Any:
+    outcome = redact(outcome)  # the model reads it: server faults show their error id only
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         raise ToolFailed(f"Denied: {outcome.message}")
     text = "\n".join([f"[{outcome.code.value}] {outcome.message}", *outcome.next_steps])

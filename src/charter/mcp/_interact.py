@@ -231,9 +231,12 @@ def sampler(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
         except MCPError as exc:
+            # The client's answer, not a server fault: PROVIDER_ERROR's text would be
+            # withheld from the very client that sent it (charter._redaction).
             raise ToolError(
-                ErrorCode.PROVIDER_ERROR,
+                ErrorCode.PROVIDER_UNAVAILABLE,
                 f"The client did not complete the sampling request: {exc.error.message}",
+                retryable=False,
                 meta={"reason": "sampling_failed"},
             ) from exc
         except (NoBackChannelError, ValidationError) as exc:
@@ -245,8 +248,9 @@ def sampler(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
         content = result.content
         if not isinstance(content, types.TextContent):
             raise ToolError(
-                ErrorCode.PROVIDER_ERROR,
+                ErrorCode.PROVIDER_UNAVAILABLE,
                 f"The client's model answered with {content.type} content; text was expected.",
+                retryable=False,
                 meta={"reason": "sampling_not_text"},
             )
         return SampleResult(text=content.text, model=result.model, stop_reason=result.stop_reason)

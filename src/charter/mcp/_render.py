@@ -8,6 +8,7 @@ from typing import Any, Literal
 import mcp.types as types
 from pydantic_core import to_json
 
+from .._redaction import redact
 from ..errors import ErrorCode
 from ..manifest import CONTRACT_VERSION
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
@@ -63,6 +64,9 @@ def render_outcome(
 ) -> types.CallToolResult:
     """Render an outcome as a ``tools/call`` result.
 
+    A failure the server caused (``PROVIDER_ERROR``, ``INVALID_OUTPUT``) is rendered
+    redacted to its code and error id (``charter._redaction``), as on every transport.
+
     Args:
         outcome: what ``Host.invoke`` returned.
         presenter: renders completed output as content blocks, for this tool.
@@ -71,7 +75,7 @@ def render_outcome(
     if isinstance(outcome, Completed):
         return _completed(outcome, presenter)
     if isinstance(outcome, Failed):
-        return _failed(outcome)
+        return _failed(redact(outcome))
     if isinstance(outcome, InteractionRequired):
         return _interaction(outcome)
     if isinstance(outcome, Denied):
