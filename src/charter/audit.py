@@ -82,6 +82,20 @@ class MemoryAuditSink:
         """Store ``event``."""
         self._events.append(event)
 
+    async def prune_audit(
+        self, before: datetime, *, anonymous_only: bool = False, batch_size: int = 500
+    ) -> int:
+        """Delete events older than ``before`` (only anonymous ones, if asked)."""
+        kept = [
+            e
+            for e in self._events
+            if not (e.time < before and (not anonymous_only or e.subject is None))
+        ]
+        deleted = len(self._events) - len(kept)
+        self._events.clear()
+        self._events.extend(kept)
+        return deleted
+
     async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
         """Return recent events, newest first, for one tenant or all."""
         selected = [

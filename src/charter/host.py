@@ -39,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._canonical import NonCanonicalValueError
 from ._limits import PayloadLimits, PayloadRejected, check_value, parse_json
+from ._refusals import RefusalAggregator
 from ._safe_log import log_exception
 from ._telemetry import Telemetry
 from .approvals import Approvals
@@ -210,6 +211,7 @@ class Host:
         retention: timedelta = timedelta(hours=24),
         allow_self_approval: bool = False,
         in_progress_wait: float = 5.0,
+        anonymous_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
@@ -234,6 +236,8 @@ class Host:
             allow_self_approval: let requesters approve their own requests.
             in_progress_wait: seconds a duplicate waits for a running request before
                 ``REQUEST_IN_PROGRESS``.
+            anonymous_audit_window: refused anonymous calls of one kind are recorded as
+                one audit event (with a ``count``) per window; zero records each.
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
@@ -258,6 +262,11 @@ class Host:
         ] = {}
         self._clock = clock or (lambda: datetime.now(UTC))
         self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
+        self._refusals = (
+            RefusalAggregator(anonymous_audit_window, self._clock)
+            if anonymous_audit_window > timedelta(0)
+            else None
+        )
         store_sink = self.store if isinstance(self.store, _StoreAuditSink) else None
         # ``is not None``, not ``or``: a sink that defines ``__len__`` is falsy when empty.
         if audit is not None:
@@ -594,12 +603,20 @@ class Host:
     async def _audit(self, trace: _Trace, outcome: ToolOutcome) -> None:
         if trace.audited:
             return
+        event = trace.event(outcome, trace.seconds, self._clock())
+        events = [event]
+        if self._refusals is not None and trace.principal is None and outcome.kind in _REFUSED:
+            events = self._refusals.admit(event, known_tool=trace.registered is not None)
+        for each in events:
+            await self._record(each)
+
+    async def _record(self, event: AuditEvent) -> None:
         try:
-            await self.audit.record(trace.event(outcome, trace.seconds, self._clock()))
+            await self.audit.record(event)
         except Exception:
             # The outcome stands either way: failing the call now would make a caller
             # retry an action that may have taken effect.
-            log_exception(logger, "could not record the audit event of a call to %r", trace.tool)
+            log_exception(logger, "could not record the audit event of a call to %r", event.tool)
 
     async def _prepare(
         self,
@@ -1015,7 +1032,10 @@ class Host:
         )
 
     async def aclose(self) -> None:
-        """Release the store's connections and the registry's worker threads."""
+        """Record pending audit counts; release the store's connections and worker threads."""
+        if self._refusals is not None:
+            for event in self._refusals.drain():
+                await self._record(event)
         self.registry.close()
         close = getattr(self.store, "aclose", None)
         if close is not None:
@@ -1028,6 +1048,9 @@ class _StoreAuditSink(AuditSink, Protocol):
 
 
 _StepT = TypeVar("_StepT")
+
+_REFUSED = frozenset({"failed", "denied"})
+"""Outcome kinds that, for an anonymous caller, are refusals (aggregated in the audit)."""
 
 _SCOPE_CACHE_SIZE = 4096
 """How many scope decisions a host remembers (distinct scope sets times tools)."""
@@ -1189,19 +1212,12 @@ class _Trace:
 
 
 def _audit_event(**fields: Any) -> AuditEvent:
-    """``AuditEvent(**fields)`` for every field, computed by the host with the right types.
+    """``AuditEvent(**fields)`` for values the host computed itself, with the right types.
 
-    The instance ``AuditEvent.model_construct(**fields)`` would make, built directly:
-    validating values the host just computed would cost more than the rest of the audit
-    work of a call.
+    ``model_construct`` (pydantic's public way to skip validation): validating values the
+    host just computed would cost more than the rest of the audit work of a call.
     """
-    event = AuditEvent.__new__(AuditEvent)
-    set_ = object.__setattr__
-    set_(event, "__dict__", fields)
-    set_(event, "__pydantic_fields_set__", set(fields))
-    set_(event, "__pydantic_extra__", None)
-    set_(event, "__pydantic_private__", None)
-    return event
+    return AuditEvent.model_construct(**fields)
 
 
 class _RandomIds:

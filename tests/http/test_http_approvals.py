@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import httpx
+import pytest
 from http_support import Live
 
 from charter import ErrorCode
@@ -185,3 +186,37 @@ def test_a_decision_body_must_be_a_reason_or_nothing(
     assert extra.status_code == 422
     assert extra.json()["reason"] == "validation_failed"
     assert approver.post(path).json()["status"] == "denied"
+
+
+@pytest.mark.parametrize(
+    ("token", "booking"), [("wildcard-token", "bkg_wild"), ("bot-approver-token", "bkg_bot")]
+)
+def test_only_a_person_holding_the_approver_scope_itself_decides(
+    live: Live, agent: httpx.Client, token: str, booking: str
+) -> None:
+    _, approval_id = request_refund(agent, booking)
+    with live.client(token) as other:
+        assert other.get("/v1/whoami").json()["approver"] is False
+        response = other.post(f"/v1/approvals/{approval_id}:grant")
+    assert response.status_code in (403, 404)
+    with live.client("approver-token") as approver:
+        assert approver.get(f"/v1/approvals/{approval_id}").json()["status"] == "pending"
+
+
+def test_decisions_over_rest_are_audited_with_the_decider_and_the_reason(
+    live: Live, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    _, approval_id = request_refund(agent, "bkg_audited")
+    assert approver.post(f"/v1/approvals/{approval_id}:grant", json={"reason": "ok"}).is_success
+    revoked = approver.post(f"/v1/approvals/{approval_id}:deny", json={"reason": "oops"})
+    assert revoked.json()["status"] == "denied"
+    assert [(d["status"], d["decidedBy"]) for d in revoked.json()["history"]] == [
+        ("approved", "acme/ana"),
+        ("denied", "acme/ana"),
+    ]
+    events = approver.get("/v1/audit", params={"limit": 500}).json()["events"]
+    decided = [
+        (e["action"], e["subject"], e["note"]) for e in events if e["approvalId"] == approval_id
+    ]
+    assert ("approval.grant", "ana", "ok") in decided
+    assert ("approval.revoke", "ana", "oops") in decided

@@ -438,6 +438,34 @@ class SqlStore:
             statement = statement.where(sa.or_(c.tenant == wanted, c.principal_tenant == wanted))
         return [audit_from_row(row) for row in await self._read(statement)]
 
+    @run_to_completion
+    async def prune_audit(
+        self, before: datetime, *, anonymous_only: bool = False, batch_size: int = 500
+    ) -> int:
+        """Delete audit events older than ``before`` (only anonymous ones, if asked).
+
+        Batches of ``batch_size`` rows, one short write transaction each. Returns how many
+        events were deleted. Charter never calls it by itself: ``charter db prune`` does,
+        with the retentions it is given.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        c = audit_events.c
+        doomed = c.time < before
+        if anonymous_only:
+            doomed = sa.and_(doomed, c.subject.is_(None))
+        total = 0
+        while True:
+            batch = sa.select(c.seq).where(doomed).order_by(c.seq).limit(batch_size)
+            async with self._connection(self.busy_timeout) as conn:
+                with translated("pruning audit events"):
+                    result = await conn.execute(
+                        sa.delete(audit_events).where(c.seq.in_(batch.scalar_subquery()))
+                    )
+            total += result.rowcount
+            if result.rowcount < batch_size:
+                return total
+
     # -- API keys -------------------------------------------------------------------------
 
     @run_to_completion
