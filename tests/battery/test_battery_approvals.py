@@ -600,3 +600,52 @@ async def test_A12_an_approval_shows_every_bound_value_and_masks_secrets(
         for table in (APPROVALS, LEDGER, "charter_audit_events"):
             rows = (await conn.execute(sa.text(f"SELECT * FROM {table}"))).all()
             assert "DE-APPROVED" not in repr(rows), table
+
+
+# -- A13 / A14 (issue #14) --------------------------------------------------------------------
+
+
+async def test_A13_an_approval_is_spent_only_by_its_own_request_id(
+    make_env: EnvFactory, observer: Observer
+) -> None:
+    env = await make_env()
+    host = env.host
+    first, second = rid(), rid()
+    approval_id = await approved(host, refund("o-1", 100, first))
+    # The same approval, the same command, another request id: refused, nothing runs,
+    # and the request it was granted for keeps a truthful status.
+    stolen = refund("o-1", 100, second, approval_id=approval_id)
+    denied(await host.invoke("refund_order", stolen, ALICE), "request_id_mismatch")
+    assert await observer.count(EFFECTS) == 0 and await observer.count(LEDGER) == 0
+    assert await host.action_status(ALICE, second) is None
+    status = await host.action_status(ALICE, first)
+    assert status is not None and status.status == "approved"
+    completed(
+        await host.invoke("refund_order", refund("o-1", 100, first, approval_id=approval_id), ALICE)
+    )
+    status = await host.action_status(ALICE, first)
+    assert status is not None and status.status == "completed"
+    assert await observer.count(EFFECTS) == 1
+
+
+async def test_A14_asking_for_an_approval_never_runs_the_tool(
+    make_env: EnvFactory, observer: Observer
+) -> None:
+    env = await make_env()
+    host = env.host
+    # A tool that needs only a confirmation, one that needs nothing, one that needs an
+    # approval: asking never runs any of them, and says plainly when none is needed.
+    for tool, arguments in (
+        ("ship_order", {"order_id": "o-1"}),
+        ("create_widget", {"name": "w"}),
+    ):
+        asked = await host.request_approval(tool, arguments, ALICE, request_id=rid())
+        failure(asked, ErrorCode.INVALID_INPUT, "approval_not_required")
+    request_id = rid()
+    asked = await host.request_approval(
+        "refund_order", {"order_id": "o-2", "amount": 5}, ALICE, request_id=request_id
+    )
+    assert isinstance(asked, ApprovalRecord) and asked.status == "pending"
+    assert asked.request_id == request_id
+    assert await observer.count(EFFECTS) == 0 and await observer.count(LEDGER) == 0
+    assert env.battery.runs == 0

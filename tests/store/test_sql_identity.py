@@ -98,7 +98,7 @@ def payout(request_id: str, approval_id: str | None = None, **fields: Any) -> di
     return {"account": "ACC-1", "cents": 500, **fields, "_charter": controls}
 
 
-async def test_a_same_named_principal_of_another_tenant_never_reaches_a_delegated_call(
+async def test_A05_a_same_named_principal_of_another_tenant_never_reaches_a_delegated_call(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     host, runs = build(await make_sql_store())
@@ -154,7 +154,7 @@ async def test_a_same_named_principal_of_another_tenant_never_reaches_a_delegate
     ],
     ids=str,
 )
-async def test_a_wildcard_or_the_admin_scope_never_decides_an_approval(
+async def test_A15_a_wildcard_or_the_admin_scope_never_decides_an_approval(
     make_sql_store: SqlStoreFactory, scopes: set[str]
 ) -> None:
     host, runs = build(await make_sql_store())
@@ -169,7 +169,7 @@ async def test_a_wildcard_or_the_admin_scope_never_decides_an_approval(
     assert record is not None and record.status == "pending" and runs == []
 
 
-async def test_an_agent_with_the_approver_scope_never_decides(
+async def test_A15_an_agent_with_the_approver_scope_never_decides(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     host, _ = build(await make_sql_store())
@@ -183,7 +183,7 @@ async def test_an_agent_with_the_approver_scope_never_decides(
         assert isinstance(refused, Failed) and refused.reason == "not_a_person"
 
 
-async def test_the_admin_scope_decides_only_when_the_host_says_so(
+async def test_A15_the_admin_scope_decides_only_when_the_host_says_so(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     host, _ = build(await make_sql_store(), admin_may_approve=True)
@@ -194,7 +194,7 @@ async def test_the_admin_scope_decides_only_when_the_host_says_so(
     assert isinstance(granted, ApprovalRecord) and granted.decided_by == "acme/root"
 
 
-async def test_every_decision_and_refused_decision_is_audited_and_kept_in_the_history(
+async def test_A16_every_decision_and_refused_decision_is_audited_and_kept_in_the_history(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     host, _ = build(await make_sql_store())
@@ -223,7 +223,7 @@ async def test_every_decision_and_refused_decision_is_audited_and_kept_in_the_hi
     assert {e.tenant for e in events} == {"acme"}
 
 
-async def test_a_decision_that_waits_out_a_locked_row_is_retryable_and_decides_nothing(
+async def test_A16_a_decision_that_waits_out_a_locked_row_is_retryable_and_decides_nothing(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     store = await make_sql_store(busy_timeout=0.2)
