@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.types import ASGIApp
 
-__all__ = ("ReportingServer", "loopback_socket", "serve")
+__all__ = ("ReportingServer", "loopback_socket", "raw_connection", "read_until_closed", "serve")
 
 STARTUP_SECONDS = 30
+CLOSE_SECONDS = 60
+"""The bound on waiting for a server to close a connection it should close."""
 
 
 def loopback_socket() -> socket.socket:
@@ -60,3 +64,37 @@ def serve(app: ASGIApp) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def raw_connection(url: str, sent: bytes = b"") -> socket.socket:
+    """A TCP connection to the server at ``url``, after sending ``sent`` (often half a request)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=STARTUP_SECONDS)
+    if sent:
+        sock.sendall(sent)
+    return sock
+
+
+def read_until_closed(sock: socket.socket, seconds: float = CLOSE_SECONDS) -> bytes:
+    """Everything the server sends until it closes the connection (a reset counts).
+
+    Raises:
+        TimeoutError: The server kept the connection open for ``seconds``.
+    """
+    deadline = time.monotonic() + seconds
+    received = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"the server kept the connection open for {seconds} s")
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return bytes(received)
+        except TimeoutError:
+            continue
+        if not chunk:
+            return bytes(received)
+        received += chunk
