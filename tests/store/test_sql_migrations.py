@@ -27,19 +27,25 @@ CHARTER_TABLES = {
     "charter_claims",
     "charter_deferred",
     "charter_ledger_entries",
+    "charter_secrets",
 }
 
-NEXT_REVISION = '''"""A later release's migration (test only).
+HEAD = _migrate.head_revision()
+"""The revision this release ships."""
+NEXT = "9999"
+"""The revision of a later release (test only)."""
 
-Revision ID: 0002
-Revises: 0001
+NEXT_REVISION = f'''"""A later release's migration (test only).
+
+Revision ID: {NEXT}
+Revises: {HEAD}
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "{NEXT}"
+down_revision = "{HEAD}"
 branch_labels = None
 depends_on = None
 
@@ -67,7 +73,7 @@ def next_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[]
     """Switch to charter's migrations plus one more revision, as a later release ships them."""
     location = tmp_path / "migrations"
     shutil.copytree(_migrate.MIGRATIONS, location, ignore=shutil.ignore_patterns("__pycache__"))
-    (location / "versions" / "r0002_future.py").write_text(NEXT_REVISION)
+    (location / "versions" / f"r{NEXT}_future.py").write_text(NEXT_REVISION)
     return lambda: monkeypatch.setattr(_migrate, "MIGRATIONS", location)
 
 
@@ -76,7 +82,7 @@ async def test_a_fresh_database_is_migrated_on_open(store_url: str) -> None:
         async with store.engine.connect() as conn:
             assert await conn.run_sync(table_names) >= CHARTER_TABLES
         state = await _migrate.read_schema(store.engine)
-    assert state.current and state.revision == _migrate.head_revision() == "0001"
+    assert state.current and state.revision == HEAD
 
 
 async def test_a_fresh_sqlite_file_is_created_in_wal_mode(tmp_path: Path) -> None:
@@ -106,12 +112,12 @@ async def test_an_older_schema_is_refused_until_upgraded(
     store_url: str, next_release: Callable[[], None]
 ) -> None:
     async with SqlStore(store_url):
-        pass  # created at 0001 by this release
-    next_release()  # which ships 0002
+        pass  # created at HEAD by this release
+    next_release()  # which ships NEXT
     store = SqlStore(store_url)
     with pytest.raises(SchemaMismatch, match="charter db upgrade") as raised:
         await store.open()
-    assert (raised.value.current, raised.value.head) == ("0001", "0002")
+    assert (raised.value.current, raised.value.head) == (HEAD, NEXT)
     with pytest.raises(RuntimeError, match="closed"):
         await store.get_entry("a", "b", "c")  # a failed open closes the store
 
@@ -129,12 +135,12 @@ async def test_a_schema_from_a_newer_charter_is_refused(
     shipped = _migrate.MIGRATIONS
     next_release()
     async with SqlStore(store_url):
-        pass  # created at 0002 by the next release
+        pass  # created at NEXT by the next release
     monkeypatch.setattr(_migrate, "MIGRATIONS", shipped)  # back to this release
     with pytest.raises(SchemaMismatch, match="newer charter") as raised:
         async with SqlStore(store_url):
             pass
-    assert (raised.value.current, raised.value.head) == ("0002", "0001")
+    assert (raised.value.current, raised.value.head) == (NEXT, HEAD)
 
 
 async def test_charter_tables_without_a_revision_are_refused(store_url: str) -> None:
