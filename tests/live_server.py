@@ -1,18 +1,34 @@
-"""A Starlette app under uvicorn on 127.0.0.1, in a thread, for tests that talk to a real server."""
+"""Real servers on 127.0.0.1 for tests: a Starlette app under uvicorn in a thread, or a
+``charter serve`` subprocess; and raw sockets to send them half a request."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.types import ASGIApp
 
-__all__ = ("ReportingServer", "loopback_socket", "raw_connection", "read_until_closed", "serve")
+__all__ = (
+    "ReportingServer",
+    "Served",
+    "charter_serve",
+    "loopback_socket",
+    "raw_connection",
+    "read_until_closed",
+    "serve",
+)
 
 STARTUP_SECONDS = 30
 CLOSE_SECONDS = 60
@@ -98,3 +114,72 @@ def read_until_closed(sock: socket.socket, seconds: float = CLOSE_SECONDS) -> by
         if not chunk:
             return bytes(received)
         received += chunk
+
+
+@dataclass
+class Served:
+    """A ``charter serve`` subprocess: where it listens and where it logs."""
+
+    url: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def read_log(self) -> str:
+        return self.log.read_text()
+
+
+@contextmanager
+def charter_serve(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> Iterator[Served]:
+    """``charter serve ARGS --port 0`` from ``cwd``, until the block ends; yields its URL.
+
+    Runs this interpreter's ``charter`` (with this test run's ``PYTHONPATH``), waits for the
+    banner that names the port, and stops the server with SIGINT afterwards, asserting it
+    exits cleanly. Its stderr (uvicorn's and the SDK's log) goes to a file in ``cwd``.
+    """
+    environment = {**os.environ, **(env or {})}
+    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
+        if env is None or name not in env:
+            environment.pop(name, None)
+    command = [sys.executable, "-m", "charter.cli", "serve", *args, "--port", "0"]
+    log = cwd / f"serve-{time.monotonic_ns()}.log"
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
+    try:
+        served = Served(url=_banner_url(process, log), process=process, log=log)
+        yield served
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        if process.stdout is not None:
+            process.stdout.close()
+    assert code == 0, log.read_text()
+
+
+def _banner_url(process: subprocess.Popen[str], log: Path) -> str:
+    """The base URL from the banner `charter serve` prints once it listens (its REST line)."""
+    assert process.stdout is not None
+    for line in process.stdout:  # bounded by pytest's timeout should the server hang
+        words = line.split()
+        if words[:1] == ["REST"] and len(words) > 1:
+            return words[1].removesuffix("/v1/tools")
+    process.wait(30)
+    raise RuntimeError(f"charter serve exited with {process.returncode}:\n{log.read_text()}")
+
+
+def _die_with_parent() -> None:
+    """Stop the server if pytest itself is killed (Linux), so no orphan keeps running."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
