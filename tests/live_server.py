@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -62,11 +63,16 @@ class ReportingServer(uvicorn.Server):
 
 
 @contextmanager
-def serve(app: ASGIApp) -> Iterator[str]:
-    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
+def serve(app: ASGIApp, **config: Any) -> Iterator[str]:
+    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL.
+
+    ``config`` adds ``uvicorn.Config`` options (``http=``, ``timeout_keep_alive=``, …).
+    """
     sock = loopback_socket()
     port = sock.getsockname()[1]
-    server = ReportingServer(uvicorn.Config(app, lifespan="on", log_level="warning", ws="none"))
+    server = ReportingServer(
+        uvicorn.Config(app, lifespan="on", log_level="warning", ws="none", **config)
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     if not server.ready.wait(STARTUP_SECONDS) or not server.started:

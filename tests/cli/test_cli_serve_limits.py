@@ -6,6 +6,7 @@ the request-state key replicas share. Bounded in count; waits are on conditions.
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -14,15 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
-from cli_support import charter, sqlite
+from cli_support import charter, notes_host, sqlite
 
 from charter._cli_serve_options import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_SESSIONS_PER_PRINCIPAL,
 )
+from charter._serve_protocol import guarded_protocol
+from charter.http import create_app
 from charter.mcp import SessionLimits
-from live_server import Served, charter_serve, raw_connection, read_until_closed
+from live_server import Served, charter_serve, raw_connection, read_until_closed, serve
 
 pytestmark = pytest.mark.slow
 
@@ -193,6 +196,35 @@ def test_connections_past_the_cap_are_refused_at_once_and_the_cap_frees_up(
     assert refused == 503
     assert freed == [408] * 5
     assert after == 200
+
+
+def test_a_head_sent_slowly_on_a_reused_connection_is_timed_too() -> None:
+    """The head deadline starts again with the first byte of the next request."""
+    guarded = guarded_protocol(head_timeout=0.5, max_connections=None)
+    app = create_app(notes_host(), mcp=False, console=False)
+    with serve(app, http=guarded, timeout_keep_alive=600) as url:
+        with raw_connection(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") as sock:
+            first = read_one_response(sock)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+            second = read_until_closed(sock)
+    assert (status(first), status(second)) == (200, 408)
+
+
+def read_one_response(sock: socket.socket) -> bytes:
+    """One response with a ``Content-Length`` body, read off a kept-alive connection."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(next(v for k, v in _fields(head) if k == b"content-length"))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def _fields(head: bytes) -> list[tuple[bytes, bytes]]:
+    lines = head.split(b"\r\n")[1:]
+    return [(k.strip().lower(), v.strip()) for k, _, v in (line.partition(b":") for line in lines)]
 
 
 def status(response: bytes) -> int:
