@@ -57,8 +57,9 @@ class BodyDeadline:
                 if message["type"] == "http.response.start" and not started:
                     started = True
                     deadline.deadline = math.inf
-                    if not complete:
-                        message = {**message, "headers": [*message.get("headers", ()), _CLOSE]}
+                    headers = list(message.get("headers", ()))
+                    if not complete and not any(name == b"connection" for name, _ in headers):
+                        message = {**message, "headers": [*headers, _CLOSE]}
                 await send(message)
 
             await self.app(scope, read, answer)
