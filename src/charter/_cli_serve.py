@@ -75,9 +75,12 @@ class _Http:
     max_sessions: int
     request_state_keys: list[str]
 
-    def session_limits(self) -> SessionLimits:
-        from charter.mcp import SessionLimits
-
+    def session_limits(self) -> SessionLimits | None:
+        """The MCP session limits (0 turns one off); None without the ``mcp`` extra."""
+        try:
+            from charter.mcp import SessionLimits
+        except ImportError:  # pragma: no cover - depends on the installed extras
+            return None  # create_app then serves no MCP at all
         return SessionLimits(
             per_principal=self.sessions_per_principal or None,
             idle_timeout=self.session_idle_timeout or None,
