@@ -182,6 +182,7 @@ async def test_tool_with_logging(_: NoInput, ctx: ToolContext) -> Done:
 @tool(tier="read", auth="public")
 def test_error_handling(_: NoInput) -> Done:
     """Always fails."""
+    # A server fault: a client reads "[PROVIDER_ERROR]" and an error id; this text is logged.
     raise ToolError(
         ErrorCode.PROVIDER_ERROR,
         "This tool intentionally returns an error for testing",

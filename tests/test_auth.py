@@ -391,10 +391,10 @@ def test_an_audience_list_given_as_a_single_string_is_rejected() -> None:
 
 def test_from_claims_reads_the_raw_scope_claim_with_parse_scopes() -> None:
     p = Principal.from_claims(
-        subject="u", tenant_id="t", scopes=["memories:read", "Admin", 42], kind="api_key"
+        subject="u", tenant_id="t", scopes=["memories:read", "Admin", 42], kind="agent"
     )
     assert p.scopes == frozenset({"memories:read"})
-    assert p.kind == "api_key"
+    assert p.kind == "agent"
     assert Principal.from_claims(subject="u", tenant_id="t", scopes="admin").scopes == frozenset()
 
 
@@ -578,7 +578,7 @@ def test_js_trim_strips_exactly_javascripts_whitespace_over_every_code_point() -
 # --- Authentication ---------------------------------------------------------------------
 
 ALICE = Principal(subject="alice", tenant_id="t1", scopes=frozenset({"memories:read"}))
-BOB = Principal(subject="bob", tenant_id="t2", scopes=frozenset({"admin"}), kind="api_key")
+BOB = Principal(subject="bob", tenant_id="t2", scopes=frozenset({"admin"}), kind="agent")
 CAROL = Principal(subject="carol", tenant_id="t3", scopes=frozenset())
 TOKENS: Mapping[str, Principal] = {"tok-alice": ALICE, "tok-bob": BOB, "tök-çarol": CAROL}
 

@@ -302,6 +302,79 @@ async def test_a_missing_claim_is_named_in_the_message(
     )
 
 
+NOT_NUMERIC_DATES: list[tuple[str, Any]] = [
+    ("a numeric string", "{future}"),
+    ("a float string", "{future}.5"),
+    ("1e300", 1e300),
+    ("an integer past year 9999", 253_402_300_800),
+    ("NaN", float("nan")),
+    ("infinity", float("inf")),
+    ("true", True),
+    ("a negative number", -1),
+    ("null", None),
+    ("a list", [1]),
+]
+
+
+@pytest.mark.parametrize("claim", ["exp", "nbf", "iat"])
+@pytest.mark.parametrize(
+    ("case", "value"), NOT_NUMERIC_DATES, ids=[c[0] for c in NOT_NUMERIC_DATES]
+)
+async def test_a_time_claim_that_is_not_a_numeric_date_is_malformed(
+    server: JwksServer, rsa_key: SigningKey, claim: str, case: str, value: Any
+) -> None:
+    future = int(time.time()) + 300
+    if isinstance(value, str):
+        value = value.format(future=future if claim == "exp" else future - 600)
+    # A real signature: the claim, not the token's structure, is what is refused.
+    failure = await rejected(authenticator(server), rsa_key.sign(**{claim: value}))
+    assert failure.reason == "malformed"
+    if value is not None:
+        assert f"'{claim}'" in str(failure)
+
+
+async def test_fractional_numeric_dates_are_accepted(
+    server: JwksServer, rsa_key: SigningKey
+) -> None:
+    now = time.time()
+    token = rsa_key.sign(exp=now + 300.25, nbf=now - 1.5, iat=now - 1.5)
+    assert await authenticator(server).authenticate(Credentials(bearer=token)) is not None
+
+
+CONTROL_CHARACTERS = ["\x00", "\n", "\r", "\x1b", "\x7f", "\x85", "\u2028", "\u202e", "\ud800"]
+
+
+@pytest.mark.parametrize("char", CONTROL_CHARACTERS, ids=[repr(c) for c in CONTROL_CHARACTERS])
+@pytest.mark.parametrize("claim", ["sub", "tenant_id", "actor"])
+async def test_a_control_character_in_the_subject_tenant_or_actor_is_malformed(
+    server: JwksServer, rsa_key: SigningKey, char: str, claim: str
+) -> None:
+    auth = authenticator(server, claims_to_principal=ClaimMapping(actor_claim="actor"))
+    values = {"sub": "user-1", "tenant_id": "acme", "actor": "staff"}
+    values[claim] = f"ac{char}me"
+    failure = await rejected(auth, rsa_key.sign(**values))
+    assert failure.reason == "malformed"
+    assert "control character" in str(failure)
+
+
+async def test_a_custom_mapper_cannot_smuggle_a_control_character_either(
+    server: JwksServer, rsa_key: SigningKey
+) -> None:
+    def mapper(claims: Mapping[str, Any]) -> Principal:
+        return Principal(subject="user-1", tenant_id="acme\x00globex", scopes=frozenset())
+
+    auth = authenticator(server, claims_to_principal=mapper)
+    assert (await rejected(auth, rsa_key.sign())).reason == "malformed"
+
+
+async def test_unicode_letters_in_the_subject_and_tenant_are_accepted(
+    server: JwksServer, rsa_key: SigningKey
+) -> None:
+    token = rsa_key.sign(sub="zoë@exämple", tenant_id="société-générale")
+    principal = await authenticator(server).authenticate(Credentials(bearer=token))
+    assert principal is not None and principal.tenant_id == "société-générale"
+
+
 @pytest.mark.parametrize(
     "token", ["not-a-jwt", "a.b", "a.b.c", "x" * 5000, "a.b.c.d.e", "e30.W10.x"]
 )

@@ -43,14 +43,14 @@ DEMO_PRINCIPALS: tuple[dict[str, Any], ...] = (
         "role": "staff-approver",
         "tenant_id": "acme",
         "subject": "staff-sam",
-        "kind": "user",
+        "kind": "person",
         "scopes": ["trips:read", "charter:approve"],
     },
     {
         "role": "admin",
         "tenant_id": "acme",
         "subject": "ops-olga",
-        "kind": "user",
+        "kind": "person",
         "scopes": ["admin"],
     },
     {

@@ -22,6 +22,7 @@ from charter.errors import CharterError
 __all__ = (
     "DEFAULT_DB_URL",
     "EXIT_CHECK_FAILED",
+    "EXIT_DENIED",
     "EXIT_OK",
     "EXIT_PENDING",
     "EXIT_UNUSABLE_INPUT",
@@ -42,11 +43,14 @@ __all__ = (
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
-"""A check failed (`diff`, `lock --check`), or a call failed or was denied."""
+"""A check failed (`diff`, `lock --check`), or a call failed."""
 EXIT_UNUSABLE_INPUT = 2
 """The command's input could not be used: a bad TARGET, JSON, URL, port or database."""
 EXIT_PENDING = 3
 """A call is waiting for a person (confirmation, approval) or continues elsewhere."""
+EXIT_DENIED = 4
+"""A person refused the call (denied its approval, declined it) or its approval expired:
+final for that request id."""
 
 DEFAULT_DB_URL = "sqlite+aiosqlite:///.charter/charter.db"
 """The embedded store `charter serve` and friends use unless told otherwise."""

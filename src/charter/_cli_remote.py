@@ -16,6 +16,7 @@ from charter._cli_common import Unusable
 from charter.errors import ErrorCode
 from charter.outcome import (
     Completed,
+    Continuation,
     Deferred,
     Denied,
     Failed,
@@ -121,9 +122,17 @@ def outcome_from_response(remote: Remote, response: httpx.Response) -> ToolOutco
         if response.status_code == 202 and body.get("kind") == "deferred":
             return Deferred(token=body.get("token"))
         if response.status_code == 202:
+            retry_with = body.get("retryWith")
             return InteractionRequired(
                 interaction=Interaction.model_validate(body["interaction"]),
                 token=body.get("token"),
+                gate=body.get("gate") or "handler",
+                request_id=body.get("requestId"),
+                approval_id=body.get("approvalId"),
+                approval_status=body.get("approvalStatus"),
+                expires_at=body.get("expiresAt"),
+                continuation=Continuation.model_validate(retry_with) if retry_with else None,
+                next_steps=tuple(body.get("nextSteps") or ()),
             )
     except (KeyError, TypeError, ValidationError) as exc:
         raise Unusable(
@@ -136,8 +145,22 @@ def problem_outcome(status: int, body: object) -> Failed | Denied:
     """An RFC 9457 problem from a charter server as the outcome it renders."""
     problem: dict[str, Any] = body if isinstance(body, dict) else {}
     detail = str(problem.get("detail") or problem.get("title") or f"HTTP {status}")
-    if problem.get("reason") == "denied" and problem.get("title") == "Denied":
-        return Denied(reason=detail)
+    if problem.get("type") == "urn:charter:denied":
+        facts = problem.get("meta")
+        facts = facts if isinstance(facts, dict) else {}
+        denial_steps = problem.get("next_steps")
+        return Denied.model_validate(
+            {
+                "reason": detail,
+                "cause": facts.get("cause"),
+                "approval_id": facts.get("approvalId"),
+                "request_id": facts.get("requestId"),
+                "decided_by": facts.get("decidedBy"),
+                "decided_at": facts.get("decidedAt"),
+                "decision_reason": facts.get("decisionReason"),
+                "next_steps": denial_steps if isinstance(denial_steps, list) else (),
+            }
+        )
     try:
         code = ErrorCode(str(problem.get("code")))
     except ValueError:

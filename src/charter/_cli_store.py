@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, TypeVar, get_args
 
@@ -74,8 +75,12 @@ def create_key(
         typer.Option("--scope", help="A granted scope such as 'trips:read'; repeatable."),
     ] = None,
     kind: Annotated[
-        str, typer.Option("--kind", help=f"The principal kind: {', '.join(_KINDS)}.")
-    ] = "api_key",
+        str,
+        typer.Option(
+            "--kind",
+            help=f"Who holds the key: {', '.join(_KINDS)}. Only person keys decide approvals.",
+        ),
+    ] = "agent",
     name: Annotated[str | None, typer.Option("--name", help="A label for people.")] = None,
     expires_in: Annotated[
         str | None,
@@ -121,6 +126,14 @@ def create_key(
         note.append(f", expires {record.expires_at.isoformat(timespec='seconds')}")
     notes = error_console()
     notes.print(note)
+    if record.kind != "person" and "charter:approve" in record.scopes:
+        notes.print(
+            Text(
+                f"This {record.kind} key holds charter:approve but cannot decide approvals: "
+                "only person keys can (--kind person).",
+                style="yellow",
+            )
+        )
     notes.print(Text("This is the only time the key is shown; store it now.", style="yellow"))
 
 
@@ -245,29 +258,71 @@ def prune(
     batch_size: Annotated[
         int, typer.Option("--batch-size", min=1, help="Rows per short write transaction.")
     ] = 500,
+    anonymous_audit_days: Annotated[
+        int,
+        typer.Option(
+            "--anonymous-audit-days",
+            min=0,
+            help="Keep audit events of anonymous calls (refusals, public tools) this long.",
+        ),
+    ] = 7,
+    audit_days: Annotated[
+        int | None,
+        typer.Option(
+            "--audit-days", min=1, help="Keep every audit event this long. Default: forever."
+        ),
+    ] = None,
     db: DbOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Delete expired completed requests and decided approvals, in small batches.
+    """Delete expired completed requests and decided approvals, and old audit events.
 
-    Pending and approved approvals, deferred requests, audit events and API keys are
-    never touched.
+    Pending and approved approvals, deferred requests and API keys are never touched.
+    Audit events of anonymous calls go after `--anonymous-audit-days` (7), the others
+    only with `--audit-days`.
     """
     moment = before or datetime.now(UTC)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     url = resolve_db(db)
+    retention = _AuditRetention(
+        anonymous=moment - timedelta(days=anonymous_audit_days),
+        everyone=moment - timedelta(days=audit_days) if audit_days is not None else None,
+    )
     with unusable_input(debug), _progress(f"pruning {display_url(url)}"):
-        deleted = asyncio.run(_prune(url, moment, batch_size))
+        deleted, events = asyncio.run(_prune(url, moment, batch_size, retention))
     if json_output:
-        typer.echo(json.dumps({"deleted": deleted, "before": moment.isoformat()}))
+        typer.echo(
+            json.dumps(
+                {"deleted": deleted, "auditEventsDeleted": events, "before": moment.isoformat()}
+            )
+        )
         return
     console().print(
-        Text(f"deleted {deleted} expired records (before {moment.isoformat(timespec='seconds')})")
+        Text(
+            f"deleted {deleted} expired records (before {moment.isoformat(timespec='seconds')})"
+            f" and {events} audit events"
+        )
     )
 
 
-async def _prune(url: str, before: datetime, batch_size: int) -> int:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _AuditRetention:
+    anonymous: datetime
+    """Anonymous calls' events older than this go."""
+    everyone: datetime | None
+    """Every event older than this goes (None: kept)."""
+
+
+async def _prune(
+    url: str, before: datetime, batch_size: int, audit: _AuditRetention
+) -> tuple[int, int]:
     async with open_store(url) as store:
-        return await store.prune(before, batch_size=batch_size)
+        deleted = await store.prune(before, batch_size=batch_size)
+        events = await store.prune_audit(
+            audit.anonymous, anonymous_only=True, batch_size=batch_size
+        )
+        if audit.everyone is not None:
+            events += await store.prune_audit(audit.everyone, batch_size=batch_size)
+        return deleted, events

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from charter._cli_common import (
     EXIT_CHECK_FAILED,
+    EXIT_DENIED,
     EXIT_OK,
     EXIT_PENDING,
     DbOption,
@@ -32,6 +33,7 @@ from charter._cli_common import (
 )
 from charter._cli_host import open_host, principal_for
 from charter._cli_remote import Remote, outcome_from_response, problem_outcome
+from charter._redaction import redact
 from charter.auth import AuthenticationFailed
 from charter.errors import ErrorCode
 from charter.manifest import deprecation_warnings
@@ -225,8 +227,9 @@ def call(
 
     `charter call TARGET NAME --args JSON` runs the call in this process through the
     host's pipeline; `charter call --url URL NAME --args JSON` sends it to a running
-    server. Exit status: 0 completed, 1 failed or denied, 3 waiting for a confirmation or
-    an approval (retry with the same `--request-id`).
+    server. Exit status: 0 completed, 1 failed, 3 waiting for a confirmation or an
+    approval (retry with the same `--request-id`), 4 denied by a person or expired (final
+    for that request id).
     """
     with unusable_input(debug):
         if url is not None and name is None:
@@ -241,11 +244,18 @@ def call(
         else:
             assert target is not None
             outcome = asyncio.run(_call_local(target, db, key, name, raw, controls))
+            if isinstance(outcome, Failed):
+                # What a server would answer: a failure it caused shows its error id only
+                # (the text is in this process's log); a remote answer already is.
+                outcome = redact(outcome)
     if controls.made_up and not isinstance(outcome, Completed):
         error_console().print(
             Text(f"request id {controls.request_id} (reuse it with --request-id)", style="dim")
         )
-    raise typer.Exit(render_outcome(outcome, controls.request_id, json_output=json_output))
+    where = f" --url {url}" if url is not None else f" --db {db}" if db is not None else ""
+    raise typer.Exit(
+        render_outcome(outcome, controls.request_id, json_output=json_output, where=where)
+    )
 
 
 class _Controls:
@@ -316,12 +326,17 @@ def _call_remote(
 
 
 def render_outcome(
-    outcome: ToolOutcome, request_id: str | None = None, *, json_output: bool = False
+    outcome: ToolOutcome,
+    request_id: str | None = None,
+    *,
+    json_output: bool = False,
+    where: str = "",
 ) -> int:
     """Print an outcome and return the exit status for it.
 
     A completed call prints its output as JSON on stdout (a replay notes it on stderr);
-    anything else prints what happened and what to do next.
+    anything else prints what happened and what to do next. ``where`` is how the
+    commands it suggests reach the same host (`` --url URL`` or `` --db URL``).
     """
     if json_output:
         typer.echo(outcome.model_dump_json(indent=2))
@@ -336,15 +351,17 @@ def render_outcome(
                 )
             )
     else:
-        _print_not_completed(outcome, request_id)
+        _print_not_completed(outcome, request_id, where)
     if isinstance(outcome, Completed):
         return EXIT_OK
     if isinstance(outcome, InteractionRequired | Deferred):
         return EXIT_PENDING
+    if isinstance(outcome, Denied):
+        return EXIT_DENIED
     return EXIT_CHECK_FAILED
 
 
-def _print_not_completed(outcome: ToolOutcome, request_id: str | None) -> None:
+def _print_not_completed(outcome: ToolOutcome, request_id: str | None, where: str) -> None:
     out = console()
     if isinstance(outcome, Failed):
         out.print(Text(f"[{outcome.code.value}] {outcome.message}", style="bold red"))
@@ -352,16 +369,15 @@ def _print_not_completed(outcome: ToolOutcome, request_id: str | None) -> None:
         for issue in issues if isinstance(issues, list) else []:
             if isinstance(issue, dict):
                 loc = issue.get("loc")
-                where = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
-                where = where or "(arguments)"
-                out.print(Text(f"  {where}: {issue.get('msg')}", style="red"))
+                where_ = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
+                out.print(Text(f"  {where_ or '(arguments)'}: {issue.get('msg')}", style="red"))
         steps: list[str] = list(outcome.next_steps)
     elif isinstance(outcome, Denied):
         out.print(Text(f"denied: {outcome.reason}", style="bold red"))
-        steps = []
+        steps = list(outcome.next_steps)
     elif isinstance(outcome, InteractionRequired):
         out.print(Text(outcome.interaction.prompt, style="bold yellow"))
-        steps = _retry_steps(outcome, request_id)
+        steps = _retry_steps(outcome, request_id, where)
     else:
         out.print(Text("deferred: the work continues elsewhere", style="bold yellow"))
         steps = [f"Check it with GET /v1/actions/{request_id}"] if request_id else []
@@ -369,17 +385,19 @@ def _print_not_completed(outcome: ToolOutcome, request_id: str | None) -> None:
         out.print(Text(f"  - {step}"), soft_wrap=True)  # commands stay whole for copying
 
 
-def _retry_steps(outcome: InteractionRequired, request_id: str | None) -> list[str]:
-    metadata = outcome.interaction.metadata or {}
-    rid = metadata.get("requestId") or request_id
+def _retry_steps(outcome: InteractionRequired, request_id: str | None, where: str) -> list[str]:
+    rid = outcome.request_id or request_id
     again = f"--request-id {rid} " if rid else ""
-    if metadata.get("code") == ErrorCode.CONFIRMATION_REQUIRED.value:
+    if outcome.gate == "confirmation":
         return [f"Once the user agrees, run the same command with {again}--confirm"]
-    if metadata.get("code") == ErrorCode.APPROVAL_REQUIRED.value:
-        approval_id = metadata.get("approvalId")
-        return [
-            f"Ask an approver to grant {approval_id}: charter approvals grant {approval_id} "
-            "(or in the console)",
-            f"Then run the same command with {again}--confirm --approval {approval_id}",
-        ]
+    if outcome.gate == "approval":
+        approval_id = outcome.approval_id
+        steps = [f"Then run the same command with {again}--confirm --approval {approval_id}"]
+        if outcome.approval_status == "pending":
+            steps.insert(
+                0,
+                f"Ask an approver to grant {approval_id}: charter approvals grant "
+                f"{approval_id}{where} --key <approver key> (or in the console)",
+            )
+        return steps
     return [f"Retry the same command with {again}".rstrip()] if rid else []

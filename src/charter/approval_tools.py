@@ -11,7 +11,7 @@ from .auth import Principal
 from .context import ToolContext
 from .errors import ErrorCode, ToolError
 from .ledger import ApprovalRecord
-from .outcome import Failed, InteractionRequired
+from .outcome import Completed, Denied, Failed
 from .policy import ActionPolicy
 from .risk import RiskPolicy
 from .tool import Tool, define_tool
@@ -50,10 +50,16 @@ class ApprovalView(BaseModel):
     target: str | None
     arguments: dict[str, Any]
     requester: str
+    """The requester's subject."""
+    requester_tenant: str | None = None
+    """The requester's home tenant (differs from yours for another tenant's admin)."""
     risk: str
     expires_at: datetime
     decided_by: str | None = None
+    """Who made the latest decision (``tenant/subject``)."""
     reason: str | None = None
+    history: list[dict[str, Any]] = Field(default_factory=list)
+    """Every decision, oldest first."""
 
 
 class ApprovalRequestInput(BaseModel):
@@ -84,7 +90,7 @@ _DECISION_RISK = RiskPolicy(
     destructive=False, reversible=False, dry_run_supported=False, side_effects=("data-write",)
 )
 _DECISION_POLICY = ActionPolicy(
-    kind="execute", target_type="approval", command_target_field="approval_id", ledger="optional"
+    kind="execute", target_type="approval", command_target_field="approval_id", ledger="never"
 )
 
 
@@ -108,26 +114,31 @@ def approval_tools(
         return ApprovalList(approvals=[_view(r) for r in records])
 
     async def request(args: ApprovalRequestInput, ctx: ToolContext) -> ApprovalView:
-        principal = _principal(ctx)
-        arguments = {
-            **args.arguments,
-            "_charter": {"requestId": args.request_id, "confirmed": True},
-        }
-        outcome = await host.invoke(args.tool, arguments, principal)
-        if isinstance(outcome, Failed):
-            raise ToolError(outcome.code, outcome.message, meta=outcome.meta)
-        if not isinstance(outcome, InteractionRequired) or outcome.interaction.id.startswith(
-            "confirm_"
-        ):
+        # ``prepare`` only: asking can never run the tool, whatever its policy.
+        asked = await host.request_approval(
+            args.tool, args.arguments, _principal(ctx), request_id=args.request_id
+        )
+        if isinstance(asked, ApprovalRecord):
+            return _view(asked)
+        if isinstance(asked, Failed):
+            raise ToolError(asked.code, asked.message, meta=asked.meta)
+        if isinstance(asked, Denied):
+            raise ToolError(
+                ErrorCode.AUTHORIZATION_DENIED,
+                asked.reason,
+                meta={"reason": asked.cause or "denied", "approvalId": asked.approval_id},
+            )
+        if isinstance(asked, Completed):
             raise ToolError(
                 ErrorCode.INVALID_INPUT,
-                f"Tool {args.tool!r} does not need an approval for these arguments.",
-                meta={"reason": "approval_not_required"},
+                f"Request {args.request_id} already ran; its result is stored. Nothing to approve.",
+                meta={"reason": "already_executed"},
             )
-        record = await host.approvals.get(principal, outcome.interaction.id)
-        if record is None:
-            raise ToolError(ErrorCode.NOT_FOUND, "The approval could not be read back.")
-        return _view(record)
+        raise ToolError(
+            ErrorCode.INVALID_INPUT,
+            f"Tool {args.tool!r} does not need an approval for this call.",
+            meta={"reason": "approval_not_required"},
+        )
 
     common: dict[str, Any] = {"tier": "write", "risk_policy": _DECISION_RISK, "owner": "charter"}
     return [
@@ -139,7 +150,7 @@ def approval_tools(
             output_schema=ApprovalView,
             handler=request,
             action_policy=ActionPolicy(
-                kind="execute", target_type="approval-request", ledger="optional"
+                kind="execute", target_type="approval-request", ledger="never"
             ),
             **common,
         ),
@@ -190,9 +201,11 @@ def _view(record: ApprovalRecord | Failed) -> ApprovalView:
         tool=record.tool,
         target=record.target,
         arguments=record.arguments,
-        requester=record.requester_id,
+        requester=record.requester_subject,
+        requester_tenant=record.requester_tenant,
         risk=record.risk,
         expires_at=record.expires_at,
         decided_by=record.decided_by,
         reason=record.decision_reason,
+        history=[d.model_dump(mode="json") for d in record.history],
     )

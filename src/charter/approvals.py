@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from .auth import Principal, missing_scopes
+from ._safe_log import log_exception
+from .audit import AuditAction, AuditEvent, AuditSink
+from .auth import Principal
 from .errors import ErrorCode, ToolError
 from .ledger import (
+    ApprovalDecision,
     ApprovalRecord,
     ApprovalStatus,
     LedgerStore,
-    interaction_for_approval,
+    StoreBusy,
+    StoreUnavailable,
 )
-from .outcome import Failed, InteractionRequired, failed, failed_from_error
+from .outcome import (
+    Continuation,
+    Denied,
+    Failed,
+    Interaction,
+    InteractionRequired,
+    failed,
+    failed_from_error,
+)
+from .policy import CONTROL_FIELD
 
 if TYPE_CHECKING:
     from .registry import PreparedAction, Registry
 
-__all__ = ("Approvals",)
+__all__ = ("Approvals", "approval_paused", "approval_refusal")
+
+logger = logging.getLogger("charter")
 
 
 class Approvals:
@@ -33,15 +51,19 @@ class Approvals:
         registry: Registry,
         approver_scope: str,
         admin_scope: str,
+        admin_may_approve: bool = False,
         allow_self_approval: bool,
+        audit: AuditSink | None = None,
         clock: Callable[[], datetime],
     ) -> None:
-        """Bind approvals to a store; approvers need ``approver_scope`` in the same tenant."""
+        """Bind approvals to a store; see ``is_approver`` for who may decide."""
         self.store = store
         self.registry = registry
         self.approver_scope = approver_scope
         self.admin_scope = admin_scope
+        self.admin_may_approve = admin_may_approve
         self.allow_self_approval = allow_self_approval
+        self.audit = audit
         self.clock = clock
 
     # -- used by the gate ---------------------------------------------------------------------
@@ -56,8 +78,12 @@ class Approvals:
         fingerprint: str,
         reason_code: str | None,
         ttl: timedelta,
-    ) -> InteractionRequired | Failed:
-        """Create (or, for the same request, return) a pending approval for this command."""
+    ) -> tuple[ApprovalRecord, bool] | Failed:
+        """Create the pending approval of this exact command, or read the request's own.
+
+        Returns the record and whether it was made now, or ``IDEMPOTENCY_CONFLICT`` when
+        the request id already asked approval for a different command.
+        """
         registered = prepared.tool
         now = self.clock()
         record = ApprovalRecord(
@@ -83,7 +109,13 @@ class Approvals:
                 "This requestId already asked approval for a different call.",
                 reason="idempotency_key_reused",
             )
-        return interaction_for_approval(stored, replayed=stored.id != record.id)
+        return stored, stored.id == record.id
+
+    async def find(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """The approval one request asked for, if it asked."""
+        return await self.store.find_approval(tenant_id, requester_id, request_id)
 
     async def check(
         self,
@@ -93,9 +125,14 @@ class Approvals:
         tenant_id: str,
         principal_tenant: str,
         requester_id: str,
+        request_id: str,
         fingerprint: str,
-    ) -> Failed | None:
-        """Return why ``approval_id`` does not authorise this exact call, or None if it does."""
+    ) -> ApprovalRecord | Failed:
+        """The approval if it was made for this exact call (whatever its status), else why not.
+
+        Bound are the tenant, the requester, the request id, the tool at its version, the
+        target and the fingerprint; any difference is ``AUTHORIZATION_DENIED`` with a reason.
+        """
         record = await self.store.get_approval(approval_id)
         # A foreign tenant's approval answers exactly like a missing one (no oracle),
         # unless the caller's own tenant minted it for a different (delegated) tenant.
@@ -103,10 +140,6 @@ class Approvals:
             return _denied(approval_id, "not_found")
         registered = prepared.tool
         checks: tuple[tuple[bool, str], ...] = (
-            (record.status == "pending", "not_approved"),
-            (record.status == "denied", "denied"),
-            (record.status == "consumed", "already_executed"),
-            (record.expires_at <= self.clock(), "expired"),
             (
                 (record.capability_id, record.capability_version, record.target)
                 != (registered.capability_id, registered.capability_version, prepared.target),
@@ -115,11 +148,13 @@ class Approvals:
             (record.tenant_id != tenant_id, "tenant_mismatch"),
             (record.fingerprint != fingerprint, "fingerprint_mismatch"),
             (record.requester_id != requester_id, "principal_mismatch"),
+            # Last, as in seed A: the approval names one request, and only it may use it.
+            (record.request_id != request_id, "request_id_mismatch"),
         )
         for failed_check, reason in checks:
             if failed_check:
                 return _denied(approval_id, reason)
-        return None
+        return record
 
     # -- used by approvers --------------------------------------------------------------------
 
@@ -128,18 +163,24 @@ class Approvals:
     ) -> list[ApprovalRecord]:
         """Approvals in the caller's tenant (approvers see all, others their own)."""
         records = await self.store.list_approvals(principal.tenant_id, status, limit)
-        if self.is_approver(principal):
+        if self.oversees(principal):
             return records
-        return [r for r in records if r.requester_id == principal.subject]
+        return [r for r in records if r.requester_id == principal.key]
 
     async def get(self, principal: Principal, approval_id: str) -> ApprovalRecord | None:
-        """One approval, if the caller may see it (same tenant; approver or requester)."""
+        """One approval, if the caller may see it (``oversees`` its tenant, or requested it).
+
+        A requester sees its own approvals wherever they were made for (its delegated
+        calls' approvals live in the tenant it acted for).
+        """
         record = await self.store.get_approval(approval_id)
-        if record is None or record.tenant_id != principal.tenant_id:
+        if record is None:
             return None
-        if not self.is_approver(principal) and record.requester_id != principal.subject:
-            return None
-        return record
+        if record.requester_id == principal.key:
+            return record
+        if record.tenant_id == principal.tenant_id and self.oversees(principal):
+            return record
+        return None
 
     async def grant(
         self, approval_id: str, approver: Principal, reason: str | None = None
@@ -153,57 +194,167 @@ class Approvals:
         """Deny a pending approval, or revoke a granted one that was not yet used."""
         return await self._decide(approval_id, approver, "denied", reason)
 
+    def oversees(self, principal: Principal) -> bool:
+        """Whether ``principal`` sees all of its tenant's approvals and audit events.
+
+        Approvers (``is_approver``) and holders of the admin scope; seeing is not deciding.
+        """
+        return self.is_approver(principal) or self.admin_scope in principal.scopes
+
     def is_approver(self, principal: Principal) -> bool:
-        """Whether ``principal`` may decide approvals (and see every approval of its tenant)."""
-        return missing_scopes(
-            principal.scopes, (self.approver_scope,), admin_scope=self.admin_scope
-        ).allowed
+        """Whether ``principal`` may decide approvals (and see all of its tenant's).
+
+        The one rule for every way of deciding (REST and the console, MCP and the
+        approval tools, the CLI): a person (``kind="person"``) holding the approver scope
+        literally. No wildcard grant (``*``, ``*:*``, ``*:approve``, ``charter:*``) counts,
+        and the admin scope only when the host says so (``admin_may_approve``). An agent
+        or service never decides, whatever its scopes.
+        """
+        if principal.kind != "person":
+            return False
+        if self.approver_scope in principal.scopes:
+            return True
+        return self.admin_may_approve and self.admin_scope in principal.scopes
 
     async def _decide(
         self,
         approval_id: str,
         approver: Principal,
-        status: ApprovalStatus,
+        status: Literal["approved", "denied"],
         reason: str | None,
     ) -> ApprovalRecord | Failed:
-        if not self.is_approver(approver):
-            return failed(
-                ErrorCode.AUTHORIZATION_DENIED,
-                f"Deciding approvals needs the {self.approver_scope!r} scope.",
-                reason="insufficient_scope",
-                missing=[self.approver_scope],
-            )
+        decision = _Decision(approval_id=approval_id, approver=approver, status=status)
+        try:
+            result = await self._try_decide(decision, reason)
+        except (StoreBusy, StoreUnavailable):
+            # Nothing was decided (a lock wait ran out, or the database went away): the
+            # same decision may simply be sent again.
+            result = _busy(approval_id)
+        if decision.audited:
+            await self._audit_decision(decision, reason, result)
+        return result
+
+    async def _try_decide(self, decision: _Decision, reason: str | None) -> ApprovalRecord | Failed:
+        approval_id, approver, status = decision.approval_id, decision.approver, decision.status
         record = await self.store.get_approval(approval_id)
         if record is None or record.tenant_id != approver.tenant_id:
             return _denied(approval_id, "not_found")
-        if record.requester_id == approver.subject and not self.allow_self_approval:
+        decision.before = record
+        if not self.is_approver(approver):
+            return self._not_an_approver(approver)
+        if record.requester_id == approver.key and not self.allow_self_approval:
             return _denied(approval_id, "self_approval")
         if record.status == status:
+            decision.audited = False  # the same decision again: nothing new happened
             return record
-        expected: tuple[ApprovalStatus, ...] = (
+        allowed: tuple[ApprovalStatus, ...] = (
             ("pending",) if status == "approved" else ("pending", "approved")
         )
-        if record.status not in expected:
+        if record.status not in allowed:
             return _denied(approval_id, f"already_{record.status}")
         if record.expires_at <= self.clock():
             return _denied(approval_id, "expired")
+        at = self.clock()
+        entry = ApprovalDecision(
+            status=status, decided_by=approver.key, decided_at=at, reason=reason
+        )
         try:
+            # Compare-and-set on the status the history was read with, so a concurrent
+            # decision can never drop out of the history.
             changed = await self.store.decide_approval(
                 approval_id,
-                expected=expected,
+                expected=(record.status,),
                 status=status,
-                decided_by=approver.subject,
+                decided_by=approver.key,
                 reason=reason,
-                at=self.clock(),
+                at=at,
+                history=(*record.history, entry),
             )
         except ToolError as exc:  # e.g. a reason the store cannot hold (a NUL character)
             return failed_from_error(exc)
         current = await self.store.get_approval(approval_id)
         if current is None:
             return _denied(approval_id, "not_found")
-        if not changed and current.status != status:
-            return _denied(approval_id, f"already_{current.status}")
+        if not changed:
+            decision.audited = current.status != status
+            return (
+                current
+                if current.status == status
+                else _denied(approval_id, f"already_{current.status}")
+            )
         return current
+
+    def _not_an_approver(self, principal: Principal) -> Failed:
+        if principal.kind != "person":
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"Only a person may decide approvals; this caller is a {principal.kind}.",
+                reason="not_a_person",
+            )
+        return failed(
+            ErrorCode.AUTHORIZATION_DENIED,
+            f"Deciding approvals needs the {self.approver_scope!r} scope itself (a wildcard "
+            "grant does not count).",
+            reason="insufficient_scope",
+            missing=[self.approver_scope],
+        )
+
+    async def _audit_decision(
+        self, decision: _Decision, reason: str | None, result: ApprovalRecord | Failed
+    ) -> None:
+        """One audit event per decision made, and per decision refused."""
+        if self.audit is None:
+            return
+        before, approver = decision.before, decision.approver
+        action: AuditAction = "approval.grant"
+        if decision.status == "denied":
+            revoking = before is not None and before.status == "approved"
+            action = "approval.revoke" if revoking else "approval.deny"
+        made = isinstance(result, ApprovalRecord)
+        event = AuditEvent(
+            id="aud_" + uuid.uuid4().hex,
+            time=self.clock(),
+            action=action,
+            subject=approver.subject,
+            principal_tenant=approver.tenant_id,
+            tenant=before.tenant_id if before is not None else approver.tenant_id,
+            tool=before.tool if before is not None else "charter.approvals",
+            capability_id=before.capability_id if before is not None else None,
+            capability_version=before.capability_version if before is not None else None,
+            request_id=before.request_id if before is not None else None,
+            approval_id=decision.approval_id[:200],
+            outcome="completed" if made else "failed",
+            code=None if isinstance(result, ApprovalRecord) else result.code.value,
+            reason=None if isinstance(result, ApprovalRecord) else result.reason,
+            note=reason,
+        )
+        try:
+            await self.audit.record(event)
+        except Exception:
+            log_exception(logger, "could not record the audit event of a decision on an approval")
+
+
+@dataclass(kw_only=True, slots=True)
+class _Decision:
+    """One decision being made: who decides what, what it was about, whether to audit it."""
+
+    approval_id: str
+    approver: Principal
+    status: Literal["approved", "denied"]
+    before: ApprovalRecord | None = None
+    """The approval as read before deciding (None when the caller may not see it)."""
+    audited: bool = True
+
+
+def _busy(approval_id: str) -> Failed:
+    return failed(
+        ErrorCode.PROVIDER_UNAVAILABLE,
+        "The approval could not be decided right now (the database is busy); nothing was "
+        "decided. Send the same decision again shortly.",
+        retryable=True,
+        reason="store_busy",
+        approvalId=approval_id,
+    )
 
 
 def _denied(approval_id: str, reason: str) -> Failed:
@@ -219,3 +370,84 @@ def _denied(approval_id: str, reason: str) -> Failed:
         reason=reason,
         approvalId=approval_id,
     )
+
+
+def approval_paused(record: ApprovalRecord, *, replayed: bool) -> InteractionRequired:
+    """The ``InteractionRequired`` a caller gets while its approval is pending or unused."""
+    continuation = Continuation(request_id=record.request_id, confirmed=True, approval_id=record.id)
+    retry = f'"{CONTROL_FIELD}": {json.dumps(continuation.controls())}'
+    on = f" on {record.target!r}" if record.target else ""
+    if record.status == "approved":
+        prompt = f"Approval {record.id} for {record.tool!r}{on} was granted."
+        steps = [f"Retry the same call with {retry} to run it."]
+    else:
+        prompt = (
+            f"Approval {record.id} is needed before {record.tool!r} runs{on}; a person "
+            "who may approve must grant it."
+        )
+        steps = [
+            f"Ask an approver to grant approval {record.id} (do not request another).",
+            f"Then retry the same call with {retry}.",
+        ]
+    return InteractionRequired(
+        interaction=Interaction(
+            id=record.id,
+            kind="approval",
+            prompt=prompt,
+            metadata={
+                "code": ErrorCode.APPROVAL_REQUIRED.value,
+                "approvalId": record.id,
+                "status": record.status,
+                "replayed": replayed,
+                "tool": record.tool,
+                "target": record.target,
+                "requestId": record.request_id,
+                "expiresAt": record.expires_at.isoformat(),
+                "nextSteps": steps,
+            },
+        ),
+        gate="approval",
+        request_id=record.request_id,
+        approval_id=record.id,
+        approval_status=record.status,
+        expires_at=record.expires_at,
+        continuation=continuation,
+        next_steps=tuple(steps),
+    )
+
+
+def approval_refusal(record: ApprovalRecord, now: datetime) -> Denied | None:
+    """The final ``Denied`` of a request whose approval was denied or expired unused."""
+    if record.status == "denied":
+        return Denied(
+            reason=f"A person ({record.decided_by}) denied approval {record.id} for "
+            f"{record.tool!r}"
+            + (f": {record.decision_reason}" if record.decision_reason else "")
+            + ". This request will not run; do not retry it unless the person changes their "
+            "mind (then make a new request with a new requestId).",
+            cause="approval_denied",
+            approval_id=record.id,
+            request_id=record.request_id,
+            decided_by=record.decided_by,
+            decided_at=record.decided_at,
+            decision_reason=record.decision_reason,
+            next_steps=("Tell the user the action was denied and why; do not retry this request.",),
+        )
+    if record.status in ("pending", "approved") and record.expires_at <= now:
+        return Denied(
+            reason=f"Approval {record.id} for {record.tool!r} expired at "
+            f"{record.expires_at.isoformat()} before it was "
+            + ("used" if record.status == "approved" else "decided")
+            + ". This request will not run; to try again, make a new request with a new "
+            "requestId.",
+            cause="approval_expired",
+            approval_id=record.id,
+            request_id=record.request_id,
+            decided_by=record.decided_by,
+            decided_at=record.expires_at,
+            next_steps=(
+                "If the action is still wanted, make the call again with a new requestId; "
+                "it asks for a new approval.",
+            ),
+        )
+    return None

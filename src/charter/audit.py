@@ -6,22 +6,27 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ("AuditEvent", "AuditSink", "AuditTrail", "MemoryAuditSink")
+__all__ = ("AuditAction", "AuditEvent", "AuditSink", "AuditTrail", "MemoryAuditSink")
+
+AuditAction: TypeAlias = Literal["call", "approval.grant", "approval.deny", "approval.revoke"]
+"""What an audit event records: a tool call, or a decision on an approval (made or refused)."""
 
 
 class AuditEvent(BaseModel):
-    """What happened in one invocation; stored, listed and exported as is."""
+    """What happened in one invocation or one decision; stored, listed and exported as is."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     time: datetime
+    action: AuditAction = "call"
+    """A tool call, or a decision on an approval (``outcome`` says whether it was made)."""
     subject: str | None
-    """Who called (None for anonymous calls to public tools)."""
+    """Who called or decided (None for anonymous calls to public tools)."""
     principal_tenant: str | None
     """The caller's own tenant."""
     tenant: str | None
@@ -39,6 +44,10 @@ class AuditEvent(BaseModel):
     reason: str | None = None
     replayed: bool = False
     duration_ms: float = 0.0
+    note: str | None = None
+    """For a decision: the reason the decider gave."""
+    count: int = 1
+    """How many calls this event stands for (anonymous refusals are aggregated)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,6 +81,20 @@ class MemoryAuditSink:
     async def record(self, event: AuditEvent) -> None:
         """Store ``event``."""
         self._events.append(event)
+
+    async def prune_audit(
+        self, before: datetime, *, anonymous_only: bool = False, batch_size: int = 500
+    ) -> int:
+        """Delete events older than ``before`` (only anonymous ones, if asked)."""
+        kept = [
+            e
+            for e in self._events
+            if not (e.time < before and (not anonymous_only or e.subject is None))
+        ]
+        deleted = len(self._events) - len(kept)
+        self._events.clear()
+        self._events.extend(kept)
+        return deleted
 
     async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
         """Return recent events, newest first, for one tenant or all."""

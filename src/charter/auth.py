@@ -18,6 +18,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Protocol, TypeAlias, get_args, runtime_checkable
+from urllib.parse import unquote
 
 from charter.errors import CharterError
 
@@ -42,13 +43,17 @@ __all__ = (
     "js_trim",
     "missing_scopes",
     "parse_scopes",
+    "principal_key",
     "resolve_acting_user_id",
     "resolve_tenant",
+    "split_principal_key",
     "validate_required_scope",
 )
 
-PrincipalKind: TypeAlias = Literal["user", "api_key", "agent", "workflow", "system"]
-"""What kind of caller a principal is; recorded for audit, never used to grant access."""
+PrincipalKind: TypeAlias = Literal["person", "agent", "service"]
+"""What kind of caller a principal is: a person, an AI agent, or a service (a workflow,
+a scheduler, another system). Only a person may decide approvals; kinds grant nothing
+else."""
 
 AuthMode: TypeAlias = Literal["identity", "admin", "public"]
 """How a tool authenticates: ``identity`` needs a principal, ``admin`` the admin scope,
@@ -282,6 +287,24 @@ def missing_scopes(
 # --- Principals and auth modes ----------------------------------------------------------
 
 
+def principal_key(tenant_id: str, subject: str) -> str:
+    """The stored identity of a principal: ``<home tenant>/<subject>``, unambiguous.
+
+    The tenant's ``%`` and ``/`` are percent-escaped, so the first ``/`` always separates
+    the two (``acme/ops-olga``; a tenant ``a/b`` gives ``a%2Fb/…``). Read one back with
+    ``split_principal_key``.
+    """
+    return tenant_id.replace("%", "%25").replace("/", "%2F") + "/" + subject
+
+
+def split_principal_key(key: str) -> tuple[str | None, str]:
+    """The (home tenant, subject) of a ``principal_key``; (None, key) for any other string."""
+    tenant, sep, subject = key.partition("/")
+    if not sep:
+        return None, key
+    return unquote(tenant), subject
+
+
 def _require_identifier(owner: str, name: str, value: object) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{owner}.{name} must be a str, got {type(value).__name__}")
@@ -304,8 +327,9 @@ class Principal:
     scopes: frozenset[str]
     """The granted scopes, already normalised: each one satisfies ``is_valid_scope``."""
 
-    kind: PrincipalKind = "user"
-    """What kind of caller this is; for audit only."""
+    kind: PrincipalKind = "person"
+    """What kind of caller this is. Only a ``person`` may decide approvals; an
+    authenticator sets it from the credentials (API keys carry one, JWTs map a claim)."""
 
     actor: str = "staff"
     """The caller's audience (actor type): ``staff``, ``customer``, ``partner`` or
@@ -337,6 +361,15 @@ class Principal:
                 f"Principal.kind {self.kind!r} must be one of {sorted(_PRINCIPAL_KINDS)}"
             )
 
+    @property
+    def key(self) -> str:
+        """Who this principal is, everywhere it is stored or compared: home tenant and subject.
+
+        ``principal_key(tenant_id, subject)``; two tenants' principals with the same subject
+        never share a key.
+        """
+        return principal_key(self.tenant_id, self.subject)
+
     @classmethod
     def from_claims(
         cls,
@@ -344,7 +377,7 @@ class Principal:
         subject: str,
         tenant_id: str,
         scopes: object,
-        kind: PrincipalKind = "user",
+        kind: PrincipalKind = "person",
         actor: str = "staff",
         api_key_id: str | None = None,
         display_name: str | None = None,

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._safe_log import log_exception
 from .errors import ErrorCode, ToolError
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ async def run_after_commit(work: list[AfterCommit | Awaitable[object]], tool: st
         try:
             await (item if inspect.isawaitable(item) else item())
         except Exception:
-            logger.exception("work %r registered with wait_until failed after the call", tool)
+            log_exception(logger, "work %r registered with wait_until failed after the call", tool)
 
 
 def discard_after_commit(work: list[AfterCommit | Awaitable[object]]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 __all__ = (
     "DEFAULT_NEXT_STEPS",
     "RETRYABLE_BY_DEFAULT",
+    "UNKNOWN_TOOL_NEXT_STEPS",
     "CharterError",
     "ConfigurationError",
     "ErrorCode",
@@ -50,9 +51,19 @@ RETRYABLE_BY_DEFAULT = frozenset(
     {ErrorCode.PROVIDER_UNAVAILABLE, ErrorCode.REQUEST_IN_PROGRESS, ErrorCode.TIMEOUT}
 )
 
+#: What to do about a call to a tool name the caller cannot see (the registry's NOT_FOUND);
+#: ``DEFAULT_NEXT_STEPS[NOT_FOUND]`` is about a thing a tool did not find.
+UNKNOWN_TOOL_NEXT_STEPS: tuple[str, ...] = (
+    "List the available tools and call one of them by its exact name.",
+)
+
 #: Remediation a model can follow, for errors raised without explicit next steps.
 DEFAULT_NEXT_STEPS: Mapping[ErrorCode, tuple[str, ...]] = {
-    ErrorCode.NOT_FOUND: ("List the available tools and call one of them by its exact name.",),
+    # A handler's "no such thing": the tool exists, what it was asked for does not.
+    ErrorCode.NOT_FOUND: (
+        "Check the identifiers in the arguments: find the right one (for example with a tool "
+        "that lists or searches these records) and call again; do not guess identifiers.",
+    ),
     ErrorCode.INVALID_INPUT: (
         "Fix the arguments listed in meta.issues so they match the tool's input schema, "
         "then call again.",

@@ -29,15 +29,18 @@ import secrets
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ._canonical import NonCanonicalValueError
 from ._limits import PayloadLimits, PayloadRejected, check_value, parse_json
+from ._refusals import RefusalAggregator
+from ._safe_log import log_exception
 from ._telemetry import Telemetry
 from .approvals import Approvals
 from .audit import AuditEvent, AuditSink, AuditTrail, MemoryAuditSink
@@ -63,25 +66,42 @@ from .context import (
     Sampler,
     ToolContext,
     discard_after_commit,
-    run_after_commit,
 )
 from .errors import ConfigurationError, ErrorCode, ToolError
-from .ledger import ActionStatus, FaultHook, LedgerGate, LedgerStore, StoreBusy, StoreUnavailable
+from .gate import LedgerGate, LedgerKey, confirmation_required
+from .ledger import (
+    ActionStatus,
+    ApprovalRecord,
+    FaultHook,
+    LedgerStore,
+    StoreBusy,
+    StoreUnavailable,
+)
 from .manifest import RegisteredTool, deprecation_warnings
 from .memory_store import MemoryStore
 from .outcome import (
     Completed,
+    Continuation,
+    Denied,
     Failed,
-    Interaction,
     InteractionRequired,
     ToolOutcome,
     failed,
     failed_from_error,
+    outcome_adapter,
 )
 from .policy import CONTROL_FIELD, InvocationControls, command_fingerprint
-from .registry import PreparedAction, Registry
+from .registry import PreparedAction, Registry, finish_output
 
-__all__ = ("CallOptions", "ContextFactory", "Host")
+__all__ = (
+    "CallOptions",
+    "ContextFactory",
+    "Host",
+    "PreparedCall",
+    "Settlement",
+    "canonical_request_id",
+    "derive_request_id",
+)
 
 logger = logging.getLogger("charter")
 
@@ -111,6 +131,66 @@ class CallOptions:
     state: object = None
 
 
+@dataclass(eq=False, kw_only=True, slots=True, weakref_slot=True)
+class PreparedCall:
+    """A call that passed every check before its handler; ``Host.execute`` runs it once.
+
+    Only the host that prepared it can execute it (identity, not structure, decides), and
+    only once.
+    """
+
+    action: PreparedAction
+    """The validated input and resolved target."""
+    context: ToolContext
+    """The handler's context, built for this call."""
+    principal: Principal | None
+    controls: InvocationControls
+    fingerprint: str | None
+    """The command fingerprint (tools with an action policy)."""
+    ledger_key: LedgerKey | None
+    """The ledger row the call will claim, or None when it runs unledgered."""
+    trace: _Trace = field(repr=False)
+
+    @property
+    def tool(self) -> RegisteredTool:
+        """The tool the call runs."""
+        return self.action.tool
+
+    @property
+    def name(self) -> str:
+        """The tool's canonical name."""
+        return self.action.tool.name
+
+    @property
+    def input(self) -> BaseModel:
+        """The validated input model."""
+        return self.action.input
+
+    @property
+    def target(self) -> str | None:
+        """The resolved action target, when the policy has one."""
+        return self.action.target
+
+    @property
+    def request_id(self) -> str | None:
+        """The request id in canonical form, if the call has one."""
+        return self.controls.request_key
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Settlement:
+    """What ``Host.settle`` did: whether it stored the outcome and, if not, why."""
+
+    settled: bool
+    stored: ToolOutcome | None = None
+    """The outcome as stored (a completed output in its validated, serialised form)."""
+    refused: Failed | None = None
+    """Why nothing was stored (unknown call, already settled, output that breaks the schema)."""
+
+    def __bool__(self) -> bool:
+        return self.settled
+
+
 class Host:
     """Runs every tool call through one pipeline: auth, tenancy, controls, ledger, audit."""
 
@@ -125,11 +205,13 @@ class Host:
         limits: PayloadLimits | None = None,
         admin_scope: str = "admin",
         approver_scope: str = "charter:approve",
+        admin_may_approve: bool = False,
         access_catalog: AccessCatalog | None = None,
         approval_ttl: timedelta = timedelta(hours=1),
         retention: timedelta = timedelta(hours=24),
         allow_self_approval: bool = False,
         in_progress_wait: float = 5.0,
+        anonymous_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
@@ -145,13 +227,17 @@ class Host:
             limits: limits on untrusted argument payloads.
             admin_scope: the scope that satisfies every scope check (never tenancy,
                 confirmation, approval or validation).
-            approver_scope: the scope an approver needs.
+            approver_scope: the scope an approver needs, held literally (no wildcard) by a
+                person (``Principal.kind``).
+            admin_may_approve: let a person holding the admin scope decide approvals too.
             access_catalog: scopes that wildcard grants do not satisfy.
             approval_ttl: how long a pending or granted approval stays usable.
             retention: how long completed outcomes are kept for replay.
             allow_self_approval: let requesters approve their own requests.
             in_progress_wait: seconds a duplicate waits for a running request before
                 ``REQUEST_IN_PROGRESS``.
+            anonymous_audit_window: refused anonymous calls of one kind are recorded as
+                one audit event (with a ``count``) per window; zero records each.
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
@@ -175,6 +261,12 @@ class Host:
             tuple[frozenset[str], tuple[str, ...], AccessCatalog | None, str], ScopeCheck
         ] = {}
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
+        self._refusals = (
+            RefusalAggregator(anonymous_audit_window, self._clock)
+            if anonymous_audit_window > timedelta(0)
+            else None
+        )
         store_sink = self.store if isinstance(self.store, _StoreAuditSink) else None
         # ``is not None``, not ``or``: a sink that defines ``__len__`` is falsy when empty.
         if audit is not None:
@@ -189,7 +281,9 @@ class Host:
             registry=registry,
             approver_scope=approver_scope,
             admin_scope=admin_scope,
+            admin_may_approve=admin_may_approve,
             allow_self_approval=allow_self_approval,
+            audit=self.audit,
             clock=self._clock,
         )
         self._gate = LedgerGate(
@@ -298,6 +392,8 @@ class Host:
     ) -> ToolOutcome:
         """Run one call through the pipeline; always returns an outcome, never raises one.
 
+        ``prepare`` then ``execute``, under one trace span and one audit event.
+
         Args:
             name: the tool's canonical name or alias.
             arguments: the arguments as parsed JSON, or raw JSON text/bytes (then parsed
@@ -309,35 +405,220 @@ class Host:
         """
         call = call or _NO_CALL_OPTIONS
         trace = _Trace(tool=name, principal=principal)
-        # The span opens under the requested name (bounded, always a str) and is renamed
-        # to the canonical name once the tool is found.
         with self._telemetry.span(trace.tool, call.call_id) as span:
-            try:
-                outcome = await self._invoke(name, arguments, principal, controls, call, trace)
-            except ToolError as exc:  # raised by a context factory
-                outcome = failed_from_error(exc)
-            except Exception:
-                # A bug or an unreachable dependency (a context factory, the store): the
-                # caller gets a coded outcome with an error id, the details go to the log.
-                outcome = _internal_error(trace.tool)
-            seconds = trace.elapsed()
-            self._telemetry.finish(
-                span,
-                tool=trace.registered.name if trace.registered is not None else None,
-                outcome=outcome.kind,
-                code=outcome.code.value if isinstance(outcome, Failed) else None,
-                seconds=seconds,
+            prepared = await self._guarded(
+                trace, self._prepare(name, arguments, principal, controls, call, trace)
             )
-        if not trace.audited:
-            try:
-                await self.audit.record(trace.event(outcome, seconds, self._clock()))
-            except Exception:
-                # The outcome stands either way: failing the call now would make a caller
-                # retry an action that may have taken effect.
-                logger.exception("could not record the audit event of a call to %r", trace.tool)
+            if isinstance(prepared, PreparedCall):
+                outcome = await self._guarded(trace, self._execute(prepared))
+            else:
+                outcome = prepared
+            self._finish(span, trace, outcome)
+        await self._audit(trace, outcome)
         return outcome
 
-    async def _invoke(
+    async def prepare(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None = None,
+        *,
+        call: CallOptions | None = None,
+    ) -> PreparedCall | ToolOutcome:
+        """Run every check a call needs before its handler; never runs a handler.
+
+        Payload limits, lookup, auth mode and scopes, actor types, controls, tenancy, the
+        context, input validation and the target, the request id, the fingerprint, and the
+        gates: a committed request's replay, confirmation, and the request's approval
+        (created here when the call is confirmed and has none). Returns a ``PreparedCall``
+        for ``execute`` when the call may run now, else the outcome to answer with (audited
+        like any call). Arguments as for ``invoke``.
+        """
+        call = call or _NO_CALL_OPTIONS
+        trace = _Trace(tool=name, principal=principal)
+        with self._telemetry.span(trace.tool, call.call_id) as span:
+            prepared = await self._guarded(
+                trace, self._prepare(name, arguments, principal, controls, call, trace)
+            )
+            if isinstance(prepared, PreparedCall):
+                return prepared
+            self._finish(span, trace, prepared)
+        await self._audit(trace, prepared)
+        return prepared
+
+    async def execute(self, prepared: PreparedCall) -> ToolOutcome:
+        """Run a call ``prepare`` admitted: the ledger, the handler, output validation, audit.
+
+        A prepared call runs once, and only on the host that prepared it; anything else is
+        ``ACTION_POLICY_REQUIRED`` (``prepared_call_not_admitted``).
+        """
+        trace = prepared.trace
+        with self._telemetry.span(trace.tool, prepared.context.call_id) as span:
+            outcome = await self._guarded(trace, self._execute(prepared))
+            self._finish(span, trace, outcome)
+        await self._audit(trace, outcome)
+        return outcome
+
+    def discard(self, prepared: PreparedCall) -> None:
+        """Drop a prepared call that will not run (nothing was written for it)."""
+        self._prepared.discard(prepared)
+        discard_after_commit(prepared.context.after_commit)
+
+    async def resume(
+        self,
+        paused: InteractionRequired,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        *,
+        approved: bool = True,
+        value: object = None,
+        controls: InvocationControls | None = None,
+        call: CallOptions | None = None,
+    ) -> ToolOutcome:
+        """Continue a paused call with a person's answer: the one way every transport resumes.
+
+        Args:
+            paused: the ``InteractionRequired`` the call answered with.
+            name: the tool, as in the paused call.
+            arguments: the paused call's arguments, unchanged.
+            principal: the caller, as in the paused call.
+            approved: whether the person confirmed (the confirmation gate), wants to go on
+                (the approval gate: an approver still decides), or approved/answered the
+                handler's question.
+            value: the answer to a handler's question (``interaction.kind == "response"``).
+            controls: the transport's own controls for the call, as in the paused call.
+            call: transport facts, as for ``invoke``.
+
+        Returns:
+            The call's outcome now: it runs when its gate is passed; a confirmation the
+            person declined is ``Denied`` (``user_declined``); an approval still pending
+            answers the same pause again.
+        """
+        call = call or _NO_CALL_OPTIONS
+        if paused.gate == "handler":
+            resume = ResumeInfo(
+                interaction_id=paused.interaction.id,
+                kind=paused.interaction.kind,
+                approved=approved,
+                value=value,
+                token=paused.token,
+            )
+            return await self.invoke(
+                name, arguments, principal, controls, call=replace(call, resume=resume)
+            )
+        if not approved:
+            what = "confirm" if paused.gate == "confirmation" else "go ahead with"
+            return Denied(
+                reason=f"The user declined to {what} this action; it did not run.",
+                cause="user_declined",
+                approval_id=paused.approval_id,
+                request_id=paused.request_id,
+                next_steps=("Do not retry this action unless the user asks for it again.",),
+            )
+        payload = self._check_payload(arguments)
+        if isinstance(payload, Failed):
+            return await self.invoke(name, arguments, principal, controls, call=call)
+        # The continuation's controls win over what the paused call sent (say an explicit
+        # "confirmed": false), so the retry is exactly the paused call, now confirmed.
+        sent = payload.get(CONTROL_FIELD)
+        continuation = paused.continuation or Continuation(confirmed=True)
+        resumed = {
+            **payload,
+            CONTROL_FIELD: {**sent, **continuation.controls()}
+            if isinstance(sent, Mapping)
+            else continuation.controls()
+            if sent is None
+            else sent,
+        }
+        return await self.invoke(name, resumed, principal, controls, call=call)
+
+    async def request_approval(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        *,
+        request_id: str,
+        reason_code: str | None = None,
+        call: CallOptions | None = None,
+    ) -> ApprovalRecord | ToolOutcome:
+        """Ask a person's approval of one exact call before making it; never runs anything.
+
+        ``prepare`` with the call confirmed: for a tool whose policy asks approval, the
+        request's approval record (new or existing). Otherwise the outcome says why there
+        is nothing to approve: ``INVALID_INPUT`` (``approval_not_required``) for a call
+        that would simply run, or what ``prepare`` answered (a replay, a denial, an error).
+        """
+        try:
+            controls = InvocationControls(
+                request_id=request_id,
+                confirmed=True,
+                reason_code=reason_code,
+            )
+        except ValidationError:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                "The requestId must be a UUID you generate once for the action.",
+                reason="invalid_controls",
+                issues=[],
+            )
+        prepared = await self.prepare(name, arguments, principal, controls, call=call)
+        if isinstance(prepared, PreparedCall):
+            self.discard(prepared)
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Tool {prepared.name!r} does not need an approval for this call; make the "
+                "call itself (with the confirmation it asks for).",
+                reason="approval_not_required",
+            )
+        if isinstance(prepared, InteractionRequired) and prepared.approval_id is not None:
+            record = await self.store.get_approval(prepared.approval_id)
+            if record is not None:
+                return record
+        return prepared
+
+    async def _guarded(self, trace: _Trace, step: Awaitable[_StepT]) -> _StepT | Failed:
+        """Await a pipeline step; a raised bug or store fault becomes a coded outcome."""
+        try:
+            return await step
+        except ToolError as exc:  # raised by a context factory
+            return failed_from_error(exc)
+        except Exception:
+            # A bug or an unreachable dependency (a context factory, the store): the
+            # caller gets a coded outcome with an error id, the details go to the log.
+            return _internal_error(trace.tool)
+
+    def _finish(self, span: Any, trace: _Trace, outcome: ToolOutcome) -> None:
+        trace.seconds = trace.elapsed()
+        self._telemetry.finish(
+            span,
+            tool=trace.registered.name if trace.registered is not None else None,
+            outcome=outcome.kind,
+            code=outcome.code.value if isinstance(outcome, Failed) else None,
+            seconds=trace.seconds,
+        )
+
+    async def _audit(self, trace: _Trace, outcome: ToolOutcome) -> None:
+        if trace.audited:
+            return
+        event = trace.event(outcome, trace.seconds, self._clock())
+        events = [event]
+        if self._refusals is not None and trace.principal is None and outcome.kind in _REFUSED:
+            events = self._refusals.admit(event, known_tool=trace.registered is not None)
+        for each in events:
+            await self._record(each)
+
+    async def _record(self, event: AuditEvent) -> None:
+        try:
+            await self.audit.record(event)
+        except Exception:
+            # The outcome stands either way: failing the call now would make a caller
+            # retry an action that may have taken effect.
+            log_exception(logger, "could not record the audit event of a call to %r", event.tool)
+
+    async def _prepare(
         self,
         name: str,
         arguments: object,
@@ -345,7 +626,7 @@ class Host:
         controls: InvocationControls | None,
         call: CallOptions,
         trace: _Trace,
-    ) -> ToolOutcome:
+    ) -> PreparedCall | ToolOutcome:
         payload = self._check_payload(arguments)
         if isinstance(payload, Failed):
             return payload
@@ -363,6 +644,16 @@ class Host:
         denied = self._authorize(registered, principal, trace)
         if denied is not None:
             return denied
+        policy = registered.action_policy
+        if policy is not None and policy.allowed_actor_types:
+            actor = principal.actor if principal is not None else None
+            if actor not in policy.allowed_actor_types:
+                return failed(
+                    ErrorCode.AUTHORIZATION_DENIED,
+                    f"Tool {registered.name!r} is not for {actor or 'anonymous'} callers.",
+                    reason="actor_not_allowed",
+                    allowed=list(policy.allowed_actor_types),
+                )
         parsed_controls = self._controls(registered, payload, controls)
         if isinstance(parsed_controls, Failed):
             return parsed_controls
@@ -373,10 +664,11 @@ class Host:
         if isinstance(tenant, Failed):
             return tenant
         ctx = await self._context(registered, principal, controls, call, audience, tenant, trace)
-        prepared = await self.registry.prepare_action(registered.name, arguments_only, ctx)
-        if isinstance(prepared, Failed):
-            return prepared
-        if "requestId" in registered.controls.required and controls.request_id is None:
+        action = await self.registry.prepare_action(registered.name, arguments_only, ctx)
+        if isinstance(action, Failed):
+            return action
+        request_key = controls.request_key
+        if "requestId" in registered.controls.required and request_key is None:
             return failed(
                 ErrorCode.INVALID_INPUT,
                 f"Tool {registered.name!r} changes data and needs a requestId (a UUID you "
@@ -388,14 +680,14 @@ class Host:
                 ),
             )
         fingerprint: str | None = None
-        if registered.action_policy is not None:
+        if policy is not None:
             try:
                 fingerprint = command_fingerprint(
                     capability_id=registered.capability_id,
                     capability_version=registered.capability_version,
                     tenant_id=tenant,
-                    target=prepared.target,
-                    arguments=prepared.arguments,
+                    target=action.target,
+                    arguments=action.canonical_input,
                 )
             except NonCanonicalValueError as exc:
                 return failed(
@@ -404,11 +696,42 @@ class Host:
                     reason="not_canonical",
                     issues=[],
                 )
-        if "confirmed" in registered.controls.required and not controls.is_confirmed:
-            return self._confirmation_required(registered, prepared, fingerprint)
-        return await self._execute(
-            registered, prepared, ctx, principal, controls, fingerprint, trace
+        confirmation_missing = (
+            "confirmed" in registered.controls.required and not controls.is_confirmed
         )
+        key: LedgerKey | None = None
+        if (
+            policy is not None
+            and fingerprint is not None
+            and request_key is not None
+            and policy.ledger != "never"
+        ):
+            key = LedgerKey(
+                tenant_id=tenant, principal_id=_principal_id(principal), request_id=request_key
+            )
+            early = await self._gate.admit(
+                prepared=action,
+                key=key,
+                controls=controls,
+                principal_tenant=principal.tenant_id if principal is not None else "",
+                fingerprint=fingerprint,
+                confirmation_missing=confirmation_missing,
+            )
+            if early is not None:
+                return early
+        elif confirmation_missing:
+            return confirmation_required(action, fingerprint, request_key)
+        prepared = PreparedCall(
+            action=action,
+            context=ctx,
+            principal=principal,
+            controls=controls,
+            fingerprint=fingerprint,
+            ledger_key=key,
+            trace=trace,
+        )
+        self._prepared.add(prepared)
+        return prepared
 
     def _check_payload(self, arguments: object) -> Mapping[str, Any] | Failed:
         try:
@@ -527,7 +850,10 @@ class Host:
     ) -> str | Failed:
         tool = registered.tool
         if principal is None:
-            if controls.on_behalf_of is not None:
+            # An anonymous caller has no tenant to act for: naming one is refused, never
+            # passed to the handler untouched.
+            named = arguments.get(tool.tenant_field) if tool.tenant_field is not None else None
+            if controls.on_behalf_of is not None or named is not None:
                 return _tenant_forbidden(registered)
             return ""
         field_name = tool.tenant_field
@@ -590,62 +916,29 @@ class Host:
             ctx.cancel = call.cancel
         return ctx
 
-    def _confirmation_required(
-        self, registered: RegisteredTool, prepared: PreparedAction, fingerprint: str | None
-    ) -> InteractionRequired:
-        digest = fingerprint or "sha256:" + uuid.uuid4().hex
-        return InteractionRequired(
-            interaction=Interaction(
-                id="confirm_" + digest.removeprefix("sha256:")[:24],
-                kind="approval",
-                prompt=f"Confirm running {registered.name!r}"
-                + (f" on {prepared.target!r}" if prepared.target else "")
-                + '. Retry the same call with "_charter": {"confirmed": true} once the '
-                "user agrees.",
-                metadata={
-                    "code": ErrorCode.CONFIRMATION_REQUIRED.value,
-                    "tool": registered.name,
-                    "target": prepared.target,
-                    "retryWith": {CONTROL_FIELD: {"confirmed": True}},
-                },
+    async def _execute(self, prepared: PreparedCall) -> ToolOutcome:
+        if prepared not in self._prepared:
+            return failed(
+                ErrorCode.ACTION_POLICY_REQUIRED,
+                "The prepared call was not prepared by this host or already ran.",
+                reason="prepared_call_not_admitted",
             )
+        self._prepared.discard(prepared)
+        key = prepared.ledger_key
+        if key is None:
+            return await self._gate.run_unledgered(prepared.action, prepared.context)
+        assert prepared.fingerprint is not None
+        trace = prepared.trace
+        outcome, audited = await self._gate.run(
+            prepared=prepared.action,
+            ctx=prepared.context,
+            controls=prepared.controls,
+            key=key,
+            fingerprint=prepared.fingerprint,
+            approval_id=prepared.controls.approval_id,
+            audit=lambda o: trace.event(o, trace.elapsed(), self._clock()),
         )
-
-    async def _execute(
-        self,
-        registered: RegisteredTool,
-        prepared: PreparedAction,
-        ctx: ToolContext,
-        principal: Principal | None,
-        controls: InvocationControls,
-        fingerprint: str | None,
-        trace: _Trace,
-    ) -> ToolOutcome:
-        policy = registered.action_policy
-        if (
-            fingerprint is not None
-            and policy is not None
-            and (
-                policy.ledger == "required"
-                or policy.approval != "never"
-                or registered.tool.enforcement == "handler"
-            )
-        ):
-            outcome, audited = await self._gate.execute(
-                prepared=prepared,
-                ctx=ctx,
-                principal=principal,
-                controls=controls,
-                fingerprint=fingerprint,
-                audit=lambda o: trace.event(o, trace.elapsed(), self._clock()),
-            )
-            trace.audited = audited
-            return outcome
-        outcome = await self.registry.dispatch_prepared(prepared, ctx)
-        if isinstance(outcome, Completed):
-            await run_after_commit(ctx.after_commit, registered.name)
-        else:
-            discard_after_commit(ctx.after_commit)
+        trace.audited = audited
         return outcome
 
     # -- where requests stand ---------------------------------------------------------------
@@ -668,20 +961,81 @@ class Host:
                 reason="tenant_forbidden",
             )
         events = await self.audit.events(tenant=decision.tenant_id, limit=limit)
-        if not self.approvals.is_approver(principal):
-            events = [e for e in events if e.subject == principal.subject]
+        if not self.approvals.oversees(principal):
+            events = [
+                e
+                for e in events
+                if (e.subject, e.principal_tenant) == (principal.subject, principal.tenant_id)
+            ]
         return AuditTrail(tenant=decision.tenant_id, events=events)
 
-    async def action_status(self, principal: Principal, request_id: str) -> ActionStatus | None:
-        """Where a request stands, scoped to the caller's tenant (None if unknown there)."""
-        return await self._gate.status(principal, request_id)
+    async def action_status(
+        self, principal: Principal, request_id: str, *, tenant: str | None = None
+    ) -> ActionStatus | None:
+        """Where one of the caller's requests stands (None if unknown to this caller).
 
-    async def settle(self, invocation_id: str, outcome: ToolOutcome) -> bool:
-        """Complete a deferred call once; returns False if it was already settled."""
-        return await self._gate.settle(invocation_id, outcome)
+        A completed request shows its stored outcome; one refused by a person, or whose
+        approval expired unused, shows its ``Denied``. ``tenant`` names the tenant a
+        delegated request acted for (default: the caller's own); only the caller's own
+        requests are ever found, whichever tenant is named.
+        """
+        key = canonical_request_id(request_id)
+        if key is None:
+            return None
+        where = tenant if tenant is not None else principal.tenant_id
+        return await self._gate.status(where, _principal_id(principal), key)
+
+    async def settle(self, invocation_id: str, outcome: ToolOutcome) -> Settlement:
+        """Complete a deferred call once with a completed, denied or failed outcome.
+
+        A completed outcome's output is validated like every completed call's: output that
+        does not match the tool's output model is refused (``INVALID_OUTPUT``) and nothing
+        is stored. The result is falsy when nothing was stored, with the reason.
+        """
+        record = await self.store.get_deferred(invocation_id)
+        if record is None:
+            return Settlement(
+                settled=False,
+                refused=failed(
+                    ErrorCode.NOT_FOUND,
+                    f"No deferred call {invocation_id[:200]!r} to settle.",
+                    reason="deferred_not_found",
+                ),
+            )
+        if isinstance(outcome, Completed):
+            registered = self.registry.get(record.tool)
+            checked = finish_output(registered, outcome) if registered is not None else outcome
+            if not isinstance(checked, Completed):
+                return Settlement(settled=False, refused=_as_failed(checked))
+            outcome = checked
+        elif not isinstance(outcome, Denied | Failed):
+            return Settlement(
+                settled=False,
+                refused=failed(
+                    ErrorCode.INVALID_INPUT,
+                    "A deferred call settles with a completed, denied or failed outcome.",
+                    reason="invalid_settlement",
+                ),
+            )
+        stored = await self.store.settle_deferred(
+            invocation_id, outcome_adapter.dump_json(outcome).decode(), self._clock()
+        )
+        if stored:
+            return Settlement(settled=True, stored=outcome)
+        return Settlement(
+            settled=False,
+            refused=failed(
+                ErrorCode.IDEMPOTENCY_CONFLICT,
+                f"The deferred call {invocation_id[:200]!r} was already settled.",
+                reason="already_settled",
+            ),
+        )
 
     async def aclose(self) -> None:
-        """Release the store's connections and the registry's worker threads."""
+        """Record pending audit counts; release the store's connections and worker threads."""
+        if self._refusals is not None:
+            for event in self._refusals.drain():
+                await self._record(event)
         self.registry.close()
         close = getattr(self.store, "aclose", None)
         if close is not None:
@@ -692,6 +1046,11 @@ class Host:
 class _StoreAuditSink(AuditSink, Protocol):
     """A store that also keeps audit events (then they commit with the action)."""
 
+
+_StepT = TypeVar("_StepT")
+
+_REFUSED = frozenset({"failed", "denied"})
+"""Outcome kinds that, for an anonymous caller, are refusals (aggregated in the audit)."""
 
 _SCOPE_CACHE_SIZE = 4096
 """How many scope decisions a host remembers (distinct scope sets times tools)."""
@@ -726,13 +1085,47 @@ def _visible(registered: RegisteredTool, audience: str | None) -> bool:
     return audience is not None and audience_allows(allowed, audience)
 
 
+_REQUEST_NAMESPACE = uuid.UUID("6b0d4a52-8f55-4f0a-9a63-3c2f3f0c1a77")
+"""The namespace of derived request ids (the harness's since its first release)."""
+
+
+def derive_request_id(scope: str, call_id: str) -> str:
+    """The request id of a call whose caller sends none: a UUID from two stable ids.
+
+    For callers that make a call on someone's behalf and can name it stably across
+    retries, pauses and restarts (the harness: session and invocation ids; the bridges:
+    their session and the model's tool call id). The same two ids always give the same
+    request id, so a re-run reaches the same ledger row and replays.
+    """
+    return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{scope}\x1f{call_id}"))
+
+
+def canonical_request_id(value: object) -> str | None:
+    """A request id as a canonical lower-case UUID, or None when it is not a UUID."""
+    try:
+        return str(uuid.UUID(str(value))) if isinstance(value, str | uuid.UUID) else None
+    except ValueError:
+        return None
+
+
+def _principal_id(principal: Principal | None) -> str:
+    """How the ledger and approvals store a caller: its key (home tenant and subject)."""
+    return principal.key if principal is not None else "anonymous"
+
+
+def _as_failed(outcome: ToolOutcome) -> Failed:
+    if isinstance(outcome, Failed):
+        return outcome
+    return failed(ErrorCode.INVALID_OUTPUT, "The settled outcome is not valid.")
+
+
 def _trimmed(value: object) -> object:
     return js_trim(value) if isinstance(value, str) else value
 
 
 def _internal_error(tool: str) -> Failed:
     error_id = "err_" + secrets.token_hex(8)
-    logger.exception("invocation of %r failed inside the host (error id %s)", tool, error_id)
+    log_exception(logger, "invocation of %r failed inside the host (error id %s)", tool, error_id)
     return failed(
         ErrorCode.PROVIDER_ERROR,
         f"The call to {tool!r} failed inside the server. Error id: {error_id}.",
@@ -788,6 +1181,7 @@ class _Trace:
         self.request_id: str | None = None
         self.approval_id: str | None = None
         self.audited = False
+        self.seconds = 0.0
         self._started = time.perf_counter()
 
     def elapsed(self) -> float:
@@ -818,19 +1212,12 @@ class _Trace:
 
 
 def _audit_event(**fields: Any) -> AuditEvent:
-    """``AuditEvent(**fields)`` for every field, computed by the host with the right types.
+    """``AuditEvent(**fields)`` for values the host computed itself, with the right types.
 
-    The instance ``AuditEvent.model_construct(**fields)`` would make, built directly:
-    validating values the host just computed would cost more than the rest of the audit
-    work of a call.
+    ``model_construct`` (pydantic's public way to skip validation): validating values the
+    host just computed would cost more than the rest of the audit work of a call.
     """
-    event = AuditEvent.__new__(AuditEvent)
-    set_ = object.__setattr__
-    set_(event, "__dict__", fields)
-    set_(event, "__pydantic_fields_set__", set(fields))
-    set_(event, "__pydantic_extra__", None)
-    set_(event, "__pydantic_private__", None)
-    return event
+    return AuditEvent.model_construct(**fields)
 
 
 class _RandomIds:

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -93,6 +94,13 @@ _EC_CURVES = {
     "ES256K": "secp256k1",
 }
 _REQUIRED_CLAIMS = ["exp", "iss", "aud", "sub"]
+_TIME_CLAIMS = ("exp", "nbf", "iat")
+_LAST_NUMERIC_DATE = 253_402_300_799
+"""9999-12-31T23:59:59Z, the last second a NumericDate may name (Python's datetime range)."""
+_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories no subject, tenant or actor may hold: controls (NUL, newline, ESC),
+format characters (bidi overrides, zero-width), lone surrogates, line and paragraph
+separators."""
 _MIN_RSA_BITS = 2048
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _MAX_DOCUMENT_BYTES = 1 << 20
@@ -136,6 +144,7 @@ _PYJWT_FAILURES: tuple[tuple[type[jwt.PyJWTError], TokenFailure], ...] = (
     (jwt.InvalidSignatureError, "bad_signature"),
     (jwt.InvalidAlgorithmError, "algorithm_not_allowed"),
     (jwt.InvalidKeyError, "unusable_key"),
+    (jwt.InvalidIssuedAtError, "malformed"),
     (jwt.DecodeError, "malformed"),
 )
 
@@ -188,8 +197,13 @@ class ClaimMapping:
     actor: str = "staff"
     """The audience of every caller when ``actor_claim`` is None."""
 
-    kind: PrincipalKind = "user"
-    """The principal kind recorded for audit."""
+    kind: PrincipalKind = "person"
+    """The principal kind of every caller when ``kind_claim`` is None (or the token lacks
+    it). Only a ``person`` may decide approvals."""
+
+    kind_claim: str | None = None
+    """The claim naming the caller's kind (``person``, ``agent`` or ``service``), e.g. for an
+    identity provider that issues tokens to agents; any other value refuses the token."""
 
     display_name_claim: str | None = "name"
     """The claim shown as the principal's display name, when it is a non-blank string."""
@@ -220,12 +234,21 @@ class ClaimMapping:
         actor = self.actor if self.actor_claim is None else _string_claim(claims, self.actor_claim)
         scopes = [entry for name in self.scope_claims for entry in _scope_entries(claims.get(name))]
         name = claims.get(self.display_name_claim) if self.display_name_claim else None
+        kind = self.kind
+        if self.kind_claim is not None and self.kind_claim in claims:
+            claimed = claims[self.kind_claim]
+            if claimed not in get_args(PrincipalKind):
+                raise _reject(
+                    "invalid_claim",
+                    f"the {self.kind_claim!r} claim must be one of {get_args(PrincipalKind)}",
+                )
+            kind = claimed
         try:
             return Principal.from_claims(
                 subject=claims["sub"],
                 tenant_id=tenant,
                 scopes=scopes,
-                kind=self.kind,
+                kind=kind,
                 actor=actor,
                 display_name=name if isinstance(name, str) and name.strip() else None,
             )
@@ -340,7 +363,7 @@ class _RemoteKeys:
             keyset = self._client.get_jwk_set(refresh=True)
         except (jwt.PyJWTError, OSError, ValueError, http.client.HTTPException) as exc:
             self._failed_at = time.monotonic()
-            logger.warning("charter.jwt: cannot fetch the JWKS at %s: %s", self.url, exc)
+            logger.warning("charter.jwt: cannot fetch the JWKS at %r: %r", self.url, exc)
             raise _keys_unavailable() from None
         self._fetched_at = time.monotonic()
         return _jwk_keys(keyset, kid)
@@ -570,6 +593,7 @@ class JwtAuthenticator:
             raise _reject("algorithm_not_allowed", "the token's algorithm does not fit its key")
         if isinstance(key.key, rsa.RSAPublicKey) and key.key.key_size < _MIN_RSA_BITS:
             raise _reject("unusable_key")  # PyJWT enforces this too, from some version on
+        _check_numeric_dates(token)
         try:
             claims = jwt.decode(
                 token,
@@ -595,7 +619,45 @@ class JwtAuthenticator:
             raise TypeError(
                 f"claims_to_principal returned {type(principal).__name__}, not a Principal"
             )
+        for what, value in (
+            ("subject", principal.subject),
+            ("tenant", principal.tenant_id),
+            ("actor", principal.actor),
+        ):
+            if any(unicodedata.category(char) in _CONTROL_CATEGORIES for char in value):
+                raise _reject("malformed", f"the token's {what} holds a control character")
         return principal
+
+
+def _check_numeric_dates(token: str) -> None:
+    """Refuse a token whose ``exp``, ``nbf`` or ``iat`` is not a plain NumericDate.
+
+    PyJWT reads these claims with ``int()``, so it takes ``"1700000000"``, ``true`` and
+    ``1e300`` (a token that never expires). A NumericDate here is a JSON number (not a
+    string or a boolean), finite, from 0 to ``_LAST_NUMERIC_DATE``. Checked on the
+    payload before the signature, like the token's other structure.
+
+    Raises:
+        TokenRejected: ``malformed``, naming the claim.
+    """
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        raise _reject("malformed") from None
+    for name in _TIME_CLAIMS:
+        if name not in claims:
+            continue
+        value = claims[name]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value <= _LAST_NUMERIC_DATE
+        ):
+            raise _reject(
+                "malformed",
+                f"the token's '{name}' claim is not a NumericDate (seconds since 1970, a "
+                "JSON number)",
+            )
 
 
 # --- OIDC discovery -------------------------------------------------------------------------

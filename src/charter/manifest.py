@@ -50,7 +50,7 @@ class RegisteredTool:
 
     @property
     def ledgered(self) -> bool:
-        """Whether calls go through the action ledger."""
+        """Whether every call goes through the action ledger (``ledger="required"``)."""
         return self.action_policy is not None and self.action_policy.ledger == "required"
 
     @property

@@ -10,6 +10,7 @@ from types import TracebackType
 from .audit import AuditEvent, MemoryAuditSink
 from .errors import ToolError
 from .ledger import (
+    ApprovalDecision,
     ApprovalRecord,
     ApprovalStatus,
     ClaimRecord,
@@ -94,6 +95,7 @@ class MemoryStore(MemoryAuditSink):
         decided_by: str,
         reason: str | None,
         at: datetime,
+        history: tuple[ApprovalDecision, ...],
     ) -> bool:
         """Change an approval's status if it is still in ``expected``."""
         record = self.approvals.get(approval_id)
@@ -105,6 +107,7 @@ class MemoryStore(MemoryAuditSink):
                 "decided_by": decided_by,
                 "decided_at": at,
                 "decision_reason": reason,
+                "history": history,
             }
         )
         return True
@@ -123,17 +126,36 @@ class MemoryStore(MemoryAuditSink):
         )
         key = (record.tenant_id, record.principal_id, record.request_id)
         entry = self.entries.get(key)
-        if entry is not None:
+        # The entry this call created, not a later one that reused the key (as SQL).
+        if entry is not None and entry.invocation_id == invocation_id:
             self.entries[key] = entry.model_copy(update={"status": "completed", "outcome": outcome})
         return True
 
     async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
-        """Delete expired completed entries and expired decided approvals."""
+        """Delete expired completed entries and expired decided approvals.
+
+        A pruned entry takes its created-target claim and settled deferred record with it.
+        Everything goes at once (nothing to hold a lock for); ``batch_size`` is checked only.
+
+        Raises:
+            ValueError: ``batch_size`` is less than 1.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
         doomed = [
             k for k, e in self.entries.items() if e.status == "completed" and e.expires_at < before
         ]
+        gone = set(doomed)
         for key in doomed:
             del self.entries[key]
+            self.claims.pop(key, None)
+        settled = [
+            i
+            for i, d in self.deferred.items()
+            if d.status == "settled" and (d.tenant_id, d.principal_id, d.request_id) in gone
+        ]
+        for invocation_id in settled:
+            del self.deferred[invocation_id]
         stale = [
             a.id
             for a in self.approvals.values()
@@ -188,6 +210,8 @@ class _MemoryTransaction:
         self._claims: dict[_Key, ClaimRecord] = {}
         self._deferred: dict[str, DeferredRecord] = {}
         self._audit: list[AuditEvent] = []
+        self._dropped: set[_Key] = set()
+        """Keys whose expired entry this transaction replaced: their old claims go too."""
 
     @property
     def connection(self) -> object:
@@ -203,6 +227,9 @@ class _MemoryTransaction:
         existing = self._store.entries.get(key)
         if existing is not None and existing.expires_at > now:
             return existing
+        if existing is not None:
+            # An expired request is replaced, and its created-target claim with it (as SQL).
+            self._dropped.add(key)
         self._entries[key] = entry
         return None
 
@@ -210,7 +237,8 @@ class _MemoryTransaction:
         self._entries[(entry.tenant_id, entry.principal_id, entry.request_id)] = entry
 
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
-        record = self._store.approvals.get(approval_id)
+        # This transaction's own consumption first: an approval is consumed once.
+        record = self._consumed.get(approval_id) or self._store.approvals.get(approval_id)
         if record is None or record.status != "approved" or record.expires_at <= now:
             return False
         self._consumed[approval_id] = record.model_copy(
@@ -222,7 +250,9 @@ class _MemoryTransaction:
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> ClaimRecord | None:
         key = (tenant_id, principal_id, request_id)
-        return self._claims.get(key) or self._store.claims.get(key)
+        if key in self._claims or key in self._dropped:
+            return self._claims.get(key)
+        return self._store.claims.get(key)
 
     async def insert_claim(self, claim: ClaimRecord) -> None:
         self._claims[(claim.tenant_id, claim.principal_id, claim.request_id)] = claim
@@ -242,6 +272,8 @@ class _MemoryTransaction:
 
     def apply(self) -> None:
         store = self._store
+        for key in self._dropped:
+            store.claims.pop(key, None)
         store.entries.update(self._entries)
         store.approvals.update(self._consumed)
         store.claims.update(self._claims)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 from pydantic_core import to_jsonable_python
@@ -10,10 +11,14 @@ from pydantic_core import to_jsonable_python
 from .errors import DEFAULT_NEXT_STEPS, ErrorCode, ToolError
 
 __all__ = (
+    "ApprovalStatus",
     "Completed",
+    "Continuation",
     "Deferred",
+    "DenialCause",
     "Denied",
     "Failed",
+    "Gate",
     "Interaction",
     "InteractionRequired",
     "ToolOutcome",
@@ -23,6 +28,16 @@ __all__ = (
 )
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
+
+Gate: TypeAlias = Literal["confirmation", "approval", "handler"]
+"""What paused a call: the host's confirmation gate, its approval gate, or the handler."""
+
+ApprovalStatus: TypeAlias = Literal["pending", "approved", "denied", "consumed"]
+"""Where an approval stands; expiry is read from its ``expires_at``, not stored."""
+
+DenialCause: TypeAlias = Literal["user_declined", "approval_denied", "approval_expired"]
+"""Why a call was denied: the user declined a confirmation, an approver denied (or
+revoked) the approval, or the approval expired before anyone decided or it was used."""
 
 
 class Interaction(BaseModel):
@@ -53,12 +68,28 @@ class Completed(BaseModel):
 
 
 class Denied(BaseModel):
-    """The call was refused as a decision, not an error (e.g. a person rejected it)."""
+    """The call was refused as a decision, not an error (e.g. a person rejected it).
+
+    A denial is final for its request: every retry with the same request id is denied
+    again. To try once more, make a new request (a new request id).
+    """
 
     model_config = _frozen
 
     kind: Literal["denied"] = "denied"
     reason: str
+    """What was decided and why, in words a person and a model can act on."""
+    cause: DenialCause | None = None
+    approval_id: str | None = None
+    """The approval that was denied or expired."""
+    request_id: str | None = None
+    decided_by: str | None = None
+    """Who denied it (``tenant/subject``), when a person did."""
+    decided_at: datetime | None = None
+    """When it was denied, or when the approval expired."""
+    decision_reason: str | None = None
+    """The reason the person gave, if any."""
+    next_steps: tuple[str, ...] = ()
 
 
 class Failed(BaseModel):
@@ -81,8 +112,30 @@ class Failed(BaseModel):
         return value if isinstance(value, str) else None
 
 
+class Continuation(BaseModel):
+    """The reserved controls a retry sends in ``_charter`` to continue a paused call.
+
+    ``Host.resume`` sends them for you; a client that retries by hand sends
+    ``continuation.controls()`` with the call's unchanged arguments.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    request_id: str | None = Field(default=None, alias="requestId")
+    confirmed: Literal[True] | None = None
+    approval_id: str | None = Field(default=None, alias="approvalId")
+
+    def controls(self) -> dict[str, JsonValue]:
+        """The ``_charter`` object to send, by alias, without the unset controls."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
 class InteractionRequired(BaseModel):
-    """The call is paused until a person approves or answers."""
+    """The call is paused until a person confirms, an approver decides, or a person answers.
+
+    The typed fields say which gate paused it and exactly what continues it, so no
+    transport needs to read ``interaction.metadata``.
+    """
 
     model_config = _frozen
 
@@ -90,6 +143,20 @@ class InteractionRequired(BaseModel):
     interaction: Interaction
     token: JsonValue = None
     """Opaque state the tool wants back when it resumes."""
+    gate: Gate = "handler"
+    """``confirmation``/``approval``: the host's gates; ``handler``: the tool itself asked."""
+    request_id: str | None = None
+    """The request this pause belongs to (retry with the same one)."""
+    approval_id: str | None = None
+    """For the approval gate: the approval an approver must grant (``interaction.id``)."""
+    approval_status: ApprovalStatus | None = None
+    expires_at: datetime | None = None
+    """When the approval expires if it is not decided and used by then."""
+    continuation: Continuation | None = None
+    """What the retry must send once the gate is passed (None for a handler's question,
+    which continues through ``Host.resume`` with the answer)."""
+    next_steps: tuple[str, ...] = ()
+    """What the caller (or model) should do now, in words."""
 
 
 class Deferred(BaseModel):

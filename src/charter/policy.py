@@ -63,7 +63,11 @@ class ActionPolicy:
     """Input field holding the target id (trimmed)."""
     target_lifecycle: Literal["existing", "created"] = "existing"
     created_target: CreatedTarget | None = None
-    ledger: Literal["required", "optional"] = "required"
+    ledger: Literal["required", "optional", "never"] = "required"
+    """``required``: every call is ledgered (a requestId is required); ``optional``: a call
+    that sends a requestId is ledgered (replay, conflict, in progress), one without runs
+    directly; ``never``: the action is idempotent on its own key (deciding an approval),
+    so a requestId only correlates."""
     approval: Literal["never", "conditional", "required"] = "never"
     confirmation: Literal["never", "required"] = "never"
     """Whether the caller must send ``confirmed: true`` (also implied by approval)."""

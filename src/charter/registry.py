@@ -27,10 +27,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from ._fingerprint import canonical_input, shown_input
 from ._nearmatch import near_matches, suggestion_text
+from ._safe_log import log_exception
 from .auth import audience_allows, js_trim
 from .context import ToolContext
-from .errors import ConfigurationError, ErrorCode, ToolError
+from .errors import UNKNOWN_TOOL_NEXT_STEPS, ConfigurationError, ErrorCode, ToolError
 from .manifest import RegisteredTool, build_entry, derive_annotations, manifest_json
 from .outcome import (
     Completed,
@@ -70,17 +72,35 @@ class PreparedAction:
     """The parsed input model."""
     target: str | None
     """The resolved, trimmed action target, when the policy has one."""
-    _arguments: list[dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
+    _canonical: list[dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
+    _shown: list[dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
+
+    @property
+    def canonical_input(self) -> dict[str, Any]:
+        """Every validated value in canonical form, secrets in clear: what fingerprints hash.
+
+        Never show, log or store it; `arguments` is the shown form. Built on first use
+        (a call without an action policy never needs it), from the model, not a dump.
+
+        Raises:
+            NonCanonicalValueError: A value has no canonical form.
+        """
+        if not self._canonical:
+            self._canonical.append(canonical_input(self.input))
+        return self._canonical[0]
 
     @property
     def arguments(self) -> dict[str, Any]:
-        """The validated input as JSON data (what fingerprints are computed over).
+        """The validated input as an approver is shown it: `canonical_input`, secrets masked.
 
-        Dumped on first use: a call without an action policy never needs it.
+        Each secret is ``{"$secret": "bound"}``: it is in the fingerprint but never shown.
+
+        Raises:
+            NonCanonicalValueError: A value has no canonical form.
         """
-        if not self._arguments:
-            self._arguments.append(self.input.model_dump(mode="json"))
-        return self._arguments[0]
+        if not self._shown:
+            self._shown.append(shown_input(self.input))
+        return self._shown[0]
 
 
 class Registry:
@@ -180,6 +200,7 @@ class Registry:
         return failed(
             ErrorCode.NOT_FOUND,
             f"Unknown tool {shown!r}. {suggestion_text(matches)}",
+            next_steps=UNKNOWN_TOOL_NEXT_STEPS,
             **meta,
         )
 
@@ -653,7 +674,7 @@ def _extra_allowed(node: Mapping[str, Any]) -> bool:
 
 def _provider_error(name: str, where: str) -> Failed:
     error_id = _error_id()
-    logger.exception("tool %s: %s raised (error id %s)", name, where, error_id)
+    log_exception(logger, "tool %s: %s raised (error id %s)", name, where, error_id)
     return failed(
         ErrorCode.PROVIDER_ERROR,
         f"Tool {name!r} failed. Error id: {error_id}.",

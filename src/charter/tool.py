@@ -260,6 +260,11 @@ def check_action_policy(
         )
     if not policy.target_type.strip():
         raise ConfigurationError(f"tool {name!r}: action policy target_type must be non-empty")
+    if policy.ledger == "never" and (policy.approval != "never" or enforcement == "handler"):
+        raise ConfigurationError(
+            f'tool {name!r}: ledger="never" cannot be combined with approvals or handler '
+            "enforcement (both need the ledger)"
+        )
 
 
 def _is_positive_seconds(value: object) -> bool:

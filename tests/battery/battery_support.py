@@ -17,12 +17,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from charter import (
     ActionPolicy,
     Completed,
+    Denied,
     ErrorCode,
     Failed,
     InteractionRequired,
@@ -54,7 +55,9 @@ effects = sa.Table(
 
 WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 DESTRUCTIVE = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
-SCOPES = frozenset({"widgets:write", "widgets:read", "orders:refund", "orders:ship"})
+SCOPES = frozenset(
+    {"widgets:write", "widgets:read", "orders:refund", "orders:ship", "payouts:send"}
+)
 
 ALICE = Principal(subject="alice", tenant_id="acme", scopes=SCOPES)
 AMY = Principal(subject="amy", tenant_id="acme", scopes=SCOPES)
@@ -109,6 +112,27 @@ class Shipment(BaseModel):
 class Shipped(BaseModel):
     shipment_id: str
     order_id: str
+
+
+class Payout(BaseModel):
+    """A payout whose input a ``model_dump`` does not show in full: the fingerprint must."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    order_id: str
+    iban: SecretStr
+    """Dumped as ``"**********"``."""
+    amount: int
+    memo: str = Field(default="", exclude=True)
+    """Left out of every dump."""
+    tags: frozenset[str] = frozenset()
+    """Dumped in hash order, which ``PYTHONHASHSEED`` changes per process."""
+
+
+class PayoutSent(BaseModel):
+    payout_id: str
+    order_id: str
+    amount: int
 
 
 class Query(BaseModel):
@@ -246,6 +270,38 @@ class Battery:
             )
         )
 
+        self.registry.register(
+            define_tool(
+                name="send_payout",
+                description="Send a payout (write: ledgered, no approval).",
+                input_schema=Payout,
+                output_schema=PayoutSent,
+                handler=self.send_payout,
+                tier="write",
+                risk_policy=WRITE,
+                required_scopes=["payouts:send"],
+                action_policy=ActionPolicy(target_type="order", command_target_field="order_id"),
+            )
+        )
+        self.registry.register(
+            define_tool(
+                name="approved_payout",
+                description="Send a payout once a person approved it (destructive).",
+                input_schema=Payout,
+                output_schema=PayoutSent,
+                handler=self.send_payout,
+                tier="destructive",
+                action_policy=ActionPolicy(
+                    target_type="order",
+                    command_target_field="order_id",
+                    approval="required",
+                    confirmation="required",
+                ),
+                risk_policy=DESTRUCTIVE,
+                required_scopes=["payouts:send"],
+            )
+        )
+
     async def _effect(self, ctx: ToolContext, tool: str, detail: str) -> str:
         self.runs += 1
         effect_id = f"{tool}_{uuid.uuid4().hex}"
@@ -284,6 +340,12 @@ class Battery:
     async def ship_order(self, command: Shipment, ctx: ToolContext) -> Shipped:
         shipment_id = await self._effect(ctx, "ship_order", command.order_id)
         return Shipped(shipment_id=shipment_id, order_id=command.order_id)
+
+    async def send_payout(self, command: Payout, ctx: ToolContext) -> PayoutSent:
+        # The effect row records what really ran, the secret included.
+        detail = payout_detail(command.iban.get_secret_value(), command.amount, command.memo)
+        payout_id = await self._effect(ctx, "send_payout", detail)
+        return PayoutSent(payout_id=payout_id, order_id=command.order_id, amount=command.amount)
 
     async def list_widgets(self, query: Query) -> Count:
         return Count(widgets=0)
@@ -336,6 +398,14 @@ class Observer:
     async def effect_ids(self, **where: str) -> list[str]:
         """The ids of the committed effect rows, optionally filtered, sorted."""
         statement = sa.select(effects.c.id)
+        for column, value in where.items():
+            statement = statement.where(effects.c[column] == value)
+        async with self.engine.connect() as conn:
+            return sorted(str(row[0]) for row in await conn.execute(statement))
+
+    async def details(self, **where: str) -> list[str]:
+        """The ``detail`` of the committed effect rows, optionally filtered, sorted."""
+        statement = sa.select(effects.c.detail)
         for column, value in where.items():
             statement = statement.where(effects.c[column] == value)
         async with self.engine.connect() as conn:
@@ -429,6 +499,33 @@ def refund(
     return {"order_id": order_id, "amount": amount, "_charter": block}
 
 
+def payout(
+    iban: str,
+    request_id: str,
+    *,
+    memo: str = "rent",
+    tags: Sequence[str] = ("b", "a"),
+    approval_id: str | None = None,
+) -> dict[str, Any]:
+    """Payout arguments for order ``o-1``, 100, confirmed, with the approval when given."""
+    block: dict[str, Any] = {"requestId": request_id, "confirmed": True}
+    if approval_id is not None:
+        block["approvalId"] = approval_id
+    return {
+        "order_id": "o-1",
+        "iban": iban,
+        "amount": 100,
+        "memo": memo,
+        "tags": list(tags),
+        "_charter": block,
+    }
+
+
+def payout_detail(iban: str, amount: int, memo: str) -> str:
+    """The effect row's ``detail`` of a payout that ran."""
+    return f"{iban}:{amount}:{memo}"
+
+
 def completed(outcome: object) -> Completed:
     """The outcome as ``Completed`` (fails the test with the outcome otherwise)."""
     assert isinstance(outcome, Completed), outcome
@@ -444,13 +541,19 @@ def failure(outcome: object, code: ErrorCode, reason: str | None = None) -> Fail
     return outcome
 
 
+def refused(outcome: object, cause: str) -> Denied:
+    """The outcome as a final ``Denied`` with ``cause`` (a person's denial, an expiry)."""
+    assert isinstance(outcome, Denied), outcome
+    assert outcome.cause == cause, outcome
+    return outcome
+
+
 def approval_id_of(outcome: object) -> str:
     """The ``approvalId`` of an approval interaction."""
     assert isinstance(outcome, InteractionRequired), outcome
-    assert outcome.interaction.kind == "approval"
-    assert outcome.interaction.metadata is not None
-    assert outcome.interaction.metadata["code"] == ErrorCode.APPROVAL_REQUIRED.value, outcome
-    return outcome.interaction.id
+    assert outcome.gate == "approval" and outcome.interaction.kind == "approval", outcome
+    assert outcome.approval_id == outcome.interaction.id
+    return outcome.approval_id
 
 
 async def approved(host: Host, arguments: dict[str, Any], principal: Principal = ALICE) -> str:

@@ -6,7 +6,8 @@ Run by path (so ``battery_support`` beside it imports)::
 
 - ``URL``: the store's database (the parent's test database).
 - ``POINT``: a ``charter.ledger.FaultPoint`` (``after_claim``, ``after_mutation``,
-  ``before_commit``, ``after_commit_before_response``).
+  ``before_commit``, ``after_commit_before_response``), or ``none``: then the child is
+  just another replica making the call.
 - ``MODE``: ``exit`` calls ``os._exit(3)`` at the point: no cleanup, no rollback, no
   flush, the process is simply gone. ``hang`` prints ``at POINT`` and blocks, so the
   parent can SIGKILL it there (inside the open write transaction).

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from battery_support import (
     ADMIN,
     ALICE,
@@ -37,7 +38,10 @@ from battery_support import (
     completed,
     crash_at,
     failure,
+    payout,
+    payout_detail,
     refund,
+    refused,
     rid,
 )
 
@@ -99,18 +103,23 @@ async def test_A01_approval_required_issues_bound_token(
     assert await observer.count(APPROVALS) == 0
     outcome = await host.invoke("refund_order", refund("o-1", 100, request_id), ALICE)
     approval_id = approval_id_of(outcome)
-    assert isinstance(outcome, InteractionRequired) and outcome.interaction.metadata is not None
-    metadata = outcome.interaction.metadata
-    assert (metadata["approvalId"], metadata["requestId"], metadata["status"]) == (
+    assert isinstance(outcome, InteractionRequired)
+    assert (outcome.approval_id, outcome.request_id, outcome.approval_status) == (
         approval_id,
         request_id,
         "pending",
     )
+    assert outcome.continuation is not None
+    assert outcome.continuation.controls() == {
+        "requestId": request_id,
+        "confirmed": True,
+        "approvalId": approval_id,
+    }
     record = await env.store.get_approval(approval_id)
     assert record is not None
     assert (record.tenant_id, record.requester_id, record.request_id, record.tool) == (
         "acme",
-        "alice",
+        "acme/alice",
         request_id,
         "refund_order",
     )
@@ -150,9 +159,9 @@ async def test_A02_approval_happy_path(make_env: EnvFactory, observer: Observer)
     assert not done.replayed
     record = await env.store.get_approval(approval_id)
     assert record is not None and (record.status, record.consumed_by) == ("consumed", request_id)
-    assert record.decided_by == "ada"
+    assert record.decided_by == APPROVER.key == "acme/ada"
     assert await observer.count(EFFECTS) == 1
-    entry = await env.store.get_entry("acme", "alice", request_id)
+    entry = await env.store.get_entry("acme", ALICE.key, request_id)
     assert entry is not None and entry.approval_id == approval_id
 
 
@@ -248,6 +257,39 @@ async def test_A04_approval_reuse_other_command(make_env: EnvFactory, observer: 
     assert await observer.count(EFFECTS) == 1
 
 
+async def test_A04_an_approval_binds_the_secret_and_excluded_fields_it_does_not_show(
+    make_env: EnvFactory, observer: Observer
+) -> None:
+    # The approver sees the IBAN masked and the memo shown; both are bound all the same.
+    env = await make_env()
+    host, request_id = env.host, rid()
+    asked = await host.invoke("approved_payout", payout("DE-APPROVED", request_id), ALICE)
+    approval_id = approval_id_of(asked)
+    assert not isinstance(await host.approvals.grant(approval_id, APPROVER), Failed)
+    for request in (request_id, rid()):
+        for arguments in (
+            payout("DE-SWAPPED", request, approval_id=approval_id),
+            payout("DE-APPROVED", request, memo="other", approval_id=approval_id),
+            payout("DE-APPROVED", request, tags=("a",), approval_id=approval_id),
+        ):
+            denied(await host.invoke("approved_payout", arguments, ALICE), "fingerprint_mismatch")
+    assert await observer.count(EFFECTS) == 0 and await observer.count(LEDGER) == 0
+    assert await status_of(env.store, approval_id) == "approved"
+    exact = payout("DE-APPROVED", request_id, tags=("a", "b"), approval_id=approval_id)
+    completed(await host.invoke("approved_payout", exact, ALICE))
+    # The swapped IBAN with the approved request id is another command: never a replay.
+    for swapped in (
+        payout("DE-SWAPPED", request_id, approval_id=approval_id),
+        payout("DE-SWAPPED", request_id),
+    ):
+        failure(
+            await host.invoke("approved_payout", swapped, ALICE),
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            "idempotency_key_reused",
+        )
+    assert await observer.details() == [payout_detail("DE-APPROVED", 100, "rent")]
+
+
 async def test_A05_approval_cross_tenant_and_principal(
     make_env: EnvFactory, observer: Observer
 ) -> None:
@@ -270,7 +312,7 @@ async def test_A05_approval_cross_tenant_and_principal(
     asked = refund("o-9", 5, delegation_id, onBehalfOf="globex")
     minted = approval_id_of(await host.invoke("refund_order", asked, ADMIN))
     record = await env.store.get_approval(minted)
-    assert record is not None and (record.tenant_id, record.requester_id) == ("globex", "root")
+    assert record is not None and (record.tenant_id, record.requester_id) == ("globex", "acme/root")
     denied(await host.approvals.grant(minted, APPROVER), "not_found")
     assert not isinstance(await host.approvals.grant(minted, GLOBEX_APPROVER), Failed)
     own_tenant = refund("o-9", 5, delegation_id, approval_id=minted)
@@ -296,22 +338,32 @@ async def test_A06_approval_single_use_concurrent(make_env: EnvFactory, observer
     host = env.host
     for iteration in range(ITERATIONS):
         order = f"o-{iteration}"
-        approval_id = await approved(host, refund(order, 100, rid()))
+        own = rid()
+        approval_id = await approved(host, refund(order, 100, own))
+        # Half the callers retry the approved request itself, half try it under request
+        # ids of their own: the approval belongs to its request and is consumed once.
         calls = [
-            ("refund_order", refund(order, 100, rid(), approval_id=approval_id), ALICE)
-            for _ in range(CALLERS)
+            (
+                "refund_order",
+                refund(order, 100, own if n % 2 else rid(), approval_id=approval_id),
+                ALICE,
+            )
+            for n in range(CALLERS)
         ]
         outcomes = await burst(host, env.battery, calls)
-        [winner] = [o for o in outcomes if isinstance(o, Completed)]
-        assert not winner.replayed
-        for outcome in outcomes:
-            if outcome is not winner:
-                denied(outcome, "already_executed")
+        [winner] = [o for o in outcomes if isinstance(o, Completed) and not o.replayed]
+        for (_, arguments, _), outcome in zip(calls, outcomes, strict=True):
+            if outcome is winner:
+                continue
+            if arguments["_charter"]["requestId"] == own:
+                assert isinstance(outcome, Completed) and outcome.replayed, outcome
+            else:
+                denied(outcome, "request_id_mismatch")
         assert await observer.count(EFFECTS, detail=f"{order}:100") == 1
         assert await status_of(env.store, approval_id) == "consumed"
-        # Once consumed, a new request id cannot use it again.
+        # Once consumed, a new request id cannot use it either.
         again = refund(order, 100, rid(), approval_id=approval_id)
-        denied(await host.invoke("refund_order", again, ALICE), "already_executed")
+        denied(await host.invoke("refund_order", again, ALICE), "request_id_mismatch")
     assert env.battery.runs == ITERATIONS
 
 
@@ -404,10 +456,14 @@ async def test_A08_approval_expiry(make_env: EnvFactory, observer: Observer) -> 
     completed(
         await host.invoke("refund_order", await approval_at_expiry("o-1", -millisecond), ALICE)
     )
+    # Expired unused: a final Denied for the request, with or without the approval id.
     expired = await approval_at_expiry("o-2", millisecond)
-    denied(await host.invoke("refund_order", expired, ALICE), "expired")
+    gone = refused(await host.invoke("refund_order", expired, ALICE), "approval_expired")
+    assert gone.decided_at == clock.now - millisecond
+    expired_without_id = {**expired, "_charter": {**expired["_charter"], "approvalId": None}}
+    refused(await host.invoke("refund_order", expired_without_id, ALICE), "approval_expired")
     at_expiry = await approval_at_expiry("o-3", timedelta(0))
-    denied(await host.invoke("refund_order", at_expiry, ALICE), "expired")
+    refused(await host.invoke("refund_order", at_expiry, ALICE), "approval_expired")
     assert await observer.count(EFFECTS) == 1
 
     # An approval that expires before anyone decides cannot be granted any more.
@@ -432,17 +488,30 @@ async def test_A09_approval_denied_or_revoked(make_env: EnvFactory, observer: Ob
     host = env.host
     request_id = rid()
     asked = approval_id_of(await host.invoke("refund_order", refund("o-1", 1, request_id), ALICE))
-    refused = await host.approvals.deny(asked, APPROVER, reason="not this one")
-    assert isinstance(refused, ApprovalRecord) and refused.decision_reason == "not this one"
-    call = refund("o-1", 1, request_id, approval_id=asked)
-    denied(await host.invoke("refund_order", call, ALICE), "denied")
+    refusal = await host.approvals.deny(asked, APPROVER, reason="not this one")
+    assert isinstance(refusal, ApprovalRecord) and refusal.decision_reason == "not this one"
+    # Every retry of the request is the person's denial: with the approval id, without it,
+    # and even unconfirmed; it says who denied it, when and why.
+    retries = [
+        refund("o-1", 1, request_id, approval_id=asked),
+        refund("o-1", 1, request_id),
+        {**refund("o-1", 1, request_id), "_charter": {"requestId": request_id}},
+    ]
+    for call in retries:
+        no = refused(await host.invoke("refund_order", call, ALICE), "approval_denied")
+        assert no.approval_id == asked and no.request_id == request_id
+        assert no.decided_by == refusal.decided_by and no.decided_at == refusal.decided_at
+        assert no.decision_reason == "not this one" and "not this one" in no.reason
+    status = await host.action_status(ALICE, request_id)
+    assert status is not None and status.status == "denied"
+    assert status.outcome is not None and status.outcome["cause"] == "approval_denied"
     # Revoked: granted, then denied before it was used.
     request_id = rid()
     revoked = await approved(host, refund("o-2", 1, request_id))
     assert not isinstance(await host.approvals.deny(revoked, APPROVER), Failed)
-    denied(
+    refused(
         await host.invoke("refund_order", refund("o-2", 1, request_id, approval_id=revoked), ALICE),
-        "denied",
+        "approval_denied",
     )
     assert await observer.count(EFFECTS) == 0
     # A denied approval cannot be granted afterwards, nor a consumed one revoked.
@@ -471,7 +540,7 @@ async def test_A10_approver_separation(make_env: EnvFactory) -> None:
     # A deployment may allow self-approval explicitly.
     lenient = Host(env.battery.registry, store=env.store, clock=env.clock, allow_self_approval=True)
     granted = await lenient.approvals.grant(asked, alice_approver)
-    assert isinstance(granted, ApprovalRecord) and granted.decided_by == "alice"
+    assert isinstance(granted, ApprovalRecord) and granted.decided_by == "acme/alice"
 
 
 # -- A11 ------------------------------------------------------------------------------------
@@ -498,8 +567,36 @@ async def test_A11_confirmation_strict_and_excluded_from_hash(
     assert not first.replayed and replay == first.model_copy(update={"replayed": True})
     assert env.battery.runs == 1 and await observer.count(EFFECTS) == 1
     # The confirmation is a control: the stored fingerprint covers the input alone.
-    entry = await env.store.get_entry("acme", "alice", request_id)
+    entry = await env.store.get_entry("acme", ALICE.key, request_id)
     assert entry is not None
     assert entry.fingerprint == fingerprint(
         env.battery, "ship_order", "acme", "o-1", {"order_id": "o-1"}
     )
+
+
+# -- A12 ------------------------------------------------------------------------------------
+
+
+async def test_A12_an_approval_shows_every_bound_value_and_masks_secrets(
+    make_env: EnvFactory, observer: Observer
+) -> None:
+    env = await make_env()
+    request_id = rid()
+    asked = await env.host.invoke("approved_payout", payout("DE-APPROVED", request_id), ALICE)
+    approval_id = approval_id_of(asked)
+    shown = {
+        "order_id": "o-1",
+        "iban": {"$secret": "bound"},  # bound by the fingerprint, never shown
+        "amount": 100,
+        "memo": "rent",  # a Field(exclude=True): left out of dumps, not of the approval
+        "tags": {"$set": ["a", "b"]},  # sorted, whatever order the caller sent
+    }
+    record = await env.store.get_approval(approval_id)
+    assert record is not None and record.arguments == shown
+    [listed] = await env.host.approvals.list(APPROVER)
+    assert listed.arguments == shown
+    # The secret is stored nowhere: not in the approval, the ledger or the audit trail.
+    async with observer.engine.connect() as conn:
+        for table in (APPROVALS, LEDGER, "charter_audit_events"):
+            rows = (await conn.execute(sa.text(f"SELECT * FROM {table}"))).all()
+            assert "DE-APPROVED" not in repr(rows), table

@@ -11,7 +11,7 @@ CITATION = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)`")
 ROWS = (
     [f"L{n:02d}" for n in range(1, 19)]
     + ["K01", "K02", "K05", "K07"]
-    + [f"A{n:02d}" for n in range(1, 12)]
+    + [f"A{n:02d}" for n in range(1, 13)]
 )
 """The battery rows of reliability.md §5.1-5.3 this repository covers (issue #4)."""
 

@@ -26,16 +26,20 @@ import test_battery_ledger as ledger_battery
 from battery_support import (
     ADMIN,
     ALICE,
+    APPROVER,
     EFFECTS,
+    GLOBEX_APPROVER,
     LEDGER,
     SCOPES,
     Clock,
     Env,
     EnvFactory,
     Observer,
+    approval_id_of,
     battery_host,
     completed,
     failure,
+    refund,
     rid,
     widget,
 )
@@ -46,7 +50,7 @@ from tests.store import test_sql_concurrency as store_checks
 
 import charter.auth
 import charter.host
-from charter import ErrorCode, Principal
+from charter import ErrorCode, Failed, Principal
 from charter.auth import TenantDecision
 from charter.host import Host
 from charter.ledger import LedgerEntry, StoreBusy
@@ -240,7 +244,12 @@ ALICE_OF_GLOBEX = Principal(subject="alice", tenant_id="globex", scopes=SCOPES)
 
 
 async def check_same_subject_in_two_tenants(make_env: EnvFactory, observer: Observer) -> None:
-    """L07 with one subject in two tenants: the tenant alone keeps the requests apart."""
+    """L07 with one subject in two tenants, and one admin acting for two tenants.
+
+    Principals are stored with their home tenant, so two tenants' ``alice`` never share
+    a key; what only the ledger key's tenant keeps apart is one admin's request id used
+    for its own tenant and, delegated, for another.
+    """
     env = await make_env()
     request_id = rid()
     acme = completed(await env.host.invoke("create_widget", widget("w", request_id), ALICE))
@@ -250,6 +259,16 @@ async def check_same_subject_in_two_tenants(make_env: EnvFactory, observer: Obse
     assert not globex.replayed and globex.output != acme.output
     assert await observer.count(EFFECTS, request_id=request_id) == 2
     assert await observer.count(LEDGER, request_id=request_id) == 2
+
+    delegated = rid()
+    admin = Principal(subject="root", tenant_id="acme", scopes=SCOPES | {"admin"})
+    for tenant, approver in (("globex", GLOBEX_APPROVER), ("acme", APPROVER)):
+        arguments = refund("o-9", 1, delegated, onBehalfOf=tenant)
+        approval_id = approval_id_of(await env.host.invoke("refund_order", arguments, admin))
+        assert not isinstance(await env.host.approvals.grant(approval_id, approver), Failed)
+        done = refund("o-9", 1, delegated, onBehalfOf=tenant, approval_id=approval_id)
+        assert not completed(await env.host.invoke("refund_order", done, admin)).replayed
+    assert await observer.count(LEDGER, request_id=delegated) == 2
 
 
 async def check_admin_pinned_on_sql(make_env: EnvFactory, observer: Observer) -> None:
@@ -339,9 +358,10 @@ async def test_L19_a_key_without_the_tenant_is_caught_by_L07(
 ) -> None:
     make_env = functools.partial(make_variant_env, KeyWithoutTenantStore)
     await fails(check_same_subject_in_two_tenants(make_env, observer))
-    # The defect: the second tenant's call met the first tenant's row. (It cannot read the
-    # stored result: the fingerprint covers the tenant, so it gets a conflict instead.)
-    assert await observer.count(EFFECTS) == 1
+    # The defect: the admin's call for its own tenant met its delegated call's row. (It
+    # cannot read the stored result: the fingerprint covers the tenant, so it gets a
+    # conflict instead.)
+    assert await observer.count(LEDGER) == 3
 
 
 async def test_L19_an_approval_not_bound_to_the_arguments_is_caught_by_A04(

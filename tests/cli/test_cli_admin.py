@@ -144,7 +144,7 @@ def test_keys_create_prints_the_key_once_then_list_and_revoke(tmp_path: Path) ->
     db = sqlite(tmp_path / "c.db")
     created = charter(
         "keys", "create", "--tenant", "acme", "--subject", "ci-bot", "--scope", "trips:read",
-        "--scope", "trips:write", "--kind", "workflow", "--name", "CI", "--expires-in", "90d",
+        "--scope", "trips:write", "--kind", "service", "--name", "CI", "--expires-in", "90d",
         "--db", db,
     )  # fmt: skip
     assert created.exit_code == 0, created.output
@@ -184,7 +184,7 @@ def test_a_created_key_works_for_calls(tmp_path: Path, travel: TravelFiles) -> N
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--kind", "robot"], "error: --kind must be one of user, api_key, agent"),
+        (["--kind", "robot"], "error: --kind must be one of person, agent, service"),
         (["--scope", "not a scope"], "error: "),
         (["--expires-in", "soon"], "error: --expires-in must look like 90d, 12h, 30m or 45s"),
     ],

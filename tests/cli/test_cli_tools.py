@@ -181,7 +181,7 @@ def test_call_makes_up_a_request_id_when_the_tool_needs_one_and_waits_for_confir
         "--args", '{"trip_id": "trp_kyoto001", "reason": "Budget"}', env=travel.env,
     )  # fmt: skip
     assert result.exit_code == 3, result.output
-    assert "Confirm running 'trips.cancel'" in result.stdout
+    assert "Allow 'trips.cancel' to run" in result.stdout
     assert "request id" in result.stderr
     rid = result.stderr.split("request id ", 1)[1].split()[0]
     confirmed = charter(
@@ -349,3 +349,36 @@ def test_a_factory_needing_more_than_the_store_is_refused(
     result = charter("tools", f"{module}:needs_more")
     assert result.exit_code == 2
     assert "needs arguments charter cannot supply (region)" in error_line(result)
+
+
+FAILING_TARGET = """
+from pydantic import BaseModel
+
+from charter import ErrorCode, Host, Registry, ToolError, tool
+
+
+class Empty(BaseModel):
+    pass
+
+
+@tool(tier="read", auth="public")
+def connect(args: Empty) -> Empty:
+    \"\"\"Fail the way a careless handler does.\"\"\"
+    raise ToolError(ErrorCode.PROVIDER_ERROR, "cannot reach postgresql://app:CANARY-c11@db")
+
+
+registry = Registry()
+registry.register(connect)
+host = Host(registry)
+"""
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_call_shows_a_server_fault_as_its_code_and_error_id_like_a_server_would(
+    write_target: Callable[[str], str], json_output: bool
+) -> None:
+    module = write_target(FAILING_TARGET)
+    result = charter("call", f"{module}:host", "connect", *(["--json"] if json_output else []))
+    assert result.exit_code == 1
+    assert "PROVIDER_ERROR" in result.stdout and "err_" in result.stdout
+    assert "CANARY-c11" not in result.stdout

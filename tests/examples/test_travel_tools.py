@@ -14,6 +14,7 @@ from travel_support import ADMIN, AGENT, APPROVER, GLOBEX_AGENT, Travel
 
 from charter import (
     Completed,
+    Denied,
     ErrorCode,
     Failed,
     InteractionRequired,
@@ -281,7 +282,8 @@ async def test_bookings_refund_waits_for_an_approval_then_refunds_once_after_com
         {**args, **charter(requestId=rid, confirmed=True, approvalId=approval_id)},
         AGENT,
     )
-    assert failure(early, ErrorCode.AUTHORIZATION_DENIED).reason == "not_approved"
+    # Before the grant the same pause answers again: still pending, nothing refunded.
+    assert isinstance(early, InteractionRequired) and early.approval_status == "pending"
     assert await travel.payments.refunds("bkg_hotel001") == 0
 
     granted = await travel.host.approvals.grant(approval_id, APPROVER, "Customer called")
@@ -312,7 +314,7 @@ async def test_the_requesting_agent_cannot_grant_its_own_refund(travel: Travel) 
     approval_id = str(interaction(asked, ErrorCode.APPROVAL_REQUIRED)["approvalId"])
     refused = await travel.host.approvals.grant(approval_id, AGENT)
     assert isinstance(refused, Failed) and refused.code is ErrorCode.AUTHORIZATION_DENIED
-    assert refused.reason == "insufficient_scope"
+    assert refused.reason == "not_a_person"
 
 
 async def test_a_denied_refund_never_runs(travel: Travel) -> None:
@@ -329,7 +331,8 @@ async def test_a_denied_refund_never_runs(travel: Travel) -> None:
         {**args, **charter(requestId=rid, confirmed=True, approvalId=approval_id)},
         AGENT,
     )
-    assert failure(retried, ErrorCode.AUTHORIZATION_DENIED).reason == "denied"
+    assert isinstance(retried, Denied) and retried.cause == "approval_denied"
+    assert retried.decision_reason == "Not refundable" and retried.decided_by is not None
     assert await travel.payments.refunds("bkg_flight01") == 0
     assert await refunded_cents(travel, "bkg_flight01") == 0
 

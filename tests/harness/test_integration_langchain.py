@@ -96,11 +96,12 @@ async def test_an_approval_interrupts_the_graph_and_a_forked_resume_runs_the_too
     config: Any = {"configurable": {"thread_id": "thread-1"}}
     first = await agent.ainvoke({"messages": [{"role": "user", "content": "cancel b1"}]}, config)
     (confirm,) = first["__interrupt__"]
-    assert confirm.value["metadata"]["code"] == "CONFIRMATION_REQUIRED"
+    assert confirm.value["gate"] == "confirmation"
 
     second = await agent.ainvoke(Command(resume=True), config)
     (approval,) = second["__interrupt__"]
-    assert approval.value["metadata"]["code"] == "APPROVAL_REQUIRED"
+    assert approval.value["gate"] == "approval"
+    assert approval.value["approvalId"] == approval.value["interactionId"]
     assert world.executions == []
     fork_point = (await agent.aget_state(config)).config
     await world.host.approvals.grant(approval.value["interactionId"], BOB)
@@ -126,7 +127,7 @@ async def test_a_rejected_approval_is_an_error_message_and_nothing_runs(world: W
     done = await agent.ainvoke(Command(resume={"approved": False}), config)
 
     (message,) = tool_messages(done)
-    assert message.status == "error" and "Approval rejected" in str(message.content)
+    assert message.status == "error" and "declined" in str(message.content)
     assert world.executions == []
 
 

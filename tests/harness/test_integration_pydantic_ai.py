@@ -91,7 +91,7 @@ async def test_an_approval_resumed_twice_runs_the_tool_once(world: World) -> Non
     assert isinstance(first.output, DeferredToolRequests)
     (confirm,) = first.output.approvals
     assert confirm.tool_name == "cancel_booking"
-    assert first.output.metadata["c1"]["code"] == "CONFIRMATION_REQUIRED"
+    assert first.output.metadata["c1"]["gate"] == "confirmation"
     history = ModelMessagesTypeAdapter.dump_json(first.all_messages())
 
     approved = DeferredToolResults(approvals={"c1": True})

@@ -153,9 +153,9 @@ async def test_a_sensitive_tool_asks_for_confirmation_then_runs_once() -> None:
     first = await kit.call("publish_note", rid)
     assert isinstance(first, InteractionRequired)
     assert first.interaction.kind == "approval"
-    assert first.interaction.metadata is not None
-    assert first.interaction.metadata["code"] == "CONFIRMATION_REQUIRED"
-    assert first.interaction.metadata["retryWith"] == {"_charter": {"confirmed": True}}
+    assert first.gate == "confirmation" and first.request_id == rid
+    assert first.continuation is not None
+    assert first.continuation.controls() == {"requestId": rid, "confirmed": True}
     assert kit.runs == [] and kit.store.entries == {}
     confirmed = await kit.call("publish_note", rid, confirmed=True)
     assert isinstance(confirmed, Completed) and confirmed.replayed is False
@@ -277,12 +277,13 @@ async def test_a_retry_with_the_same_id_after_a_missing_or_invalid_approval_runs
     bogus = await kit.call("delete_note", rid, confirmed=True, approvalId="apr_bogus")
     assert isinstance(bogus, Failed) and bogus.code is ErrorCode.AUTHORIZATION_DENIED
     asked = await kit.call("delete_note", rid, confirmed=True)
-    assert isinstance(asked, InteractionRequired)
-    assert asked.interaction.metadata is not None
-    assert asked.interaction.metadata["code"] == "APPROVAL_REQUIRED"
-    approval_id = asked.interaction.id
+    assert isinstance(asked, InteractionRequired) and asked.gate == "approval"
+    approval_id = asked.approval_id
+    assert approval_id is not None and approval_id == asked.interaction.id
     early = await kit.call("delete_note", rid, confirmed=True, approvalId=approval_id)
-    assert isinstance(early, Failed) and early.reason == "not_approved"
+    # Retrying before the grant answers the same pause: still pending, nothing ran.
+    assert isinstance(early, InteractionRequired) and early.approval_status == "pending"
+    assert early.approval_id == approval_id
     assert kit.store.entries == {} and kit.runs == []
     granted = await kit.host.approvals.grant(approval_id, APPROVER)
     assert not isinstance(granted, Failed)

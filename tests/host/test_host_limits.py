@@ -206,21 +206,20 @@ async def test_a_five_thousand_digit_integer_is_rejected_as_text_and_as_a_value(
     await kit.rejected({"count": -(10**5000)}, "input_too_large")
 
 
-async def test_an_integer_past_two_to_the_53_validates_but_cannot_be_fingerprinted() -> None:
+async def test_an_integer_past_two_to_the_53_is_fingerprinted_exactly() -> None:
+    # JSON numbers are doubles, where 2**53 + 1 rounds to 2**53; the fingerprint's form
+    # writes such an integer as {"$int": "<digits>"}, so the two are different commands.
     kit = Kit()
     big = 2**53 + 1
-    # It is a valid int for the schema, and a read tool (no fingerprint) runs with it...
-    assert isinstance(await kit.host.invoke("read_data", {"count": big}, PRINCIPAL), Completed)
-    kit.calls = 0
-    # ...but a ledgered command cannot be keyed by it, as a value or as text.
-    arguments = {"count": big, "_charter": {"requestId": str(uuid.uuid4())}}
-    failed = await kit.rejected(arguments, "not_canonical")
-    assert str(big) not in failed.message
-    await kit.rejected(json.dumps(arguments), "not_canonical")
-    await kit.rejected(_with_request_id([{"deep": big}]), "not_canonical")
-    # At exactly 2**53 every integer is still exact.
-    edge = await kit.host.invoke("store_data", {**arguments, "count": 2**53}, PRINCIPAL)
-    assert isinstance(edge, Completed)
+    controls = {"_charter": {"requestId": str(uuid.uuid4())}}
+    first = await kit.host.invoke("store_data", {"count": big, **controls}, PRINCIPAL)
+    assert isinstance(first, Completed) and not first.replayed
+    again = await kit.host.invoke("store_data", json.dumps({"count": big, **controls}), PRINCIPAL)
+    assert isinstance(again, Completed) and again.replayed
+    for other in ({"count": 2**53}, {"count": big, "data": [{"deep": big}]}):
+        outcome = await kit.host.invoke("store_data", {**other, **controls}, PRINCIPAL)
+        assert isinstance(outcome, Failed) and outcome.code is ErrorCode.IDEMPOTENCY_CONFLICT
+    assert kit.calls == 1
 
 
 async def test_a_lone_surrogate_is_rejected_in_text_escapes_and_python_strings() -> None:

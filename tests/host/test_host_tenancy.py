@@ -214,7 +214,8 @@ async def test_a_delegated_ledgered_write_is_keyed_and_audited_for_the_target_te
     outcome = await host.invoke("update_memory", {"tenant_id": " tenant-b ", **controls}, ADMIN)
     assert isinstance(outcome, Completed)
     [key] = store.entries
-    assert key[0] == "tenant-b" and key[1] == "admin-1"
+    # Keyed by the target tenant and the admin's own identity (its home tenant, subject).
+    assert key[0] == "tenant-b" and key[1] == "tenant-a/admin-1"
     event = await last_event(host)
     assert (event.delegated, event.principal_tenant, event.tenant) == (True, "tenant-a", "tenant-b")
     assert event.request_id == controls["_charter"]["requestId"]

@@ -58,6 +58,12 @@ GLOBEX_APPROVER = Principal(
     subject="gus", tenant_id="globex", scopes=frozenset({"charter:approve"})
 )
 LAB = Principal(subject="lab", tenant_id="acme", scopes=frozenset({"lab:run"}))
+WILDCARD = Principal(subject="wanda", tenant_id="acme", scopes=frozenset({"*", "charter:*"}))
+"""A person whose wildcard grants satisfy every scope check, but never the approver's."""
+BOT_APPROVER = Principal(
+    subject="bot", tenant_id="acme", scopes=frozenset({"charter:approve"}), kind="agent"
+)
+"""An agent holding the approver scope literally: still not a person."""
 
 TOKENS = {
     "agent-token": AGENT,
@@ -66,6 +72,8 @@ TOKENS = {
     "globex-token": GLOBEX_AGENT,
     "globex-approver-token": GLOBEX_APPROVER,
     "lab-token": LAB,
+    "wildcard-token": WILDCARD,
+    "bot-approver-token": BOT_APPROVER,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import httpx
+import pytest
 from http_support import Live
 
 from charter import ErrorCode
@@ -33,16 +34,13 @@ def request_refund(
 
 
 def retry(
-    agent: httpx.Client, booking_id: str, request_id: str, approval_id: str
+    agent: httpx.Client, booking_id: str, request_id: str, approval_id: str | None
 ) -> httpx.Response:
+    headers = {"Idempotency-Key": request_id, "Charter-Confirm": "true"}
+    if approval_id is not None:
+        headers["Charter-Approval"] = approval_id
     return agent.post(
-        REFUND,
-        json={"booking_id": booking_id, "amount_cents": 1250},
-        headers={
-            "Idempotency-Key": request_id,
-            "Charter-Confirm": "true",
-            "Charter-Approval": approval_id,
-        },
+        REFUND, json={"booking_id": booking_id, "amount_cents": 1250}, headers=headers
     )
 
 
@@ -58,7 +56,8 @@ def test_the_approval_round_trip_runs_the_action_once_and_then_replays(
     assert mine["tool"] == "bookings.refund"
     assert mine["target"] == "bkg_round"
     assert mine["arguments"] == {"booking_id": "bkg_round", "amount_cents": 1250}
-    assert mine["requesterId"] == "agent-7"
+    assert mine["requesterId"] == "acme/agent-7"
+    assert (mine["requesterTenant"], mine["requesterSubject"]) == ("acme", "agent-7")
     assert mine["risk"] == "critical"
     assert mine["tier"] == "destructive"
     assert mine["status"] == "pending"
@@ -67,7 +66,8 @@ def test_the_approval_round_trip_runs_the_action_once_and_then_replays(
     granted = approver.post(f"/v1/approvals/{approval_id}:grant", json={"reason": "customer ok"})
     assert granted.status_code == 200
     assert granted.json()["status"] == "approved"
-    assert granted.json()["decidedBy"] == "ana"
+    assert granted.json()["decidedBy"] == "acme/ana"
+    assert [d["decidedBy"] for d in granted.json()["history"]] == ["acme/ana"]
     assert granted.json()["decisionReason"] == "customer ok"
 
     done = retry(agent, "bkg_round", request_id, approval_id)
@@ -100,18 +100,31 @@ def test_a_denied_approval_is_403_on_retry(
     assert denied.status_code == 200
     assert denied.json()["status"] == "denied"
     assert agent.get(f"/v1/actions/{request_id}").json()["status"] == "denied"
-    response = retry(agent, "bkg_deny", request_id, approval_id)
-    assert response.status_code == 403
-    assert response.json()["reason"] == "denied"
+    # Every retry is the person's denial, with who, when and why: a final 403.
+    for approval in (approval_id, None):
+        response = retry(agent, "bkg_deny", request_id, approval)
+        assert response.status_code == 403
+        problem = response.json()
+        assert problem["type"] == "urn:charter:denied" and problem["reason"] == "approval_denied"
+        assert problem["meta"]["approvalId"] == approval_id
+        assert problem["meta"]["decisionReason"] == "fraud"
+        assert problem["meta"]["decidedBy"] and problem["meta"]["decidedAt"]
+        assert "fraud" in problem["detail"]
     assert live.lab.runs["refund:bkg_deny"] == 0
 
 
-def test_a_retry_before_the_grant_is_403_not_approved(agent: httpx.Client) -> None:
+def test_a_retry_before_the_grant_is_202_still_pending(agent: httpx.Client) -> None:
     request_id, approval_id = request_refund(agent, "bkg_early")
     response = retry(agent, "bkg_early", request_id, approval_id)
-    assert response.status_code == 403
-    assert response.json()["code"] == ErrorCode.AUTHORIZATION_DENIED
-    assert response.json()["reason"] == "not_approved"
+    assert response.status_code == 202
+    body = response.json()
+    assert body["gate"] == "approval" and body["approvalStatus"] == "pending"
+    assert body["approvalId"] == approval_id and body["requestId"] == request_id
+    assert body["retryWith"] == {
+        "requestId": request_id,
+        "confirmed": True,
+        "approvalId": approval_id,
+    }
 
 
 def test_the_requester_sees_its_own_approval_but_may_not_decide_it(
@@ -121,11 +134,10 @@ def test_the_requester_sees_its_own_approval_but_may_not_decide_it(
     assert agent.get(f"/v1/approvals/{approval_id}").status_code == 200
     assert approval_id in [a["id"] for a in agent.get("/v1/approvals").json()["approvals"]]
     response = agent.post(f"/v1/approvals/{approval_id}:grant")
+    # An agent never decides approvals, whatever its scopes: no scope to step up to.
     assert response.status_code == 403
-    assert response.json()["reason"] == "insufficient_scope"
-    assert response.headers["www-authenticate"] == (
-        'Bearer error="insufficient_scope", scope="charter:approve"'
-    )
+    assert response.json()["reason"] == "not_a_person"
+    assert "www-authenticate" not in response.headers
 
 
 def test_another_tenant_cannot_see_or_decide_an_approval(live: Live, agent: httpx.Client) -> None:
@@ -174,3 +186,37 @@ def test_a_decision_body_must_be_a_reason_or_nothing(
     assert extra.status_code == 422
     assert extra.json()["reason"] == "validation_failed"
     assert approver.post(path).json()["status"] == "denied"
+
+
+@pytest.mark.parametrize(
+    ("token", "booking"), [("wildcard-token", "bkg_wild"), ("bot-approver-token", "bkg_bot")]
+)
+def test_only_a_person_holding_the_approver_scope_itself_decides(
+    live: Live, agent: httpx.Client, token: str, booking: str
+) -> None:
+    _, approval_id = request_refund(agent, booking)
+    with live.client(token) as other:
+        assert other.get("/v1/whoami").json()["approver"] is False
+        response = other.post(f"/v1/approvals/{approval_id}:grant")
+    assert response.status_code in (403, 404)
+    with live.client("approver-token") as approver:
+        assert approver.get(f"/v1/approvals/{approval_id}").json()["status"] == "pending"
+
+
+def test_decisions_over_rest_are_audited_with_the_decider_and_the_reason(
+    live: Live, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    _, approval_id = request_refund(agent, "bkg_audited")
+    assert approver.post(f"/v1/approvals/{approval_id}:grant", json={"reason": "ok"}).is_success
+    revoked = approver.post(f"/v1/approvals/{approval_id}:deny", json={"reason": "oops"})
+    assert revoked.json()["status"] == "denied"
+    assert [(d["status"], d["decidedBy"]) for d in revoked.json()["history"]] == [
+        ("approved", "acme/ana"),
+        ("denied", "acme/ana"),
+    ]
+    events = approver.get("/v1/audit", params={"limit": 500}).json()["events"]
+    decided = [
+        (e["action"], e["subject"], e["note"]) for e in events if e["approvalId"] == approval_id
+    ]
+    assert ("approval.grant", "ana", "ok") in decided
+    assert ("approval.revoke", "ana", "oops") in decided

@@ -115,18 +115,28 @@ async def test_a_jwt_calls_a_tool_over_mcp_streamable_http(live: Live) -> None:
     assert result.structured_content["trips"][0]["trip_id"] == "trp_1"
 
 
-@pytest.mark.parametrize(
-    ("bad", "detail"),
-    [
-        (token(exp=int(time.time()) - 3600), "the token has expired"),
-        (token(key=OTHER_KEY), "the token's signature is not valid"),
-        (token(aud="https://elsewhere.example"), "the token is meant for another audience"),
-        (token(tenant_id=None), "the token has no 'tenant_id' claim"),
-    ],
+NOT_A_NUMERIC_DATE = (
+    "the token's 'exp' claim is not a NumericDate (seconds since 1970, a JSON number)"
 )
+BAD_TOKENS: list[tuple[dict[str, Any], str]] = [
+    ({"exp": int(time.time()) - 3600}, "the token has expired"),
+    ({"key": OTHER_KEY}, "the token's signature is not valid"),
+    ({"aud": "https://elsewhere.example"}, "the token is meant for another audience"),
+    ({"tenant_id": None}, "the token has no 'tenant_id' claim"),
+    ({"exp": 1e300}, NOT_A_NUMERIC_DATE),
+    ({"exp": "{future}"}, NOT_A_NUMERIC_DATE),
+    ({"tenant_id": "acme\x00"}, "the token's tenant holds a control character"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "detail"), BAD_TOKENS, ids=[d for _, d in BAD_TOKENS])
 async def test_a_bad_jwt_is_a_401_challenge_over_rest_and_mcp(
-    live: Live, bad: str, detail: str
+    live: Live, overrides: dict[str, Any], detail: str
 ) -> None:
+    # Minted here, not at collection: a long run must not turn every token into "expired".
+    if overrides.get("exp") == "{future}":
+        overrides = {"exp": str(int(time.time()) + 300)}
+    bad = token(**overrides)
     async with httpx.AsyncClient(base_url=live.url, timeout=10) as http:
         rest = await http.post(
             "/v1/tools/trips.search:call",

@@ -101,7 +101,7 @@ def test_whoami_describes_the_caller(approver: httpx.Client, agent: httpx.Client
     assert approver.get("/v1/whoami").json() == {
         "subject": "ana",
         "tenantId": "acme",
-        "kind": "user",
+        "kind": "person",
         "actor": "staff",
         "displayName": "Ana (staff approver)",
         "scopes": ["charter:approve", "trips:read"],

@@ -92,10 +92,7 @@ def test_an_unexpected_exception_is_a_500_with_only_an_error_id(
     assert response.status_code == 500
     body = response.json()
     assert body["code"] == ErrorCode.PROVIDER_ERROR
-    assert (
-        body["detail"]
-        == f"The server could not complete the call. Report error id {body['error_id']}."
-    )
+    assert body["detail"] == f"The tool failed inside the server. Error id: {body['error_id']}."
     assert CANARY not in response.text
     assert "postgresql" not in response.text
 

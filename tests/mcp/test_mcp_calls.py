@@ -14,6 +14,7 @@ from mcp.server.lowlevel import Server
 from mcp_support import Probe, request_id
 
 from charter import ErrorCode
+from charter._redaction import SERVER_FAULT_CODES
 from charter.host import Host
 from charter.mcp import OUTCOME_META_KEY, RESOLUTION, STATUS_TOOL, ConnectionState, create_server
 from charter.outcome import outcome_adapter
@@ -55,7 +56,12 @@ async def test_every_error_code_renders_as_an_is_error_result_with_next_steps(
     assert result.is_error is True
     assert result.structured_content is None
     text = _text(result)
-    assert text.startswith(f"[{code.value}] failing with {code.value} on purpose")
+    if code in SERVER_FAULT_CODES:
+        # The server's own failures show their code and error id, never their text.
+        assert text.startswith(f"[{code.value}] ")
+        assert "on purpose" not in text and "Error id: err_" in text
+    else:
+        assert text.startswith(f"[{code.value}] failing with {code.value} on purpose")
     assert "\nNext steps:\n  - " in text
     failed = _outcome(result)
     assert failed.code is code

@@ -93,7 +93,8 @@ async def test_a_dismissed_confirmation_leaves_the_call_waiting_for_one(
 async def test_without_elicitation_the_result_says_to_retry_confirmed(
     server: Server[ConnectionState], probe: Probe, mode: str
 ) -> None:
-    arguments: dict[str, Any] = {"trip_id": "T-2", "_charter": {"requestId": request_id()}}
+    rid = request_id()
+    arguments: dict[str, Any] = {"trip_id": "T-2", "_charter": {"requestId": rid}}
     async with Client(server, mode=mode) as client:
         first = await client.call_tool("cancel_trip", arguments)
         arguments["_charter"]["confirmed"] = True
@@ -101,9 +102,11 @@ async def test_without_elicitation_the_result_says_to_retry_confirmed(
     assert first.is_error is True
     text = _text(first)
     assert text.startswith("[CONFIRMATION_REQUIRED]")
-    assert '"_charter": {"confirmed": true}' in text
+    assert f'"_charter": {{"requestId": "{rid}", "confirmed": true}}' in text
     assert first.meta is not None
-    assert first.meta[OUTCOME_META_KEY]["kind"] == "interaction-required"
+    paused = first.meta[OUTCOME_META_KEY]
+    assert paused["kind"] == "interaction-required" and paused["gate"] == "confirmation"
+    assert paused["continuation"] == {"request_id": rid, "confirmed": True, "approval_id": None}
     assert second.is_error is False
     assert probe.runs["cancel_trip"] == 1
 
@@ -213,7 +216,9 @@ async def test_a_client_that_cannot_sample_gets_a_missing_service_error(
     assert "sampling" in _text(result)
 
 
-async def test_a_sampling_refusal_is_a_provider_error(server: Server[ConnectionState]) -> None:
+async def test_a_sampling_refusal_reaches_the_client_with_its_reason(
+    server: Server[ConnectionState],
+) -> None:
     async def refuse(
         context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.ErrorData:
@@ -221,5 +226,5 @@ async def test_a_sampling_refusal_is_a_provider_error(server: Server[ConnectionS
 
     async with Client(server, mode="legacy", sampling_callback=refuse) as client:
         result = await client.call_tool("ask_model", {"text": "hi"})
-    assert _text(result).startswith("[PROVIDER_ERROR] The client did not complete")
+    assert _text(result).startswith("[PROVIDER_UNAVAILABLE] The client did not complete")
     assert "user rejected" in _text(result)

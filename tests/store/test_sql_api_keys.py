@@ -34,7 +34,7 @@ async def test_the_secret_is_returned_once_and_only_its_hash_is_stored(
     secret = key.removeprefix(f"{API_KEY_PREFIX}{record.id}_")
     assert len(secret) >= 43
     assert record.scopes == ("notes:read", "notes:write")
-    assert (record.kind, record.actor, record.name) == ("api_key", "staff", "CI")
+    assert (record.kind, record.actor, record.name) == ("agent", "staff", "CI")
     assert secret not in record.model_dump_json()
     [stored] = await stored_hashes(sql_store)
     assert secret not in stored and key not in stored
@@ -56,7 +56,7 @@ async def test_the_authenticator_returns_an_api_key_principal(sql_store: SqlStor
         assert (principal.subject, principal.tenant_id, principal.kind) == (
             "ci-bot",
             "acme",
-            "api_key",
+            "agent",
         )
         assert principal.scopes == frozenset({"notes:write"})
         assert principal.api_key_id == record.id

@@ -137,7 +137,13 @@ async def test_every_sqlite_write_transaction_begins_immediate(
     writes: list[Callable[[], Awaitable[object]]] = [
         lambda: sql_store.insert_approval(approval),
         lambda: sql_store.decide_approval(
-            "apr_1", expected=("pending",), status="approved", decided_by="b", reason=None, at=NOW
+            "apr_1",
+            expected=("pending",),
+            status="approved",
+            decided_by="b",
+            reason=None,
+            at=NOW,
+            history=(),
         ),
         lambda: sql_store.settle_deferred("inv", "{}", NOW),
         lambda: sql_store.prune(NOW),
@@ -307,6 +313,7 @@ async def test_a_write_outside_the_gate_waits_busy_timeout_then_raises_store_bus
                     decided_by="bob",
                     reason=None,
                     at=NOW,
+                    history=(),
                 )
             release.set()
 
@@ -342,6 +349,7 @@ async def test_64_concurrent_consumers_of_one_approval_see_exactly_one_true(
             decided_by="b",
             reason=None,
             at=NOW,
+            history=(),
         )
 
         async def consume(tx: Any, approval_id: str = approval.id) -> object:

@@ -244,7 +244,7 @@ async def test_an_exact_replay_returns_the_stored_outcome_without_running_the_ha
     assert again.output == first.output
     assert application.runs == 1
     assert await rows(sql_store, "app_notes") == 1
-    entry = await sql_store.get_entry("acme", "alice", request_id)
+    entry = await sql_store.get_entry("acme", ALICE.key, request_id)
     assert entry is not None and entry.status == "completed"
     # The store is the audit sink: the first call's event committed with the action.
     events = await sql_store.events(tenant="acme")
@@ -389,7 +389,7 @@ async def test_a_created_target_claim_commits_with_the_handlers_row(sql_store: S
     assert isinstance(replay, Completed) and replay.replayed and replay.output == first.output
     assert application.runs == 1
     async with sql_store.transaction(wait=5) as tx:
-        claim = await tx.get_claim("acme", "alice", request_id)
+        claim = await tx.get_claim("acme", ALICE.key, request_id)
     assert claim is not None and claim.result_reference == f"note:{first.output['note_id']}"
     assert await rows(sql_store, "app_notes") == 1
 

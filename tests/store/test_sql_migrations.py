@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -15,7 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
 from charter.store import SchemaMismatch, SqlStore, _migrate, sqlite_url
-from charter.store._schema import VERSION_TABLE, metadata
+from charter.store._schema import VERSION_TABLE, api_keys, ledger_entries, metadata
 
 pytestmark = pytest.mark.anyio
 
@@ -31,9 +32,7 @@ CHARTER_TABLES = {
 }
 
 HEAD = _migrate.head_revision()
-"""The revision this release ships."""
-NEXT = "9999"
-"""The revision of a later release (test only)."""
+NEXT = f"{int(HEAD) + 1:04d}"
 
 NEXT_REVISION = f'''"""A later release's migration (test only).
 
@@ -82,7 +81,7 @@ async def test_a_fresh_database_is_migrated_on_open(store_url: str) -> None:
         async with store.engine.connect() as conn:
             assert await conn.run_sync(table_names) >= CHARTER_TABLES
         state = await _migrate.read_schema(store.engine)
-    assert state.current and state.revision == HEAD
+    assert state.current and state.revision == _migrate.head_revision() == HEAD
 
 
 async def test_a_fresh_sqlite_file_is_created_in_wal_mode(tmp_path: Path) -> None:
@@ -174,3 +173,51 @@ async def test_replicas_opening_a_fresh_database_at_once_create_it_once(store_ur
     finally:
         for store in stores:
             await store.aclose()
+
+
+async def test_0002_stores_principals_as_home_tenant_and_subject_and_maps_key_kinds(
+    store_url: str,
+) -> None:
+    # A database of the first release, with a request and three API keys in it (these two
+    # tables did not change in 0002, so the current Table objects write 0001's rows).
+    engine_store = SqlStore(store_url)
+    await _migrate.upgrade(engine_store.engine, "0001")
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    async with engine_store.engine.begin() as conn:
+        await conn.execute(
+            sa.insert(ledger_entries).values(
+                tenant_id="a/b",
+                principal_id="olga",
+                request_id="r1",
+                tool="t",
+                capability_id="c",
+                capability_version="1",
+                fingerprint="f",
+                status="completed",
+                invocation_id="i",
+                created_at=now,
+                expires_at=now,
+            )
+        )
+        for key_id, kind in (("k1", "user"), ("k2", "api_key"), ("k3", "workflow")):
+            await conn.execute(
+                sa.insert(api_keys).values(
+                    id=key_id,
+                    tenant_id="acme",
+                    subject=key_id,
+                    scopes=[],
+                    kind=kind,
+                    actor="staff",
+                    secret_hash="h",
+                    created_at=now,
+                )
+            )
+    await _migrate.upgrade(engine_store.engine)
+    async with engine_store.engine.connect() as conn:
+        principal = (await conn.execute(sa.select(ledger_entries.c.principal_id))).scalar_one()
+        kinds = {
+            row[0]: row[1] for row in await conn.execute(sa.select(api_keys.c.id, api_keys.c.kind))
+        }
+    await engine_store.aclose()
+    assert principal == "a%2Fb/olga"  # charter.auth.principal_key("a/b", "olga")
+    assert kinds == {"k1": "person", "k2": "agent", "k3": "service"}

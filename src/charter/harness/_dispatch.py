@@ -6,9 +6,9 @@ How a charter outcome becomes a harness call state (seed-semantics §7.14):
 |------------------------------------------------|------------------------------------------|
 | ``Completed``                                  | completed (output already validated)     |
 | ``Denied``, or ``Failed(AUTHORIZATION_DENIED)``| denied, with the reason / message        |
-| ``InteractionRequired`` (``APPROVAL_REQUIRED``)| paused; interaction id = the approval id |
-| ``InteractionRequired`` (``CONFIRMATION_...``) | paused; approve = the person confirms    |
-| ``InteractionRequired`` from the handler       | paused; resumed with ``ctx.resume``      |
+| ``InteractionRequired``, gate ``approval``     | paused; interaction id = the approval id |
+| ``InteractionRequired``, gate ``confirmation`` | paused; approve = the person confirms    |
+| ``InteractionRequired``, gate ``handler``      | paused; resumed with ``ctx.resume``      |
 | ``Deferred``                                   | paused until ``Settle``                  |
 | ``Failed(CANCELLED)``                          | failed ``tool.cancelled``                |
 | ``Failed(INVALID_OUTPUT)``                     | failed ``tool.invalid-output``           |
@@ -23,10 +23,12 @@ import logging
 import uuid
 from typing import Any
 
+from .._redaction import redact
+from .._safe_log import log_exception
 from ..auth import Principal
-from ..context import CancelSignal, ResumeInfo
+from ..context import CancelSignal
 from ..errors import ErrorCode
-from ..host import CallOptions, Host
+from ..host import CallOptions, Host, derive_request_id
 from ..outcome import (
     Completed,
     Deferred,
@@ -35,7 +37,7 @@ from ..outcome import (
     InteractionRequired,
     ToolOutcome,
 )
-from ..policy import CONTROL_FIELD
+from ..policy import InvocationControls
 from .messages import ToolResult
 from .seal import SealCodes
 from .store import CallRecord
@@ -43,8 +45,6 @@ from .store import CallRecord
 __all__ = ("absorb", "invoke_call", "request_id_for")
 
 logger = logging.getLogger("charter.harness")
-
-_REQUEST_NAMESPACE = uuid.UUID("6b0d4a52-8f55-4f0a-9a63-3c2f3f0c1a77")
 
 _CODE_MAP = {
     ErrorCode.CANCELLED: SealCodes.CANCELLED,
@@ -54,12 +54,12 @@ _CODE_MAP = {
 
 
 def request_id_for(session_id: str, invocation_id: str) -> str:
-    """The ledger request id of a call: a UUID derived from the session and invocation ids.
+    """The ledger request id of a call, derived from the session and invocation ids.
 
     The invocation id stays the same across pauses, resumes and restarts (it is in the
     session record), so a re-invocation reaches the same ledger row and replays.
     """
-    return str(uuid.uuid5(_REQUEST_NAMESPACE, f"{session_id}\x1f{invocation_id}"))
+    return derive_request_id(session_id, invocation_id)
 
 
 async def invoke_call(
@@ -69,22 +69,31 @@ async def invoke_call(
     principal: Principal | None,
     options: CallOptions,
 ) -> ToolOutcome:
-    """Invoke one call through the host, with the controls its state calls for."""
-    # Controls travel in ``_charter`` (sealing refused a model's own): one strict parse
-    # in the host, no merge with transport controls.
-    controls: dict[str, Any] = {"requestId": call.request_id} if call.request_id else {}
-    if call.confirmed:
-        controls["confirmed"] = True
-    if call.approval_id is not None:
-        controls["approvalId"] = call.approval_id
-    arguments = {**(call.args or {}), CONTROL_FIELD: controls}
+    """Invoke one call through the host, or continue its pause with the person's decision."""
+    controls = (
+        InvocationControls.model_validate({"requestId": call.request_id})
+        if call.request_id
+        else None
+    )
+    arguments = call.args or {}
     try:
-        return await host.invoke(call.tool_name, arguments, principal, call=options)
+        if call.paused is not None and call.resume is not None:
+            return await host.resume(
+                call.paused,
+                call.tool_name,
+                arguments,
+                principal,
+                approved=call.resume.approved is not False,
+                value=call.resume.value,
+                controls=controls,
+                call=options,
+            )
+        return await host.invoke(call.tool_name, arguments, principal, controls, call=options)
     except Exception:
         # The host answers every expected failure with an outcome; this is a bug in it or
         # in a store. One failing call never crashes the loop.
         error_id = "err_" + uuid.uuid4().hex[:16]
-        logger.exception("harness: invoking %s failed (error id %s)", call.tool_name, error_id)
+        log_exception(logger, "harness: invoking %r failed (error id %s)", call.tool_name, error_id)
         return Failed(
             code=ErrorCode.PROVIDER_ERROR,
             message=f"Tool {call.tool_name!r} failed. Error id: {error_id}.",
@@ -102,8 +111,7 @@ def call_options(
     audience: str | None,
     state: object,
 ) -> CallOptions:
-    """The transport facts of one call: its ids, its own cancel signal and resume info."""
-    resume = call.resume
+    """The transport facts of one call: its ids and its own cancel signal."""
     return CallOptions(
         cancel=cancel,
         audience=audience,
@@ -112,15 +120,6 @@ def call_options(
         step_id=step_id,
         call_id=call.call.call_id,
         invocation_id=call.invocation_id,
-        resume=ResumeInfo(
-            interaction_id=resume.interaction_id,
-            kind=resume.kind,
-            approved=resume.approved,
-            value=resume.value,
-            token=resume.token,
-        )
-        if resume is not None
-        else None,
         state=state,
     )
 
@@ -129,15 +128,6 @@ def absorb(call: CallRecord, outcome: ToolOutcome) -> CallRecord:
     """The call's next state after the host answered ``outcome`` (see the module table)."""
     base: dict[str, Any] = {"resume": None}
     if isinstance(outcome, InteractionRequired):
-        metadata = outcome.interaction.metadata or {}
-        code = metadata.get("code")
-        gate = (
-            "approval"
-            if code == ErrorCode.APPROVAL_REQUIRED.value
-            else "confirmation"
-            if code == ErrorCode.CONFIRMATION_REQUIRED.value
-            else None
-        )
         interaction = outcome.interaction
         if not interaction.id.strip():
             # A tool may leave the id to the harness (the seed generates one).
@@ -148,23 +138,15 @@ def absorb(call: CallRecord, outcome: ToolOutcome) -> CallRecord:
                 "status": "interaction",
                 "phase": "execute",
                 "interaction": interaction,
-                "gate": gate,
+                "gate": None if outcome.gate == "handler" else outcome.gate,
                 "token": outcome.token,
-                "approval_id": None,
+                "paused": outcome,
             }
         )
     if isinstance(outcome, Deferred):
         return call.model_copy(
             update={**base, "status": "deferred", "interaction": None, "token": outcome.token}
         )
-    if (
-        isinstance(outcome, Failed)
-        and call.approval_id is not None
-        and outcome.code is ErrorCode.AUTHORIZATION_DENIED
-        and outcome.reason == "not_approved"
-    ):
-        # Resumed before an approver granted it: keep waiting on the same interaction.
-        return call.model_copy(update={**base, "status": "interaction", "approval_id": None})
     return settle(call, outcome_result(call, outcome))
 
 
@@ -202,12 +184,15 @@ def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
 def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.message)
-    meta = dict(outcome.meta or {})
     code = _CODE_MAP.get(outcome.code, outcome.code.value)
     if outcome.code is ErrorCode.PROVIDER_ERROR and outcome.reason == "unhandled_exception":
         # The registry's answer to an unexpected exception (a raised ToolError keeps its
         # code): the message is redacted to an error id, never the exception text.
         code = SealCodes.EXECUTION_FAILED
+    # The model (and its provider) reads this: a server fault shows its code and error id
+    # only, as on every transport (charter._redaction).
+    outcome = redact(outcome)
+    meta = dict(outcome.meta or {})
     details: dict[str, Any] = {"charterCode": outcome.code.value, **meta}
     if outcome.code is ErrorCode.INVALID_INPUT:
         details["phase"] = "input"

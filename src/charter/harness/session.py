@@ -20,11 +20,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .._safe_log import log_exception
 from ..auth import Principal
 from ..context import CancelSignal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import Host
-from ..outcome import Completed, Denied, Failed, Interaction, outcome_adapter
+from ..outcome import Completed, Denied, Failed, Interaction, ToolOutcome, outcome_adapter
 from ..registry import finish_output
 from ._dispatch import (
     absorb,
@@ -361,7 +362,7 @@ class _Turn:
             raise _Rejected(ResumeCodes.INVALID_INPUT, _no_match(decision))
         index = _match(pending, decision, crashed)
         call = pending.calls[index]
-        updated = await _apply(session, call, decision)
+        updated, settled = await _apply(session, call, decision)
         calls = list(pending.calls)
         calls[index] = updated
         claimed = await session._claim(
@@ -374,8 +375,10 @@ class _Turn:
             call=updated,
             data={"decision": type(decision).__name__.lower()},
         )
-        if isinstance(decision, Settle) and updated.result is not None:
-            await session.harness.host.settle(decision.invocation_id, decision.outcome)
+        if settled is not None and isinstance(decision, Settle):
+            # The ledger's deferred record ends as the call did: the validated output, or
+            # the INVALID_OUTPUT failure the model was given.
+            await session.harness.host.settle(decision.invocation_id, settled)
         return turn
 
     async def continue_step(self) -> TurnResult:
@@ -539,7 +542,7 @@ class _Turn:
         try:
             state = await self.live.state(bound.capability)
         except Exception:
-            logger.exception("harness: the state factory of %s raised", call.tool_name)
+            log_exception(logger, "harness: the state factory of %r raised", call.tool_name)
             message = f"The state of tool {call.tool_name!r} could not be created."
             return settle(call, failure(call, SealCodes.EXECUTION_FAILED, message))
         signal = CancelSignal()
@@ -710,10 +713,12 @@ def _match(pending: PendingStep, decision: Decision, crashed: bool) -> int:
     raise _Rejected(ResumeCodes.INVALID_INPUT, _no_match(decision))
 
 
-async def _apply(session: Session, call: CallRecord, decision: Decision) -> CallRecord:
-    """The call's state after ``decision`` (before it runs again)."""
+async def _apply(
+    session: Session, call: CallRecord, decision: Decision
+) -> tuple[CallRecord, ToolOutcome | None]:
+    """The call's state after ``decision`` (before it runs again), and a settled outcome."""
     if call.status == "pending":
-        return call
+        return call, None
     if isinstance(decision, Settle):
         registered = session.harness.host.registry.get(call.tool_name)
         outcome = decision.outcome
@@ -724,19 +729,17 @@ async def _apply(session: Session, call: CallRecord, decision: Decision) -> Call
             )
         if isinstance(outcome, Completed) and registered is not None:
             outcome = finish_output(registered, outcome)
-        return settle(call, outcome_result(call, outcome))
+        return settle(call, outcome_result(call, outcome)), outcome
     interaction = call.interaction
     assert interaction is not None
     if isinstance(decision, Approve) and not decision.approved:
-        return settle(
-            call,
-            ToolResult(
-                kind="denied",
-                call_id=call.call.call_id,
-                tool_name=call.tool_name,
-                reason="Approval rejected",
-            ),
+        rejected = ToolResult(
+            kind="denied",
+            call_id=call.call.call_id,
+            tool_name=call.tool_name,
+            reason="Approval rejected",
         )
+        return settle(call, rejected), None
     resume = ResumeRecord(
         interaction_id=interaction.id,
         kind=interaction.kind,
@@ -744,12 +747,9 @@ async def _apply(session: Session, call: CallRecord, decision: Decision) -> Call
         value=decision.value if isinstance(decision, Respond) else None,
         token=call.token,
     )
-    changes: dict[str, Any] = {"status": "pending", "resume": resume, "phase": "execute"}
-    if call.gate == "approval":
-        changes.update(confirmed=True, approval_id=interaction.id)
-    elif call.gate == "confirmation":
-        changes.update(confirmed=True)
-    return call.model_copy(update=changes)
+    # The next run continues the host's pause with this decision (``Host.resume``).
+    changes = {"status": "pending", "resume": resume, "phase": "execute"}
+    return call.model_copy(update=changes), None
 
 
 def _with_id(interaction: Interaction, invocation_id: str) -> Interaction:

@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from ..outcome import Interaction
+from ..outcome import Interaction, InteractionRequired
 from .messages import Message, ToolCall, ToolResult
 
 __all__ = (
@@ -30,8 +30,11 @@ __all__ = (
     "SqliteSessionStore",
 )
 
-RECORD_VERSION = 1
-"""The schema version of ``SessionRecord``; a store refuses records it does not know."""
+RECORD_VERSION = 2
+"""The schema version of ``SessionRecord``; a store refuses records it does not know.
+
+Version 2 keeps the host's pause (``CallRecord.paused``) instead of the controls to send.
+"""
 
 _record = ConfigDict(frozen=True, extra="forbid")
 
@@ -70,10 +73,9 @@ class CallRecord(BaseModel):
     """Set when the host's action gate (not the tool) asked for the interaction."""
     token: JsonValue = None
     resume: ResumeRecord | None = None
-    confirmed: bool = False
-    """Send ``_charter.confirmed`` on the next invocation (a person confirmed)."""
-    approval_id: str | None = None
-    """Send ``_charter.approvalId`` on the next invocation (an approver granted it)."""
+    """The person's decision or answer, to continue ``paused`` with on the next run."""
+    paused: InteractionRequired | None = None
+    """What the host answered when the call paused; ``Host.resume`` continues it."""
     result: ToolResult | None = None
 
 

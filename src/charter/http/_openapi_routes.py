@@ -35,8 +35,9 @@ __all__ = (
 SCHEMAS = "#/components/schemas/"
 
 _PROBLEM_STATUSES: Mapping[int, str] = {
-    400: "Malformed request: the body is not strict JSON, a header is malformed, or a "
-    "control was sent twice with different values.",
+    400: "Malformed request: the body is not strict JSON, a header is malformed, a "
+    "control was sent twice with different values, or the request carries more than one "
+    "credential (ambiguous_credentials).",
     401: "Missing or invalid credentials.",
     403: "Not allowed: missing scopes, another tenant, an approval that does not match, "
     "or a denial.",
@@ -189,7 +190,12 @@ def _operation(
     secured: bool | None = True,
     request: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One fixed operation; ``secured`` None means public, False means credentials optional."""
+    """One fixed operation; ``secured`` None means public, False means credentials optional.
+
+    Any operation that reads credentials (it may answer 401) may also answer 400 for two
+    of them (``charter._credentials``).
+    """
+    problems = _with_ambiguous_credentials(problems)
     operation: dict[str, Any] = {
         "tags": [tag],
         "operationId": operation_id,
@@ -209,6 +215,13 @@ def _operation(
     elif secured:
         operation["security"] = _SECURED
     return operation
+
+
+def _with_ambiguous_credentials(problems: Iterable[int]) -> list[int]:
+    statuses = set(problems)
+    if 401 in statuses:
+        statuses.add(400)
+    return sorted(statuses)
 
 
 def fixed_paths() -> dict[str, Any]:
@@ -244,7 +257,7 @@ def fixed_paths() -> dict[str, Any]:
                         "description": "The manifest entry (see docs/manifest-format.md).",
                         "content": {"application/json": {"schema": {"type": "object"}}},
                     },
-                    **problem_refs((401, 404)),
+                    **problem_refs((400, 401, 404)),
                 },
             }
         },
@@ -355,7 +368,7 @@ def fixed_paths() -> dict[str, Any]:
                         "description": "An OpenAPI 3.1 document.",
                         "content": {"application/json": {"schema": {"type": "object"}}},
                     },
-                    **problem_refs((401,)),
+                    **problem_refs((400, 401)),
                 },
             }
         },

@@ -72,10 +72,18 @@ class AcceptedBody(_Wire):
 
     kind: Literal["interaction-required", "deferred"]
     interaction: Interaction | None = None
+    gate: Literal["confirmation", "approval", "handler"] | None = None
+    """What paused the call: the confirmation gate, the approval gate or the tool itself."""
     approval_id: str | None = None
     """The approval an approver must grant, for approval interactions."""
+    approval_status: Literal["pending", "approved", "denied", "consumed"] | None = None
+    expires_at: datetime | None = None
+    """When the approval expires unless it is decided and used by then."""
     request_id: str | None = None
     """The request id to retry with and to look up under ``/v1/actions/{requestId}``."""
+    retry_with: dict[str, JsonValue] | None = None
+    """The ``_charter`` controls to send (or their headers) when retrying to continue."""
+    next_steps: list[str] = Field(default_factory=list)
     token: JsonValue = None
 
 
@@ -86,12 +94,25 @@ class ToolListBody(_Wire):
     tools: list[dict[str, Any]]
 
 
+class ApprovalDecisionBody(_Wire):
+    """One decision in an approval's history."""
+
+    status: Literal["approved", "denied"]
+    decided_by: str
+    decided_at: datetime
+    reason: str | None = None
+
+
 class ApprovalBody(_Wire):
     """One approval, as an approver (or its requester) sees it."""
 
     id: str
     tenant_id: str
     requester_id: str
+    """The requester's principal key, ``<home tenant>/<subject>``."""
+    requester_tenant: str | None = None
+    """The requester's home tenant (another tenant's admin, for a delegated call)."""
+    requester_subject: str
     request_id: str
     tool: str
     description: str | None = None
@@ -111,6 +132,8 @@ class ApprovalBody(_Wire):
     decided_at: datetime | None = None
     decision_reason: str | None = None
     consumed_by: str | None = None
+    history: list[ApprovalDecisionBody] = Field(default_factory=list)
+    """Every decision, oldest first (a revocation keeps who granted)."""
 
     @classmethod
     def from_record(
@@ -118,7 +141,13 @@ class ApprovalBody(_Wire):
     ) -> ApprovalBody:
         """Render a stored approval; the fingerprint stays on the server."""
         data = record.model_dump(exclude={"fingerprint"})
-        return cls(**data, description=description, tier=tier)
+        return cls(
+            **data,
+            requester_tenant=record.requester_tenant,
+            requester_subject=record.requester_subject,
+            description=description,
+            tier=tier,
+        )
 
 
 class ApprovalListBody(_Wire):
@@ -138,7 +167,7 @@ class ActionStatusBody(_Wire):
 
     request_id: str
     tool: str
-    status: Literal["completed", "deferred", "awaiting_approval", "approved", "denied"]
+    status: Literal["completed", "deferred", "awaiting_approval", "approved", "denied", "expired"]
     outcome: dict[str, Any] | None = None
     approval_id: str | None = None
     updated_at: datetime
@@ -154,6 +183,7 @@ class AuditEventBody(_Wire):
 
     id: str
     time: datetime
+    action: Literal["call", "approval.grant", "approval.deny", "approval.revoke"] = "call"
     subject: str | None
     principal_tenant: str | None
     tenant: str | None
@@ -169,6 +199,10 @@ class AuditEventBody(_Wire):
     reason: str | None = None
     replayed: bool
     duration_ms: float
+    note: str | None = None
+    """For a decision: the reason the decider gave."""
+    count: int = 1
+    """How many calls the event stands for (anonymous refusals are aggregated)."""
 
     @classmethod
     def from_event(cls, event: AuditEvent) -> AuditEventBody:

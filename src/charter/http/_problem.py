@@ -3,23 +3,26 @@
 The status follows the code. A few reasons of ``INVALID_INPUT`` say more precisely what
 is wrong with the request and get their own status: a body that is not strict JSON, or
 controls that disagree, is 400; anything too large is 413. A 500 carries only an error id:
-the message and details stay in the server's log.
+the message and details stay in the server's log (``charter._redaction``, the rule every
+transport shares).
 """
 
 from __future__ import annotations
 
-import logging
-import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from pydantic import JsonValue
+from pydantic.alias_generators import to_camel
 from starlette.responses import Response
 
+from charter._redaction import SERVER_FAULT_CODES, redact
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
 from charter.outcome import Denied, Failed
 
 from ._payloads import ProblemBody
 
 __all__ = (
+    "DENIED_PROBLEM_TYPE",
     "PROBLEM_MEDIA_TYPE",
     "STATUS_BY_CODE",
     "STATUS_BY_REASON",
@@ -29,8 +32,6 @@ __all__ = (
     "problem_response",
     "status_for",
 )
-
-logger = logging.getLogger("charter.http")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -94,8 +95,8 @@ def failed_problem(failed: Failed) -> Response:
     """Render a ``Failed`` outcome, with the headers its status calls for."""
     status, title = status_for(failed.code, failed.reason)
     headers: dict[str, str] = {}
-    if status >= 500 and failed.code in (ErrorCode.INVALID_OUTPUT, ErrorCode.PROVIDER_ERROR):
-        return problem_response(_server_error(failed, status, title))
+    if failed.code in SERVER_FAULT_CODES:
+        return problem_response(_server_error(redact(failed), status, title))
     if failed.code is ErrorCode.UNAUTHENTICATED:
         headers["WWW-Authenticate"] = "Bearer"
     elif failed.code is ErrorCode.AUTHORIZATION_DENIED and failed.reason == "insufficient_scope":
@@ -122,39 +123,46 @@ def failed_problem(failed: Failed) -> Response:
     return problem_response(problem, headers)
 
 
-def _server_error(failed: Failed, status: int, title: str) -> ProblemBody:
+def _server_error(redacted: Failed, status: int, title: str) -> ProblemBody:
     """A 500 that says only that it failed and under which error id."""
-    error_id = (failed.meta or {}).get("errorId")
-    if not isinstance(error_id, str):
-        # A handler raised ToolError(PROVIDER_ERROR, ...) itself: its message may hold
-        # anything, so it goes to the log under a fresh id and not to the caller.
-        error_id = "err_" + uuid.uuid4().hex[:16]
-        logger.error("tool failed with %s (error id %s): %s", failed.code, error_id, failed.message)
     return ProblemBody(
-        type=_type(failed.code),
+        type=_type(redacted.code),
         title=title,
         status=status,
-        detail=f"The server could not complete the call. Report error id {error_id}.",
-        code=failed.code.value,
-        next_steps=list(DEFAULT_NEXT_STEPS[failed.code]),
-        retryable=failed.retryable,
-        error_id=error_id,
+        detail=redacted.message,
+        code=redacted.code.value,
+        next_steps=list(redacted.next_steps),
+        retryable=redacted.retryable,
+        error_id=str((redacted.meta or {})["errorId"]),
     )
 
 
 def denied_problem(denied: Denied) -> Response:
-    """Render a ``Denied`` outcome: a decision, not an error, so 403 with the reason."""
+    """Render a ``Denied`` outcome: a decision, not an error, so 403 with who and why."""
+    meta: dict[str, JsonValue] = {
+        key: value
+        for key, value in denied.model_dump(
+            mode="json", by_alias=False, exclude={"kind", "reason", "next_steps"}
+        ).items()
+        if value is not None
+    }
     return problem_response(
         ProblemBody(
-            type=_type(ErrorCode.AUTHORIZATION_DENIED),
+            type=DENIED_PROBLEM_TYPE,
             title="Denied",
             status=403,
             detail=denied.reason,
             code=ErrorCode.AUTHORIZATION_DENIED.value,
-            reason="denied",
-            next_steps=["The call was refused; do not retry it unchanged."],
+            reason=denied.cause or "denied",
+            next_steps=list(denied.next_steps)
+            or ["The call was refused; do not retry it unchanged."],
+            meta={to_camel(k): v for k, v in meta.items()} or None,
         )
     )
+
+
+DENIED_PROBLEM_TYPE = "urn:charter:denied"
+"""The problem type of a decision to refuse (a person denied it, or it expired)."""
 
 
 def http_problem(
@@ -167,9 +175,14 @@ def http_problem(
     headers: Mapping[str, str] | None = None,
     meta: Mapping[str, str] | None = None,
     retryable: bool = False,
+    next_steps: Sequence[str] | None = None,
 ) -> Response:
-    """A problem the transport itself answers (routing, credentials, query parameters)."""
-    next_steps = list(DEFAULT_NEXT_STEPS[code]) if code is not None else []
+    """A problem the transport itself answers (routing, credentials, query parameters).
+
+    ``next_steps`` default to the code's (none without a code).
+    """
+    if next_steps is None:
+        next_steps = DEFAULT_NEXT_STEPS[code] if code is not None else ()
     return problem_response(
         ProblemBody(
             type=_type(code) if code is not None else "about:blank",
@@ -178,7 +191,7 @@ def http_problem(
             detail=detail,
             code=code.value if code is not None else None,
             reason=reason,
-            next_steps=next_steps,
+            next_steps=list(next_steps),
             retryable=retryable,
             meta=dict(meta) if meta else None,
         ),

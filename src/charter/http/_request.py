@@ -6,6 +6,12 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from charter._credentials import (
+    AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
+    AMBIGUOUS_CREDENTIALS_REASON,
+    AmbiguousCredentials,
+    read_credentials,
+)
 from charter.auth import AuthenticationFailed, AuthenticationUnavailable, Credentials, Principal
 from charter.errors import ErrorCode
 from charter.host import Host
@@ -35,23 +41,31 @@ def credentials_from(request: Request) -> Credentials:
 
     Only the ``Bearer`` scheme counts; a request with another scheme (or none) is treated
     as carrying no token, as RFC 6750 asks for unsupported methods.
+
+    Raises:
+        AmbiguousCredentials: two ``Authorization`` or two ``X-API-Key`` headers, or a
+            bearer token and an API key that differ (``charter._credentials``).
     """
-    bearer: str | None = None
-    authorization = request.headers.get("authorization")
-    if authorization is not None:
-        scheme, _, token = authorization.strip().partition(" ")
-        if scheme.lower() == "bearer":
-            bearer = token.strip()
-    return Credentials(
-        bearer=bearer,
-        api_key=request.headers.get("x-api-key"),
-        headers=request.headers,
+    return read_credentials(
+        request.headers.getlist("authorization"),
+        request.headers.getlist("x-api-key"),
+        request.headers,
     )
 
 
 async def authenticate(host: Host, request: Request) -> Principal | Response | None:
-    """The caller (None when anonymous), or the 401 to answer for bad credentials."""
-    credentials = credentials_from(request)
+    """The caller (None when anonymous), or the 400/401/503 to answer instead."""
+    try:
+        credentials = credentials_from(request)
+    except AmbiguousCredentials as exc:
+        return http_problem(
+            400,
+            "Malformed request",
+            str(exc),
+            code=ErrorCode.INVALID_INPUT,
+            reason=AMBIGUOUS_CREDENTIALS_REASON,
+            next_steps=AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
+        )
     if credentials.bearer == "" or credentials.api_key == "":
         return _invalid_token("The credentials are empty.")
     try:

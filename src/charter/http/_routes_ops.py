@@ -8,6 +8,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from charter._safe_log import log_exception
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Failed, failed
@@ -41,12 +42,16 @@ class OpsRoutes:
         self.openapi = openapi
 
     async def action_status(self, request: Request) -> Response:
-        """``GET /v1/actions/{request_id}``: the caller's request, in the caller's tenant."""
+        """``GET /v1/actions/{request_id}?tenant=``: one of the caller's own requests.
+
+        ``tenant`` names the tenant a delegated request acted for (default: the caller's).
+        """
         caller = await require_principal(self.host, request)
         if isinstance(caller, Response):
             return caller
         request_id: str = request.path_params["request_id"]
-        status = await self.host.action_status(caller, request_id)
+        tenant = request.query_params.get("tenant") or None
+        status = await self.host.action_status(caller, request_id, tenant=tenant)
         if status is None:
             return failed_problem(
                 failed(
@@ -107,7 +112,7 @@ class OpsRoutes:
             with anyio.fail_after(_READY_TIMEOUT_SECONDS):
                 await self.host.store.get_approval("apr_readiness_probe")
         except Exception:  # a probe reports every failure as "not ready"
-            logger.exception("readiness probe: the store did not answer")
+            log_exception(logger, "readiness probe: the store did not answer")
             return http_problem(
                 503,
                 "Not ready",

@@ -161,14 +161,17 @@ def render_outcome(
     if isinstance(outcome, Denied):
         return denied_problem(outcome)
     if isinstance(outcome, InteractionRequired):
-        metadata = outcome.interaction.metadata or {}
-        approval_id = metadata.get("approvalId")
-        request_id = _string(metadata.get("requestId")) or _request_id(controls, body)
+        request_id = outcome.request_id or _request_id(controls, body)
         accepted = AcceptedBody(
             kind="interaction-required",
             interaction=outcome.interaction,
-            approval_id=approval_id if isinstance(approval_id, str) else None,
+            gate=outcome.gate,
+            approval_id=outcome.approval_id,
+            approval_status=outcome.approval_status,
+            expires_at=outcome.expires_at,
             request_id=request_id,
+            retry_with=outcome.continuation.controls() if outcome.continuation else None,
+            next_steps=list(outcome.next_steps),
             token=outcome.token,
         )
     else:
@@ -177,10 +180,6 @@ def render_outcome(
         accepted = AcceptedBody(kind="deferred", request_id=request_id, token=outcome.token)
     headers = {"Location": f"{root_path}/v1/actions/{request_id}"} if request_id else None
     return json_response(accepted, status_code=202, headers=headers)
-
-
-def _string(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _request_id(controls: InvocationControls | None, body: bytes) -> str | None:

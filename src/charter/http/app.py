@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import logging
 import math
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -17,10 +16,12 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from charter._redaction import new_error_id
+from charter._safe_log import log_exception
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
 from charter.host import Host
 
@@ -121,29 +122,29 @@ def create_app(
     approvals = ApprovalRoutes(host)
     ops = OpsRoutes(host, openapi)
     routes: list[BaseRoute] = [
-        Route("/v1/tools", tools.list_tools, methods=["GET"]),
-        Route("/v1/tools/{name}", tools.get_tool, methods=["GET"]),
-        Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=body_limit),
-        Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"]),
-        Route("/v1/approvals", approvals.list_approvals, methods=["GET"]),
-        Route("/v1/approvals/{approval_id}", approvals.get_approval, methods=["GET"]),
-        Route(
+        _Route("/v1/tools", tools.list_tools, methods=["GET"]),
+        _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"]),
+        _Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=body_limit),
+        _Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"]),
+        _Route("/v1/approvals", approvals.list_approvals, methods=["GET"]),
+        _Route("/v1/approvals/{approval_id}", approvals.get_approval, methods=["GET"]),
+        _Route(
             "/v1/approvals/{approval_id}:grant",
             approvals.grant,
             methods=["POST"],
             middleware=body_limit,
         ),
-        Route(
+        _Route(
             "/v1/approvals/{approval_id}:deny",
             approvals.deny,
             methods=["POST"],
             middleware=body_limit,
         ),
-        Route("/v1/audit", ops.audit, methods=["GET"]),
-        Route("/v1/whoami", ops.whoami, methods=["GET"]),
-        Route("/v1/openapi.json", ops.openapi_json, methods=["GET"]),
-        Route("/healthz", ops.healthz, methods=["GET"]),
-        Route("/readyz", ops.readyz, methods=["GET"]),
+        _Route("/v1/audit", ops.audit, methods=["GET"]),
+        _Route("/v1/whoami", ops.whoami, methods=["GET"]),
+        _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"]),
+        _Route("/healthz", ops.healthz, methods=["GET"]),
+        _Route("/readyz", ops.readyz, methods=["GET"]),
     ]
     if console:
         routes.append(Route("/", _to_console, methods=["GET"], include_in_schema=False))
@@ -200,6 +201,26 @@ def create_app(
         exception_handlers={HTTPException: _http_exception, Exception: _server_error},
         lifespan=_lifespan(mounted),
     )
+
+
+class _Route(Route):
+    """A REST route whose path parameters never hold ``:``.
+
+    ``:`` separates a resource from its custom method (``/v1/tools/{name}:call``,
+    ``/v1/approvals/{id}:grant``), and no tool name or id contains it. A plain Starlette
+    ``/v1/tools/{name}`` would also match ``/v1/tools/x:call``: a GET there would look the
+    tool ``x:call`` up, and a PUT would be answered 405 with the GET route's ``Allow``
+    (``GET, HEAD``) instead of the ``POST`` the path takes.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """Match as ``Route`` does, but never with a ``:`` in a path parameter."""
+        match, child_scope = super().matches(scope)
+        if match is not Match.NONE:
+            params: dict[str, object] = child_scope.get("path_params", {})
+            if any(isinstance(value, str) and ":" in value for value in params.values()):
+                return Match.NONE, {}
+        return match, child_scope
 
 
 def _mcp_mount(
@@ -278,6 +299,7 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
             f"No route {request.url.path[:200]!r}. See /v1/openapi.json for the API.",
             code=ErrorCode.NOT_FOUND,
             reason="route_not_found",
+            next_steps=("Check the path and method against /v1/openapi.json.",),
         )
     return http_problem(
         exc.status_code,
@@ -289,8 +311,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     """Anything unexpected: logged under an error id, answered with only that id."""
-    error_id = "err_" + uuid.uuid4().hex[:16]
-    logger.error("unhandled error (error id %s)", error_id, exc_info=exc)
+    error_id = new_error_id()
+    log_exception(logger, "unhandled error (error id %s)", error_id, exc=exc)
     return problem_response(
         ProblemBody(
             type=f"urn:charter:error:{ErrorCode.PROVIDER_ERROR.value}",

@@ -32,10 +32,10 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 from pydantic import ConfigDict, SkipValidation
 
+from .._redaction import redact
 from ..auth import Principal
-from ..context import ResumeInfo
 from ..errors import ErrorCode
-from ..host import CallOptions, Host
+from ..host import CallOptions, Host, derive_request_id
 from ..manifest import RegisteredTool
 from ..outcome import (
     Completed,
@@ -50,7 +50,6 @@ from ..registry import finish_output
 
 __all__ = ("CharterTool", "charter_tools")
 
-_NAMESPACE = uuid.UUID("3f0f6b1e-5a7c-4f0e-8d8b-2c7b6f2a9d44")
 _MAX_INTERACTIONS = 8
 
 
@@ -121,67 +120,71 @@ class CharterTool(BaseTool):
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         arguments: dict[str, Any] = kwargs.get("arguments", {})
         call_id: str = kwargs.get("call_id") or uuid.uuid4().hex
-        request_id = uuid.uuid5(_NAMESPACE, f"{self.session_id}\x1f{call_id}")
-        controls = InvocationControls(request_id=request_id)
-        resume: ResumeInfo | None = None
+        request_id = derive_request_id(self.session_id, call_id)
+        controls = InvocationControls.model_validate({"requestId": request_id})
+        options = CallOptions(
+            audience=self.audience,
+            session_id=self.session_id,
+            call_id=call_id,
+            invocation_id=f"lc_{call_id}",
+        )
+        outcome = await self.host.invoke(
+            self.name, arguments, self.principal, controls, call=options
+        )
         for _ in range(_MAX_INTERACTIONS):
-            outcome = await self.host.invoke(
-                self.name,
-                arguments,
-                self.principal,
-                controls,
-                call=CallOptions(
-                    audience=self.audience,
-                    session_id=self.session_id,
-                    call_id=call_id,
-                    invocation_id=f"lc_{call_id}",
-                    resume=resume,
-                ),
-            )
             if not isinstance(outcome, InteractionRequired | Deferred):
                 return _content(outcome)
             answer = self._ask(outcome, request_id)
             if isinstance(outcome, Deferred):
-                # The resume value is the deferred work's output: validated like any other.
-                settled = finish_output(self.registered, Completed(output=answer))
-                await self.host.settle(f"lc_{call_id}", settled)
-                return _content(settled)
-            interaction = outcome.interaction
-            if interaction.kind == "approval":
+                return _content(await self._settle(f"lc_{call_id}", answer))
+            if outcome.interaction.kind == "approval":
                 approved = answer.get("approved") if isinstance(answer, dict) else answer
-                if approved is not True:
-                    raise ToolException("Denied: Approval rejected")
-                gate = (interaction.metadata or {}).get("code")
-                controls = InvocationControls(
-                    request_id=request_id,
-                    confirmed=True if gate is not None else None,
-                    approval_id=interaction.id
-                    if gate == ErrorCode.APPROVAL_REQUIRED.value
-                    else controls.approval_id,
-                )
-                resume = ResumeInfo(
-                    interaction_id=interaction.id,
-                    kind="approval",
-                    approved=True,
-                    token=outcome.token,
+                outcome = await self.host.resume(
+                    outcome,
+                    self.name,
+                    arguments,
+                    self.principal,
+                    approved=approved is True,
+                    controls=controls,
+                    call=options,
                 )
             else:
                 value = answer.get("value", answer) if isinstance(answer, dict) else answer
-                resume = ResumeInfo(
-                    interaction_id=interaction.id, kind="response", value=value, token=outcome.token
+                outcome = await self.host.resume(
+                    outcome,
+                    self.name,
+                    arguments,
+                    self.principal,
+                    value=value,
+                    controls=controls,
+                    call=options,
                 )
         raise ToolException(f"[{ErrorCode.ACTION_POLICY_REQUIRED.value}] Too many interactions.")
 
-    def _ask(self, outcome: InteractionRequired | Deferred, request_id: uuid.UUID) -> Any:
+    async def _settle(self, invocation_id: str, answer: Any) -> ToolOutcome:
+        """Settle a deferred call with the resume value (validated like any output)."""
+        settlement = await self.host.settle(invocation_id, Completed(output=answer))
+        if settlement.stored is not None:
+            return settlement.stored
+        refused = settlement.refused
+        if refused is not None and refused.reason != "deferred_not_found":
+            return refused
+        # An unledgered call keeps no deferred record: validate the output here.
+        return finish_output(self.registered, Completed(output=answer))
+
+    def _ask(self, outcome: InteractionRequired | Deferred, request_id: str) -> Any:
         """Pause the graph on the interaction and return the resume value."""
         payload: dict[str, Any] = {"charter": outcome.kind, "tool": self.name}
-        payload["requestId"] = str(request_id)
+        payload["requestId"] = request_id
         if isinstance(outcome, InteractionRequired):
             payload.update(
                 interactionId=outcome.interaction.id,
                 kind=outcome.interaction.kind,
+                gate=outcome.gate,
                 prompt=outcome.interaction.prompt,
-                metadata=outcome.interaction.metadata,
+                approvalId=outcome.approval_id,
+                approvalStatus=outcome.approval_status,
+                nextSteps=list(outcome.next_steps),
             )
         else:
             payload["token"] = outcome.token
@@ -208,6 +211,7 @@ def _content(outcome: ToolOutcome) -> str:
     if isinstance(outcome, Denied):
         raise ToolException(f"Denied: {outcome.reason}")
     assert isinstance(outcome, Failed)
+    outcome = redact(outcome)  # the model reads it: server faults show their error id only
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         raise ToolException(f"Denied: {outcome.message}")
     raise ToolException(

@@ -14,10 +14,12 @@ Outcomes map onto pydantic-ai's own control flow:
 | ``Deferred``                             | ``CallDeferred(metadata, kind="external")``         |
 
 Each call's ledger request id is derived from the toolset's session id and the model's
-tool call id, which pydantic-ai keeps across ``DeferredToolResults``. So resuming the
-same approval twice (or replaying the persisted history) replays the stored outcome
-instead of running the tool again, and the approval the host checks is bound to the
-call's exact arguments. Needs ``pip install 'charter[pydantic-ai]'``.
+tool call id (``charter.host.derive_request_id``), which pydantic-ai keeps across
+``DeferredToolResults``. So resuming the same approval twice (or replaying the persisted
+history) replays the stored outcome instead of running the tool again, and the approval
+the host checks is bound to the call's exact arguments and request id. The approval
+request's metadata carries the host's pause; an approved call continues it with
+``Host.resume``. Needs ``pip install 'charter[pydantic-ai]'``.
 """
 
 from __future__ import annotations
@@ -40,12 +42,13 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "charter.integrations.pydantic_ai needs pydantic-ai: pip install 'charter[pydantic-ai]'"
     ) from exc
+from pydantic import ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
+from .._redaction import redact
 from ..auth import Principal
-from ..context import ResumeInfo
 from ..errors import ErrorCode
-from ..host import CallOptions, Host
+from ..host import CallOptions, Host, derive_request_id
 from ..manifest import RegisteredTool
 from ..outcome import (
     Completed,
@@ -60,7 +63,8 @@ from ..policy import InvocationControls
 __all__ = ("CharterToolset",)
 
 _ANY = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
-_NAMESPACE = uuid.UUID("0f5c8f0e-3c53-4a52-9c43-7d1f2c5b9e11")
+_PAUSED_KEY = "charterPause"
+"""The metadata key holding the host's ``InteractionRequired``, for ``Host.resume``."""
 
 
 class CharterToolset(AbstractToolset[Any]):
@@ -131,52 +135,61 @@ class CharterToolset(AbstractToolset[Any]):
     ) -> Any:
         """Invoke the tool through the host and map its outcome (see the module table)."""
         call_id = ctx.tool_call_id or uuid.uuid4().hex
-        request_id = uuid.uuid5(_NAMESPACE, f"{self.session_id}\x1f{call_id}")
-        registered = self.host.registry.get(name)
-        controls, resume = await self._controls(registered, ctx, request_id)
-        outcome = await self.host.invoke(
-            name,
-            tool_args,
-            self.principal,
-            controls,
-            call=CallOptions(
-                audience=self.audience,
-                session_id=self.session_id,
-                call_id=call_id,
-                invocation_id=f"pai_{call_id}",
-                resume=resume,
-            ),
+        request_id = derive_request_id(self.session_id, call_id)
+        controls = InvocationControls.model_validate({"requestId": request_id})
+        options = CallOptions(
+            audience=self.audience,
+            session_id=self.session_id,
+            call_id=call_id,
+            invocation_id=f"pai_{call_id}",
         )
+        if not ctx.tool_call_approved:
+            outcome = await self.host.invoke(
+                name, tool_args, self.principal, controls, call=options
+            )
+            return _map(outcome, request_id)
+        # The person approved: continue the host's pause (from the approval request's
+        # metadata when the caller passed it back, else as the call answers now), through
+        # the confirmation and an approval an approver already granted.
+        paused = _paused(ctx)
+        if paused is None:
+            outcome = await self.host.invoke(
+                name, tool_args, self.principal, controls, call=options
+            )
+        else:
+            outcome = await self.host.resume(
+                paused, name, tool_args, self.principal, controls=controls, call=options
+            )
+        for _ in range(2):
+            if not _continuable(outcome):
+                break
+            assert isinstance(outcome, InteractionRequired)
+            outcome = await self.host.resume(
+                outcome, name, tool_args, self.principal, controls=controls, call=options
+            )
         return _map(outcome, request_id)
 
-    async def _controls(
-        self, registered: RegisteredTool | None, ctx: RunContext[Any], request_id: uuid.UUID
-    ) -> tuple[InvocationControls, ResumeInfo | None]:
-        if not ctx.tool_call_approved or registered is None:
-            return InvocationControls(request_id=request_id), None
-        accepted = registered.controls.accepted
-        metadata = ctx.tool_call_metadata if isinstance(ctx.tool_call_metadata, dict) else {}
-        approval_id = metadata.get("approvalId")
-        if approval_id is None and "approvalId" in accepted and self.principal is not None:
-            # The approval the host made for this request (its id is deterministic).
-            record = await self.host.store.find_approval(
-                self.principal.tenant_id, self.principal.subject, str(request_id)
-            )
-            approval_id = record.id if record is not None else None
-        controls = InvocationControls(
-            request_id=request_id,
-            confirmed=True if "confirmed" in accepted else None,
-            approval_id=approval_id if "approvalId" in accepted else None,
-        )
-        resume = ResumeInfo(
-            interaction_id=str(metadata.get("interactionId", approval_id or "")),
-            kind="approval",
-            approved=True,
-        )
-        return controls, resume
+
+def _continuable(outcome: ToolOutcome) -> bool:
+    """A host gate an approving person can pass now (an ungranted approval is not)."""
+    return (
+        isinstance(outcome, InteractionRequired)
+        and outcome.gate != "handler"
+        and outcome.approval_status in (None, "approved")
+    )
 
 
-def _map(outcome: ToolOutcome, request_id: uuid.UUID) -> Any:
+def _paused(ctx: RunContext[Any]) -> InteractionRequired | None:
+    """The host's pause this toolset put in the approval request's metadata, if any."""
+    metadata = ctx.tool_call_metadata
+    raw = metadata.get(_PAUSED_KEY) if isinstance(metadata, dict) else None
+    try:
+        return InteractionRequired.model_validate(raw) if raw is not None else None
+    except ValidationError:
+        return None
+
+
+def _map(outcome: ToolOutcome, request_id: str) -> Any:
     if isinstance(outcome, Completed):
         return outcome.output
     if isinstance(outcome, Denied):
@@ -186,20 +199,23 @@ def _map(outcome: ToolOutcome, request_id: uuid.UUID) -> Any:
         metadata: dict[str, Any] = {
             "interactionId": interaction.id,
             "prompt": interaction.prompt,
-            "requestId": str(request_id),
-            "token": outcome.token,
-            **(interaction.metadata or {}),
+            "requestId": request_id,
+            "gate": outcome.gate,
+            "approvalId": outcome.approval_id,
+            "nextSteps": list(outcome.next_steps),
+            _PAUSED_KEY: outcome.model_dump(mode="json"),
         }
         if interaction.kind == "approval":
             raise ApprovalRequired(metadata)
         raise CallDeferred(metadata, kind="question")
     if isinstance(outcome, Deferred):
         token = outcome.token if isinstance(outcome.token, dict) else {"token": outcome.token}
-        raise CallDeferred({"requestId": str(request_id), **token}, kind="external")
+        raise CallDeferred({"requestId": request_id, **token}, kind="external")
     return _failed(outcome)
 
 
 def _failed(outcome: Failed) -> Any:
+    outcome = redact(outcome)  # the model reads it: server faults show their error id only
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         raise ToolFailed(f"Denied: {outcome.message}")
     text = "\n".join([f"[{outcome.code.value}] {outcome.message}", *outcome.next_steps])

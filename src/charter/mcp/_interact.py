@@ -20,7 +20,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import JsonValue, ValidationError
+from pydantic import ValidationError
 
 from ..context import LogLevel, LogSink, Sampler, SampleRequest, SampleResult
 from ..errors import ErrorCode, ToolError
@@ -92,18 +92,23 @@ class ConnectionState:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ask:
-    """A question the user can answer mid-call, and how to continue with the answer."""
+    """A question the user can answer mid-call, and the pause it continues."""
 
     kind: Literal["confirm", "response"]
-    interaction_id: str
     message: str
     schema: dict[str, Any]
-    token: JsonValue = None
+    paused: InteractionRequired
+    """What the host answered; ``Host.resume`` continues it with the user's answer."""
 
     def state(self) -> str:
         """The ``requestState`` plaintext (the SDK seals it before it leaves the server)."""
         return json.dumps(
-            {"v": 1, "k": self.kind, "i": self.interaction_id, "m": self.message, "t": self.token}
+            {
+                "v": 2,
+                "k": self.kind,
+                "m": self.message,
+                "p": self.paused.model_dump(mode="json"),
+            }
         )
 
 
@@ -111,38 +116,29 @@ def decode_ask(state: str) -> Ask | None:
     """Read an ``Ask`` back from a ``requestState`` this server minted."""
     try:
         data = json.loads(state)
-        kind, interaction_id, message = data["k"], data["i"], data["m"]
-    except (ValueError, KeyError, TypeError):
+        kind, message = data["k"], data["m"]
+        paused = InteractionRequired.model_validate(data["p"])
+    except (ValueError, KeyError, TypeError, ValidationError):
         return None
-    if data.get("v") != 1 or kind not in ("confirm", "response"):
+    if data.get("v") != 2 or kind not in ("confirm", "response") or not isinstance(message, str):
         return None
-    if not isinstance(interaction_id, str) or not isinstance(message, str):
-        return None
-    return Ask(
-        kind=kind, interaction_id=interaction_id, message=message, schema={}, token=data["t"]
-    )
+    return Ask(kind=kind, message=message, schema={}, paused=paused)
 
 
 def ask_for(outcome: InteractionRequired) -> Ask | None:
     """The question a user can answer for ``outcome``; None when only an approver can."""
     interaction = outcome.interaction
-    metadata = interaction.metadata or {}
-    if interaction.kind == "response":
-        schema = metadata.get("schema")
+    if outcome.gate == "handler" and interaction.kind == "response":
+        schema = (interaction.metadata or {}).get("schema")
         return Ask(
             kind="response",
-            interaction_id=interaction.id,
             message=interaction.prompt,
             schema=schema if isinstance(schema, dict) else _ANSWER_SCHEMA,
-            token=outcome.token,
+            paused=outcome,
         )
-    if metadata.get("code") != ErrorCode.CONFIRMATION_REQUIRED.value:
+    if outcome.gate != "confirmation":
         return None
-    tool, target = metadata.get("tool"), metadata.get("target")
-    message = f"Allow {tool!r} to run" + (f" on {target!r}" if target else "") + "?"
-    return Ask(
-        kind="confirm", interaction_id=interaction.id, message=message, schema=_CONFIRM_SCHEMA
-    )
+    return Ask(kind="confirm", message=interaction.prompt, schema=_CONFIRM_SCHEMA, paused=outcome)
 
 
 def elicitation_channel(
@@ -235,9 +231,12 @@ def sampler(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
         except MCPError as exc:
+            # The client's answer, not a server fault: PROVIDER_ERROR's text would be
+            # withheld from the very client that sent it (charter._redaction).
             raise ToolError(
-                ErrorCode.PROVIDER_ERROR,
+                ErrorCode.PROVIDER_UNAVAILABLE,
                 f"The client did not complete the sampling request: {exc.error.message}",
+                retryable=False,
                 meta={"reason": "sampling_failed"},
             ) from exc
         except (NoBackChannelError, ValidationError) as exc:
@@ -249,8 +248,9 @@ def sampler(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
         content = result.content
         if not isinstance(content, types.TextContent):
             raise ToolError(
-                ErrorCode.PROVIDER_ERROR,
+                ErrorCode.PROVIDER_UNAVAILABLE,
                 f"The client's model answered with {content.type} content; text was expected.",
+                retryable=False,
                 meta={"reason": "sampling_not_text"},
             )
         return SampleResult(text=content.text, model=result.model, stop_reason=result.stop_reason)

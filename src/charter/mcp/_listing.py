@@ -78,8 +78,8 @@ def status_tool() -> types.Tool:
         name=STATUS_TOOL,
         title="Action status",
         description="Where a request you made stands: completed (with its result), "
-        "deferred, awaiting approval, approved or denied. Pass the requestId you sent "
-        f"in {CONTROL_FIELD}.",
+        "deferred, awaiting approval, approved, denied (by a person, with why) or expired. "
+        f"Pass the requestId you sent in {CONTROL_FIELD}.",
         input_schema={
             "$schema": JSON_SCHEMA_DIALECT,
             "type": "object",
@@ -88,7 +88,13 @@ def status_tool() -> types.Tool:
                     "type": "string",
                     "format": "uuid",
                     "description": "The requestId of the call to look up.",
-                }
+                },
+                "tenant": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 200,
+                    "description": "The tenant a delegated call acted for (default: yours).",
+                },
             },
             "required": ["requestId"],
             "additionalProperties": False,

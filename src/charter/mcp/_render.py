@@ -8,7 +8,8 @@ from typing import Any, Literal
 import mcp.types as types
 from pydantic_core import to_json
 
-from ..errors import DEFAULT_NEXT_STEPS, ErrorCode
+from .._redaction import redact
+from ..errors import ErrorCode
 from ..manifest import CONTRACT_VERSION
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
 
@@ -63,6 +64,9 @@ def render_outcome(
 ) -> types.CallToolResult:
     """Render an outcome as a ``tools/call`` result.
 
+    A failure the server caused (``PROVIDER_ERROR``, ``INVALID_OUTPUT``) is rendered
+    redacted to its code and error id (``charter._redaction``), as on every transport.
+
     Args:
         outcome: what ``Host.invoke`` returned.
         presenter: renders completed output as content blocks, for this tool.
@@ -71,15 +75,11 @@ def render_outcome(
     if isinstance(outcome, Completed):
         return _completed(outcome, presenter)
     if isinstance(outcome, Failed):
-        return _failed(outcome)
+        return _failed(redact(outcome))
     if isinstance(outcome, InteractionRequired):
         return _interaction(outcome)
     if isinstance(outcome, Denied):
-        return _error_result(
-            f"[DENIED] {outcome.reason}",
-            ("A person declined this action; do not retry it unless they change their mind.",),
-            outcome,
-        )
+        return _denied(outcome)
     return _deferred(outcome, request_id)
 
 
@@ -119,23 +119,29 @@ def _failed(outcome: Failed) -> types.CallToolResult:
 
 def _interaction(outcome: InteractionRequired) -> types.CallToolResult:
     interaction = outcome.interaction
-    metadata = interaction.metadata or {}
-    code = metadata.get("code")
-    label = code if isinstance(code, str) else "INTERACTION_REQUIRED"
+    label = _GATE_LABELS[outcome.gate]
     lines = [f"[{label}] {interaction.prompt}"]
-    if code == ErrorCode.APPROVAL_REQUIRED.value:
-        lines.append(f"approvalId: {interaction.id}")
-    steps = metadata.get("nextSteps")
-    if isinstance(steps, list):
-        next_steps: Sequence[str] = [str(step) for step in steps]
-    elif isinstance(code, str) and code in ErrorCode.__members__:
-        next_steps = DEFAULT_NEXT_STEPS[ErrorCode(code)]
-    else:
-        next_steps = (
-            "Ask the user the question above, then call the tool again with their answer "
-            "from a client that supports MCP elicitation.",
-        )
+    if outcome.approval_id is not None:
+        lines.append(f"approvalId: {outcome.approval_id} ({outcome.approval_status})")
+    next_steps: Sequence[str] = outcome.next_steps or (
+        "Ask the user the question above, then call the tool again with their answer "
+        "from a client that supports MCP elicitation.",
+    )
     return _error_result("\n".join(lines), next_steps, outcome)
+
+
+_GATE_LABELS: Mapping[str, str] = {
+    "confirmation": ErrorCode.CONFIRMATION_REQUIRED.value,
+    "approval": ErrorCode.APPROVAL_REQUIRED.value,
+    "handler": "INTERACTION_REQUIRED",
+}
+
+
+def _denied(outcome: Denied) -> types.CallToolResult:
+    steps = outcome.next_steps or (
+        "A person declined this action; do not retry it unless they change their mind.",
+    )
+    return _error_result(f"[DENIED] {outcome.reason}", steps, outcome)
 
 
 def _deferred(outcome: Deferred, request_id: str | None) -> types.CallToolResult:

@@ -33,8 +33,9 @@ __all__ = ("Owner", "SessionLimiter", "SessionLimits")
 
 logger = logging.getLogger("charter.mcp")
 
-Owner = tuple[str, str] | None
-"""Who holds a session: (home tenant, subject), or None for anonymous callers (one owner)."""
+Owner = str | None
+"""Who holds a session: the principal's ``key``, (home tenant, subject), or None for
+anonymous callers (one owner)."""
 
 _SESSION_HEADER = b"mcp-session-id"
 _CLOSING_HEADERS = frozenset({b"host", b"origin"})
@@ -134,7 +135,7 @@ class SessionLimiter:
             return
         self._expire()
         principal = principal_from_scope(scope)
-        owner: Owner = None if principal is None else (principal.tenant_id, principal.subject)
+        owner: Owner = None if principal is None else principal.key
         named = _header(scope["headers"], _SESSION_HEADER)
         held: str | None = None
 

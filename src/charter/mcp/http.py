@@ -19,8 +19,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
+from .._credentials import (
+    AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
+    AMBIGUOUS_CREDENTIALS_REASON,
+    AmbiguousCredentials,
+    credentials_from_headers,
+)
 from ..auth import AuthenticationUnavailable, Principal
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ErrorCode
 from ..host import Host
 from ._auth import HostTokenVerifier
 from ._interact import ConnectionState
@@ -85,8 +91,7 @@ class StreamableHTTPApp:
         """
         if self._limiter is None:
             return 0
-        owner = None if principal is None else (principal.tenant_id, principal.subject)
-        return self._limiter.open_sessions(owner)
+        return self._limiter.open_sessions(None if principal is None else principal.key)
 
 
 def streamable_http_app(
@@ -176,6 +181,7 @@ def streamable_http_app(
         raise ConfigurationError(
             "require_auth=True needs a host with an authenticator (Host(authenticator=...))"
         )
+    app = _OneCredential(app)
     return StreamableHTTPApp(server=server, session_manager=manager, app=app, limiter=limiter)
 
 
@@ -223,6 +229,41 @@ def create_asgi_app(
         routes=[Route(path, endpoint=mcp_app, methods=["GET", "POST", "DELETE"])],
         lifespan=lifespan,
     )
+
+
+class _OneCredential:
+    """ASGI middleware: a request with two credentials is a 400 before anything reads one.
+
+    The SDK's bearer backend takes the first ``Authorization`` header; two of them, two
+    ``X-API-Key`` headers, or a bearer token and a different API key are refused as REST
+    refuses them (``charter._credentials``), as ``application/problem+json``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                credentials_from_headers(scope.get("headers", ()))
+            except AmbiguousCredentials as exc:
+                response = JSONResponse(
+                    {
+                        "type": f"urn:charter:error:{ErrorCode.INVALID_INPUT.value}",
+                        "title": "Malformed request",
+                        "status": 400,
+                        "detail": str(exc),
+                        "code": ErrorCode.INVALID_INPUT.value,
+                        "reason": AMBIGUOUS_CREDENTIALS_REASON,
+                        "next_steps": list(AMBIGUOUS_CREDENTIALS_NEXT_STEPS),
+                        "retryable": False,
+                    },
+                    status_code=400,
+                    media_type="application/problem+json",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _UnavailableAuthentication:

@@ -11,7 +11,6 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 import mcp.types as types
@@ -22,10 +21,9 @@ from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..auth import Principal
-from ..context import ResumeInfo
 from ..errors import ConfigurationError, ErrorCode
 from ..host import CallOptions, Host
-from ..outcome import Completed, Denied, InteractionRequired, ToolOutcome, failed
+from ..outcome import Completed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
@@ -127,7 +125,7 @@ class _Adapter:
     def principal_key(self, ctx: Context) -> str | None:
         """Binds sealed ``requestState`` to the caller who minted it."""
         principal = self.principal(ctx)
-        return None if principal is None else f"{principal.tenant_id}/{principal.subject}"
+        return None if principal is None else principal.key
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The tool's input schema, for the SDK's ``Mcp-Param-*`` header checks."""
@@ -248,32 +246,24 @@ class _Adapter:
         ask: Ask,
         answer: types.ElicitResult,
     ) -> ToolOutcome | None:
-        """Run the call again with the user's answer; None when the user dismissed it."""
+        """Continue the paused call with the user's answer; None when they dismissed it."""
         accepted = answer.action == "accept"
         if ask.kind == "response":
-            resume = ResumeInfo(
-                interaction_id=ask.interaction_id,
-                kind="response",
+            return await self.host.resume(
+                ask.paused,
+                name,
+                arguments,
+                principal,
                 approved=accepted,
                 value=dict(answer.content or {}) if accepted else None,
-                token=ask.token,
-            )
-            return await self.host.invoke(
-                name, arguments, principal, call=replace(call, resume=resume)
+                call=call,
             )
         if answer.action == "cancel":
             return None
-        if not (accepted and (answer.content or {}).get("confirm") is True):
-            return Denied(reason=f"The user declined: {ask.message}")
-        controls = arguments.get(CONTROL_FIELD)
-        confirmed = (
-            {**arguments, CONTROL_FIELD: {**controls, "confirmed": True}}
-            if isinstance(controls, dict)
-            else {**arguments, CONTROL_FIELD: {"confirmed": True}}
-            if controls is None
-            else arguments
+        confirmed = accepted and (answer.content or {}).get("confirm") is True
+        return await self.host.resume(
+            ask.paused, name, arguments, principal, approved=confirmed, call=call
         )
-        return await self.host.invoke(name, confirmed, principal, call=call)
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -306,24 +296,28 @@ class _Adapter:
     async def _action_status(
         self, principal: Principal, arguments: Mapping[str, Any]
     ) -> ToolOutcome:
-        raw = arguments.get("requestId")
+        raw, tenant = arguments.get("requestId"), arguments.get("tenant")
         try:
             request_id = str(uuid.UUID(raw)) if isinstance(raw, str) else None
         except ValueError:
             request_id = None
-        if request_id is None or set(arguments) != {"requestId"}:
+        if (
+            request_id is None
+            or not set(arguments) <= {"requestId", "tenant"}
+            or (tenant is not None and (not isinstance(tenant, str) or not tenant.strip()))
+        ):
             return failed(
                 ErrorCode.INVALID_INPUT,
-                f'{STATUS_TOOL} takes exactly {{"requestId": "<uuid>"}}.',
+                f'{STATUS_TOOL} takes {{"requestId": "<uuid>"}} and an optional "tenant".',
                 reason="invalid_status_query",
                 issues=[],
             )
-        status = await self.host.action_status(principal, request_id)
+        status = await self.host.action_status(principal, request_id, tenant=tenant)
         if status is None:
             return failed(
                 ErrorCode.NOT_FOUND,
-                f"No request {request_id} is known for this caller.",
-                reason="unknown_request",
+                f"No request {request_id} of yours is known.",
+                reason="request_not_found",
                 next_steps=("Check the requestId; results are kept for the retention period.",),
             )
         return Completed(output=status.model_dump(mode="json"))

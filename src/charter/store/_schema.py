@@ -78,6 +78,7 @@ approvals = sa.Table(
     sa.Column("decided_at", UTCDateTime),
     sa.Column("decision_reason", SafeText),
     sa.Column("consumed_by", SafeText),
+    sa.Column("history", JSONText, nullable=False, server_default="[]"),
     sa.UniqueConstraint("tenant_id", "requester_id", "request_id"),
     sa.CheckConstraint("status IN ('pending', 'approved', 'denied', 'consumed')", name="status"),
     sa.Index(None, "tenant_id", "status", "created_at"),

@@ -75,7 +75,7 @@ class ApiKeyAuthenticator:
             credentials: What the transport received.
 
         Returns:
-            A principal of the key's kind (``api_key`` by default) with ``api_key_id`` set
+            A principal of the key's kind (``agent`` by default) with ``api_key_id`` set
             and scopes read with ``parse_scopes``; None when no key or token was sent.
 
         Raises:

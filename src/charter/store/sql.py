@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..audit import AuditEvent
 from ..auth import PrincipalKind
 from ..ledger import (
+    ApprovalDecision,
     ApprovalRecord,
     ApprovalStatus,
     DeferredRecord,
@@ -238,7 +239,10 @@ class SqlStore:
                 for _ in range(3):
                     inserted = await conn.execute(
                         insert(conn.dialect.name, approvals)
-                        .values(**record.model_dump())
+                        .values(
+                            **record.model_dump(exclude={"history"}),
+                            history=[d.model_dump(mode="json") for d in record.history],
+                        )
                         .on_conflict_do_nothing(
                             index_elements=["tenant_id", "requester_id", "request_id"]
                         )
@@ -314,6 +318,7 @@ class SqlStore:
         decided_by: str,
         reason: str | None,
         at: datetime,
+        history: tuple[ApprovalDecision, ...],
     ) -> bool:
         """Change an approval's status if it is still in ``expected`` (compare-and-set).
 
@@ -329,7 +334,11 @@ class SqlStore:
                     sa.update(approvals)
                     .where(c.id == approval_id, c.status.in_(expected))
                     .values(
-                        status=status, decided_by=decided_by, decided_at=at, decision_reason=reason
+                        status=status,
+                        decided_by=decided_by,
+                        decided_at=at,
+                        decision_reason=reason,
+                        history=[d.model_dump(mode="json") for d in history],
                     )
                 )
         return result.rowcount == 1
@@ -429,6 +438,34 @@ class SqlStore:
             statement = statement.where(sa.or_(c.tenant == wanted, c.principal_tenant == wanted))
         return [audit_from_row(row) for row in await self._read(statement)]
 
+    @run_to_completion
+    async def prune_audit(
+        self, before: datetime, *, anonymous_only: bool = False, batch_size: int = 500
+    ) -> int:
+        """Delete audit events older than ``before`` (only anonymous ones, if asked).
+
+        Batches of ``batch_size`` rows, one short write transaction each. Returns how many
+        events were deleted. Charter never calls it by itself: ``charter db prune`` does,
+        with the retentions it is given.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        c = audit_events.c
+        doomed = c.time < before
+        if anonymous_only:
+            doomed = sa.and_(doomed, c.subject.is_(None))
+        total = 0
+        while True:
+            batch = sa.select(c.seq).where(doomed).order_by(c.seq).limit(batch_size)
+            async with self._connection(self.busy_timeout) as conn:
+                with translated("pruning audit events"):
+                    result = await conn.execute(
+                        sa.delete(audit_events).where(c.seq.in_(batch.scalar_subquery()))
+                    )
+            total += result.rowcount
+            if result.rowcount < batch_size:
+                return total
+
     # -- API keys -------------------------------------------------------------------------
 
     @run_to_completion
@@ -438,7 +475,7 @@ class SqlStore:
         tenant_id: str,
         subject: str,
         scopes: Iterable[str],
-        kind: PrincipalKind = "api_key",
+        kind: PrincipalKind = "agent",
         actor: str = "staff",
         name: str | None = None,
         expires_at: datetime | None = None,
@@ -449,7 +486,8 @@ class SqlStore:
             tenant_id: The tenant the key acts for.
             subject: The principal's subject (who the key stands for).
             scopes: Granted scopes, each valid as given (``charter.auth.is_valid_scope``).
-            kind: The principal kind the key authenticates as.
+            kind: The principal kind the key authenticates as (``agent`` by default; only
+                ``person`` keys may decide approvals).
             actor: The principal's audience.
             name: A label for people.
             expires_at: When the key stops working (timezone-aware), or None.

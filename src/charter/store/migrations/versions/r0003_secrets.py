@@ -1,10 +1,10 @@
 """Create ``charter_secrets``: secrets every process on one database shares.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2027-01-18
 
-Written by hand, like 0001. The first row is the key that seals MCP ``requestState``
+Written by hand, like 0001 and 0002. The first row is the key that seals MCP ``requestState``
 (``mcp-request-state``), so a confirmation asked by one ``charter serve --stateless``
 replica can be answered through another. Rows are created on first use, not here: a
 replica inserts one if none exists (``ON CONFLICT DO NOTHING``) and then reads the row
@@ -19,8 +19,8 @@ from datetime import datetime
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002"
-down_revision: str | None = "0001"
+revision: str = "0003"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

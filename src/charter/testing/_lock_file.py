@@ -1,4 +1,4 @@
-"""Helpers for testing an application built with charter."""
+"""A test helper that fails when the live tools break the contract in a lock file."""
 
 from __future__ import annotations
 

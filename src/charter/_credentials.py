@@ -1,0 +1,98 @@
+"""The caller's credentials from HTTP request headers: one reading for REST and MCP.
+
+A request names its caller with one ``Authorization: Bearer …`` or one ``X-API-Key``
+header. Two ``Authorization`` headers, two ``X-API-Key`` headers, or a bearer token and an
+API key that differ leave it open who is calling (a proxy that adds a header, a client
+that merges two configurations), and taking the first would let the other go unseen.
+Such a request is refused as malformed (HTTP 400), before any authenticator runs. A
+bearer token and an API key that are the same string are passed on as they are; the
+authenticator decides (charter's own refuse both with 401).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from .auth import Credentials
+
+__all__ = (
+    "AMBIGUOUS_CREDENTIALS_NEXT_STEPS",
+    "AMBIGUOUS_CREDENTIALS_REASON",
+    "AmbiguousCredentials",
+    "credentials_from_headers",
+    "read_credentials",
+)
+
+AMBIGUOUS_CREDENTIALS_REASON = "ambiguous_credentials"
+"""The ``reason`` of the 400 a transport answers for ``AmbiguousCredentials``."""
+
+AMBIGUOUS_CREDENTIALS_NEXT_STEPS = (
+    "Send one credential: a single 'Authorization: Bearer <token>' header or a single "
+    "'X-API-Key: <key>' header (check for a proxy or client setting that adds another).",
+)
+"""What a caller refused for ``AmbiguousCredentials`` can do."""
+
+
+class AmbiguousCredentials(ValueError):
+    """Raised when a request carries more than one credential; the message says which.
+
+    Transports answer it with 400 (``INVALID_INPUT``, reason ``ambiguous_credentials``).
+    """
+
+
+def read_credentials(
+    authorization: Sequence[str],
+    api_keys: Sequence[str],
+    headers: Mapping[str, str] | None = None,
+) -> Credentials:
+    """The credentials of a request, from every value of its two credential headers.
+
+    Only the ``Bearer`` scheme counts as a token; an ``Authorization`` header with another
+    scheme is no bearer token (RFC 6750), but it is still a second one when repeated.
+
+    Args:
+        authorization: every ``Authorization`` header value, in order.
+        api_keys: every ``X-API-Key`` header value, in order.
+        headers: the request headers, for authenticators that need more.
+
+    Returns:
+        The bearer token and API key, each None when not sent.
+
+    Raises:
+        AmbiguousCredentials: a header is repeated, or a bearer token and an API key differ.
+    """
+    if len(authorization) > 1:
+        raise AmbiguousCredentials(
+            f"The request has {len(authorization)} Authorization headers; send exactly one."
+        )
+    if len(api_keys) > 1:
+        raise AmbiguousCredentials(
+            f"The request has {len(api_keys)} X-API-Key headers; send exactly one."
+        )
+    bearer: str | None = None
+    if authorization:
+        scheme, _, token = authorization[0].strip().partition(" ")
+        if scheme.lower() == "bearer":
+            bearer = token.strip()
+    api_key = api_keys[0] if api_keys else None
+    if bearer is not None and api_key is not None and bearer != api_key:
+        raise AmbiguousCredentials(
+            "The request has a bearer token and a different X-API-Key; send one credential."
+        )
+    return Credentials(bearer=bearer, api_key=api_key, headers=headers or {})
+
+
+def credentials_from_headers(raw: Iterable[tuple[bytes, bytes]]) -> Credentials:
+    """``read_credentials`` over an ASGI scope's raw ``headers`` (lower-case names).
+
+    Raises:
+        AmbiguousCredentials: as ``read_credentials``.
+    """
+    authorization: list[str] = []
+    api_keys: list[str] = []
+    for name, value in raw:
+        if name == b"authorization":
+            authorization.append(value.decode("latin-1"))
+        elif name == b"x-api-key":
+            api_keys.append(value.decode("latin-1"))
+    return read_credentials(authorization, api_keys)

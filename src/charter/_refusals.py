@@ -1,0 +1,69 @@
+"""Anonymous refusals, aggregated: a flood of refused anonymous calls is a few audit rows.
+
+Anyone can send calls no key backs, so one audit row per refused anonymous call would let a
+stranger grow the audit table without bound. Per kind of refusal (the tool, or
+``(unknown)`` for a name that is no tool, the code and the reason) the first refusal of a
+window is recorded as it happens; the others in that window are counted, and recorded as
+one event with ``count`` when the next refusal of that kind comes after the window, or
+when the host closes. Calls made with a key are always recorded one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .audit import AuditEvent
+
+__all__ = ("RefusalAggregator",)
+
+_Kind = tuple[str, str | None, str | None]
+
+_MAX_KINDS = 4096
+"""Kinds tracked at once; past it, the oldest pending counts are recorded early."""
+
+
+@dataclass(kw_only=True, slots=True)
+class _Window:
+    started: datetime
+    pending: AuditEvent | None = None
+    """The latest counted refusal, and how many it stands for (``count``)."""
+
+
+class RefusalAggregator:
+    """Turns refused anonymous calls into one recorded event per kind per window."""
+
+    def __init__(self, window: timedelta, clock: Callable[[], datetime]) -> None:
+        """Aggregate over ``window`` (a positive duration) by ``clock``."""
+        self.window = window
+        self._clock = clock
+        self._windows: dict[_Kind, _Window] = {}
+
+    def admit(self, event: AuditEvent, known_tool: bool) -> list[AuditEvent]:
+        """The events to record now for one refused anonymous call (often none)."""
+        kind: _Kind = (event.tool if known_tool else "(unknown)", event.code, event.reason)
+        now = self._clock()
+        window = self._windows.get(kind)
+        if window is not None and now - window.started < self.window:
+            count = window.pending.count + 1 if window.pending is not None else 1
+            window.pending = event.model_copy(
+                update={"count": count, "tool": kind[0]} if not known_tool else {"count": count}
+            )
+            return []
+        ready = self._close(kind)
+        self._windows[kind] = _Window(started=now)
+        if len(self._windows) > _MAX_KINDS:
+            oldest = next(iter(self._windows))
+            ready.extend(self._close(oldest))
+        return [*ready, event]
+
+    def drain(self) -> list[AuditEvent]:
+        """Every pending count, as events to record (the host is closing)."""
+        ready = [e for kind in list(self._windows) for e in self._close(kind)]
+        self._windows.clear()
+        return ready
+
+    def _close(self, kind: _Kind) -> list[AuditEvent]:
+        window = self._windows.pop(kind, None)
+        return [window.pending] if window is not None and window.pending is not None else []

@@ -1,0 +1,540 @@
+"""The action gate: what a ledgered call needs before its handler, and its one transaction.
+
+``admit`` runs before any handler and never writes a ledger row: it replays a committed
+request, asks for a confirmation, creates or checks the request's approval, and turns a
+person's denial (or an approval that expired unused) into a final ``Denied``. ``run``
+claims the request, consumes the approval, runs the handler and commits the claim, the
+handler's writes, the stored outcome and the audit event together. A failure, crash,
+timeout or cancellation rolls everything back and leaves the request id free. The unique
+key is the arbiter; there is no check-then-act.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from .approvals import Approvals, approval_paused, approval_refusal
+from .audit import AuditEvent
+from .context import ToolContext, discard_after_commit, run_after_commit
+from .errors import ErrorCode, ToolError
+from .ledger import (
+    ActionStatus,
+    ApprovalRecord,
+    ClaimRecord,
+    DeferredRecord,
+    FaultHook,
+    FaultPoint,
+    LedgerEntry,
+    LedgerStore,
+    LedgerTransaction,
+    StoreBusy,
+    StoreUnavailable,
+)
+from .outcome import (
+    Completed,
+    Continuation,
+    Deferred,
+    Failed,
+    Interaction,
+    InteractionRequired,
+    ToolOutcome,
+    failed,
+    outcome_adapter,
+)
+from .policy import CONTROL_FIELD, CommandClaim, InvocationControls
+from .registry import PreparedAction, Registry
+
+__all__ = ("AuditBuilder", "LedgerGate", "LedgerKey", "confirmation_required")
+
+AuditBuilder = Callable[[ToolOutcome], AuditEvent]
+"""Builds the audit event of a call from its outcome (written in the call's transaction)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LedgerKey:
+    """Which request a ledgered call is: its tenant, its principal and its request id."""
+
+    tenant_id: str
+    principal_id: str
+    """The caller's stored identity (``Host`` derives it; ``anonymous`` for none)."""
+    request_id: str
+    """The request id as a canonical lower-case UUID."""
+
+
+class _Rollback(Exception):
+    """Leaves the transaction without committing, carrying the outcome to return."""
+
+    def __init__(self, outcome: ToolOutcome) -> None:
+        self.outcome = outcome
+
+
+class _ApprovalUnusable(Exception):
+    """The approval could not be consumed at claim time (decided, expired or used since)."""
+
+
+class LedgerGate:
+    """Applies an action policy: replay, confirmation, approvals, claim, run and commit."""
+
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        registry: Registry,
+        approvals: Approvals,
+        approval_ttl: timedelta,
+        retention: timedelta,
+        in_progress_wait: float,
+        clock: Callable[[], datetime],
+        audit_in_transaction: bool,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        """Bind the gate to a store and the registry whose actions it runs."""
+        self.fault_hook = fault_hook
+        self.store = store
+        self.registry = registry
+        self.approvals = approvals
+        self.approval_ttl = approval_ttl
+        self.retention = retention
+        self.in_progress_wait = in_progress_wait
+        self.clock = clock
+        self.audit_in_transaction = audit_in_transaction
+
+    # -- before the handler ---------------------------------------------------------------
+
+    async def admit(
+        self,
+        *,
+        prepared: PreparedAction,
+        key: LedgerKey,
+        controls: InvocationControls,
+        principal_tenant: str,
+        fingerprint: str,
+        confirmation_missing: bool,
+    ) -> ToolOutcome | None:
+        """What to answer instead of running, or None when the call may run now.
+
+        Writes no ledger row. For an approval-gated tool it may create the request's
+        pending approval (only once the call is confirmed).
+        """
+        policy = prepared.tool.action_policy
+        gated = policy is not None and policy.approval != "never"
+        try:
+            if not gated:
+                if confirmation_missing:
+                    return confirmation_required(prepared, fingerprint, key.request_id)
+                return None
+            # A committed request replays before anything else: its approval is consumed.
+            replay = await self._committed(key, fingerprint)
+            if replay is not None:
+                return replay
+            if confirmation_missing:
+                # A request a person already refused stays refused, confirmed or not.
+                asked = await self.approvals.find(key.tenant_id, key.principal_id, key.request_id)
+                refused = approval_refusal(asked, self.clock()) if asked is not None else None
+                if refused is not None and asked is not None and asked.fingerprint == fingerprint:
+                    return refused
+                return confirmation_required(prepared, fingerprint, key.request_id)
+            if controls.approval_id is None:
+                return await self._ask(prepared, key, controls, fingerprint)
+            return await self._check(prepared, key, controls, principal_tenant, fingerprint)
+        except StoreBusy:
+            return _in_progress(key.request_id)
+        except StoreUnavailable as exc:
+            return _unavailable(exc)
+
+    async def _ask(
+        self,
+        prepared: PreparedAction,
+        key: LedgerKey,
+        controls: InvocationControls,
+        fingerprint: str,
+    ) -> ToolOutcome:
+        """Create (or read back) the request's approval and answer where it stands."""
+        asked = await self.approvals.request(
+            prepared=prepared,
+            tenant_id=key.tenant_id,
+            requester_id=key.principal_id,
+            request_id=key.request_id,
+            fingerprint=fingerprint,
+            reason_code=controls.reason_code,
+            ttl=self.approval_ttl,
+        )
+        if isinstance(asked, Failed):
+            return asked
+        record, created = asked
+        return await self._standing(record, key, fingerprint, replayed=not created)
+
+    async def _check(
+        self,
+        prepared: PreparedAction,
+        key: LedgerKey,
+        controls: InvocationControls,
+        principal_tenant: str,
+        fingerprint: str,
+    ) -> ToolOutcome | None:
+        """Check the approval the call names; None when it is granted, unexpired and unused."""
+        assert controls.approval_id is not None
+        checked = await self.approvals.check(
+            controls.approval_id,
+            prepared=prepared,
+            tenant_id=key.tenant_id,
+            principal_tenant=principal_tenant,
+            requester_id=key.principal_id,
+            request_id=key.request_id,
+            fingerprint=fingerprint,
+        )
+        if isinstance(checked, Failed):
+            # The same request may have committed in between (a concurrent resumer).
+            return await self._committed(key, fingerprint) or checked
+        if checked.status == "approved" and checked.expires_at > self.clock():
+            return None
+        return await self._standing(checked, key, fingerprint, replayed=True)
+
+    async def _standing(
+        self, record: ApprovalRecord, key: LedgerKey, fingerprint: str, *, replayed: bool
+    ) -> ToolOutcome:
+        """The answer for a request whose approval is not usable right now."""
+        refused = approval_refusal(record, self.clock())
+        if refused is not None:
+            return refused
+        if record.status == "consumed":
+            # Consumed by this very request (approvals are bound to it): it committed
+            # after our replay check, so it replays now like any later retry.
+            return await self._committed(key, fingerprint) or _approval_used(record.id)
+        return approval_paused(record, replayed=replayed)
+
+    async def _committed(self, key: LedgerKey, fingerprint: str) -> ToolOutcome | None:
+        """The replay of the request's committed, unexpired entry, if there is one."""
+        existing = await self.store.get_entry(key.tenant_id, key.principal_id, key.request_id)
+        if existing is not None and existing.expires_at > self.clock():
+            return _replay(existing, fingerprint)
+        return None
+
+    # -- the transaction ------------------------------------------------------------------
+
+    async def run(
+        self,
+        *,
+        prepared: PreparedAction,
+        ctx: ToolContext,
+        controls: InvocationControls,
+        key: LedgerKey,
+        fingerprint: str,
+        approval_id: str | None,
+        audit: AuditBuilder,
+    ) -> tuple[ToolOutcome, bool]:
+        """Claim, run and commit an admitted call.
+
+        Returns the outcome and whether its audit event was written in the transaction.
+        """
+        registered = prepared.tool
+        now = self.clock()
+        entry = LedgerEntry(
+            tenant_id=key.tenant_id,
+            principal_id=key.principal_id,
+            request_id=key.request_id,
+            tool=registered.name,
+            capability_id=registered.capability_id,
+            capability_version=registered.capability_version,
+            target=prepared.target,
+            fingerprint=fingerprint,
+            status="in_progress",
+            approval_id=approval_id,
+            invocation_id=ctx.invocation_id or uuid.uuid4().hex,
+            created_at=now,
+            expires_at=now + self.retention,
+        )
+        try:
+            return await self._claim_and_run(prepared, ctx, controls, entry, audit)
+        except _ApprovalUnusable:
+            pass
+        # Between admission and the claim the approval was revoked, expired or used by a
+        # concurrent resumer of this request: answer as a retry would now.
+        try:
+            assert approval_id is not None
+            record = await self.store.get_approval(approval_id)
+            if record is None:
+                return _approval_used(approval_id), False
+            return await self._standing(record, key, fingerprint, replayed=True), False
+        except StoreBusy:
+            return _in_progress(key.request_id), False
+        except StoreUnavailable as exc:
+            return _unavailable(exc), False
+
+    async def run_unledgered(self, prepared: PreparedAction, ctx: ToolContext) -> ToolOutcome:
+        """Run a call that has no ledger row (no request id, or a tool that is never ledgered)."""
+        outcome = await self.registry.dispatch_prepared(prepared, ctx)
+        if isinstance(outcome, Completed):
+            await run_after_commit(ctx.after_commit, prepared.tool.name)
+        else:
+            discard_after_commit(ctx.after_commit)
+        return outcome
+
+    async def _claim_and_run(
+        self,
+        prepared: PreparedAction,
+        ctx: ToolContext,
+        controls: InvocationControls,
+        entry: LedgerEntry,
+        audit: AuditBuilder,
+    ) -> tuple[ToolOutcome, bool]:
+        registered = prepared.tool
+        audited = False
+        try:
+            async with self.store.transaction(wait=self.in_progress_wait) as tx:
+                existing = await tx.claim(entry, self.clock())
+                if existing is not None:
+                    raise _Rollback(_replay(existing, entry.fingerprint))
+                self._fault("after_claim")
+                if entry.approval_id is not None and not await tx.consume_approval(
+                    entry.approval_id, entry.request_id, self.clock()
+                ):
+                    raise _ApprovalUnusable
+                ctx.db = tx.connection
+                ctx.db_error = tx.transient_error
+                if registered.tool.enforcement == "handler":
+                    ctx.handler_action_policy = self.registry.mint_handler_policy(
+                        registered, controls, _claim_factory(tx, entry, self.clock)
+                    )
+                outcome = await self.registry.dispatch_prepared(prepared, ctx)
+                self._fault("after_mutation")
+                if isinstance(outcome, Deferred):
+                    await tx.insert_deferred(
+                        DeferredRecord(
+                            invocation_id=entry.invocation_id,
+                            tenant_id=entry.tenant_id,
+                            principal_id=entry.principal_id,
+                            request_id=entry.request_id,
+                            tool=entry.tool,
+                            created_at=entry.created_at,
+                        )
+                    )
+                    outcome = outcome.model_copy(
+                        update={"token": outcome.token or {"invocationId": entry.invocation_id}}
+                    )
+                elif not isinstance(outcome, Completed):
+                    raise _Rollback(outcome)
+                await tx.complete(
+                    entry.model_copy(
+                        update={
+                            "status": "completed" if isinstance(outcome, Completed) else "deferred",
+                            "outcome": outcome_adapter.dump_json(outcome).decode(),
+                        }
+                    )
+                )
+                if self.audit_in_transaction:
+                    await tx.record_audit(audit(outcome))
+                    audited = True
+                self._fault("before_commit")
+        except _Rollback as rollback:
+            discard_after_commit(ctx.after_commit)
+            return rollback.outcome, False
+        except StoreBusy:
+            discard_after_commit(ctx.after_commit)
+            return _in_progress(entry.request_id), False
+        except StoreUnavailable as exc:
+            # Not run after an unknown commit either: after-commit work runs at most once.
+            discard_after_commit(ctx.after_commit)
+            return _unavailable(exc), False
+        except BaseException:
+            discard_after_commit(ctx.after_commit)
+            raise
+        self._fault("after_commit_before_response")
+        await run_after_commit(ctx.after_commit, registered.name)
+        return outcome, audited
+
+    def _fault(self, point: FaultPoint) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(point)
+
+    # -- afterwards -----------------------------------------------------------------------
+
+    async def status(
+        self, tenant_id: str, principal_id: str, request_id: str
+    ) -> ActionStatus | None:
+        """Where one request stands (None when nothing is known of it)."""
+        entry = await self.store.get_entry(tenant_id, principal_id, request_id)
+        if entry is not None and entry.status != "in_progress":
+            outcome = outcome_adapter.validate_json(entry.outcome) if entry.outcome else None
+            return ActionStatus(
+                request_id=request_id,
+                tool=entry.tool,
+                status="completed" if entry.status == "completed" else "deferred",
+                outcome=outcome.model_dump(mode="json") if outcome is not None else None,
+                approval_id=entry.approval_id,
+                updated_at=entry.created_at,
+            )
+        approval = await self.store.find_approval(tenant_id, principal_id, request_id)
+        if approval is None:
+            return None
+        refused = approval_refusal(approval, self.clock())
+        status: Literal["awaiting_approval", "approved", "denied", "expired"]
+        if refused is not None:
+            status = "denied" if refused.cause == "approval_denied" else "expired"
+        elif approval.status == "pending":
+            status = "awaiting_approval"
+        else:
+            # Approved, or consumed by a call of this request that is still committing.
+            status = "approved"
+        return ActionStatus(
+            request_id=request_id,
+            tool=approval.tool,
+            status=status,
+            outcome=refused.model_dump(mode="json") if refused is not None else None,
+            approval_id=approval.id,
+            updated_at=approval.decided_at or approval.created_at,
+        )
+
+
+def confirmation_required(
+    prepared: PreparedAction, fingerprint: str | None, request_id: str | None
+) -> InteractionRequired:
+    """The ``InteractionRequired`` of a call that needs the caller's ``confirmed: true``."""
+    registered = prepared.tool
+    digest = fingerprint or "sha256:" + uuid.uuid4().hex
+    continuation = Continuation(request_id=request_id, confirmed=True)
+    return InteractionRequired(
+        interaction=Interaction(
+            id="confirm_" + digest.removeprefix("sha256:")[:24],
+            kind="approval",
+            prompt=f"Allow {registered.name!r} to run"
+            + (f" on {prepared.target!r}" if prepared.target else "")
+            + "?",
+            metadata={
+                "code": ErrorCode.CONFIRMATION_REQUIRED.value,
+                "tool": registered.name,
+                "target": prepared.target,
+                "retryWith": {CONTROL_FIELD: continuation.controls()},
+            },
+        ),
+        gate="confirmation",
+        request_id=request_id,
+        continuation=continuation,
+        next_steps=(
+            "Ask the user to confirm this exact action.",
+            f'Once they agree, retry the same call with "{CONTROL_FIELD}": '
+            f"{json.dumps(continuation.controls())}.",
+        ),
+    )
+
+
+def _replay(entry: LedgerEntry, fingerprint: str) -> ToolOutcome:
+    if entry.fingerprint != fingerprint:
+        return failed(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            "This requestId was already used for a different call; the stored call is not shown.",
+            reason="idempotency_key_reused",
+        )
+    if entry.status == "in_progress" or entry.outcome is None:
+        return _in_progress(entry.request_id)
+    stored = outcome_adapter.validate_json(entry.outcome)
+    if isinstance(stored, (Completed, Failed)):
+        return stored.model_copy(update={"replayed": True})
+    return stored
+
+
+def _in_progress(request_id: str) -> Failed:
+    return failed(
+        ErrorCode.REQUEST_IN_PROGRESS,
+        "The same request is still running; retry with the same requestId shortly.",
+        reason="request_in_progress",
+        requestId=request_id,
+    )
+
+
+def _unavailable(exc: StoreUnavailable) -> Failed:
+    if exc.commit_unknown:
+        return failed(
+            ErrorCode.PROVIDER_UNAVAILABLE,
+            "The database connection was lost while the call was committing, so it may or "
+            "may not have taken effect.",
+            retryable=True,
+            next_steps=(
+                "Retry the same call with the same requestId (not a new one): if it took "
+                "effect you get its stored result, otherwise it runs now.",
+            ),
+            reason="commit_outcome_unknown",
+        )
+    return failed(
+        ErrorCode.PROVIDER_UNAVAILABLE,
+        "The database is unreachable or dropped the connection before the call committed; "
+        "nothing was stored.",
+        retryable=True,
+        next_steps=("Retry the same call with the same requestId shortly; it runs afresh.",),
+        reason="store_unavailable",
+    )
+
+
+def _approval_used(approval_id: str) -> Failed:
+    return failed(
+        ErrorCode.AUTHORIZATION_DENIED,
+        "The approval does not authorise this exact call.",
+        reason="already_executed",
+        approvalId=approval_id,
+    )
+
+
+def _claim_factory(
+    tx: LedgerTransaction, entry: LedgerEntry, clock: Callable[[], datetime]
+) -> Callable[[], Awaitable[CommandClaim]]:
+    taken: list[CommandClaim] = []
+
+    async def claim() -> CommandClaim:
+        if taken:
+            return taken[0]
+        existing = await tx.get_claim(entry.tenant_id, entry.principal_id, entry.request_id)
+        if existing is not None:
+            if existing.fingerprint != entry.fingerprint:
+                raise ToolError(
+                    ErrorCode.IDEMPOTENCY_CONFLICT,
+                    "This requestId already created something from a different command.",
+                    meta={"reason": "idempotency_key_reused"},
+                )
+            if existing.result_reference is None:
+                raise ToolError(
+                    ErrorCode.ACTION_POLICY_REQUIRED,
+                    "An earlier execution claimed this command but recorded no result; it is "
+                    "not run again. Report this request id to the operator.",
+                    meta={"reason": "claim_incomplete", "requestId": entry.request_id},
+                )
+            taken.append(CommandClaim(prior=existing.result_reference, record=_already_recorded))
+            return taken[0]
+        await tx.insert_claim(
+            ClaimRecord(
+                tenant_id=entry.tenant_id,
+                principal_id=entry.principal_id,
+                request_id=entry.request_id,
+                capability_id=entry.capability_id,
+                fingerprint=entry.fingerprint,
+                created_at=clock(),
+            )
+        )
+
+        async def record(reference: str) -> None:
+            if not reference or any(c.isspace() for c in reference) or ":" not in reference:
+                raise ToolError(
+                    ErrorCode.INVALID_OUTPUT,
+                    "A result reference must look like '<type>:<id>' without whitespace.",
+                    meta={"reason": "malformed_result_reference"},
+                )
+            await tx.record_claim_result(
+                entry.tenant_id, entry.principal_id, entry.request_id, reference
+            )
+
+        taken.append(CommandClaim(prior=None, record=record))
+        return taken[0]
+
+    return claim
+
+
+async def _already_recorded(reference: str) -> None:
+    raise ToolError(
+        ErrorCode.ACTION_POLICY_REQUIRED,
+        "This command's result was recorded by an earlier execution; return claim.prior.",
+        meta={"reason": "claim_already_recorded"},
+    )

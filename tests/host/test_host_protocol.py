@@ -1,0 +1,270 @@
+"""The host owns the continuation protocol: prepare, execute, resume, settle, request ids."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from charter import (
+    ActionPolicy,
+    Completed,
+    Deferred,
+    Denied,
+    ErrorCode,
+    Failed,
+    Host,
+    InteractionRequired,
+    Principal,
+    Registry,
+    RiskPolicy,
+    ToolContext,
+    define_tool,
+)
+from charter.host import PreparedCall, derive_request_id
+
+pytestmark = pytest.mark.anyio
+
+WRITE = RiskPolicy(
+    destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
+)
+DESTRUCTIVE = RiskPolicy(
+    destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
+)
+ALICE = Principal(subject="alice", tenant_id="acme", scopes=frozenset({"notes:write"}))
+APPROVER = Principal(subject="ada", tenant_id="acme", scopes=frozenset({"charter:approve"}))
+
+
+class Note(BaseModel):
+    title: str
+
+
+class Saved(BaseModel):
+    ok: bool
+    run: int
+
+
+class Kit:
+    """A host with one tool per policy shape; ``runs`` counts handler runs per tool."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, int] = {}
+        registry = Registry()
+
+        def add(name: str, **options: Any) -> None:
+            async def handler(note: Note, ctx: ToolContext) -> Saved | Deferred:
+                self.runs[name] = self.runs.get(name, 0) + 1
+                if name == "export_note":
+                    return Deferred()
+                return Saved(ok=True, run=self.runs[name])
+
+            registry.register(
+                define_tool(
+                    name=name,
+                    description=f"The {name} tool.",
+                    input_schema=Note,
+                    output_schema=Saved,
+                    handler=handler,
+                    required_scopes=["notes:write"],
+                    **{"risk_policy": WRITE, **options},
+                )
+            )
+
+        add("save_note", tier="write")
+        add("publish_note", tier="sensitive")
+        add("delete_note", tier="destructive", risk_policy=DESTRUCTIVE)
+        add(
+            "tag_note",
+            tier="write",
+            action_policy=ActionPolicy(target_type="note", ledger="optional"),
+        )
+        add("export_note", tier="write")
+        self.host = Host(registry)
+
+    async def call(self, tool: str, request_id: str | None = None, **controls: Any) -> Any:
+        charter: dict[str, Any] = dict(controls)
+        if request_id is not None:
+            charter["requestId"] = request_id
+        return await self.host.invoke(tool, {"title": "t", "_charter": charter}, ALICE)
+
+
+def rid() -> str:
+    return str(uuid.uuid4())
+
+
+# -- prepare / execute ---------------------------------------------------------------------
+
+
+async def test_prepare_runs_every_check_but_never_the_handler() -> None:
+    kit = Kit()
+    prepared = await kit.host.prepare(
+        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
+    )
+    assert isinstance(prepared, PreparedCall)
+    assert prepared.name == "save_note" and prepared.fingerprint is not None
+    assert kit.runs == {}
+    bad = await kit.host.prepare("save_note", {"title": 1, "_charter": {"requestId": rid()}}, ALICE)
+    assert isinstance(bad, Failed) and bad.code is ErrorCode.INVALID_INPUT
+
+
+async def test_a_prepared_call_executes_once_and_only_on_its_own_host() -> None:
+    kit, other = Kit(), Kit()
+    prepared = await kit.host.prepare(
+        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
+    )
+    assert isinstance(prepared, PreparedCall)
+    foreign = await other.host.execute(prepared)
+    assert isinstance(foreign, Failed) and foreign.reason == "prepared_call_not_admitted"
+    assert isinstance(await kit.host.execute(prepared), Completed)
+    twice = await kit.host.execute(prepared)
+    assert isinstance(twice, Failed) and twice.reason == "prepared_call_not_admitted"
+    assert kit.runs == {"save_note": 1}
+
+
+async def test_a_discarded_prepared_call_never_runs() -> None:
+    kit = Kit()
+    prepared = await kit.host.prepare(
+        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
+    )
+    assert isinstance(prepared, PreparedCall)
+    kit.host.discard(prepared)
+    refused = await kit.host.execute(prepared)
+    assert isinstance(refused, Failed) and kit.runs == {}
+
+
+async def test_prepare_answers_the_confirmation_gate_without_running() -> None:
+    kit = Kit()
+    request = rid()
+    paused = await kit.host.prepare(
+        "publish_note", {"title": "t", "_charter": {"requestId": request}}, ALICE
+    )
+    assert isinstance(paused, InteractionRequired) and paused.gate == "confirmation"
+    assert paused.request_id == request and kit.runs == {}
+
+
+# -- resume --------------------------------------------------------------------------------
+
+
+async def test_resume_continues_a_confirmation_once_and_a_declined_one_is_denied() -> None:
+    kit = Kit()
+    request = rid()
+    arguments = {"title": "t", "_charter": {"requestId": request}}
+    paused = await kit.host.invoke("publish_note", arguments, ALICE)
+    assert isinstance(paused, InteractionRequired) and paused.gate == "confirmation"
+
+    declined = await kit.host.resume(paused, "publish_note", arguments, ALICE, approved=False)
+    assert isinstance(declined, Denied) and declined.cause == "user_declined"
+    assert kit.runs == {}
+
+    done = await kit.host.resume(paused, "publish_note", arguments, ALICE)
+    again = await kit.host.resume(paused, "publish_note", arguments, ALICE)
+    assert isinstance(done, Completed) and done.replayed is False
+    assert isinstance(again, Completed) and again.replayed is True
+    assert kit.runs == {"publish_note": 1}
+
+
+async def test_resume_overrides_an_explicit_unconfirmed_control() -> None:
+    kit = Kit()
+    request = rid()
+    arguments = {"title": "t", "_charter": {"requestId": request, "confirmed": False}}
+    paused = await kit.host.invoke("publish_note", arguments, ALICE)
+    assert isinstance(paused, InteractionRequired)
+    assert isinstance(await kit.host.resume(paused, "publish_note", arguments, ALICE), Completed)
+
+
+async def test_resume_of_an_approval_waits_for_the_approver_then_runs_once() -> None:
+    kit = Kit()
+    request = rid()
+    arguments = {"title": "t", "_charter": {"requestId": request, "confirmed": True}}
+    paused = await kit.host.invoke("delete_note", arguments, ALICE)
+    assert isinstance(paused, InteractionRequired) and paused.gate == "approval"
+    assert paused.approval_status == "pending" and paused.continuation is not None
+    assert paused.continuation.approval_id == paused.approval_id
+
+    waiting = await kit.host.resume(paused, "delete_note", arguments, ALICE)
+    assert isinstance(waiting, InteractionRequired) and waiting.approval_status == "pending"
+    assert kit.runs == {}
+
+    assert paused.approval_id is not None
+    await kit.host.approvals.grant(paused.approval_id, APPROVER)
+    done = await kit.host.resume(waiting, "delete_note", arguments, ALICE)
+    assert isinstance(done, Completed)
+    assert kit.runs == {"delete_note": 1}
+
+
+# -- ledger="optional" ---------------------------------------------------------------------
+
+
+async def test_an_optional_ledger_with_a_request_id_replays_instead_of_running_again() -> None:
+    # Leak 5: three calls with one id ran the handler three times and left no row.
+    kit = Kit()
+    request = rid()
+    outcomes = [await kit.call("tag_note", request) for _ in range(3)]
+    assert [o.replayed for o in outcomes] == [False, True, True]
+    assert kit.runs == {"tag_note": 1}
+    conflict = await kit.host.invoke(
+        "tag_note", {"title": "other", "_charter": {"requestId": request}}, ALICE
+    )
+    assert isinstance(conflict, Failed) and conflict.code is ErrorCode.IDEMPOTENCY_CONFLICT
+
+
+async def test_an_optional_ledger_without_a_request_id_runs_each_call() -> None:
+    kit = Kit()
+    for _ in range(2):
+        assert isinstance(await kit.call("tag_note"), Completed)
+    assert kit.runs == {"tag_note": 2}
+
+
+# -- settle --------------------------------------------------------------------------------
+
+
+async def test_settle_refuses_output_that_breaks_the_schema_and_stores_nothing() -> None:
+    # Leak 3: the host stored {"ok": "nope", "secret": ...} and served it on replay.
+    kit = Kit()
+    request = rid()
+    deferred = await kit.call("export_note", request)
+    assert isinstance(deferred, Deferred) and isinstance(deferred.token, dict)
+    invocation_id = str(deferred.token["invocationId"])
+
+    bad = await kit.host.settle(invocation_id, Completed(output={"ok": "nope", "secret": "x"}))
+    assert not bad and bad.refused is not None
+    assert bad.refused.code is ErrorCode.INVALID_OUTPUT
+    status = await kit.host.action_status(ALICE, request)
+    assert status is not None and status.status == "deferred"
+
+    good = await kit.host.settle(invocation_id, Completed(output={"ok": True, "run": 1}))
+    assert good and isinstance(good.stored, Completed)
+    replay = await kit.call("export_note", request)
+    assert isinstance(replay, Completed) and replay.output == {"ok": True, "run": 1}
+    twice = await kit.host.settle(invocation_id, Completed(output={"ok": True, "run": 2}))
+    assert not twice and twice.refused is not None and twice.refused.reason == "already_settled"
+
+
+async def test_settle_of_an_unknown_call_says_so() -> None:
+    kit = Kit()
+    unknown = await kit.host.settle("inv_nope", Completed(output={"ok": True, "run": 1}))
+    assert not unknown and unknown.refused is not None
+    assert unknown.refused.code is ErrorCode.NOT_FOUND
+
+
+# -- request ids -----------------------------------------------------------------------------
+
+
+def test_derived_request_ids_are_stable_uuids_per_scope_and_call() -> None:
+    first = derive_request_id("session-1", "call-1")
+    assert first == derive_request_id("session-1", "call-1")
+    assert str(uuid.UUID(first)) == first
+    assert first != derive_request_id("session-1", "call-2")
+    assert first != derive_request_id("session-2", "call-1")
+
+
+async def test_request_approval_never_runs_the_tool_whatever_its_policy() -> None:
+    kit = Kit()
+    for tool in ("save_note", "publish_note", "tag_note"):
+        asked = await kit.host.request_approval(tool, {"title": "t"}, ALICE, request_id=rid())
+        assert isinstance(asked, Failed) and asked.reason == "approval_not_required"
+    record = await kit.host.request_approval("delete_note", {"title": "t"}, ALICE, request_id=rid())
+    assert not isinstance(record, Failed) and getattr(record, "status", None) == "pending"
+    assert kit.runs == {}

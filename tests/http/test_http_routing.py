@@ -1,0 +1,59 @@
+"""Routing: a wrong method is a 405 whose ``Allow`` lists what the path really accepts."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+PROBLEM = "application/problem+json"
+
+POST_ONLY = [
+    "/v1/tools/catalog.ping:call",
+    "/v1/tools/trips.search:call",
+    "/v1/approvals/apr_0123456789abcdef:grant",
+    "/v1/approvals/apr_0123456789abcdef:deny",
+]
+GET_ONLY = [
+    "/v1/tools",
+    "/v1/tools/catalog.ping",
+    "/v1/approvals",
+    "/v1/approvals/apr_0123456789abcdef",
+    "/v1/actions/0b7f2c52-3d4e-4d33-9f1c-1f4a3a0e7a10",
+    "/v1/whoami",
+]
+
+
+def allowed(response: httpx.Response) -> set[str]:
+    return {method.strip() for method in response.headers["allow"].split(",")}
+
+
+@pytest.mark.parametrize("path", POST_ONLY)
+@pytest.mark.parametrize("method", ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"])
+def test_a_post_only_path_answers_other_methods_with_405_allow_post(
+    agent: httpx.Client, path: str, method: str
+) -> None:
+    response = agent.request(method, path)
+    assert response.status_code == 405
+    assert allowed(response) == {"POST"}
+    if method != "HEAD":
+        assert response.headers["content-type"] == PROBLEM
+        assert response.json()["detail"] == f"{method} is not supported here."
+
+
+@pytest.mark.parametrize("path", GET_ONLY)
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+def test_a_get_only_path_answers_other_methods_with_405_allow_get_and_head(
+    agent: httpx.Client, path: str, method: str
+) -> None:
+    response = agent.request(method, path)
+    assert response.status_code == 405
+    assert allowed(response) == {"GET", "HEAD"}
+
+
+def test_the_routes_still_serve_their_own_methods(agent: httpx.Client) -> None:
+    assert agent.get("/v1/tools/catalog.ping").status_code == 200
+    assert agent.post("/v1/tools/catalog.ping:call", json={}).status_code == 200
+    # A name with a colon is no tool and no path: an unknown route, not a tool lookup.
+    unknown = agent.get("/v1/tools/catalog.ping:list")
+    assert unknown.status_code == 404
+    assert unknown.json()["reason"] == "route_not_found"
