@@ -1,18 +1,39 @@
-"""A Starlette app under uvicorn on 127.0.0.1, in a thread, for tests that talk to a real server."""
+"""Real servers on 127.0.0.1 for tests: a Starlette app under uvicorn in a thread, or a
+``charter serve`` subprocess; and raw sockets to send them half a request."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.types import ASGIApp
 
-__all__ = ("ReportingServer", "loopback_socket", "serve")
+__all__ = (
+    "ReportingServer",
+    "Served",
+    "charter_serve",
+    "loopback_socket",
+    "raw_connection",
+    "read_until_closed",
+    "serve",
+)
 
 STARTUP_SECONDS = 30
+CLOSE_SECONDS = 60
+"""The bound on waiting for a server to close a connection it should close."""
 
 
 def loopback_socket() -> socket.socket:
@@ -42,11 +63,16 @@ class ReportingServer(uvicorn.Server):
 
 
 @contextmanager
-def serve(app: ASGIApp) -> Iterator[str]:
-    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
+def serve(app: ASGIApp, **config: Any) -> Iterator[str]:
+    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL.
+
+    ``config`` adds ``uvicorn.Config`` options (``http=``, ``timeout_keep_alive=``, …).
+    """
     sock = loopback_socket()
     port = sock.getsockname()[1]
-    server = ReportingServer(uvicorn.Config(app, lifespan="on", log_level="warning", ws="none"))
+    server = ReportingServer(
+        uvicorn.Config(app, lifespan="on", log_level="warning", ws="none", **config)
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     if not server.ready.wait(STARTUP_SECONDS) or not server.started:
@@ -60,3 +86,106 @@ def serve(app: ASGIApp) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def raw_connection(url: str, sent: bytes = b"") -> socket.socket:
+    """A TCP connection to the server at ``url``, after sending ``sent`` (often half a request)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=STARTUP_SECONDS)
+    if sent:
+        sock.sendall(sent)
+    return sock
+
+
+def read_until_closed(sock: socket.socket, seconds: float = CLOSE_SECONDS) -> bytes:
+    """Everything the server sends until it closes the connection (a reset counts).
+
+    Raises:
+        TimeoutError: The server kept the connection open for ``seconds``.
+    """
+    deadline = time.monotonic() + seconds
+    received = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"the server kept the connection open for {seconds} s")
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return bytes(received)
+        except TimeoutError:
+            continue
+        if not chunk:
+            return bytes(received)
+        received += chunk
+
+
+@dataclass
+class Served:
+    """A ``charter serve`` subprocess: where it listens and where it logs."""
+
+    url: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def read_log(self) -> str:
+        return self.log.read_text()
+
+
+@contextmanager
+def charter_serve(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> Iterator[Served]:
+    """``charter serve ARGS --port 0`` from ``cwd``, until the block ends; yields its URL.
+
+    Runs this interpreter's ``charter`` (with this test run's ``PYTHONPATH``), waits for the
+    banner that names the port, and stops the server with SIGINT afterwards, asserting it
+    exits cleanly. Its stderr (uvicorn's and the SDK's log) goes to a file in ``cwd``.
+    """
+    environment = {**os.environ, **(env or {})}
+    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
+        if env is None or name not in env:
+            environment.pop(name, None)
+    command = [sys.executable, "-m", "charter.cli", "serve", *args, "--port", "0"]
+    log = cwd / f"serve-{time.monotonic_ns()}.log"
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
+    try:
+        served = Served(url=_banner_url(process, log), process=process, log=log)
+        yield served
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        if process.stdout is not None:
+            process.stdout.close()
+    assert code == 0, log.read_text()
+
+
+def _banner_url(process: subprocess.Popen[str], log: Path) -> str:
+    """The base URL from the banner `charter serve` prints once it listens (its REST line)."""
+    assert process.stdout is not None
+    for line in process.stdout:  # bounded by pytest's timeout should the server hang
+        words = line.split()
+        if words[:1] == ["REST"] and len(words) > 1:
+            return words[1].removesuffix("/v1/tools")
+    process.wait(30)
+    raise RuntimeError(f"charter serve exited with {process.returncode}:\n{log.read_text()}")
+
+
+def _die_with_parent() -> None:
+    """Stop the server if pytest itself is killed (Linux), so no orphan keeps running."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -7,6 +7,7 @@ import errno
 import socket
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -27,16 +28,64 @@ from charter._cli_common import (
     unusable_input,
 )
 from charter._cli_host import OpenedHost, open_host, principal_for
+from charter._cli_serve_options import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEAD_TIMEOUT,
+    DEFAULT_KEEP_ALIVE_TIMEOUT,
+    DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_SESSIONS_PER_PRINCIPAL,
+    BodyTimeoutOption,
+    HeadTimeoutOption,
+    KeepAliveTimeoutOption,
+    LimitConcurrencyOption,
+    MaxConnectionsOption,
+    MaxHeaderBytesOption,
+    McpIdleTimeoutOption,
+    McpMaxSessionsOption,
+    McpSessionsOption,
+    RequestStateKeyOption,
+    ServeLimits,
+)
 from charter.auth import AuthenticationFailed
 
 if TYPE_CHECKING:
     import uvicorn
+
+    from charter.mcp import SessionLimits
 
 __all__ = ("serve",)
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _GRACEFUL_SHUTDOWN_SECONDS = 5
 """How long a stop waits for open requests and MCP streams before closing them."""
+_MIN_KEY_BYTES = 32
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Http:
+    """How to serve over HTTP, as the options say."""
+
+    stateless: bool
+    extra_hosts: list[str]
+    limits: ServeLimits
+    sessions_per_principal: int
+    session_idle_timeout: float
+    max_sessions: int
+    request_state_keys: list[str]
+
+    def session_limits(self) -> SessionLimits | None:
+        """The MCP session limits (0 turns one off); None without the ``mcp`` extra."""
+        try:
+            from charter.mcp import SessionLimits
+        except ImportError:  # pragma: no cover - depends on the installed extras
+            return None  # create_app then serves no MCP at all
+        return SessionLimits(
+            per_principal=self.sessions_per_principal or None,
+            idle_timeout=self.session_idle_timeout or None,
+            max_sessions=self.max_sessions or None,
+        )
 
 
 def serve(
@@ -72,6 +121,16 @@ def serve(
             "repeatable.",
         ),
     ] = None,
+    request_state_key: RequestStateKeyOption = None,
+    timeout_header: HeadTimeoutOption = DEFAULT_HEAD_TIMEOUT,
+    timeout_body: BodyTimeoutOption = DEFAULT_BODY_TIMEOUT,
+    timeout_keep_alive: KeepAliveTimeoutOption = DEFAULT_KEEP_ALIVE_TIMEOUT,
+    max_connections: MaxConnectionsOption = None,
+    limit_concurrency: LimitConcurrencyOption = None,
+    max_header_bytes: MaxHeaderBytesOption = DEFAULT_MAX_HEADER_BYTES,
+    mcp_sessions_per_principal: McpSessionsOption = DEFAULT_SESSIONS_PER_PRINCIPAL,
+    mcp_session_idle_timeout: McpIdleTimeoutOption = DEFAULT_SESSION_IDLE_TIMEOUT,
+    mcp_max_sessions: McpMaxSessionsOption = DEFAULT_MAX_SESSIONS,
     debug: DebugOption = False,
 ) -> None:
     """Serve a host's tools: REST at /v1, MCP at /mcp and the approvals console at /console.
@@ -82,17 +141,37 @@ def serve(
 
     With `--stdio`, MCP runs on stdin/stdout as the principal of `--principal-key`, or
     anonymously (public tools only).
+
+    The limits (timeouts, connection and MCP session caps) and their defaults are
+    explained in docs/operations.md.
     """
     with unusable_input(debug):
         if stdio and stateless:
             raise Unusable("--stateless applies to HTTP; leave it out with --stdio")
         if principal_key is not None and not stdio:
             raise Unusable("--principal-key applies to --stdio; over HTTP each caller sends a key")
+        keys = _checked_keys(request_state_key or [])
+        http = _Http(
+            stateless=stateless,
+            extra_hosts=allow_host or [],
+            limits=ServeLimits(
+                head_timeout=timeout_header,
+                body_timeout=timeout_body,
+                keep_alive_timeout=timeout_keep_alive,
+                max_connections=max_connections,
+                limit_concurrency=limit_concurrency,
+                max_header_bytes=max_header_bytes,
+            ),
+            sessions_per_principal=mcp_sessions_per_principal,
+            session_idle_timeout=mcp_session_idle_timeout,
+            max_sessions=mcp_max_sessions,
+            request_state_keys=keys,
+        )
         try:
             if stdio:
                 asyncio.run(_serve_stdio(target, db, principal_key))
             else:
-                asyncio.run(_serve_http(target, host, port, db, stateless, allow_host or []))
+                asyncio.run(_serve_http(target, host, port, db, http))
         except KeyboardInterrupt:
             # Ctrl+C: uvicorn finished its graceful shutdown and re-raised the signal so the
             # process stops; the store closed on the way out.
@@ -105,33 +184,78 @@ def serve(
             raise typer.Exit(EXIT_UNUSABLE_INPUT) from None
 
 
-async def _serve_http(
-    target: str, address: str, port: int, db: str | None, stateless: bool, extra_hosts: list[str]
-) -> None:
+async def _serve_http(target: str, address: str, port: int, db: str | None, http: _Http) -> None:
     import uvicorn
 
+    from charter._serve_protocol import guarded_protocol
     from charter.http import create_app
 
     async with AsyncExitStack() as stack:
         opened = await open_host(target, db, stack)
         app = create_app(
-            opened.host, mcp_stateless=stateless, allowed_hosts=_allowed_hosts(extra_hosts)
+            opened.host,
+            mcp_stateless=http.stateless,
+            allowed_hosts=_allowed_hosts(http.extra_hosts),
+            body_timeout=http.limits.body_timeout,
+            mcp_session_limits=http.session_limits(),
+            mcp_request_state_keys=await _request_state_keys(opened, http.request_state_keys),
         )
         sock = bind(address, port)
         stack.callback(sock.close)
+        limits = http.limits
         config = uvicorn.Config(
             app,
             lifespan="on",
             ws="none",
             log_level="info",
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
+            http=guarded_protocol(
+                head_timeout=limits.head_timeout, max_connections=limits.connections()
+            ),
+            timeout_keep_alive=limits.keep_alive_timeout,
+            limit_concurrency=limits.limit_concurrency,
+            h11_max_incomplete_event_size=limits.max_header_bytes,
         )
         base = base_url(address, sock.getsockname()[1])
         keys = await _key_count(opened)
         server = _reporting_server(
-            config, lambda: _print_banner(console(), target, opened, base, stateless, keys)
+            config, lambda: _print_banner(console(), target, opened, base, http.stateless, keys)
         )
         await server.serve(sockets=[sock])
+
+
+def _checked_keys(keys: list[str]) -> list[str]:
+    """``--request-state-key`` values (the variable's are space-separated), each long enough.
+
+    Raises:
+        Unusable: A key is shorter than 32 bytes.
+    """
+    split = [part for key in keys for part in key.split()]
+    short = [i for i, key in enumerate(split, 1) if len(key.encode()) < _MIN_KEY_BYTES]
+    if short:
+        raise Unusable(
+            f"--request-state-key number {short[0]} is shorter than {_MIN_KEY_BYTES} bytes; "
+            'make one with: python -c "import secrets; print(secrets.token_hex(32))"'
+        )
+    return split
+
+
+async def _request_state_keys(opened: OpenedHost, given: list[str]) -> list[bytes | str] | None:
+    """The keys that seal MCP ``requestState``: the configured ones, else the store's.
+
+    None (a key of this process only) when neither is available: a host with its own
+    store that is not SQL.
+    """
+    if given:
+        return list(given)
+    if opened.store is not None:
+        return [await opened.store.request_state_key()]
+    try:
+        from charter.store import SqlStore
+    except ImportError:  # pragma: no cover - a host of its own without the sql extra
+        return None
+    store = opened.host.store
+    return [await store.request_state_key()] if isinstance(store, SqlStore) else None
 
 
 async def _serve_stdio(target: str, db: str | None, key: str | None) -> None:

@@ -22,3 +22,18 @@ def test_the_factory_in_operations_md_is_a_target(
     assert [entry["name"] for entry in parse(listed)] == ["status"]
     assert called.exit_code == 0, called.output
     assert parse(called) == {"ok": True}
+
+
+def test_every_serve_option_is_in_the_operations_table() -> None:
+    import typer
+
+    from charter.cli import app
+
+    serve = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
+    # --debug and --help are every command's (documented once, above the table).
+    options = {o for p in serve.params for o in p.opts if o.startswith("--")} - {
+        "--help",
+        "--debug",
+    }
+    page = (ROOT / "docs" / "operations.md").read_text("utf-8")
+    assert sorted(o for o in options if f"| `{o}" not in page) == []

@@ -242,9 +242,20 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
             events.append("stop")
 
     def streamable_http_app(
-        host: Host, *, stateless: bool = False, allowed_hosts: list[str] | None = None
+        host: Host,
+        *,
+        stateless: bool = False,
+        allowed_hosts: list[str] | None = None,
+        session_limits: object = None,
+        request_state_keys: list[bytes | str] | None = None,
     ) -> Mounted:
-        seen.update(host=host, stateless=stateless, allowed_hosts=allowed_hosts)
+        seen.update(
+            host=host,
+            stateless=stateless,
+            allowed_hosts=allowed_hosts,
+            session_limits=session_limits,
+            request_state_keys=request_state_keys,
+        )
         return Mounted()
 
     # Pins the composition contract with charter.mcp; test_http_mcp.py drives the real one.
@@ -252,9 +263,22 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
     fake.streamable_http_app = streamable_http_app  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "charter.mcp", fake)
     host = build_host(Lab())
-    app = create_app(host, mcp_stateless=True, allowed_hosts=["charter.local:*"])
+    limits = object()  # passed through untouched
+    app = create_app(
+        host,
+        mcp_stateless=True,
+        allowed_hosts=["charter.local:*"],
+        mcp_session_limits=limits,  # type: ignore[arg-type]
+        mcp_request_state_keys=["k" * 32],
+    )
     with serve(app) as url:
         assert events == ["start"]
         assert httpx.post(f"{url}/mcp").text == "mcp here"
     assert events == ["start", "stop"]
-    assert seen == {"host": host, "stateless": True, "allowed_hosts": ["charter.local:*"]}
+    assert seen == {
+        "host": host,
+        "stateless": True,
+        "allowed_hosts": ["charter.local:*"],
+        "session_limits": limits,
+        "request_state_keys": ["k" * 32],
+    }

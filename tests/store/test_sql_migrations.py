@@ -28,6 +28,7 @@ CHARTER_TABLES = {
     "charter_claims",
     "charter_deferred",
     "charter_ledger_entries",
+    "charter_secrets",
 }
 
 HEAD = _migrate.head_revision()

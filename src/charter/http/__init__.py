@@ -12,7 +12,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "charter.http needs Starlette and uvicorn: pip install 'charter[http]'"
     ) from exc
 
+from .app import DEFAULT_BODY_TIMEOUT as DEFAULT_BODY_TIMEOUT
 from .app import McpMount as McpMount
 from .app import create_app as create_app
 
-__all__ = ("McpMount", "create_app")
+__all__ = ("DEFAULT_BODY_TIMEOUT", "McpMount", "create_app")

@@ -12,12 +12,13 @@ __all__ = ("BodyLimit",)
 
 
 class BodyLimit:
-    """ASGI middleware: buffer at most ``max_bytes`` of the body, else answer 413.
+    """ASGI middleware: let the endpoint read at most ``max_bytes`` of the body, else 413.
 
-    A declared ``Content-Length`` over the limit is refused before anything is read; a
-    streamed (chunked) body is read chunk by chunk and refused as soon as it passes the
-    limit, so memory stays bounded by the limit plus one chunk. The endpoint then reads
-    the buffered body as usual.
+    A declared ``Content-Length`` over the limit is refused before anything is read. The
+    body is otherwise read only when the endpoint asks for it, after it authenticated the
+    caller, so an unauthenticated request is answered without waiting for its body; a
+    streamed (chunked) body is refused as soon as it passes the limit, so memory stays
+    bounded by the limit plus one chunk.
     """
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
@@ -35,21 +36,29 @@ class BodyLimit:
         if declared is not None and declared > self.max_bytes:
             await self._too_large(scope, receive, send)
             return
-        chunks: list[bytes] = []
         size = 0
-        while True:
+        started = False
+
+        async def counted() -> Message:
+            nonlocal size
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._too_large(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except _TooLarge:
+            if started:  # pragma: no cover - endpoints read the body before answering
+                raise
+            await self._too_large(scope, receive, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = http_problem(
@@ -64,18 +73,8 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that yields the buffered body once, then the client's own messages."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
+class _TooLarge(Exception):
+    """Raised into the endpoint when the body it reads passes the limit."""
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -71,6 +71,15 @@ class ToolRoutes:
         controls = controls_from_headers(request)
         if isinstance(controls, Response):
             return controls
+        name: str = request.path_params["name"]
+        if caller is None and not self._public(name):
+            # Anonymous, and no tool by that name runs anonymously: the host refuses the
+            # call (unknown tool, or authentication required) before it looks at the
+            # arguments, so answer that without waiting for a body nobody will read.
+            refused = await self.host.invoke(name, {}, None, controls)
+            return render_outcome(
+                refused, root_path=request.scope.get("root_path", ""), controls=controls, body=b""
+            )
         # An empty body means no arguments; the host parses everything else itself,
         # under its payload limits.
         body = await request.body() or b"{}"
@@ -78,12 +87,19 @@ class ToolRoutes:
         watch = _DisconnectWatch(request.receive, cancel)
         try:
             outcome = await self.host.invoke(
-                request.path_params["name"], body, caller, controls, call=CallOptions(cancel=cancel)
+                name, body, caller, controls, call=CallOptions(cancel=cancel)
             )
         finally:
             await watch.close()
         return render_outcome(
             outcome, root_path=request.scope.get("root_path", ""), controls=controls, body=body
+        )
+
+    def _public(self, name: str) -> bool:
+        """Whether an anonymous caller may call the tool ``name`` names (canonical or alias)."""
+        registered = self.host.registry.get(name)
+        return registered is not None and any(
+            t.name == registered.name for t in self.host.callable_tools(None)
         )
 
 

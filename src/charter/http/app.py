@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -24,6 +25,7 @@ from charter._safe_log import log_exception
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
 from charter.host import Host
 
+from ._body_deadline import BodyDeadline
 from ._body_limit import BodyLimit
 from ._openapi import OpenAPIDocument
 from ._payloads import ProblemBody
@@ -33,7 +35,13 @@ from ._routes_approvals import ApprovalRoutes
 from ._routes_ops import OpsRoutes
 from ._routes_tools import ToolRoutes
 
-__all__ = ("McpMount", "create_app")
+if TYPE_CHECKING:
+    from charter.mcp import SessionLimits
+
+__all__ = ("DEFAULT_BODY_TIMEOUT", "McpMount", "create_app")
+
+DEFAULT_BODY_TIMEOUT = 30.0
+"""Seconds a request's body may take to arrive after its head (``create_app(body_timeout=)``)."""
 
 logger = logging.getLogger("charter.http")
 
@@ -73,6 +81,9 @@ def create_app(
     max_body_bytes: int | None = None,
     mcp_stateless: bool = False,
     allowed_hosts: Sequence[str] | None = None,
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
+    mcp_session_limits: SessionLimits | None = None,
+    mcp_request_state_keys: Sequence[bytes | str] | None = None,
 ) -> Starlette:
     """Build the HTTP app for a host: ``/v1`` REST, ``/console``, and MCP at ``/mcp``.
 
@@ -88,13 +99,22 @@ def create_app(
             Larger bodies are refused with 413 before they are read in full.
         mcp_stateless: run MCP without sessions (for several replicas on one store).
         allowed_hosts: ``Host`` headers MCP accepts (DNS-rebinding protection).
+        body_timeout: seconds a request's body may take to arrive after its head; later
+            it is answered 408 and the connection closed. None: wait as long as the
+            client keeps the connection open.
+        mcp_session_limits: MCP sessions per principal and in all, and their idle
+            timeout (``charter.mcp.SessionLimits``; default: its defaults).
+        mcp_request_state_keys: secrets that seal MCP ``requestState`` (see
+            ``charter.mcp.create_server``); give every replica the same ones.
 
     Returns:
         A Starlette app; serve it with uvicorn.
 
     Raises:
-        ValueError: ``max_body_bytes`` is not positive.
+        ValueError: ``max_body_bytes`` or ``body_timeout`` is not positive.
     """
+    if body_timeout is not None and not (math.isfinite(body_timeout) and body_timeout > 0):
+        raise ValueError("body_timeout must be a positive, finite number of seconds or None")
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
     body_limit = [Middleware(BodyLimit, max_bytes=limit)]
     openapi = OpenAPIDocument()
@@ -137,13 +157,23 @@ def create_app(
             )
         )
     mounted = (
-        _mcp_mount(host, stateless=mcp_stateless, allowed_hosts=allowed_hosts) if mcp else None
+        _mcp_mount(
+            host,
+            stateless=mcp_stateless,
+            allowed_hosts=allowed_hosts,
+            session_limits=mcp_session_limits,
+            request_state_keys=mcp_request_state_keys,
+        )
+        if mcp
+        else None
     )
     if mounted is not None:
         # A Route, not a Mount: MCP clients post to /mcp itself, and a Mount would answer
         # that with a redirect to /mcp/.
         routes.append(Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"))
     middleware: list[Middleware] = []
+    if body_timeout is not None:
+        middleware.append(Middleware(BodyDeadline, seconds=body_timeout))
     if cors_origins:
         middleware.append(
             Middleware(
@@ -194,7 +224,12 @@ class _Route(Route):
 
 
 def _mcp_mount(
-    host: Host, *, stateless: bool, allowed_hosts: Sequence[str] | None
+    host: Host,
+    *,
+    stateless: bool,
+    allowed_hosts: Sequence[str] | None,
+    session_limits: SessionLimits | None,
+    request_state_keys: Sequence[bytes | str] | None,
 ) -> McpMount | None:
     """The MCP endpoint from ``charter.mcp``, or None while it is not installed or built.
 
@@ -210,6 +245,8 @@ def _mcp_mount(
         host,
         stateless=stateless,
         allowed_hosts=list(allowed_hosts) if allowed_hosts is not None else None,
+        session_limits=session_limits,
+        request_state_keys=request_state_keys,
     )
 
 

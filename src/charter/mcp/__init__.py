@@ -16,6 +16,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from ._interact import ConnectionState
 from ._listing import TOOL_META_KEY
 from ._render import OUTCOME_META_KEY, RESOLUTION, STATUS_TOOL, Presenter, Resolution
+from ._sessions import SessionLimits
 from .http import DEFAULT_ALLOWED_HOSTS, StreamableHTTPApp, create_asgi_app, streamable_http_app
 from .server import create_server
 from .stdio import serve_stdio
@@ -29,6 +30,7 @@ __all__ = (
     "ConnectionState",
     "Presenter",
     "Resolution",
+    "SessionLimits",
     "StreamableHTTPApp",
     "create_asgi_app",
     "create_server",

@@ -25,12 +25,13 @@ from .._credentials import (
     AmbiguousCredentials,
     credentials_from_headers,
 )
-from ..auth import AuthenticationUnavailable
+from ..auth import AuthenticationUnavailable, Principal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import Host
 from ._auth import HostTokenVerifier
 from ._interact import ConnectionState
 from ._render import Presenter
+from ._sessions import SessionLimiter, SessionLimits
 from .server import create_server
 
 __all__ = ("DEFAULT_ALLOWED_HOSTS", "StreamableHTTPApp", "create_asgi_app", "streamable_http_app")
@@ -61,11 +62,13 @@ class StreamableHTTPApp:
         server: Server[ConnectionState],
         session_manager: StreamableHTTPSessionManager,
         app: ASGIApp,
+        limiter: SessionLimiter | None = None,
     ) -> None:
         """Wrap a prepared ASGI app; build one with ``streamable_http_app``."""
         self.server = server
         self.session_manager = session_manager
         self._app = app
+        self._limiter = limiter
 
     @property
     def app(self) -> ASGIApp:
@@ -79,6 +82,16 @@ class StreamableHTTPApp:
     def run(self) -> AbstractAsyncContextManager[None]:
         """Run the session manager; enter it once, for as long as the app serves."""
         return self.session_manager.run()
+
+    def open_sessions(self, principal: Principal | None) -> int:
+        """How many sessions ``principal`` (None: anonymous callers) holds now.
+
+        Counted by the per-principal cap; 0 when there is none (stateless, or
+        ``SessionLimits(per_principal=None)``).
+        """
+        if self._limiter is None:
+            return 0
+        return self._limiter.open_sessions(None if principal is None else principal.key)
 
 
 def streamable_http_app(
@@ -94,6 +107,7 @@ def streamable_http_app(
     version: str = __version__,
     presenters: Mapping[str, Presenter] | None = None,
     request_state_keys: Sequence[bytes | str] | None = None,
+    session_limits: SessionLimits | None = None,
 ) -> StreamableHTTPApp:
     """Serve ``host``'s tools over MCP streamable HTTP.
 
@@ -116,10 +130,14 @@ def streamable_http_app(
         presenters: per-tool renderers of output as MCP content (see ``create_server``).
         request_state_keys: shared secrets for sealed ``requestState`` (see
             ``create_server``); give every replica the same keys.
+        session_limits: how many sessions one principal and the whole server may hold,
+            and how long an idle one lives (stateful mode only). Default:
+            ``SessionLimits()``.
 
     Raises:
         ConfigurationError: ``require_auth=True`` on a host without an authenticator.
     """
+    limits = session_limits if session_limits is not None else SessionLimits()
     server = create_server(
         host,
         name=name,
@@ -140,8 +158,18 @@ def streamable_http_app(
         security_settings=TransportSecuritySettings(
             enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
         ),
+        session_idle_timeout=limits.idle_timeout,
+        max_sessions=limits.max_sessions,
     )
     app: ASGIApp = StreamableHTTPASGIApp(manager)
+    limiter: SessionLimiter | None = None
+    if not stateless and limits.per_principal is not None:
+        # Inside the bearer middleware below, so it sees who each request is from.
+        app = limiter = SessionLimiter(
+            app,
+            per_principal=limits.per_principal,
+            idle_timeout=limits.idle_timeout,
+        )
     if host.authenticator is not None:
         if require_auth is None or require_auth:
             metadata = AnyHttpUrl(resource_metadata_url) if resource_metadata_url else None
@@ -154,7 +182,7 @@ def streamable_http_app(
             "require_auth=True needs a host with an authenticator (Host(authenticator=...))"
         )
     app = _OneCredential(app)
-    return StreamableHTTPApp(server=server, session_manager=manager, app=app)
+    return StreamableHTTPApp(server=server, session_manager=manager, app=app, limiter=limiter)
 
 
 def create_asgi_app(
@@ -171,6 +199,7 @@ def create_asgi_app(
     version: str = __version__,
     presenters: Mapping[str, Presenter] | None = None,
     request_state_keys: Sequence[bytes | str] | None = None,
+    session_limits: SessionLimits | None = None,
 ) -> Starlette:
     """A standalone Starlette app serving MCP at ``path``, with its lifespan wired.
 
@@ -188,6 +217,7 @@ def create_asgi_app(
         version=version,
         presenters=presenters,
         request_state_keys=request_state_keys,
+        session_limits=session_limits,
     )
 
     @asynccontextmanager

@@ -20,6 +20,7 @@ __all__ = (
     "deferred",
     "ledger_entries",
     "metadata",
+    "secrets",
 )
 
 VERSION_TABLE = "charter_alembic_version"
@@ -152,3 +153,12 @@ api_keys = sa.Table(
     sa.Column("revoked_at", UTCDateTime),
     sa.Index(None, "tenant_id"),
 )
+
+secrets = sa.Table(
+    "charter_secrets",
+    metadata,
+    sa.Column("name", SafeText, primary_key=True),
+    sa.Column("secret", SafeText, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+"""Secrets every process on the database shares, created once on first use (``_secrets``)."""

@@ -21,7 +21,7 @@ from ..ledger import (
     DeferredRecord,
     LedgerEntry,
 )
-from . import _keys
+from . import _keys, _secrets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._engine import make_engine
@@ -533,6 +533,22 @@ class SqlStore:
         async with self._connection(None) as conn:
             with translated("checking an API key"):
                 return await _keys.verify_key(conn, presented, now)
+
+    # -- shared secrets -------------------------------------------------------------------
+
+    @run_to_completion
+    async def request_state_key(self) -> bytes:
+        """The key that seals MCP ``requestState``, shared by every process on this database.
+
+        Created (32 random bytes) by the first process that asks; the others read the same
+        row, so stateless replicas accept each other's elicitation round trips. Anyone who
+        can read the database can read it, like the rest of charter's tables.
+        """
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("reading the shared request-state key"):
+                return await _secrets.shared_secret(
+                    conn, _secrets.REQUEST_STATE_KEY, datetime.now(UTC)
+                )
 
 
 class _Transaction(AbstractAsyncContextManager[SqlTransaction]):
