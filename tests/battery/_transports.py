@@ -439,6 +439,9 @@ def _canonical_row(table: str, row: dict[str, Any], labels: Mapping[str, str]) -
         row = json.loads(row["event"]) if isinstance(row["event"], str) else dict(row["event"])
     if table == "approvals" and isinstance(row.get("arguments"), str):
         row["arguments"] = json.loads(row["arguments"])
+    if table == "approvals" and isinstance(row.get("history"), str):
+        # Each decision's time differs between runs; who decided what does not.
+        row["history"] = without_times(json.loads(row["history"]))
     if table == "ledger" and isinstance(row.get("outcome"), str):
         row["outcome"] = json.loads(row["outcome"])
     kept = {k: v for k, v in row.items() if k not in _VOLATILE or (table == "trips" and k == "id")}
