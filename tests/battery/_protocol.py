@@ -77,6 +77,7 @@ from charter.harness import (
     ModelResponse,
     PendingInteraction,
     ResumeCodes,
+    Session,
     ToolCall,
     ToolResult,
     TurnResult,
@@ -505,7 +506,7 @@ class HarnessCaller:
     def request_ids(self) -> dict[str, str]:
         return {**self.made_up.ids, **self.ids}
 
-    def _session(self, request: str, *steps: ModelResponse) -> Any:
+    def _session(self, request: str, *steps: ModelResponse) -> Session:
         counter = itertools.count(1)
         harness = Harness(
             self.host, ScriptedModel(steps), store=self.store, new_id=lambda: str(next(counter))

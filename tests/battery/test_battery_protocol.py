@@ -11,9 +11,9 @@ rows. The ledger, approvals and audit trail read from outside charter then show 
 action ran once and each replay was a replay, on every transport alike.
 
 The travel demo runs on one database per backend (SQLite, and PostgreSQL when it answers),
-served once per backend (REST and MCP from one app under uvicorn, ``tests/battery/
-_transports.py``); each transport acts on a trip, a spare trip and a booking of its own.
-How each transport makes each move is in ``tests/battery/_protocol.py``.
+served once per backend for the module (REST and MCP from one app under uvicorn, see
+``_transports.py``); each transport acts on a trip, a spare trip and a booking of its own.
+How each transport makes each move, and what its caller can read, is in ``_protocol.py``.
 """
 
 from __future__ import annotations
