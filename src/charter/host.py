@@ -520,9 +520,12 @@ class Host:
         payload = self._check_payload(arguments)
         if isinstance(payload, Failed):
             return await self.invoke(name, arguments, principal, controls, call=call)
+        sent = payload.get(CONTROL_FIELD)
+        mismatch = _foreign_pause(paused, controls, sent)
+        if mismatch is not None:
+            return mismatch
         # The continuation's controls win over what the paused call sent (say an explicit
         # "confirmed": false), so the retry is exactly the paused call, now confirmed.
-        sent = payload.get(CONTROL_FIELD)
         continuation = paused.continuation or Continuation(confirmed=True)
         resumed = {
             **payload,
@@ -1106,6 +1109,25 @@ def canonical_request_id(value: object) -> str | None:
         return str(uuid.UUID(str(value))) if isinstance(value, str | uuid.UUID) else None
     except ValueError:
         return None
+
+
+def _foreign_pause(
+    paused: InteractionRequired, controls: InvocationControls | None, sent: object
+) -> Failed | None:
+    """Refuse continuing a pause under another request id than the one it belongs to."""
+    if paused.request_id is None:
+        return None
+    given = controls.request_key if controls is not None else None
+    if given is None and isinstance(sent, Mapping):
+        given = canonical_request_id(sent.get("requestId"))
+    if given is None or given == paused.request_id:
+        return None
+    return failed(
+        ErrorCode.AUTHORIZATION_DENIED,
+        "This pause belongs to another request; it cannot continue this one.",
+        reason="request_id_mismatch",
+        approvalId=paused.approval_id,
+    )
 
 
 def _principal_id(principal: Principal | None) -> str:

@@ -7,8 +7,10 @@
   a subprocess, one per principal (stdio carries no credentials: each process runs every
   call as its key's principal), on the same database.
 - ``Caller`` implementations that make one tool call and normalise what came back into a
-  ``Seen`` (kind, code, reason, replayed, output), so the outcomes of the three transports
-  compare as equal values.
+  ``Seen`` (kind, code, reason, replayed, output, and the gate, approval and decision facts),
+  so the outcomes of the transports compare as equal values. ``seen_from_outcome`` and
+  ``seen_from_approval`` normalise what the in-process host (and ``charter call --json``)
+  answers, and ``run_charter`` runs the ``charter`` command in a subprocess.
 - ``ledger_state``: the database read from outside charter, with the random parts (ids,
   times) replaced by the scenario's labels, so two databases compare as equal values.
 """
@@ -25,7 +27,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,7 +43,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from charter import Tool
 from charter.http import create_app
+from charter.ledger import ApprovalRecord
 from charter.mcp import OUTCOME_META_KEY
+from charter.outcome import Completed, Denied, Failed, InteractionRequired, ToolOutcome
 from charter.store import SqlStore, sqlite_url
 from live_server import ReportingServer, loopback_socket
 
@@ -187,25 +191,37 @@ class Seen:
     """One call's outcome as the caller saw it, in transport-neutral terms."""
 
     kind: str
-    """``completed``, ``failed``, ``denied``, ``interaction-required`` or ``deferred``."""
+    """``completed``, ``failed``, ``denied``, ``interaction-required`` or ``deferred``; or
+    ``approval`` for an approver's decision (``status`` says which)."""
     code: str | None = None
-    """The error code, or an interaction's ``metadata.code``."""
+    """The error code, or for an interaction the code its gate is shown with
+    (``CONFIRMATION_REQUIRED``, ``APPROVAL_REQUIRED``)."""
     reason: str | None = None
+    """A failure's ``meta.reason``, or a denial's cause (``approval_denied``, …)."""
     replayed: bool = False
     output: Any = None
     approval_id: str | None = None
-    """The approval an ``APPROVAL_REQUIRED`` interaction names."""
+    """The approval an approval-gate interaction, a denial or a decision names."""
+    gate: str | None = None
+    """What paused an ``interaction-required`` call: ``confirmation``, ``approval``, ``handler``."""
+    status: str | None = None
+    """An approval decision's resulting status (``approved``, ``denied``)."""
+    decided_by: str | None = None
+    """Who decided (``tenant/subject``), for a decision and a person's denial."""
+    decision_reason: str | None = None
+    """The reason the person gave, for a decision and a person's denial."""
 
     def labelled(self, labels: Mapping[str, str]) -> Seen:
         """The same, with every request and approval id replaced by its label, no times."""
-        return Seen(
-            kind=self.kind,
-            code=self.code,
-            reason=self.reason,
-            replayed=self.replayed,
+        return replace(
+            self,
             output=without_times(relabel(self.output, labels)),
             approval_id=labels.get(self.approval_id or "", self.approval_id),
         )
+
+
+GATE_CODES = {"confirmation": "CONFIRMATION_REQUIRED", "approval": "APPROVAL_REQUIRED"}
+"""The code each host gate is shown with (REST ``metadata.code``, MCP's ``[CODE]`` text)."""
 
 
 def seen_from_http(response: httpx.Response) -> Seen:
@@ -220,13 +236,34 @@ def seen_from_http(response: httpx.Response) -> Seen:
             kind=body["kind"],
             code=metadata.get("code"),
             approval_id=body.get("approvalId"),
+            gate=body.get("gate"),
         )
-    kind = "denied" if body.get("title") == "Denied" else "failed"
+    if body.get("type") == "urn:charter:denied":
+        # A decision, not an error: 403 with who denied, when and why in ``meta``.
+        facts = body.get("meta") or {}
+        return Seen(
+            kind="denied",
+            reason=body.get("reason"),
+            approval_id=facts.get("approvalId"),
+            decided_by=facts.get("decidedBy"),
+            decision_reason=facts.get("decisionReason"),
+        )
     return Seen(
-        kind=kind,
+        kind="failed",
         code=body.get("code"),
         reason=body.get("reason"),
         replayed=bool(body.get("replayed")),
+    )
+
+
+def seen_from_approval_body(body: Mapping[str, Any]) -> Seen:
+    """Normalise an approval as REST (``:grant``, ``:deny``) and ``charter approvals`` show it."""
+    return Seen(
+        kind="approval",
+        approval_id=body["id"],
+        status=body["status"],
+        decided_by=body.get("decidedBy"),
+        decision_reason=body.get("decisionReason"),
     )
 
 
@@ -255,8 +292,59 @@ def seen_from_mcp(result: types.CallToolResult) -> Seen:
             kind=kind,
             code=code,
             approval_id=interaction["id"] if code == "APPROVAL_REQUIRED" else None,
+            gate=outcome.get("gate"),
+        )
+    if kind == "denied":
+        return Seen(
+            kind=kind,
+            reason=outcome.get("cause"),
+            approval_id=outcome.get("approval_id"),
+            decided_by=outcome.get("decided_by"),
+            decision_reason=outcome.get("decision_reason"),
         )
     return Seen(kind=kind)
+
+
+def seen_from_outcome(outcome: ToolOutcome) -> Seen:
+    """Normalise an outcome as ``Host.invoke`` returns it (and ``charter call --json`` shows it)."""
+    if isinstance(outcome, Completed):
+        return Seen(kind=outcome.kind, output=outcome.output, replayed=outcome.replayed)
+    if isinstance(outcome, Failed):
+        return Seen(
+            kind=outcome.kind,
+            code=outcome.code.value,
+            reason=outcome.reason,
+            replayed=outcome.replayed,
+        )
+    if isinstance(outcome, InteractionRequired):
+        return Seen(
+            kind=outcome.kind,
+            code=GATE_CODES.get(outcome.gate),
+            approval_id=outcome.approval_id,
+            gate=outcome.gate,
+        )
+    if isinstance(outcome, Denied):
+        return Seen(
+            kind=outcome.kind,
+            reason=outcome.cause,
+            approval_id=outcome.approval_id,
+            decided_by=outcome.decided_by,
+            decision_reason=outcome.decision_reason,
+        )
+    return Seen(kind=outcome.kind)
+
+
+def seen_from_approval(record: ApprovalRecord | Failed) -> Seen:
+    """Normalise what ``host.approvals.grant``/``.deny`` answered: the approval, or a refusal."""
+    if isinstance(record, Failed):
+        return seen_from_outcome(record)
+    return Seen(
+        kind="approval",
+        approval_id=record.id,
+        status=record.status,
+        decided_by=record.decided_by,
+        decision_reason=record.decision_reason,
+    )
 
 
 # -- callers --------------------------------------------------------------------------------
@@ -286,6 +374,15 @@ class HttpCaller:
     async def post(self, role: str | None, tool: str, arguments: object) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self._site.keys[role]}"} if role else {}
         return await self._client.post(f"/v1/tools/{tool}:call", json=arguments, headers=headers)
+
+    async def decide(
+        self, role: str, approval_id: str, *, grant: bool, reason: str | None = None
+    ) -> httpx.Response:
+        """``POST /v1/approvals/{id}:grant`` (or ``:deny``) as ``role``, with the reason."""
+        headers = {"Authorization": f"Bearer {self._site.keys[role]}"}
+        path = f"/v1/approvals/{approval_id}:{'grant' if grant else 'deny'}"
+        body = {"reason": reason} if reason is not None else None
+        return await self._client.post(path, json=body, headers=headers)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -338,6 +435,39 @@ def stdio_parameters(db_url: str, keys_file: Path, key: str | None) -> StdioServ
     if key is not None:
         args += ["--principal-key", key]
     return StdioServerParameters(command=CHARTER, args=args, env=env, cwd=str(ROOT))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandResult:
+    """What one ``charter`` command did: its exit status and what it printed."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+async def run_charter(*args: str, cwd: Path) -> CommandResult:
+    """``charter ARGS…`` in a subprocess, without the caller's ``CHARTER_*`` settings.
+
+    The command is this interpreter's ``charter`` script, and the subprocess inherits
+    ``PYTHONPATH``, so it runs the code under test. Awaited, so the event loop (and any
+    server in this process) keeps running while it works.
+    """
+    env = {**os.environ}
+    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
+        env.pop(name, None)
+    process = await asyncio.create_subprocess_exec(
+        CHARTER,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    async with asyncio.timeout(STARTUP_SECONDS):
+        out, err = await process.communicate()
+    assert process.returncode is not None
+    return CommandResult(exit_code=process.returncode, stdout=out.decode(), stderr=err.decode())
 
 
 @asynccontextmanager

@@ -12,8 +12,10 @@ ROWS = (
     [f"L{n:02d}" for n in range(1, 19)]
     + ["K01", "K02", "K05", "K07"]
     + [f"A{n:02d}" for n in range(1, 17)]
+    + ["X01", "X03", "X04"]
 )
-"""The battery rows of reliability.md §5.1-5.3 this repository covers (issue #4)."""
+"""The battery rows of reliability.md §5.1-5.3 this repository covers (issue #4), and the
+transport rows of its own battery (X04: issue #14)."""
 
 
 def cited() -> list[tuple[str, str]]:

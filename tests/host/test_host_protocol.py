@@ -268,3 +268,18 @@ async def test_request_approval_never_runs_the_tool_whatever_its_policy() -> Non
     record = await kit.host.request_approval("delete_note", {"title": "t"}, ALICE, request_id=rid())
     assert not isinstance(record, Failed) and getattr(record, "status", None) == "pending"
     assert kit.runs == {}
+
+
+async def test_a_pause_cannot_continue_another_request() -> None:
+    kit = Kit()
+    first = rid()
+    arguments = {"title": "t", "_charter": {"requestId": first, "confirmed": True}}
+    paused = await kit.host.invoke("delete_note", arguments, ALICE)
+    assert isinstance(paused, InteractionRequired) and paused.approval_id is not None
+    await kit.host.approvals.grant(paused.approval_id, APPROVER)
+    other = {"title": "t", "_charter": {"requestId": rid()}}
+    refused = await kit.host.resume(paused, "delete_note", other, ALICE)
+    assert isinstance(refused, Failed) and refused.reason == "request_id_mismatch"
+    assert kit.runs == {}
+    done = await kit.host.resume(paused, "delete_note", arguments, ALICE)
+    assert isinstance(done, Completed) and kit.runs == {"delete_note": 1}
