@@ -42,7 +42,7 @@ from charter.harness import (
 )
 from charter.harness.testing import ScriptedModel
 from charter.host import Host
-from charter.memory_store import MemoryStore
+from charter.ledger import MemoryStore
 
 # -- the tools ------------------------------------------------------------------------------
 

@@ -4,8 +4,15 @@ Exceptions have two jobs in charter; every other failure is an outcome value.
 
     CharterError
      ├── ToolError            raised by a handler; the host turns it into ``Failed``
-     └── ConfigurationError   a developer mistake caught before serving
-                              (definition, registration, building a ``Host``)
+     ├── ConfigurationError   a developer mistake caught before serving
+     │                        (definition, registration, building a ``Host``)
+     ├── StoreError           a store's database failed (statement rejected, aborted)
+     │    └── StoreUnavailable  unreachable, or the connection was lost: retry the call
+     └── StoreBusy            a lock was not granted within the wait: retry the call
+
+Stores raise the store errors (``charter.store`` adds ``SchemaMismatch`` and
+``UnstorableValue`` beneath them); the gate and the host answer them with retryable
+outcomes, so they never reach a caller.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ __all__ = (
     "CharterError",
     "ConfigurationError",
     "ErrorCode",
+    "StoreBusy",
+    "StoreError",
+    "StoreUnavailable",
     "ToolError",
     "coerce_code",
 )
@@ -146,6 +156,36 @@ class ToolError(CharterError):
 
     def __repr__(self) -> str:
         return f"ToolError({self.code.value!r}, {self.message!r})"
+
+
+class StoreError(CharterError):
+    """Raised by a store when the database fails for a reason other than a lock wait.
+
+    Examples: a statement rejected, a handler that left the transaction aborted. The
+    original driver error is the ``__cause__``. (Also ``charter.store.StoreError``.)
+    """
+
+
+class StoreUnavailable(StoreError):
+    """Raised by a store when the database cannot be reached or the connection was lost.
+
+    The transaction did not commit, unless ``commit_unknown`` is true: then the connection
+    was lost while the COMMIT was in flight, and the database may have committed it.
+    Either way a retry with the same request id is safe: it replays what committed, or
+    runs the action afresh. The gate answers ``PROVIDER_UNAVAILABLE`` (retryable).
+    """
+
+    def __init__(self, message: str, *, commit_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.commit_unknown = commit_unknown
+        """The connection was lost during COMMIT: the transaction may have committed."""
+
+
+class StoreBusy(CharterError):
+    """Raised by a store when a transaction or a claim could not get its lock in time.
+
+    Nothing was written; the gate answers ``REQUEST_IN_PROGRESS`` (retryable).
+    """
 
 
 def coerce_code(code: ErrorCode | str) -> ErrorCode:

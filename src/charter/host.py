@@ -42,7 +42,6 @@ from ._limits import PayloadLimits, PayloadRejected, check_value, parse_json
 from ._refusals import RefusalAggregator
 from ._safe_log import log_exception
 from ._telemetry import Telemetry
-from .approvals import Approvals
 from .audit import AuditEvent, AuditSink, AuditTrail, MemoryAuditSink
 from .auth import (
     AccessCatalog,
@@ -67,18 +66,19 @@ from .context import (
     ToolContext,
     discard_after_commit,
 )
-from .errors import ConfigurationError, ErrorCode, ToolError
-from .gate import LedgerGate, LedgerKey, confirmation_required
+from .errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from .ledger import (
     ActionStatus,
     ApprovalRecord,
+    Approvals,
     FaultHook,
+    LedgerGate,
+    LedgerKey,
     LedgerStore,
-    StoreBusy,
-    StoreUnavailable,
+    MemoryStore,
 )
+from .ledger._answers import confirmation_required
 from .manifest import RegisteredTool, deprecation_warnings
-from .memory_store import MemoryStore
 from .outcome import (
     Completed,
     Continuation,

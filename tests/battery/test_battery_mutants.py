@@ -52,8 +52,9 @@ import charter.auth
 import charter.host
 from charter import ErrorCode, Failed, Principal
 from charter.auth import TenantDecision
+from charter.errors import StoreBusy
 from charter.host import Host
-from charter.ledger import LedgerEntry, StoreBusy
+from charter.ledger import LedgerEntry
 from charter.store import SqlStore
 from charter.store._schema import ledger_entries
 from charter.store._transaction import SqlTransaction

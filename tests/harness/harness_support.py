@@ -26,7 +26,7 @@ from charter import (
 )
 from charter.harness import Capability, Harness, Model, ModelResponse, SessionStore, ToolCall
 from charter.host import Host
-from charter.memory_store import MemoryStore
+from charter.ledger import MemoryStore
 
 ALICE = Principal(
     subject="alice",

@@ -22,7 +22,7 @@ from charter import (
 )
 from charter.audit import AuditEvent, MemoryAuditSink
 from charter.host import Host
-from charter.memory_store import MemoryStore
+from charter.ledger import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

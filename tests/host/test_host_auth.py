@@ -27,7 +27,7 @@ from charter import (
 from charter.audit import AuditEvent
 from charter.auth import AuthenticationFailed, Credentials, StaticAuthenticator
 from charter.host import Host
-from charter.memory_store import MemoryStore
+from charter.ledger import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

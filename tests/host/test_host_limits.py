@@ -25,7 +25,7 @@ from charter import (
 )
 from charter._limits import PayloadLimits
 from charter.host import Host
-from charter.memory_store import MemoryStore
+from charter.ledger import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

@@ -25,7 +25,7 @@ from charter import (
     define_tool,
 )
 from charter.host import Host
-from charter.memory_store import MemoryStore
+from charter.ledger import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from charter import (
 )
 from charter.audit import AuditEvent
 from charter.host import Host
-from charter.memory_store import MemoryStore
+from charter.ledger import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

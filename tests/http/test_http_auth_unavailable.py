@@ -17,10 +17,10 @@ from charter.auth import (
     Principal,
     StaticAuthenticator,
 )
+from charter.errors import StoreBusy, StoreUnavailable
 from charter.host import Host
 from charter.http import create_app
 from charter.jwt import JwtAuthenticator
-from charter.ledger import StoreBusy, StoreUnavailable
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,7 @@ from charter import ErrorCode
 from charter.auth import StaticAuthenticator
 from charter.host import Host
 from charter.http import create_app
-from charter.ledger import ApprovalRecord
-from charter.memory_store import MemoryStore
+from charter.ledger import ApprovalRecord, MemoryStore
 
 
 def rename(client: httpx.Client, trip_id: str) -> str:

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from anyio import wait_all_tasks_blocked
 
 from charter.audit import AuditEvent
-from charter.ledger import ApprovalRecord, ClaimRecord, DeferredRecord, LedgerEntry, StoreBusy
+from charter.errors import StoreBusy
+from charter.ledger import ApprovalRecord, ClaimRecord, DeferredRecord, LedgerEntry
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio

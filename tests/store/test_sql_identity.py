@@ -8,6 +8,7 @@ one, is audited, and an approval keeps its history.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -28,7 +29,9 @@ from charter import (
 )
 from charter.host import Host
 from charter.ledger import ApprovalRecord
-from conftest import SqlStoreFactory
+from charter.store import SqlStore
+
+SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 
 pytestmark = pytest.mark.anyio
 

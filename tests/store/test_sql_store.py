@@ -17,11 +17,7 @@ from tests.store.conftest import POSTGRES_URL
 
 from charter.audit import AuditEvent
 from charter.errors import ConfigurationError, ErrorCode
-from charter.ledger import (
-    ApprovalRecord,
-    ClaimRecord,
-    LedgerEntry,
-)
+from charter.ledger import ApprovalRecord, ClaimRecord, LedgerEntry
 from charter.store import SqlStore, StoreError, UnstorableValue, sqlite_url
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,7 @@ import pytest
 from tests.store.conftest import postgres_schema, require_postgres
 
 from charter.ledger import ApprovalDecision, ApprovalStatus, LedgerEntry, LedgerStore
-from charter.memory_store import MemoryStore, _MemoryTransaction
+from charter.ledger.memory import MemoryStore, _MemoryTransaction
 from charter.store import SqlStore, sqlite_url
 from charter.testing import STORE_CHECKS, StoreCheck, check_store_contract
 

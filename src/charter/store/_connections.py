@@ -28,7 +28,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..ledger import StoreBusy
+from ..errors import StoreBusy
 from ._dialects import READ_ONLY_OPTION, begin_write, execution_options
 from ._errors import translated
 

@@ -48,7 +48,7 @@ def _parse(url: str) -> sa.engine.URL:
     if driver.startswith("sqlite") and parsed.database in (None, "", ":memory:"):
         raise ConfigurationError(
             "SqlStore needs a SQLite file (in-memory SQLite is private to one connection); "
-            "use sqlite_url(path), or charter.memory_store.MemoryStore for tests."
+            "use sqlite_url(path), or charter.ledger.MemoryStore for tests."
         )
     return parsed.set(drivername=driver)
 

@@ -7,8 +7,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from ..errors import ErrorCode, ToolError
-from ..ledger import StoreBusy, StoreError, StoreUnavailable
+from ..errors import ErrorCode, StoreBusy, StoreError, StoreUnavailable, ToolError
 from ._dialects import is_busy, is_connection_lost, is_unreachable
 from .errors import UnstorableValue
 

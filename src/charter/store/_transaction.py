@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
-from ..errors import ToolError
-from ..ledger import ClaimRecord, DeferredRecord, LedgerEntry, StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError, ToolError
+from ..ledger import ClaimRecord, DeferredRecord, LedgerEntry
 from ._connections import run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit

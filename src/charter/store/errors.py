@@ -19,8 +19,7 @@ store before ``open()`` or after ``aclose()`` raises ``RuntimeError`` with the r
 
 from __future__ import annotations
 
-from ..errors import ErrorCode, ToolError
-from ..ledger import StoreBusy, StoreError, StoreUnavailable
+from ..errors import ErrorCode, StoreBusy, StoreError, StoreUnavailable, ToolError
 
 __all__ = ("SchemaMismatch", "StoreBusy", "StoreError", "StoreUnavailable", "UnstorableValue")
 

@@ -14,13 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..audit import AuditEvent
 from ..auth import PrincipalKind
-from ..ledger import (
-    ApprovalDecision,
-    ApprovalRecord,
-    ApprovalStatus,
-    DeferredRecord,
-    LedgerEntry,
-)
+from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus, DeferredRecord, LedgerEntry
 from . import _keys, _secrets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ..ledger import LedgerEntry, LedgerStore, StoreBusy
+from ..errors import StoreBusy
+from ..ledger import LedgerEntry, LedgerStore
 from ._records import NOW, WAIT, Abort, entry
 from ._store_check import StoreCheck, expect_equal, store_check
 

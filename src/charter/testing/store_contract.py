@@ -1,6 +1,6 @@
 """The store contract: what every ``LedgerStore`` must do, as checks you run on your own.
 
-The gate (``charter.gate.LedgerGate``) relies on these behaviours of a store, and
+The gate (``charter.ledger.LedgerGate``) relies on these behaviours of a store, and
 charter's stores (``MemoryStore``, ``SqlStore`` on SQLite and on PostgreSQL) pass every
 check. A store of your own is run through the same checks, through the ``LedgerStore``
 and ``LedgerTransaction`` protocols only:

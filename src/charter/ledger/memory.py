@@ -7,17 +7,11 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
 
-from .audit import AuditEvent, MemoryAuditSink
-from .errors import ToolError
-from .ledger import (
-    ApprovalDecision,
-    ApprovalRecord,
-    ApprovalStatus,
-    ClaimRecord,
-    DeferredRecord,
-    LedgerEntry,
-    StoreBusy,
-)
+from ..audit import AuditEvent, MemoryAuditSink
+from ..errors import StoreBusy, ToolError
+from ..outcome import ApprovalStatus
+from .approvals import ApprovalDecision, ApprovalRecord
+from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
 __all__ = ("MemoryStore",)
 

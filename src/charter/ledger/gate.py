@@ -11,45 +11,34 @@ key is the arbiter; there is no check-then-act.
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from .approvals import Approvals, approval_paused, approval_refusal
-from .audit import AuditEvent
-from .context import ToolContext, discard_after_commit, run_after_commit
-from .errors import ErrorCode, ToolError
-from .ledger import (
-    ActionStatus,
-    ApprovalRecord,
-    ClaimRecord,
-    DeferredRecord,
-    FaultHook,
-    FaultPoint,
-    LedgerEntry,
-    LedgerStore,
-    LedgerTransaction,
-    StoreBusy,
-    StoreUnavailable,
+from ..audit import AuditEvent
+from ..context import ToolContext, discard_after_commit, run_after_commit
+from ..errors import StoreBusy, StoreUnavailable
+from ..outcome import Completed, Deferred, Failed, ToolOutcome, outcome_adapter
+from ..policy import InvocationControls
+from ..registry import PreparedAction, Registry
+from ._answers import (
+    already_executed,
+    approval_paused,
+    approval_refusal,
+    confirmation_required,
+    in_progress,
+    replay,
+    unavailable,
 )
-from .outcome import (
-    Completed,
-    Continuation,
-    Deferred,
-    Failed,
-    Interaction,
-    InteractionRequired,
-    ToolOutcome,
-    failed,
-    outcome_adapter,
-)
-from .policy import CONTROL_FIELD, CommandClaim, InvocationControls
-from .registry import PreparedAction, Registry
+from ._claims import claim_factory
+from .approvals import ApprovalRecord, Approvals
+from .protocols import FaultHook, FaultPoint, LedgerStore
+from .records import ActionStatus, DeferredRecord, LedgerEntry
 
-__all__ = ("AuditBuilder", "LedgerGate", "LedgerKey", "confirmation_required")
+__all__ = ("AuditBuilder", "LedgerGate", "LedgerKey")
+
 
 AuditBuilder = Callable[[ToolOutcome], AuditEvent]
 """Builds the audit event of a call from its outcome (written in the call's transaction)."""
@@ -143,9 +132,9 @@ class LedgerGate:
                 return await self._ask(prepared, key, controls, fingerprint)
             return await self._check(prepared, key, controls, principal_tenant, fingerprint)
         except StoreBusy:
-            return _in_progress(key.request_id)
+            return in_progress(key.request_id)
         except StoreUnavailable as exc:
-            return _unavailable(exc)
+            return unavailable(exc)
 
     async def _ask(
         self,
@@ -205,14 +194,14 @@ class LedgerGate:
         if record.status == "consumed":
             # Consumed by this very request (approvals are bound to it): it committed
             # after our replay check, so it replays now like any later retry.
-            return await self._committed(key, fingerprint) or _approval_used(record.id)
+            return await self._committed(key, fingerprint) or already_executed(record.id)
         return approval_paused(record, replayed=replayed)
 
     async def _committed(self, key: LedgerKey, fingerprint: str) -> ToolOutcome | None:
         """The replay of the request's committed, unexpired entry, if there is one."""
         existing = await self.store.get_entry(key.tenant_id, key.principal_id, key.request_id)
         if existing is not None and existing.expires_at > self.clock():
-            return _replay(existing, fingerprint)
+            return replay(existing, fingerprint)
         return None
 
     # -- the transaction ------------------------------------------------------------------
@@ -259,12 +248,12 @@ class LedgerGate:
             assert approval_id is not None
             record = await self.store.get_approval(approval_id)
             if record is None:
-                return _approval_used(approval_id), False
+                return already_executed(approval_id), False
             return await self._standing(record, key, fingerprint, replayed=True), False
         except StoreBusy:
-            return _in_progress(key.request_id), False
+            return in_progress(key.request_id), False
         except StoreUnavailable as exc:
-            return _unavailable(exc), False
+            return unavailable(exc), False
 
     async def run_unledgered(self, prepared: PreparedAction, ctx: ToolContext) -> ToolOutcome:
         """Run a call that has no ledger row (no request id, or a tool that is never ledgered)."""
@@ -289,7 +278,7 @@ class LedgerGate:
             async with self.store.transaction(wait=self.in_progress_wait) as tx:
                 existing = await tx.claim(entry, self.clock())
                 if existing is not None:
-                    raise _Rollback(_replay(existing, entry.fingerprint))
+                    raise _Rollback(replay(existing, entry.fingerprint))
                 self._fault("after_claim")
                 if entry.approval_id is not None and not await tx.consume_approval(
                     entry.approval_id, entry.request_id, self.clock()
@@ -299,7 +288,7 @@ class LedgerGate:
                 ctx.db_error = tx.transient_error
                 if registered.tool.enforcement == "handler":
                     ctx.handler_action_policy = self.registry.mint_handler_policy(
-                        registered, controls, _claim_factory(tx, entry, self.clock)
+                        registered, controls, claim_factory(tx, entry, self.clock)
                     )
                 outcome = await self.registry.dispatch_prepared(prepared, ctx)
                 self._fault("after_mutation")
@@ -336,11 +325,11 @@ class LedgerGate:
             return rollback.outcome, False
         except StoreBusy:
             discard_after_commit(ctx.after_commit)
-            return _in_progress(entry.request_id), False
+            return in_progress(entry.request_id), False
         except StoreUnavailable as exc:
             # Not run after an unknown commit either: after-commit work runs at most once.
             discard_after_commit(ctx.after_commit)
-            return _unavailable(exc), False
+            return unavailable(exc), False
         except BaseException:
             discard_after_commit(ctx.after_commit)
             raise
@@ -389,152 +378,3 @@ class LedgerGate:
             approval_id=approval.id,
             updated_at=approval.decided_at or approval.created_at,
         )
-
-
-def confirmation_required(
-    prepared: PreparedAction, fingerprint: str | None, request_id: str | None
-) -> InteractionRequired:
-    """The ``InteractionRequired`` of a call that needs the caller's ``confirmed: true``."""
-    registered = prepared.tool
-    digest = fingerprint or "sha256:" + uuid.uuid4().hex
-    continuation = Continuation(request_id=request_id, confirmed=True)
-    return InteractionRequired(
-        interaction=Interaction(
-            id="confirm_" + digest.removeprefix("sha256:")[:24],
-            kind="approval",
-            prompt=f"Allow {registered.name!r} to run"
-            + (f" on {prepared.target!r}" if prepared.target else "")
-            + "?",
-            metadata={
-                "code": ErrorCode.CONFIRMATION_REQUIRED.value,
-                "tool": registered.name,
-                "target": prepared.target,
-                "retryWith": {CONTROL_FIELD: continuation.controls()},
-            },
-        ),
-        gate="confirmation",
-        request_id=request_id,
-        continuation=continuation,
-        next_steps=(
-            "Ask the user to confirm this exact action.",
-            f'Once they agree, retry the same call with "{CONTROL_FIELD}": '
-            f"{json.dumps(continuation.controls())}.",
-        ),
-    )
-
-
-def _replay(entry: LedgerEntry, fingerprint: str) -> ToolOutcome:
-    if entry.fingerprint != fingerprint:
-        return failed(
-            ErrorCode.IDEMPOTENCY_CONFLICT,
-            "This requestId was already used for a different call; the stored call is not shown.",
-            reason="idempotency_key_reused",
-        )
-    if entry.status == "in_progress" or entry.outcome is None:
-        return _in_progress(entry.request_id)
-    stored = outcome_adapter.validate_json(entry.outcome)
-    if isinstance(stored, (Completed, Failed)):
-        return stored.model_copy(update={"replayed": True})
-    return stored
-
-
-def _in_progress(request_id: str) -> Failed:
-    return failed(
-        ErrorCode.REQUEST_IN_PROGRESS,
-        "The same request is still running; retry with the same requestId shortly.",
-        reason="request_in_progress",
-        requestId=request_id,
-    )
-
-
-def _unavailable(exc: StoreUnavailable) -> Failed:
-    if exc.commit_unknown:
-        return failed(
-            ErrorCode.PROVIDER_UNAVAILABLE,
-            "The database connection was lost while the call was committing, so it may or "
-            "may not have taken effect.",
-            retryable=True,
-            next_steps=(
-                "Retry the same call with the same requestId (not a new one): if it took "
-                "effect you get its stored result, otherwise it runs now.",
-            ),
-            reason="commit_outcome_unknown",
-        )
-    return failed(
-        ErrorCode.PROVIDER_UNAVAILABLE,
-        "The database is unreachable or dropped the connection before the call committed; "
-        "nothing was stored.",
-        retryable=True,
-        next_steps=("Retry the same call with the same requestId shortly; it runs afresh.",),
-        reason="store_unavailable",
-    )
-
-
-def _approval_used(approval_id: str) -> Failed:
-    return failed(
-        ErrorCode.AUTHORIZATION_DENIED,
-        "The approval does not authorise this exact call.",
-        reason="already_executed",
-        approvalId=approval_id,
-    )
-
-
-def _claim_factory(
-    tx: LedgerTransaction, entry: LedgerEntry, clock: Callable[[], datetime]
-) -> Callable[[], Awaitable[CommandClaim]]:
-    taken: list[CommandClaim] = []
-
-    async def claim() -> CommandClaim:
-        if taken:
-            return taken[0]
-        existing = await tx.get_claim(entry.tenant_id, entry.principal_id, entry.request_id)
-        if existing is not None:
-            if existing.fingerprint != entry.fingerprint:
-                raise ToolError(
-                    ErrorCode.IDEMPOTENCY_CONFLICT,
-                    "This requestId already created something from a different command.",
-                    meta={"reason": "idempotency_key_reused"},
-                )
-            if existing.result_reference is None:
-                raise ToolError(
-                    ErrorCode.ACTION_POLICY_REQUIRED,
-                    "An earlier execution claimed this command but recorded no result; it is "
-                    "not run again. Report this request id to the operator.",
-                    meta={"reason": "claim_incomplete", "requestId": entry.request_id},
-                )
-            taken.append(CommandClaim(prior=existing.result_reference, record=_already_recorded))
-            return taken[0]
-        await tx.insert_claim(
-            ClaimRecord(
-                tenant_id=entry.tenant_id,
-                principal_id=entry.principal_id,
-                request_id=entry.request_id,
-                capability_id=entry.capability_id,
-                fingerprint=entry.fingerprint,
-                created_at=clock(),
-            )
-        )
-
-        async def record(reference: str) -> None:
-            if not reference or any(c.isspace() for c in reference) or ":" not in reference:
-                raise ToolError(
-                    ErrorCode.INVALID_OUTPUT,
-                    "A result reference must look like '<type>:<id>' without whitespace.",
-                    meta={"reason": "malformed_result_reference"},
-                )
-            await tx.record_claim_result(
-                entry.tenant_id, entry.principal_id, entry.request_id, reference
-            )
-
-        taken.append(CommandClaim(prior=None, record=record))
-        return taken[0]
-
-    return claim
-
-
-async def _already_recorded(reference: str) -> None:
-    raise ToolError(
-        ErrorCode.ACTION_POLICY_REQUIRED,
-        "This command's result was recorded by an earlier execution; return claim.prior.",
-        meta={"reason": "claim_already_recorded"},
-    )

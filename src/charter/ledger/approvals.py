@@ -1,44 +1,132 @@
-"""Human approvals: request, check, list, grant and deny, bound to one exact command."""
+"""Human approvals: the records, where they are kept, and the service that decides them.
+
+An ``ApprovalRecord`` binds one exact command: tenant, requester, request id, tool at its
+version, target and fingerprint. ``Approvals`` (``host.approvals``) creates them for the
+gate, checks one is bound to a call, lists them, and lets a person holding the approver
+scope grant or deny them, auditing every decision (made or refused) and keeping the
+record's history. ``ApprovalStore`` is what it needs of a store.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
-from ._safe_log import log_exception
-from .audit import AuditAction, AuditEvent, AuditSink
-from .auth import Principal
-from .errors import ErrorCode, ToolError
-from .ledger import (
-    ApprovalDecision,
-    ApprovalRecord,
-    ApprovalStatus,
-    LedgerStore,
-    StoreBusy,
-    StoreUnavailable,
-)
-from .outcome import (
-    Continuation,
-    Denied,
-    Failed,
-    Interaction,
-    InteractionRequired,
-    failed,
-    failed_from_error,
-)
-from .policy import CONTROL_FIELD
+from pydantic import BaseModel, ConfigDict
 
-if TYPE_CHECKING:
-    from .registry import PreparedAction, Registry
+from .._safe_log import log_exception
+from ..audit import AuditAction, AuditEvent, AuditSink
+from ..auth import Principal, split_principal_key
+from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
+from ..outcome import ApprovalStatus, Failed, failed, failed_from_error
+from ..registry import PreparedAction, Registry
 
-__all__ = ("Approvals", "approval_paused", "approval_refusal")
+__all__ = ("ApprovalDecision", "ApprovalRecord", "ApprovalStatus", "ApprovalStore", "Approvals")
 
 logger = logging.getLogger("charter")
+
+_record = ConfigDict(frozen=True, extra="forbid")
+
+
+class ApprovalDecision(BaseModel):
+    """One decision on an approval, as its history keeps it."""
+
+    model_config = _record
+
+    status: Literal["approved", "denied"]
+    """``approved`` (granted) or ``denied`` (denied, or revoked after a grant)."""
+    decided_by: str
+    """The decider's principal key (``tenant/subject``)."""
+    decided_at: datetime
+    reason: str | None = None
+
+
+class ApprovalRecord(BaseModel):
+    """A request for a person's approval, bound to one exact command."""
+
+    model_config = _record
+
+    id: str
+    tenant_id: str
+    requester_id: str
+    """The requester's principal key (``<home tenant>/<subject>``, see ``principal_key``)."""
+    request_id: str
+    tool: str
+    capability_id: str
+    capability_version: str
+    target: str | None
+    fingerprint: str
+    arguments: dict[str, Any]
+    """The validated arguments, shown to the approver."""
+    risk: str
+    reason_code: str | None = None
+    status: ApprovalStatus = "pending"
+    created_at: datetime
+    expires_at: datetime
+    decided_by: str | None = None
+    """Who made the latest decision (a principal key); every decision is in ``history``."""
+    decided_at: datetime | None = None
+    decision_reason: str | None = None
+    consumed_by: str | None = None
+    """The request id whose execution consumed the approval."""
+    history: tuple[ApprovalDecision, ...] = ()
+    """Every decision, oldest first: a revocation never erases who granted."""
+
+    @property
+    def requester_tenant(self) -> str | None:
+        """The requester's home tenant (differs from ``tenant_id`` for a delegated call)."""
+        return split_principal_key(self.requester_id)[0]
+
+    @property
+    def requester_subject(self) -> str:
+        """The requester's subject."""
+        return split_principal_key(self.requester_id)[1]
+
+
+class ApprovalStore(Protocol):
+    """Protocol: where approvals are kept (every ``LedgerStore`` is one)."""
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert a pending approval, or return the one already made for its request."""
+        ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """Read an approval by id."""
+        ...
+
+    async def find_approval(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """Read the approval made for one request."""
+        ...
+
+    async def list_approvals(
+        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+    ) -> list[ApprovalRecord]:
+        """List a tenant's approvals, newest first."""
+        ...
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """Change an approval's status if it is still in ``expected`` (compare-and-set).
+
+        ``history`` is the record's new history (the caller appends this decision to the
+        history it read with the expected status).
+        """
+        ...
 
 
 class Approvals:
@@ -46,7 +134,7 @@ class Approvals:
 
     def __init__(
         self,
-        store: LedgerStore,
+        store: ApprovalStore,
         *,
         registry: Registry,
         approver_scope: str,
@@ -370,84 +458,3 @@ def _denied(approval_id: str, reason: str) -> Failed:
         reason=reason,
         approvalId=approval_id,
     )
-
-
-def approval_paused(record: ApprovalRecord, *, replayed: bool) -> InteractionRequired:
-    """The ``InteractionRequired`` a caller gets while its approval is pending or unused."""
-    continuation = Continuation(request_id=record.request_id, confirmed=True, approval_id=record.id)
-    retry = f'"{CONTROL_FIELD}": {json.dumps(continuation.controls())}'
-    on = f" on {record.target!r}" if record.target else ""
-    if record.status == "approved":
-        prompt = f"Approval {record.id} for {record.tool!r}{on} was granted."
-        steps = [f"Retry the same call with {retry} to run it."]
-    else:
-        prompt = (
-            f"Approval {record.id} is needed before {record.tool!r} runs{on}; a person "
-            "who may approve must grant it."
-        )
-        steps = [
-            f"Ask an approver to grant approval {record.id} (do not request another).",
-            f"Then retry the same call with {retry}.",
-        ]
-    return InteractionRequired(
-        interaction=Interaction(
-            id=record.id,
-            kind="approval",
-            prompt=prompt,
-            metadata={
-                "code": ErrorCode.APPROVAL_REQUIRED.value,
-                "approvalId": record.id,
-                "status": record.status,
-                "replayed": replayed,
-                "tool": record.tool,
-                "target": record.target,
-                "requestId": record.request_id,
-                "expiresAt": record.expires_at.isoformat(),
-                "nextSteps": steps,
-            },
-        ),
-        gate="approval",
-        request_id=record.request_id,
-        approval_id=record.id,
-        approval_status=record.status,
-        expires_at=record.expires_at,
-        continuation=continuation,
-        next_steps=tuple(steps),
-    )
-
-
-def approval_refusal(record: ApprovalRecord, now: datetime) -> Denied | None:
-    """The final ``Denied`` of a request whose approval was denied or expired unused."""
-    if record.status == "denied":
-        return Denied(
-            reason=f"A person ({record.decided_by}) denied approval {record.id} for "
-            f"{record.tool!r}"
-            + (f": {record.decision_reason}" if record.decision_reason else "")
-            + ". This request will not run; do not retry it unless the person changes their "
-            "mind (then make a new request with a new requestId).",
-            cause="approval_denied",
-            approval_id=record.id,
-            request_id=record.request_id,
-            decided_by=record.decided_by,
-            decided_at=record.decided_at,
-            decision_reason=record.decision_reason,
-            next_steps=("Tell the user the action was denied and why; do not retry this request.",),
-        )
-    if record.status in ("pending", "approved") and record.expires_at <= now:
-        return Denied(
-            reason=f"Approval {record.id} for {record.tool!r} expired at "
-            f"{record.expires_at.isoformat()} before it was "
-            + ("used" if record.status == "approved" else "decided")
-            + ". This request will not run; to try again, make a new request with a new "
-            "requestId.",
-            cause="approval_expired",
-            approval_id=record.id,
-            request_id=record.request_id,
-            decided_by=record.decided_by,
-            decided_at=record.expires_at,
-            next_steps=(
-                "If the action is still wanted, make the call again with a new requestId; "
-                "it asks for a new approval.",
-            ),
-        )
-    return None
