@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from ..outcome import ApprovalStatus as ApprovalStatus
+from ._answers import confirmation_required as confirmation_required
 from .approvals import ApprovalDecision as ApprovalDecision
 from .approvals import ApprovalRecord as ApprovalRecord
 from .approvals import Approvals as Approvals
@@ -46,4 +47,5 @@ __all__ = (
     "LedgerStore",
     "LedgerTransaction",
     "MemoryStore",
+    "confirmation_required",
 )

@@ -1,0 +1,30 @@
+"""The host: one pipeline every transport calls, and what it takes and gives.
+
+- ``_host``: ``Host``: ``invoke`` (``prepare`` then ``execute``), ``resume``,
+  ``request_approval``, ``settle``, discovery, where requests stand.
+- ``_calls``: ``CallOptions`` (a transport's facts about a call), ``PreparedCall``,
+  ``Settlement``, the request-id helpers.
+- the steps ``prepare`` runs, one idea each: ``_arguments`` (payload limits, reserved
+  controls), ``_access`` (audience, auth mode, scopes, actor types), ``_tenancy``,
+  ``_context`` (the handler's context); ``_trace`` and ``_ids`` for the audit event.
+"""
+
+from __future__ import annotations
+
+from ._calls import CallOptions as CallOptions
+from ._calls import ContextFactory as ContextFactory
+from ._calls import PreparedCall as PreparedCall
+from ._calls import Settlement as Settlement
+from ._calls import canonical_request_id as canonical_request_id
+from ._calls import derive_request_id as derive_request_id
+from ._host import Host as Host
+
+__all__ = (
+    "CallOptions",
+    "ContextFactory",
+    "Host",
+    "PreparedCall",
+    "Settlement",
+    "canonical_request_id",
+    "derive_request_id",
+)

@@ -1,0 +1,525 @@
+"""The host: the one pipeline every transport calls (``invoke``, or ``prepare`` then ``execute``).
+
+``prepare`` runs steps 1-6, ``execute`` steps 7-8 (``_pipeline``); checks before the
+ledger never leave a row, so a corrected retry with the same request id works:
+
+1. Limits on the raw payload (size, depth, width, NaN/Infinity, duplicate keys).
+2. Find the tool. A tool outside the caller's audience answers like an unknown one.
+3. Auth mode, required scopes (AND; the admin scope satisfies scope checks only, and
+   each such use is audited) and actor types (``_access``).
+4. Reserved controls: ``_charter`` is taken out of the arguments and parsed strictly,
+   and merged with the transport's controls (which must agree) (``_arguments``).
+5. Tenancy: the principal's tenant, or, for a delegable tool called with the admin
+   scope, the tenant named in ``tenant_field`` or ``_charter.onBehalfOf`` (audited as
+   delegated). Any other foreign tenant is ``AUTHORIZATION_DENIED`` (``_tenancy``).
+6. The context (``_context``); input validation and target resolution
+   (``Registry.prepare_action``); the request id a write needs; the command
+   fingerprint; the gates (``LedgerGate.admit``): a committed request's replay,
+   confirmation, the request's approval, a person's final denial.
+7. The ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler
+   under its timeout and cancellation, output validation, stored outcome.
+8. Audit event, trace span and metrics; return the outcome.
+
+Continuing a pause (``resume``), asking for an approval (``request_approval``) and
+settling a deferred call (``settle``) go through the same steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import ValidationError
+
+from .._limits import PayloadLimits
+from .._refusals import RefusalAggregator
+from ..audit import AuditSink, AuditTrail, MemoryAuditSink
+from ..auth import (
+    AccessCatalog,
+    AuthenticationUnavailable,
+    Authenticator,
+    Credentials,
+    Principal,
+    resolve_tenant,
+)
+from ..context import ResumeInfo
+from ..errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable
+from ..ledger import (
+    ActionStatus,
+    ApprovalRecord,
+    Approvals,
+    FaultHook,
+    LedgerGate,
+    LedgerStore,
+    MemoryStore,
+)
+from ..manifest import RegisteredTool, deprecation_warnings
+from ..outcome import (
+    Completed,
+    Continuation,
+    Denied,
+    Failed,
+    InteractionRequired,
+    ToolOutcome,
+    failed,
+    outcome_adapter,
+)
+from ..policy import CONTROL_FIELD, InvocationControls
+from ..registry import Registry, finish_output
+from ._access import ScopeChecks
+from ._arguments import check_payload, foreign_pause
+from ._calls import (
+    NO_CALL_OPTIONS,
+    CallOptions,
+    ContextFactory,
+    PreparedCall,
+    Settlement,
+    canonical_request_id,
+)
+from ._pipeline import Pipeline, principal_id
+
+__all__ = ("Host",)
+
+logger = logging.getLogger("charter")
+
+
+class Host:
+    """Runs every tool call through one pipeline: auth, tenancy, controls, ledger, audit."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        store: LedgerStore | None = None,
+        authenticator: Authenticator | None = None,
+        context_factory: ContextFactory | None = None,
+        audit: AuditSink | None = None,
+        limits: PayloadLimits | None = None,
+        admin_scope: str = "admin",
+        approver_scope: str = "charter:approve",
+        admin_may_approve: bool = False,
+        access_catalog: AccessCatalog | None = None,
+        approval_ttl: timedelta = timedelta(hours=1),
+        retention: timedelta = timedelta(hours=24),
+        allow_self_approval: bool = False,
+        in_progress_wait: float = 5.0,
+        anonymous_audit_window: timedelta = timedelta(minutes=1),
+        clock: Callable[[], datetime] | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        """Build a host around a registry.
+
+        Args:
+            registry: the tools.
+            store: the durable ledger; defaults to an in-memory store (not durable).
+            authenticator: turns transport credentials into principals.
+            context_factory: builds the domain context; defaults to a plain ``ToolContext``.
+            audit: receives one event per call; defaults to the store when it records
+                audit events, else an in-memory sink.
+            limits: limits on untrusted argument payloads.
+            admin_scope: the scope that satisfies every scope check (never tenancy,
+                confirmation, approval or validation).
+            approver_scope: the scope an approver needs, held literally (no wildcard) by a
+                person (``Principal.kind``).
+            admin_may_approve: let a person holding the admin scope decide approvals too.
+            access_catalog: scopes that wildcard grants do not satisfy.
+            approval_ttl: how long a pending or granted approval stays usable.
+            retention: how long completed outcomes are kept for replay.
+            allow_self_approval: let requesters approve their own requests.
+            in_progress_wait: seconds a duplicate waits for a running request before
+                ``REQUEST_IN_PROGRESS``.
+            anonymous_audit_window: refused anonymous calls of one kind are recorded as
+                one audit event (with a ``count``) per window; zero records each.
+            clock: the current UTC time (injected by tests).
+            fault_hook: called at named points of a ledgered call, for crash-injection
+                tests only (see ``charter.ledger.FaultPoint``).
+
+        Raises:
+            ConfigurationError: retention is shorter than the approval lifetime.
+        """
+        if retention < approval_ttl:
+            raise ConfigurationError(
+                "retention must be at least the approval lifetime, so an approved request "
+                "can still be replayed"
+            )
+        self.registry = registry
+        self.store: LedgerStore = store if store is not None else MemoryStore()
+        self.authenticator = authenticator
+        self.limits = limits or PayloadLimits()
+        self.admin_scope = admin_scope
+        self.access_catalog = access_catalog
+        self._clock = clock or (lambda: datetime.now(UTC))
+        store_sink = self.store if isinstance(self.store, _StoreAuditSink) else None
+        # ``is not None``, not ``or``: a sink that defines ``__len__`` is falsy when empty.
+        if audit is not None:
+            self.audit: AuditSink = audit
+        elif store_sink is not None:
+            self.audit = store_sink
+        else:
+            self.audit = MemoryAuditSink()
+        self.approvals = Approvals(
+            self.store,
+            registry=registry,
+            approver_scope=approver_scope,
+            admin_scope=admin_scope,
+            admin_may_approve=admin_may_approve,
+            allow_self_approval=allow_self_approval,
+            audit=self.audit,
+            clock=self._clock,
+        )
+        self._gate = LedgerGate(
+            self.store,
+            registry=registry,
+            approvals=self.approvals,
+            approval_ttl=approval_ttl,
+            retention=retention,
+            in_progress_wait=in_progress_wait,
+            clock=self._clock,
+            # Audit rows commit with the action when the store is the audit sink.
+            audit_in_transaction=store_sink is not None and self.audit is store_sink,
+            fault_hook=fault_hook,
+        )
+        self._pipeline = Pipeline(
+            registry=registry,
+            gate=self._gate,
+            access=ScopeChecks(catalog=access_catalog, admin_scope=admin_scope),
+            limits=self.limits,
+            context_factory=context_factory,
+            audit=self.audit,
+            refusals=RefusalAggregator(anonymous_audit_window, self._clock)
+            if anonymous_audit_window > timedelta(0)
+            else None,
+            clock=self._clock,
+        )
+
+    # -- authentication and discovery -------------------------------------------------------
+
+    async def authenticate(self, credentials: Credentials) -> Principal | None:
+        """Turn credentials into a principal (None when anonymous or no authenticator).
+
+        Raises:
+            AuthenticationFailed: the credentials are present but invalid.
+            AuthenticationUnavailable: they could not be checked now (the authenticator's
+                store is unavailable or busy, or the authenticator said so).
+        """
+        if self.authenticator is None:
+            return None
+        try:
+            return await self.authenticator.authenticate(credentials)
+        except (StoreUnavailable, StoreBusy) as exc:
+            reason = "store_busy" if isinstance(exc, StoreBusy) else "store_unavailable"
+            raise AuthenticationUnavailable(
+                "The credentials could not be checked: the key store is unavailable. "
+                "Retry shortly.",
+                reason=reason,
+            ) from exc
+
+    def discover(
+        self, principal: Principal | None, audience: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The manifest entries of the tools ``principal`` may call.
+
+        An entry whose deprecation (or an alias's) passed its sunset date carries
+        ``warnings`` saying so.
+        """
+        today = self._clock().date()
+        entries = []
+        for registered in self.callable_tools(principal, audience):
+            warnings = deprecation_warnings(registered.entry, today)
+            entries.append(
+                {**registered.entry, "warnings": warnings} if warnings else registered.entry
+            )
+        return entries
+
+    def callable_tools(
+        self, principal: Principal | None, audience: str | None = None
+    ) -> list[RegisteredTool]:
+        """The registered tools ``principal`` may call, in registration order."""
+        return self._pipeline.callable_tools(principal, audience)
+
+    # -- the pipeline -----------------------------------------------------------------------
+
+    async def invoke(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None = None,
+        *,
+        call: CallOptions | None = None,
+    ) -> ToolOutcome:
+        """Run one call through the pipeline; always returns an outcome, never raises one.
+
+        ``prepare`` then ``execute``, under one trace span and one audit event.
+
+        Args:
+            name: the tool's canonical name or alias.
+            arguments: the arguments as parsed JSON, or raw JSON text/bytes (then parsed
+                here under the payload limits).
+            principal: the authenticated caller, or None for anonymous.
+            controls: controls the transport took from its own fields (HTTP headers);
+                merged with ``_charter`` in the arguments, which must agree.
+            call: transport facts (cancel signal, progress and log sinks, ids).
+        """
+        return await self._pipeline.invoke(name, arguments, principal, controls, call=call)
+
+    async def prepare(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None = None,
+        *,
+        call: CallOptions | None = None,
+    ) -> PreparedCall | ToolOutcome:
+        """Run every check a call needs before its handler; never runs a handler.
+
+        Payload limits, lookup, auth mode and scopes, actor types, controls, tenancy, the
+        context, input validation and the target, the request id, the fingerprint, and the
+        gates: a committed request's replay, confirmation, and the request's approval
+        (created here when the call is confirmed and has none). Returns a ``PreparedCall``
+        for ``execute`` when the call may run now, else the outcome to answer with (audited
+        like any call). Arguments as for ``invoke``.
+        """
+        return await self._pipeline.prepare(name, arguments, principal, controls, call=call)
+
+    async def execute(self, prepared: PreparedCall) -> ToolOutcome:
+        """Run a call ``prepare`` admitted: the ledger, the handler, output validation, audit.
+
+        A prepared call runs once, and only on the host that prepared it; anything else is
+        ``ACTION_POLICY_REQUIRED`` (``prepared_call_not_admitted``).
+        """
+        return await self._pipeline.execute(prepared)
+
+    def discard(self, prepared: PreparedCall) -> None:
+        """Drop a prepared call that will not run (nothing was written for it)."""
+        self._pipeline.discard(prepared)
+
+    async def resume(
+        self,
+        paused: InteractionRequired,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        *,
+        approved: bool = True,
+        value: object = None,
+        controls: InvocationControls | None = None,
+        call: CallOptions | None = None,
+    ) -> ToolOutcome:
+        """Continue a paused call with a person's answer: the one way every transport resumes.
+
+        Args:
+            paused: the ``InteractionRequired`` the call answered with.
+            name: the tool, as in the paused call.
+            arguments: the paused call's arguments, unchanged.
+            principal: the caller, as in the paused call.
+            approved: whether the person confirmed (the confirmation gate), wants to go on
+                (the approval gate: an approver still decides), or approved/answered the
+                handler's question.
+            value: the answer to a handler's question (``interaction.kind == "response"``).
+            controls: the transport's own controls for the call, as in the paused call.
+            call: transport facts, as for ``invoke``.
+
+        Returns:
+            The call's outcome now: it runs when its gate is passed; a confirmation the
+            person declined is ``Denied`` (``user_declined``); an approval still pending
+            answers the same pause again.
+        """
+        call = call or NO_CALL_OPTIONS
+        if paused.gate == "handler":
+            resume = ResumeInfo(
+                interaction_id=paused.interaction.id,
+                kind=paused.interaction.kind,
+                approved=approved,
+                value=value,
+                token=paused.token,
+            )
+            return await self.invoke(
+                name, arguments, principal, controls, call=replace(call, resume=resume)
+            )
+        if not approved:
+            what = "confirm" if paused.gate == "confirmation" else "go ahead with"
+            return Denied(
+                reason=f"The user declined to {what} this action; it did not run.",
+                cause="user_declined",
+                approval_id=paused.approval_id,
+                request_id=paused.request_id,
+                next_steps=("Do not retry this action unless the user asks for it again.",),
+            )
+        payload = check_payload(arguments, self.limits)
+        if isinstance(payload, Failed):
+            return await self.invoke(name, arguments, principal, controls, call=call)
+        sent = payload.get(CONTROL_FIELD)
+        mismatch = foreign_pause(paused, controls, sent)
+        if mismatch is not None:
+            return mismatch
+        # The continuation's controls win over what the paused call sent (say an explicit
+        # "confirmed": false), so the retry is exactly the paused call, now confirmed.
+        continuation = paused.continuation or Continuation(confirmed=True)
+        resumed = {
+            **payload,
+            CONTROL_FIELD: {**sent, **continuation.controls()}
+            if isinstance(sent, Mapping)
+            else continuation.controls()
+            if sent is None
+            else sent,
+        }
+        return await self.invoke(name, resumed, principal, controls, call=call)
+
+    async def request_approval(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        *,
+        request_id: str,
+        reason_code: str | None = None,
+        call: CallOptions | None = None,
+    ) -> ApprovalRecord | ToolOutcome:
+        """Ask a person's approval of one exact call before making it; never runs anything.
+
+        ``prepare`` with the call confirmed: for a tool whose policy asks approval, the
+        request's approval record (new or existing). Otherwise the outcome says why there
+        is nothing to approve: ``INVALID_INPUT`` (``approval_not_required``) for a call
+        that would simply run, or what ``prepare`` answered (a replay, a denial, an error).
+        """
+        try:
+            controls = InvocationControls(
+                request_id=request_id,
+                confirmed=True,
+                reason_code=reason_code,
+            )
+        except ValidationError:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                "The requestId must be a UUID you generate once for the action.",
+                reason="invalid_controls",
+                issues=[],
+            )
+        prepared = await self.prepare(name, arguments, principal, controls, call=call)
+        if isinstance(prepared, PreparedCall):
+            self.discard(prepared)
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Tool {prepared.name!r} does not need an approval for this call; make the "
+                "call itself (with the confirmation it asks for).",
+                reason="approval_not_required",
+            )
+        if isinstance(prepared, InteractionRequired) and prepared.approval_id is not None:
+            record = await self.store.get_approval(prepared.approval_id)
+            if record is not None:
+                return record
+        return prepared
+
+    # -- where requests stand ---------------------------------------------------------------
+
+    async def audit_events(
+        self, principal: Principal, *, tenant: str | None = None, limit: int = 100
+    ) -> AuditTrail | Failed:
+        """Recent audit events the caller may read, newest first.
+
+        The caller's own tenant by default; only the admin scope may name another tenant.
+        Approvers and admins see every event of the tenant, other callers their own.
+        """
+        decision = resolve_tenant(
+            principal=principal, requested=tenant, delegable=True, admin_scope=self.admin_scope
+        )
+        if decision.denied:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                "Only the admin scope may read another tenant's audit events.",
+                reason="tenant_forbidden",
+            )
+        events = await self.audit.events(tenant=decision.tenant_id, limit=limit)
+        if not self.approvals.oversees(principal):
+            events = [
+                e
+                for e in events
+                if (e.subject, e.principal_tenant) == (principal.subject, principal.tenant_id)
+            ]
+        return AuditTrail(tenant=decision.tenant_id, events=events)
+
+    async def action_status(
+        self, principal: Principal, request_id: str, *, tenant: str | None = None
+    ) -> ActionStatus | None:
+        """Where one of the caller's requests stands (None if unknown to this caller).
+
+        A completed request shows its stored outcome; one refused by a person, or whose
+        approval expired unused, shows its ``Denied``. ``tenant`` names the tenant a
+        delegated request acted for (default: the caller's own); only the caller's own
+        requests are ever found, whichever tenant is named.
+        """
+        key = canonical_request_id(request_id)
+        if key is None:
+            return None
+        where = tenant if tenant is not None else principal.tenant_id
+        return await self._gate.status(where, principal_id(principal), key)
+
+    async def settle(self, invocation_id: str, outcome: ToolOutcome) -> Settlement:
+        """Complete a deferred call once with a completed, denied or failed outcome.
+
+        A completed outcome's output is validated like every completed call's: output that
+        does not match the tool's output model is refused (``INVALID_OUTPUT``) and nothing
+        is stored. The result is falsy when nothing was stored, with the reason.
+        """
+        record = await self.store.get_deferred(invocation_id)
+        if record is None:
+            return Settlement(
+                settled=False,
+                refused=failed(
+                    ErrorCode.NOT_FOUND,
+                    f"No deferred call {invocation_id[:200]!r} to settle.",
+                    reason="deferred_not_found",
+                ),
+            )
+        if isinstance(outcome, Completed):
+            registered = self.registry.get(record.tool)
+            checked = finish_output(registered, outcome) if registered is not None else outcome
+            if not isinstance(checked, Completed):
+                return Settlement(settled=False, refused=_as_failed(checked))
+            outcome = checked
+        elif not isinstance(outcome, Denied | Failed):
+            return Settlement(
+                settled=False,
+                refused=failed(
+                    ErrorCode.INVALID_INPUT,
+                    "A deferred call settles with a completed, denied or failed outcome.",
+                    reason="invalid_settlement",
+                ),
+            )
+        stored = await self.store.settle_deferred(
+            invocation_id, outcome_adapter.dump_json(outcome).decode(), self._clock()
+        )
+        if stored:
+            return Settlement(settled=True, stored=outcome)
+        return Settlement(
+            settled=False,
+            refused=failed(
+                ErrorCode.IDEMPOTENCY_CONFLICT,
+                f"The deferred call {invocation_id[:200]!r} was already settled.",
+                reason="already_settled",
+            ),
+        )
+
+    async def aclose(self) -> None:
+        """Record pending audit counts; release the store's connections and worker threads."""
+        await self._pipeline.drain()
+        self.registry.close()
+        close = getattr(self.store, "aclose", None)
+        if close is not None:
+            await close()
+
+
+@runtime_checkable
+class _StoreAuditSink(AuditSink, Protocol):
+    """A store that also keeps audit events (then they commit with the action)."""
+
+
+def _as_failed(outcome: ToolOutcome) -> Failed:
+    if isinstance(outcome, Failed):
+        return outcome
+    return failed(ErrorCode.INVALID_OUTPUT, "The settled outcome is not valid.")

@@ -1,0 +1,349 @@
+"""Running one call through the host's steps: ``prepare`` (every check and gate), ``execute``.
+
+The order is the host's (see ``charter.host``); each step is a function of its own module
+(``_arguments``, ``_access``, ``_tenancy``, ``_context``), the gates are the ledger's.
+The pipeline adds what every call gets whichever way it ends: one trace span, one audit
+event (anonymous refusals aggregated), and an outcome, never an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from .._canonical import NonCanonicalValueError
+from .._limits import PayloadLimits
+from .._refusals import RefusalAggregator
+from .._safe_log import log_exception
+from .._telemetry import Telemetry
+from ..audit import AuditEvent, AuditSink
+from ..auth import Principal
+from ..context import discard_after_commit
+from ..errors import ErrorCode, ToolError
+from ..ledger import LedgerGate, LedgerKey, confirmation_required
+from ..outcome import Failed, ToolOutcome, failed, failed_from_error
+from ..policy import InvocationControls, command_fingerprint
+from ..registry import Registry
+from ._access import ScopeChecks, caller_audience, visible
+from ._arguments import check_payload, split_controls
+from ._calls import NO_CALL_OPTIONS, CallOptions, ContextFactory, PreparedCall
+from ._context import build_context
+from ._tenancy import call_tenant
+from ._trace import Trace
+
+__all__ = ("Pipeline", "principal_id")
+
+logger = logging.getLogger("charter")
+
+_StepT = TypeVar("_StepT")
+
+_REFUSED = frozenset({"failed", "denied"})
+"""Outcome kinds that, for an anonymous caller, are refusals (aggregated in the audit)."""
+
+
+class Pipeline:
+    """Runs the calls of one host: prepares them, executes them once, audits every one."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        gate: LedgerGate,
+        access: ScopeChecks,
+        limits: PayloadLimits,
+        context_factory: ContextFactory | None,
+        audit: AuditSink,
+        refusals: RefusalAggregator | None,
+        clock: Callable[[], datetime],
+    ) -> None:
+        """Run calls on ``registry`` through ``gate``, auditing to ``audit``."""
+        self.registry = registry
+        self._gate = gate
+        self._access = access
+        self._limits = limits
+        self._context_factory = context_factory
+        self._audit_sink = audit
+        self._refusals = refusals
+        self._clock = clock
+        self._telemetry = Telemetry()
+        self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
+
+    async def invoke(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None = None,
+        *,
+        call: CallOptions | None = None,
+    ) -> ToolOutcome:
+        """``prepare`` then ``execute``, under one trace span and one audit event."""
+        call = call or NO_CALL_OPTIONS
+        trace = Trace(tool=name, principal=principal)
+        with self._telemetry.span(trace.tool, call.call_id) as span:
+            prepared = await self._guarded(
+                trace, self._prepare(name, arguments, principal, controls, call, trace)
+            )
+            if isinstance(prepared, PreparedCall):
+                outcome = await self._guarded(trace, self._execute(prepared))
+            else:
+                outcome = prepared
+            self._finish(span, trace, outcome)
+        await self._audit(trace, outcome)
+        return outcome
+
+    async def prepare(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None = None,
+        *,
+        call: CallOptions | None = None,
+    ) -> PreparedCall | ToolOutcome:
+        """Every step before the handler; an outcome that ends the call is audited here."""
+        call = call or NO_CALL_OPTIONS
+        trace = Trace(tool=name, principal=principal)
+        with self._telemetry.span(trace.tool, call.call_id) as span:
+            prepared = await self._guarded(
+                trace, self._prepare(name, arguments, principal, controls, call, trace)
+            )
+            if isinstance(prepared, PreparedCall):
+                return prepared
+            self._finish(span, trace, prepared)
+        await self._audit(trace, prepared)
+        return prepared
+
+    async def execute(self, prepared: PreparedCall) -> ToolOutcome:
+        """Run a prepared call once (the ledger, the handler, output validation), audited."""
+        trace = prepared.trace
+        with self._telemetry.span(trace.tool, prepared.context.call_id) as span:
+            outcome = await self._guarded(trace, self._execute(prepared))
+            self._finish(span, trace, outcome)
+        await self._audit(trace, outcome)
+        return outcome
+
+    def discard(self, prepared: PreparedCall) -> None:
+        """Drop a prepared call that will not run."""
+        self._prepared.discard(prepared)
+        discard_after_commit(prepared.context.after_commit)
+
+    async def _guarded(self, trace: Trace, step: Awaitable[_StepT]) -> _StepT | Failed:
+        """Await a pipeline step; a raised bug or store fault becomes a coded outcome."""
+        try:
+            return await step
+        except ToolError as exc:  # raised by a context factory
+            return failed_from_error(exc)
+        except Exception:
+            # A bug or an unreachable dependency (a context factory, the store): the
+            # caller gets a coded outcome with an error id, the details go to the log.
+            return _internal_error(trace.tool)
+
+    def _finish(self, span: Any, trace: Trace, outcome: ToolOutcome) -> None:
+        trace.seconds = trace.elapsed()
+        self._telemetry.finish(
+            span,
+            tool=trace.registered.name if trace.registered is not None else None,
+            outcome=outcome.kind,
+            code=outcome.code.value if isinstance(outcome, Failed) else None,
+            seconds=trace.seconds,
+        )
+
+    async def _audit(self, trace: Trace, outcome: ToolOutcome) -> None:
+        if trace.audited:
+            return
+        event = trace.event(outcome, trace.seconds, self._clock())
+        events = [event]
+        if self._refusals is not None and trace.principal is None and outcome.kind in _REFUSED:
+            events = self._refusals.admit(event, known_tool=trace.registered is not None)
+        for each in events:
+            await self._record(each)
+
+    async def _record(self, event: AuditEvent) -> None:
+        try:
+            await self._audit_sink.record(event)
+        except Exception:
+            # The outcome stands either way: failing the call now would make a caller
+            # retry an action that may have taken effect.
+            log_exception(logger, "could not record the audit event of a call to %r", event.tool)
+
+    async def _prepare(
+        self,
+        name: str,
+        arguments: object,
+        principal: Principal | None,
+        controls: InvocationControls | None,
+        call: CallOptions,
+        trace: Trace,
+    ) -> PreparedCall | ToolOutcome:
+        payload = check_payload(arguments, self._limits)
+        if isinstance(payload, Failed):
+            return payload
+        audience = caller_audience(principal, call.audience)
+        registered = self.registry.get(name) if isinstance(name, str) else None
+        if registered is None or not visible(registered, audience):
+            # A tool outside the caller's audience answers exactly like an unknown one,
+            # and near matches come only from the tools the caller may call.
+            names = [
+                n for t in self.callable_tools(principal, audience) for n in (t.name, *t.aliases)
+            ]
+            return self.registry.not_found(str(name), names)
+        trace.registered = registered
+        trace.tool = registered.name
+        denied = self._access.refusal(registered, principal, trace)
+        if denied is not None:
+            return denied
+        parsed_controls = split_controls(registered, payload, controls)
+        if isinstance(parsed_controls, Failed):
+            return parsed_controls
+        arguments_only, controls = parsed_controls
+        trace.request_id = controls.request_key
+        trace.approval_id = controls.approval_id
+        tenant = call_tenant(
+            registered,
+            principal,
+            arguments_only,
+            controls,
+            trace,
+            admin_scope=self._access.admin_scope,
+        )
+        if isinstance(tenant, Failed):
+            return tenant
+        ctx = await build_context(
+            self._context_factory,
+            registered,
+            principal,
+            controls,
+            call,
+            audience=audience,
+            tenant=tenant,
+            delegated=trace.delegated,
+        )
+        action = await self.registry.prepare_action(registered.name, arguments_only, ctx)
+        if isinstance(action, Failed):
+            return action
+        request_key = controls.request_key
+        if "requestId" in registered.controls.required and request_key is None:
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Tool {registered.name!r} changes data and needs a requestId (a UUID you "
+                "generate once per action and reuse on retries).",
+                reason="request_id_required",
+                next_steps=(
+                    'Generate a UUID and retry with "_charter": {"requestId": "<uuid>"}; '
+                    "reuse it if you retry this same action.",
+                ),
+            )
+        policy = registered.action_policy
+        fingerprint: str | None = None
+        if policy is not None:
+            try:
+                fingerprint = command_fingerprint(
+                    capability_id=registered.capability_id,
+                    capability_version=registered.capability_version,
+                    tenant_id=tenant,
+                    target=action.target,
+                    arguments=action.canonical_input,
+                )
+            except NonCanonicalValueError as exc:
+                return failed(
+                    ErrorCode.INVALID_INPUT,
+                    f"The arguments cannot be fingerprinted: {exc}",
+                    reason="not_canonical",
+                    issues=[],
+                )
+        confirmation_missing = (
+            "confirmed" in registered.controls.required and not controls.is_confirmed
+        )
+        key: LedgerKey | None = None
+        if (
+            policy is not None
+            and fingerprint is not None
+            and request_key is not None
+            and policy.ledger != "never"
+        ):
+            key = LedgerKey(
+                tenant_id=tenant, principal_id=principal_id(principal), request_id=request_key
+            )
+            early = await self._gate.admit(
+                prepared=action,
+                key=key,
+                controls=controls,
+                principal_tenant=principal.tenant_id if principal is not None else "",
+                fingerprint=fingerprint,
+                confirmation_missing=confirmation_missing,
+            )
+            if early is not None:
+                return early
+        elif confirmation_missing:
+            return confirmation_required(action, fingerprint, request_key)
+        prepared = PreparedCall(
+            action=action,
+            context=ctx,
+            principal=principal,
+            controls=controls,
+            fingerprint=fingerprint,
+            ledger_key=key,
+            trace=trace,
+        )
+        self._prepared.add(prepared)
+        return prepared
+
+    async def _execute(self, prepared: PreparedCall) -> ToolOutcome:
+        if prepared not in self._prepared:
+            return failed(
+                ErrorCode.ACTION_POLICY_REQUIRED,
+                "The prepared call was not prepared by this host or already ran.",
+                reason="prepared_call_not_admitted",
+            )
+        self._prepared.discard(prepared)
+        key = prepared.ledger_key
+        if key is None:
+            return await self._gate.run_unledgered(prepared.action, prepared.context)
+        assert prepared.fingerprint is not None
+        trace = prepared.trace
+        outcome, audited = await self._gate.run(
+            prepared=prepared.action,
+            ctx=prepared.context,
+            controls=prepared.controls,
+            key=key,
+            fingerprint=prepared.fingerprint,
+            approval_id=prepared.controls.approval_id,
+            audit=lambda o: trace.event(o, trace.elapsed(), self._clock()),
+        )
+        trace.audited = audited
+        return outcome
+
+    def callable_tools(self, principal: Principal | None, audience: str | None) -> list[Any]:
+        """The registered tools ``principal`` may call, in registration order."""
+        seen_by = caller_audience(principal, audience)
+        return [
+            t
+            for t in self.registry.tools()
+            if visible(t, seen_by) and self._access.allows(t, principal)
+        ]
+
+    async def drain(self) -> None:
+        """Record the audit counts still pending (the host is closing)."""
+        if self._refusals is not None:
+            for event in self._refusals.drain():
+                await self._record(event)
+
+
+def principal_id(principal: Principal | None) -> str:
+    """How the ledger and approvals store a caller: its key (home tenant and subject)."""
+    return principal.key if principal is not None else "anonymous"
+
+
+def _internal_error(tool: str) -> Failed:
+    error_id = "err_" + secrets.token_hex(8)
+    log_exception(logger, "invocation of %r failed inside the host (error id %s)", tool, error_id)
+    return failed(
+        ErrorCode.PROVIDER_ERROR,
+        f"The call to {tool!r} failed inside the server. Error id: {error_id}.",
+        errorId=error_id,
+    )

@@ -1,0 +1,67 @@
+"""What the pipeline learned about one call, for its audit event."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from ..audit import AuditEvent
+from ..auth import Principal
+from ..manifest import RegisteredTool
+from ..outcome import Failed, ToolOutcome
+from ._ids import random_id
+
+__all__ = ("Trace",)
+
+
+class Trace:
+    """What the pipeline learned about a call, for its audit event."""
+
+    def __init__(self, *, tool: str, principal: Principal | None) -> None:
+        self.tool = str(tool)[:200]
+        self.principal = principal
+        self.registered: RegisteredTool | None = None
+        self.tenant: str | None = principal.tenant_id if principal is not None else None
+        self.delegated = False
+        self.admin_used = False
+        self.request_id: str | None = None
+        self.approval_id: str | None = None
+        self.audited = False
+        self.seconds = 0.0
+        self._started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._started
+
+    def event(self, outcome: ToolOutcome, seconds: float, now: datetime) -> AuditEvent:
+        registered = self.registered
+        principal = self.principal
+        return _audit_event(
+            id="aud_" + random_id(),
+            time=now,
+            subject=principal.subject if principal is not None else None,
+            principal_tenant=principal.tenant_id if principal is not None else None,
+            tenant=self.tenant,
+            delegated=self.delegated,
+            admin_used=self.admin_used,
+            tool=self.tool,
+            capability_id=registered.capability_id if registered else None,
+            capability_version=registered.capability_version if registered else None,
+            request_id=self.request_id,
+            approval_id=self.approval_id,
+            outcome=outcome.kind,
+            code=outcome.code.value if isinstance(outcome, Failed) else None,
+            reason=outcome.reason if isinstance(outcome, Failed) else None,
+            replayed=bool(getattr(outcome, "replayed", False)),
+            duration_ms=round(seconds * 1000, 3),
+        )
+
+
+def _audit_event(**fields: Any) -> AuditEvent:
+    """``AuditEvent(**fields)`` for values the host computed itself, with the right types.
+
+    ``model_construct`` (pydantic's public way to skip validation): validating values the
+    host just computed would cost more than the rest of the audit work of a call.
+    """
+    return AuditEvent.model_construct(**fields)
