@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ._shortcuts import tracer_provider_reader
+
 __all__ = ("DURATION_METRIC", "INVOCATIONS_METRIC", "UNKNOWN_TOOL", "Telemetry")
 
 INVOCATIONS_METRIC = "charter.tool.invocations"
@@ -54,11 +56,7 @@ class Telemetry:
         # call's telemetry. Called once here, it installs a provider the environment
         # names; after that, the module global it returns answers without the lookup.
         trace.get_tracer_provider()
-        self._provider: Callable[[], object] = (
-            (lambda: trace._TRACER_PROVIDER)
-            if hasattr(trace, "_TRACER_PROVIDER")
-            else trace.get_tracer_provider
-        )
+        self._provider: Callable[[], object] = tracer_provider_reader(trace)
         meter = metrics.get_meter("charter")
         self._calls = meter.create_counter(
             INVOCATIONS_METRIC, unit="{invocation}", description="Tool invocations"

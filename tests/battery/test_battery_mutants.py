@@ -49,7 +49,7 @@ from tests.host import test_host_tenancy as tenancy_checks
 from tests.store import test_sql_concurrency as store_checks
 
 import charter.auth
-import charter.host
+import charter.host._tenancy
 from charter import ErrorCode, Failed, Principal
 from charter.auth import TenantDecision
 from charter.errors import StoreBusy
@@ -187,7 +187,7 @@ def admin_unpinned(monkeypatch: pytest.MonkeyPatch) -> None:
             principal=principal, requested=requested, delegable=unpinned, admin_scope=admin_scope
         )
 
-    monkeypatch.setattr(charter.host, "resolve_tenant", resolve)
+    monkeypatch.setattr(charter.host._tenancy, "resolve_tenant", resolve)
 
 
 # -- building environments on a variant -------------------------------------------------------

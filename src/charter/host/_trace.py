@@ -6,6 +6,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from .._shortcuts import built
 from ..audit import AuditEvent
 from ..auth import Principal
 from ..manifest import RegisteredTool
@@ -32,14 +33,17 @@ class Trace:
         self._started = time.perf_counter()
 
     def elapsed(self) -> float:
+        """Seconds since the call started."""
         return time.perf_counter() - self._started
 
     def event(self, outcome: ToolOutcome, seconds: float, now: datetime) -> AuditEvent:
+        """The call's audit event, ended with ``outcome`` after ``seconds``."""
         registered = self.registered
         principal = self.principal
-        return _audit_event(
+        fields: dict[str, Any] = dict(
             id="aud_" + random_id(),
             time=now,
+            action="call",
             subject=principal.subject if principal is not None else None,
             principal_tenant=principal.tenant_id if principal is not None else None,
             tenant=self.tenant,
@@ -56,12 +60,8 @@ class Trace:
             replayed=bool(getattr(outcome, "replayed", False)),
             duration_ms=round(seconds * 1000, 3),
         )
-
-
-def _audit_event(**fields: Any) -> AuditEvent:
-    """``AuditEvent(**fields)`` for values the host computed itself, with the right types.
-
-    ``model_construct`` (pydantic's public way to skip validation): validating values the
-    host just computed would cost more than the rest of the audit work of a call.
-    """
-    return AuditEvent.model_construct(**fields)
+        given = set(fields)
+        fields.update(note=None, count=1)
+        # Every value is the host's own, of the right type, in the model's field order:
+        # no validation needed (see _shortcuts).
+        return built(AuditEvent, fields, given)

@@ -1,0 +1,263 @@
+"""Validating data against a tool's models: input once, output always, never echoed.
+
+Input is parsed with the tool's closed input model; output is validated against its
+closed output model and returned in its serialised, by-alias form. Issues name where and
+what kind of problem, never the values. Numbers must be finite (NaN and infinities are
+refused even where pydantic would let them through).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import weakref
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from .._shortcuts import built
+from ..errors import ErrorCode
+from ..manifest import RegisteredTool
+from ..outcome import (
+    Completed,
+    Deferred,
+    Denied,
+    Failed,
+    InteractionRequired,
+    ToolOutcome,
+    failed,
+)
+from ._execution import error_id as new_error_id
+
+__all__ = ("finish_output", "validate_input")
+
+logger = logging.getLogger("charter")
+
+
+def validate_input(registered: RegisteredTool, arguments: object) -> BaseModel | Failed:
+    """Parse ``arguments`` with the tool's input model; issues never echo the values."""
+    # A dict is by far the common case; the ABC check costs more than validation's start.
+    if type(arguments) is not dict and not isinstance(arguments, Mapping):
+        return failed(
+            ErrorCode.INVALID_INPUT,
+            f"Invalid input for tool {registered.name!r}: arguments must be a JSON object.",
+            reason="not_an_object",
+            issues=[],
+        )
+    try:
+        # The model's own validator: what ``model_validate`` calls, minus its overhead.
+        parsed: BaseModel = registered.tool.validator.__pydantic_validator__.validate_python(
+            arguments
+        )
+    except ValidationError as exc:
+        return failed(
+            ErrorCode.INVALID_INPUT,
+            f"Invalid input for tool {registered.name!r}: {_summary(exc)}",
+            reason="validation_failed",
+            issues=_issues(exc),
+        )
+    loc = _non_finite(parsed) if _may_hold_non_finite(registered.tool.validator) else None
+    if loc is not None:
+        where = ".".join(loc) or "(root)"
+        return failed(
+            ErrorCode.INVALID_INPUT,
+            f"Invalid input for tool {registered.name!r}: {where}: {_FINITE_MSG}",
+            reason="validation_failed",
+            issues=[{"loc": list(loc), "msg": _FINITE_MSG, "type": "finite_number"}],
+        )
+    return parsed
+
+
+def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
+    """Turn a handler's return value into an outcome, validating output data.
+
+    The output is validated against the output model (closed to unknown fields) and
+    returned in its serialised, by-alias form, which is what the output schema describes.
+    Data that does not match becomes ``INVALID_OUTPUT``; the data itself is never returned
+    or logged, only the locations and kinds of the problems.
+    """
+    if isinstance(result, (Denied, Failed, InteractionRequired, Deferred)):
+        return result
+    data = result.output if isinstance(result, Completed) else result
+    # The models' own validators and serialisers are called directly: the same work as
+    # ``model_validate`` and ``model_dump``, which add microseconds of overhead per call.
+    try:
+        if isinstance(data, BaseModel):
+            # warnings="error": a model built with wrong types (model_construct, assignment)
+            # fails here instead of serialising something else. Computed fields are
+            # recomputed by validation, and the closed validator would refuse them.
+            data = data.__pydantic_serializer__.to_python(
+                data, mode="json", by_alias=True, exclude_computed_fields=True, warnings="error"
+            )
+        elif isinstance(data, Mapping):
+            computed = registered.tool.output_model.model_computed_fields
+            keys = {info.alias or name for name, info in computed.items()}
+            data = {key: value for key, value in data.items() if key not in keys}
+        validator = registered.tool.output_validator
+        validated = validator.__pydantic_validator__.validate_python(data)
+        problem = _non_finite(validated) if _may_hold_non_finite(validator) else None
+        if problem is not None:
+            issues: list[dict[str, Any]] = [
+                {"loc": list(problem), "msg": _FINITE_MSG, "type": "finite_number"}
+            ]
+        else:
+            return _completed(
+                validator.__pydantic_serializer__.to_python(validated, mode="json", by_alias=True)
+            )
+    except ValidationError as exc:
+        issues = _issues(exc)
+    except PydanticSerializationError:
+        issues = [{"loc": [], "msg": "Output could not be serialised", "type": "serialization"}]
+    error_id = new_error_id()
+    logger.error(
+        "tool %s returned invalid output (error id %s): %s", registered.name, error_id, issues
+    )
+    return failed(
+        ErrorCode.INVALID_OUTPUT,
+        f"Tool {registered.name!r} produced output that does not match its output schema.",
+        errorId=error_id,
+    )
+
+
+_FINITE_MSG = "Input should be a finite number"
+
+
+def _completed(output: object) -> Completed:
+    """``Completed(output=output)`` for output that is a model's JSON-mode dump already.
+
+    Validating the dump again as ``JsonValue`` would cost more than validating the tool's
+    output did (see ``_shortcuts``).
+    """
+    return built(Completed, {"kind": "completed", "output": output, "replayed": False}, {"output"})
+
+
+def _non_finite(
+    value: object, loc: tuple[str, ...] = (), allowed: bool = False
+) -> tuple[str, ...] | None:
+    """Return the location of the first NaN or infinity in validated data, if any.
+
+    The tool's own model is closed to NaN/Infinity by its config, but a nested model
+    keeps pydantic's default (allowed); this walk closes those too. A model that sets
+    ``allow_inf_nan=True`` in its own config keeps its choice for its own fields.
+    """
+    if isinstance(value, BaseModel):
+        own = value.model_config.get("allow_inf_nan") is True
+        for name, info in type(value).model_fields.items():
+            found = _non_finite(getattr(value, name, None), (*loc, info.alias or name), own)
+            if found is not None:
+                return found
+        for key, item in (value.model_extra or {}).items():
+            found = _non_finite(item, (*loc, str(key)), own)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, float | Decimal):
+        finite = math.isfinite(value) if isinstance(value, float) else value.is_finite()
+        return None if finite or allowed else loc
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = enumerate(value)
+    else:
+        return None
+    for index, item in items:
+        found = _non_finite(item, (*loc, str(index)), allowed)
+        if found is not None:
+            return found
+    return None
+
+
+_WALKED: weakref.WeakKeyDictionary[type[BaseModel], bool] = weakref.WeakKeyDictionary()
+"""Per validator model: whether ``_non_finite`` must walk what it validated."""
+
+_FLOAT_FREE_TYPES = frozenset(
+    {
+        # Leaves that never hold a float or a Decimal.
+        *("str", "int", "bool", "none", "bytes", "date", "datetime", "time", "timedelta"),
+        *("uuid", "url", "multi-host-url", "is-subclass", "callable", "complex"),
+        # Containers whose parts the walk below inspects.
+        *("model", "model-fields", "model-field", "default", "nullable", "union"),
+        *("tagged-union", "list", "set", "frozenset", "tuple", "dict", "chain"),
+        *("lax-or-strict", "json-or-python", "definitions", "definition-ref"),
+        *("typed-dict", "typed-dict-field", "dataclass", "dataclass-args", "dataclass-field"),
+        *("custom-error", "literal", "enum"),
+    }
+)
+"""Core schema types ``_float_free`` knows; any other type (``float``, ``decimal``,
+``any``, function validators…) may hold a non-finite number."""
+
+_ANY_ITEMS = {"list": "items_schema", "set": "items_schema", "frozenset": "items_schema"}
+
+
+def _may_hold_non_finite(model: type[BaseModel]) -> bool:
+    """Whether a validated instance of ``model`` can hold NaN or an infinity at all.
+
+    Decided once per model from its core schema: a model made only of strings, integers,
+    booleans, dates and the like (in any nesting) never needs the ``_non_finite`` walk,
+    which would otherwise cost more than validating the data.
+    """
+    known = _WALKED.get(model)
+    if known is None:
+        try:
+            known = not _float_free(model.__pydantic_core_schema__)
+        except Exception:  # a schema pydantic could not build yet: walk, to be safe
+            known = True
+        _WALKED[model] = known
+    return known
+
+
+def _float_free(node: object) -> bool:
+    """Whether no value validated by core schema ``node`` can be a float or a Decimal."""
+    if isinstance(node, list):
+        return all(_float_free(item) for item in node)
+    if not isinstance(node, Mapping):
+        return True
+    kind = node.get("type")
+    if kind is not None:
+        if kind not in _FLOAT_FREE_TYPES or "default_factory" in node:
+            return False
+        if kind in _ANY_ITEMS and _ANY_ITEMS[kind] not in node:
+            return False  # list[Any]
+        if kind == "dict" and "values_schema" not in node:
+            return False
+        if kind == "tuple" and "items_schema" not in node:
+            return False
+        if kind == "enum" and node.get("sub_type") == "float":
+            return False
+        if kind == "default" and _non_finite(node.get("default")) is not None:
+            return False
+        if kind == "literal" and _non_finite(list(node.get("expected", ()))) is not None:
+            return False
+        if kind == "model" and _extra_allowed(node):
+            return False
+    return all(
+        _float_free(value)
+        for key, value in node.items()
+        if key not in ("metadata", "serialization", "cls", "default", "expected", "config")
+    )
+
+
+def _extra_allowed(node: Mapping[str, Any]) -> bool:
+    """Whether a ``model`` schema keeps unknown fields without a schema for them."""
+    config = node.get("config") or {}
+    inner = node.get("schema") or {}
+    return config.get("extra_fields_behavior") == "allow" and "extras_schema" not in inner
+
+
+def _issues(exc: ValidationError) -> list[dict[str, Any]]:
+    """Validation issues with location, message and type, never the offending values."""
+    return [
+        {"loc": [str(part) for part in error["loc"]], "msg": error["msg"], "type": error["type"]}
+        for error in exc.errors(include_input=False, include_url=False, include_context=False)[:50]
+    ]
+
+
+def _summary(exc: ValidationError) -> str:
+    errors = exc.errors(include_input=False, include_url=False, include_context=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(root)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}"

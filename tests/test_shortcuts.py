@@ -1,0 +1,88 @@
+"""The library internals charter._shortcuts leans on still behave as the public API does."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from charter import Host, Principal, Registry, tool
+from charter._shortcuts import built, tracer_provider_reader
+from charter.audit import AuditEvent
+from charter.outcome import Completed, outcome_adapter
+
+
+def test_a_built_completed_is_the_instance_model_construct_makes() -> None:
+    output = {"trip_id": "trp_1", "nights": [1, 2]}
+    fast = built(Completed, {"kind": "completed", "output": output, "replayed": False}, {"output"})
+    slow = Completed.model_construct(output=output)
+    assert fast == slow == Completed(output=output)
+    assert fast.model_fields_set == slow.model_fields_set == {"output"}
+    assert fast.model_dump() == slow.model_dump()
+    assert outcome_adapter.dump_json(fast) == outcome_adapter.dump_json(slow)
+    assert fast.model_copy(update={"replayed": True}).replayed is True
+    with pytest.raises(Exception, match="frozen"):
+        fast.replayed = True  # type: ignore[misc]
+
+
+def test_a_built_audit_event_is_the_instance_model_construct_makes() -> None:
+    fields: dict[str, Any] = {
+        "id": "aud_1",
+        "time": datetime(2030, 1, 1, tzinfo=UTC),
+        "action": "call",
+        "subject": "ada",
+        "principal_tenant": "acme",
+        "tenant": "acme",
+        "delegated": False,
+        "admin_used": False,
+        "tool": "trips.get",
+        "capability_id": "travel.trips.get",
+        "capability_version": "1.0.0",
+        "request_id": None,
+        "approval_id": None,
+        "outcome": "completed",
+        "code": None,
+        "reason": None,
+        "replayed": False,
+        "duration_ms": 1.5,
+    }
+    given = set(fields)
+    fast = built(AuditEvent, {**fields, "action": "call", "note": None, "count": 1}, given)
+    slow = AuditEvent.model_construct(**fields)
+    assert fast == slow == AuditEvent(**fields)
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json()
+    # Every field of the model is named when built: a new field must be added there.
+    assert list(AuditEvent.model_fields) == list(fast.__dict__)
+
+
+def test_the_tracer_provider_reader_sees_what_get_tracer_provider_returns() -> None:
+    from opentelemetry import trace
+
+    reader = tracer_provider_reader(trace)
+    installed = reader()
+    # Either nothing is installed yet (None: no recording provider) or the same provider.
+    assert installed is None or installed is trace.get_tracer_provider()
+
+
+class Empty(BaseModel):
+    pass
+
+
+@tool(tier="read")
+async def ping(args: Empty) -> Empty:
+    """Ping."""
+    return Empty()
+
+
+@pytest.mark.anyio
+async def test_the_hosts_audit_events_validate_as_they_were_built() -> None:
+    registry = Registry()
+    registry.register(ping)
+    host = Host(registry)
+    await host.invoke("ping", {}, Principal(subject="ada", tenant_id="acme", scopes=frozenset()))
+    [event] = await host.audit.events()
+    assert list(event.__dict__) == list(AuditEvent.model_fields)
+    assert AuditEvent.model_validate(event.model_dump()) == event
