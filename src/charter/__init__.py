@@ -8,12 +8,13 @@ and storage are extras (``charter.mcp``, ``charter.http``, ``charter.store``,
 from __future__ import annotations
 
 from .auth import AccessCatalog, Authenticator, Principal, has_permission
-from .context import CancelSignal, ResolverScope, ResumeInfo, ToolContext
+from .context import CancelSignal, ResumeInfo, ToolContext
 from .errors import CharterError, ConfigurationError, ErrorCode, ToolError
 from .host import CallOptions, Host
 from .manifest import CONTRACT_VERSION, RegisteredTool
 from .outcome import (
     Completed,
+    Continuation,
     Deferred,
     Denied,
     Failed,
@@ -47,6 +48,7 @@ __all__ = (
     "CommandClaim",
     "Completed",
     "ConfigurationError",
+    "Continuation",
     "CreatedTarget",
     "Deferred",
     "Denied",
@@ -63,7 +65,6 @@ __all__ = (
     "Principal",
     "RegisteredTool",
     "Registry",
-    "ResolverScope",
     "ResumeInfo",
     "RiskPolicy",
     "RiskTier",

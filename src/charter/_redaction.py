@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 from collections.abc import Mapping
 
+from ._wording import new_error_id
 from .errors import DEFAULT_NEXT_STEPS, ErrorCode
 from .outcome import Failed
 
@@ -34,11 +34,6 @@ _TEXT: Mapping[ErrorCode, str] = {
         "The tool produced output that does not match its output schema. Error id: {error_id}."
     ),
 }
-
-
-def new_error_id() -> str:
-    """A fresh error id, ``err_`` and 16 hex digits, to name a failure in the log."""
-    return "err_" + secrets.token_hex(8)
 
 
 def redact(failed: Failed) -> Failed:

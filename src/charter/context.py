@@ -26,7 +26,6 @@ __all__ = (
     "LogLevel",
     "LogSink",
     "ProgressSink",
-    "ResolverScope",
     "ResumeInfo",
     "SampleRequest",
     "SampleResult",
@@ -194,16 +193,6 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ResolverScope:
-    """Locale and market facts a domain uses to resolve what the caller sees."""
-
-    locale: str | None = None
-    audience: str | None = None
-    market: str | None = None
-    actor: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class ResumeInfo:
     """The decision or answer a paused call resumes with."""
 
@@ -242,9 +231,6 @@ class ToolContext:
     db_error: Callable[[Exception], ToolError | None] | None = None
     """Set with ``db``: names a transient database error the handler let escape from its
     own statements (a lock wait, a lost connection) so the caller is told to retry."""
-    resolver_scope: ResolverScope | None = None
-    tool_action_policy: object = None
-    """Reserved for hosts that supply an action gate to the handler."""
     handler_action_policy: HandlerActionPolicy | None = None
     """Minted by the host for handler-enforced tools only; never taken from a caller."""
     session_id: str | None = None

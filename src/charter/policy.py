@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
@@ -274,10 +274,6 @@ class HandlerActionPolicy:
                 meta={"reason": "claim_unavailable"},
             )
         return await self.claim_factory()
-
-    def with_claim_factory(self, factory: ClaimFactory) -> HandlerActionPolicy:
-        """Return an unminted copy carrying ``factory``; the registry mints it."""
-        return replace(self, claim_factory=factory)
 
 
 def command_fingerprint(

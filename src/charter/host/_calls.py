@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from .._wording import canonical_uuid
 from ..auth import Principal
 from ..context import CancelSignal, LogSink, ProgressSink, ResumeInfo, Sampler, ToolContext
 from ..ledger import LedgerKey
@@ -133,7 +134,4 @@ def derive_request_id(scope: str, call_id: str) -> str:
 
 def canonical_request_id(value: object) -> str | None:
     """A request id as a canonical lower-case UUID, or None when it is not a UUID."""
-    try:
-        return str(uuid.UUID(str(value))) if isinstance(value, str | uuid.UUID) else None
-    except ValueError:
-        return None
+    return canonical_uuid(value)

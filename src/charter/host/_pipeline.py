@@ -9,7 +9,6 @@ event (anonymous refusals aggregated), and an outcome, never an exception.
 from __future__ import annotations
 
 import logging
-import secrets
 import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -20,6 +19,7 @@ from .._limits import PayloadLimits
 from .._refusals import RefusalAggregator
 from .._safe_log import log_exception
 from .._telemetry import Telemetry
+from .._wording import new_error_id
 from ..audit import AuditEvent, AuditSink
 from ..auth import Principal
 from ..context import discard_after_commit
@@ -340,7 +340,7 @@ def principal_id(principal: Principal | None) -> str:
 
 
 def _internal_error(tool: str) -> Failed:
-    error_id = "err_" + secrets.token_hex(8)
+    error_id = new_error_id()
     log_exception(logger, "invocation of %r failed inside the host (error id %s)", tool, error_id)
     return failed(
         ErrorCode.PROVIDER_ERROR,

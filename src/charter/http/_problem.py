@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from starlette.responses import Response
 
 from charter._redaction import SERVER_FAULT_CODES, redact
+from charter._wording import scope_challenge
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
 from charter.outcome import Denied, Failed
 
@@ -101,10 +102,9 @@ def failed_problem(failed: Failed) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     elif failed.code is ErrorCode.AUTHORIZATION_DENIED and failed.reason == "insufficient_scope":
         missing = (failed.meta or {}).get("missing")
-        scopes = (
-            " ".join(s for s in missing if isinstance(s, str)) if isinstance(missing, list) else ""
+        headers["WWW-Authenticate"] = scope_challenge(
+            [s for s in missing if isinstance(s, str)] if isinstance(missing, list) else []
         )
-        headers["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{scopes}"'
     if status in (409, 503) and failed.retryable:
         headers["Retry-After"] = _RETRY_AFTER_SECONDS
     meta = {k: v for k, v in (failed.meta or {}).items() if k != "reason"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
 from charter._credentials import (
@@ -22,10 +22,10 @@ from ._problem import http_problem
 __all__ = (
     "CONTROL_HEADERS",
     "authenticate",
+    "authentication_required",
     "authentication_unavailable",
     "controls_from_headers",
     "credentials_from",
-    "require_principal",
 )
 
 CONTROL_HEADERS = {
@@ -36,7 +36,7 @@ CONTROL_HEADERS = {
 """The header that carries each ``_charter`` control."""
 
 
-def credentials_from(request: Request) -> Credentials:
+def credentials_from(request: HTTPConnection) -> Credentials:
     """The bearer token and API key the request carries.
 
     Only the ``Bearer`` scheme counts; a request with another scheme (or none) is treated
@@ -53,7 +53,7 @@ def credentials_from(request: Request) -> Credentials:
     )
 
 
-async def authenticate(host: Host, request: Request) -> Principal | Response | None:
+async def authenticate(host: Host, request: HTTPConnection) -> Principal | Response | None:
     """The caller (None when anonymous), or the 400/401/503 to answer instead."""
     try:
         credentials = credentials_from(request)
@@ -89,20 +89,17 @@ def authentication_unavailable(exc: AuthenticationUnavailable) -> Response:
     )
 
 
-async def require_principal(host: Host, request: Request) -> Principal | Response:
-    """The authenticated caller, or the 401 to answer when there is none."""
-    caller = await authenticate(host, request)
-    if caller is None:
-        return http_problem(
-            401,
-            "Authentication required",
-            "This endpoint needs credentials: send 'Authorization: Bearer <token>' or "
-            "'X-API-Key: <key>'.",
-            code=ErrorCode.UNAUTHENTICATED,
-            reason="authentication_required",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    return caller
+def authentication_required() -> Response:
+    """The 401 of a route that needs credentials, called without any."""
+    return http_problem(
+        401,
+        "Authentication required",
+        "This endpoint needs credentials: send 'Authorization: Bearer <token>' or "
+        "'X-API-Key: <key>'.",
+        code=ErrorCode.UNAUTHENTICATED,
+        reason="authentication_required",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
 
 
 def _invalid_token(detail: str) -> Response:

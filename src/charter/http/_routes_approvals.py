@@ -14,9 +14,9 @@ from charter.host import Host
 from charter.ledger import ApprovalRecord, ApprovalStatus
 from charter.outcome import Failed, failed
 
+from ._authentication import required_caller
 from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
 from ._problem import failed_problem, http_problem
-from ._request import require_principal
 from ._responses import json_response
 
 __all__ = ("ApprovalRoutes", "int_query")
@@ -36,7 +36,7 @@ class ApprovalRoutes:
 
     async def list_approvals(self, request: Request) -> Response:
         """``GET /v1/approvals?status=pending&limit=100``: the caller's tenant, newest first."""
-        caller = await require_principal(self.host, request)
+        caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
         status = request.query_params.get("status", "pending")
@@ -50,7 +50,7 @@ class ApprovalRoutes:
 
     async def get_approval(self, request: Request) -> Response:
         """``GET /v1/approvals/{approval_id}``: 404 unless the caller may see it."""
-        caller = await require_principal(self.host, request)
+        caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
         approval_id: str = request.path_params["approval_id"]
@@ -68,7 +68,7 @@ class ApprovalRoutes:
         return await self._decide(request, grant=False)
 
     async def _decide(self, request: Request, *, grant: bool) -> Response:
-        caller = await require_principal(self.host, request)
+        caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
         decision = await self._decision(request)

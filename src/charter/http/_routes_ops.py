@@ -13,6 +13,7 @@ from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Failed, failed
 
+from ._authentication import caller_of, required_caller
 from ._openapi import OpenAPIDocument
 from ._payloads import (
     ActionStatusBody,
@@ -22,7 +23,6 @@ from ._payloads import (
     WhoamiBody,
 )
 from ._problem import failed_problem, http_problem
-from ._request import authenticate, require_principal
 from ._responses import json_response
 from ._routes_approvals import int_query
 
@@ -46,7 +46,7 @@ class OpsRoutes:
 
         ``tenant`` names the tenant a delegated request acted for (default: the caller's).
         """
-        caller = await require_principal(self.host, request)
+        caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
         request_id: str = request.path_params["request_id"]
@@ -68,7 +68,7 @@ class OpsRoutes:
 
         Approvers and admins see every event of the tenant; other callers their own.
         """
-        caller = await require_principal(self.host, request)
+        caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
         limit = int_query(request, "limit", default=50, maximum=500)
@@ -87,7 +87,7 @@ class OpsRoutes:
 
     async def whoami(self, request: Request) -> Response:
         """``GET /v1/whoami``: who the credentials belong to."""
-        caller = await require_principal(self.host, request)
+        caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
         return json_response(
@@ -125,9 +125,7 @@ class OpsRoutes:
 
     async def openapi_json(self, request: Request) -> Response:
         """``GET /v1/openapi.json``: the routes and the tools the caller may call."""
-        caller = await authenticate(self.host, request)
-        if isinstance(caller, Response):
-            return caller
+        caller = caller_of(request)
         document = self.openapi.build(
             self.host.callable_tools(caller), server_url=request.scope.get("root_path") or "/"
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from typing import Any
 
 from pydantic_core import to_json
@@ -12,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from charter._wording import canonical_uuid
 from charter.context import CancelSignal
 from charter.host import CallOptions, Host
 from charter.manifest import CONTRACT_VERSION
@@ -25,9 +25,10 @@ from charter.outcome import (
 )
 from charter.policy import CONTROL_FIELD, InvocationControls
 
+from ._authentication import caller_of
 from ._payloads import AcceptedBody, ToolListBody
 from ._problem import denied_problem, failed_problem
-from ._request import authenticate, controls_from_headers
+from ._request import controls_from_headers
 from ._responses import json_response
 
 __all__ = ("ToolRoutes", "render_outcome")
@@ -44,17 +45,13 @@ class ToolRoutes:
 
     async def list_tools(self, request: Request) -> Response:
         """``GET /v1/tools``: the manifest entries the caller may call."""
-        caller = await authenticate(self.host, request)
-        if isinstance(caller, Response):
-            return caller
+        caller = caller_of(request)
         body = ToolListBody(contract_version=CONTRACT_VERSION, tools=self.host.discover(caller))
         return json_response(body)
 
     async def get_tool(self, request: Request) -> Response:
         """``GET /v1/tools/{name}``: one entry, by name or alias; hidden tools are unknown."""
-        caller = await authenticate(self.host, request)
-        if isinstance(caller, Response):
-            return caller
+        caller = caller_of(request)
         name: str = request.path_params["name"]
         entries = self.host.discover(caller)
         for entry in entries:
@@ -65,9 +62,7 @@ class ToolRoutes:
 
     async def call_tool(self, request: Request) -> Response:
         """``POST /v1/tools/{name}:call``: the body is the arguments, passed on unparsed."""
-        caller = await authenticate(self.host, request)
-        if isinstance(caller, Response):
-            return caller
+        caller = caller_of(request)
         controls = controls_from_headers(request)
         if isinstance(controls, Response):
             return controls
@@ -191,7 +186,6 @@ def _request_id(controls: InvocationControls | None, body: bytes) -> str | None:
         return controls.request_key
     try:
         arguments: Any = json.loads(body)
-        value = arguments[CONTROL_FIELD]["requestId"]
-        return str(uuid.UUID(str(value)))
+        return canonical_uuid(arguments[CONTROL_FIELD]["requestId"])
     except (ValueError, KeyError, TypeError):
         return None

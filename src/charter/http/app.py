@@ -20,11 +20,12 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from charter._redaction import new_error_id
 from charter._safe_log import log_exception
+from charter._wording import new_error_id
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
 from charter.host import Host
 
+from ._authentication import authentication
 from ._body_deadline import BodyDeadline
 from ._body_limit import BodyLimit
 from ._openapi import OpenAPIDocument
@@ -116,33 +117,41 @@ def create_app(
     if body_timeout is not None and not (math.isfinite(body_timeout) and body_timeout > 0):
         raise ValueError("body_timeout must be a positive, finite number of seconds or None")
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
-    body_limit = [Middleware(BodyLimit, max_bytes=limit)]
     openapi = OpenAPIDocument()
     tools = ToolRoutes(host)
     approvals = ApprovalRoutes(host)
     ops = OpsRoutes(host, openapi)
+    # Every /v1 route knows its caller before it runs (one
+    # authentication middleware); a POST route reads its body only after that.
+    signed = [authentication(host)]
+    with_body = [*signed, Middleware(BodyLimit, max_bytes=limit)]
     routes: list[BaseRoute] = [
-        _Route("/v1/tools", tools.list_tools, methods=["GET"]),
-        _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"]),
-        _Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=body_limit),
-        _Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"]),
-        _Route("/v1/approvals", approvals.list_approvals, methods=["GET"]),
-        _Route("/v1/approvals/{approval_id}", approvals.get_approval, methods=["GET"]),
+        _Route("/v1/tools", tools.list_tools, methods=["GET"], middleware=signed),
+        _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"], middleware=signed),
+        _Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=with_body),
+        _Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"], middleware=signed),
+        _Route("/v1/approvals", approvals.list_approvals, methods=["GET"], middleware=signed),
+        _Route(
+            "/v1/approvals/{approval_id}",
+            approvals.get_approval,
+            methods=["GET"],
+            middleware=signed,
+        ),
         _Route(
             "/v1/approvals/{approval_id}:grant",
             approvals.grant,
             methods=["POST"],
-            middleware=body_limit,
+            middleware=with_body,
         ),
         _Route(
             "/v1/approvals/{approval_id}:deny",
             approvals.deny,
             methods=["POST"],
-            middleware=body_limit,
+            middleware=with_body,
         ),
-        _Route("/v1/audit", ops.audit, methods=["GET"]),
-        _Route("/v1/whoami", ops.whoami, methods=["GET"]),
-        _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"]),
+        _Route("/v1/audit", ops.audit, methods=["GET"], middleware=signed),
+        _Route("/v1/whoami", ops.whoami, methods=["GET"], middleware=signed),
+        _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"], middleware=signed),
         _Route("/healthz", ops.healthz, methods=["GET"]),
         _Route("/readyz", ops.readyz, methods=["GET"]),
     ]

@@ -33,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from pydantic import ConfigDict, SkipValidation
 
 from .._redaction import redact
+from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..host import CallOptions, Host, derive_request_id
@@ -214,6 +215,4 @@ def _content(outcome: ToolOutcome) -> str:
     outcome = redact(outcome)  # the model reads it: server faults show their error id only
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         raise ToolException(f"Denied: {outcome.message}")
-    raise ToolException(
-        "\n".join([f"[{outcome.code.value}] {outcome.message}", *outcome.next_steps])
-    )
+    raise ToolException(failure_text(outcome))

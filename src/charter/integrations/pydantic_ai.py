@@ -46,6 +46,7 @@ from pydantic import ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
 from .._redaction import redact
+from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..host import CallOptions, Host, derive_request_id
@@ -218,7 +219,7 @@ def _failed(outcome: Failed) -> Any:
     outcome = redact(outcome)  # the model reads it: server faults show their error id only
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
         raise ToolFailed(f"Denied: {outcome.message}")
-    text = "\n".join([f"[{outcome.code.value}] {outcome.message}", *outcome.next_steps])
+    text = failure_text(outcome)
     if outcome.code is ErrorCode.INVALID_INPUT or outcome.retryable:
         raise ModelRetry(text)
     raise ToolFailed(text)

@@ -9,6 +9,7 @@ import mcp.types as types
 from pydantic_core import to_json
 
 from .._redaction import redact
+from .._wording import failure_text, heading, scope_challenge, with_next_steps
 from ..errors import ErrorCode
 from ..manifest import CONTRACT_VERSION
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
@@ -107,9 +108,8 @@ def _failed(outcome: Failed) -> types.CallToolResult:
     missing = (outcome.meta or {}).get("missing")
     if outcome.reason == "insufficient_scope" and isinstance(missing, list):
         # What an HTTP resource server would put in its 403 challenge (RFC 6750 §3.1).
-        scopes = " ".join(str(s) for s in missing)
-        meta["charter/challenge"] = f'Bearer error="insufficient_scope", scope="{scopes}"'
-    text = _text(f"[{outcome.code.value}] {outcome.message}", outcome.next_steps)
+        meta["charter/challenge"] = scope_challenge(missing)
+    text = failure_text(outcome)
     if outcome.replayed:
         text += "\n(This is the stored result of an earlier identical request.)"
     return types.CallToolResult(
@@ -120,7 +120,7 @@ def _failed(outcome: Failed) -> types.CallToolResult:
 def _interaction(outcome: InteractionRequired) -> types.CallToolResult:
     interaction = outcome.interaction
     label = _GATE_LABELS[outcome.gate]
-    lines = [f"[{label}] {interaction.prompt}"]
+    lines = [heading(label, interaction.prompt)]
     if outcome.approval_id is not None:
         lines.append(f"approvalId: {outcome.approval_id} ({outcome.approval_status})")
     next_steps: Sequence[str] = outcome.next_steps or (
@@ -141,7 +141,7 @@ def _denied(outcome: Denied) -> types.CallToolResult:
     steps = outcome.next_steps or (
         "A person declined this action; do not retry it unless they change their mind.",
     )
-    return _error_result(f"[DENIED] {outcome.reason}", steps, outcome)
+    return _error_result(heading("DENIED", outcome.reason), steps, outcome)
 
 
 def _deferred(outcome: Deferred, request_id: str | None) -> types.CallToolResult:
@@ -153,23 +153,19 @@ def _deferred(outcome: Deferred, request_id: str | None) -> types.CallToolResult
     else:
         steps = ("The result will be delivered out of band; this call cannot be polled.",)
     return _error_result(
-        "[DEFERRED] The call was accepted and continues in the background.", steps, outcome
+        heading("DEFERRED", "The call was accepted and continues in the background."),
+        steps,
+        outcome,
     )
 
 
 def _error_result(
-    heading: str, next_steps: Sequence[str], outcome: ToolOutcome
+    first: str, next_steps: Sequence[str], outcome: ToolOutcome
 ) -> types.CallToolResult:
     # Not a failure, but a tool with an outputSchema must return matching structured
     # content on a non-error result, and this is not its output (see docs/mcp.md).
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=_text(heading, next_steps))],
+        content=[types.TextContent(type="text", text=with_next_steps(first, next_steps))],
         is_error=True,
         meta={OUTCOME_META_KEY: outcome.model_dump(mode="json")},
     )
-
-
-def _text(heading: str, next_steps: Sequence[str]) -> str:
-    if not next_steps:
-        return heading
-    return heading + "\nNext steps:\n" + "\n".join(f"  - {step}" for step in next_steps)

@@ -8,7 +8,6 @@ scopes and the ledger all stay in the host.
 from __future__ import annotations
 
 import secrets
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,6 +19,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
+from .._wording import canonical_uuid
 from ..auth import Principal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import CallOptions, Host
@@ -296,11 +296,8 @@ class _Adapter:
     async def _action_status(
         self, principal: Principal, arguments: Mapping[str, Any]
     ) -> ToolOutcome:
-        raw, tenant = arguments.get("requestId"), arguments.get("tenant")
-        try:
-            request_id = str(uuid.UUID(raw)) if isinstance(raw, str) else None
-        except ValueError:
-            request_id = None
+        tenant = arguments.get("tenant")
+        request_id = canonical_uuid(arguments.get("requestId"))
         if (
             request_id is None
             or not set(arguments) <= {"requestId", "tenant"}

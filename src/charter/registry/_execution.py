@@ -13,17 +13,17 @@ import contextvars
 import functools
 import inspect
 import logging
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._safe_log import log_exception
+from .._wording import new_error_id
 from ..context import ToolContext
 from ..errors import ErrorCode, ToolError
 from ..manifest import RegisteredTool
 from ..outcome import Failed, failed, failed_from_error
 
-__all__ = ("HandlerRunner", "error_id", "provider_error")
+__all__ = ("HandlerRunner", "provider_error")
 
 logger = logging.getLogger("charter")
 
@@ -142,7 +142,7 @@ class _Watch:
 
 def provider_error(name: str, where: str) -> Failed:
     """The ``PROVIDER_ERROR`` of an unexpected exception, logged under a new error id."""
-    logged_as = error_id()
+    logged_as = new_error_id()
     log_exception(logger, "tool %s: %s raised (error id %s)", name, where, logged_as)
     return failed(
         ErrorCode.PROVIDER_ERROR,
@@ -150,8 +150,3 @@ def provider_error(name: str, where: str) -> Failed:
         reason="unhandled_exception",
         errorId=logged_as,
     )
-
-
-def error_id() -> str:
-    """A fresh error id to name a failure in the log."""
-    return "err_" + uuid.uuid4().hex[:16]

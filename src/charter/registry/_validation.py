@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from .._shortcuts import built
+from .._wording import new_error_id
 from ..errors import ErrorCode
 from ..manifest import RegisteredTool
 from ..outcome import (
@@ -30,7 +31,6 @@ from ..outcome import (
     ToolOutcome,
     failed,
 )
-from ._execution import error_id as new_error_id
 
 __all__ = ("finish_output", "validate_input")
 
