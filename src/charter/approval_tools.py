@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .auth import Principal
 from .context import ToolContext
 from .errors import ErrorCode, ToolError
+from .host import Host
 from .ledger import ApprovalRecord
 from .outcome import Completed, Denied, Failed
 from .policy import ActionPolicy
 from .risk import RiskPolicy
 from .tool import Tool, define_tool
-
-if TYPE_CHECKING:
-    from .host import Host
 
 __all__ = (
     "APPROVER_SCOPE",

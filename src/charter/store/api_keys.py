@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from ..auth import AuthenticationFailed, Credentials, Principal, PrincipalKind
 
-if TYPE_CHECKING:
-    from .sql import SqlStore
-
-__all__ = ("API_KEY_PREFIX", "ApiKeyAuthenticator", "ApiKeyRecord")
+__all__ = ("API_KEY_PREFIX", "ApiKeyAuthenticator", "ApiKeyRecord", "ApiKeyVerifier")
 
 API_KEY_PREFIX = "chk_"
 """Every charter API key starts with this, so secret scanners and people can spot one."""
@@ -48,6 +45,14 @@ class ApiKeyRecord(BaseModel):
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 
+class ApiKeyVerifier(Protocol):
+    """Protocol: looks a presented key up (``SqlStore`` is one)."""
+
+    async def verify_api_key(self, presented: str, *, now: datetime) -> ApiKeyRecord | None:
+        """The active key ``presented`` names, or None."""
+        ...
+
+
 class ApiKeyAuthenticator:
     """An ``Authenticator`` over the API keys in a ``SqlStore``.
 
@@ -55,11 +60,13 @@ class ApiKeyAuthenticator:
     revoked or expired key fails with one message, so a caller cannot tell which.
     """
 
-    def __init__(self, store: SqlStore, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self, store: ApiKeyVerifier, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
         """Authenticate against ``store``.
 
         Args:
-            store: An open ``SqlStore``.
+            store: An open ``SqlStore`` (or anything else that verifies keys).
             clock: The current UTC time (injected by tests).
         """
         self._store = store
