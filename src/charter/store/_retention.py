@@ -8,9 +8,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ._schema import approvals, claims, deferred, ledger_entries
+from ._schema import approvals, audit_events, claims, deferred, ledger_entries
 
-__all__ = ("PruneBatch", "prune_approvals", "prune_entries")
+__all__ = ("PruneBatch", "prune_approvals", "prune_audit_events", "prune_entries")
 
 PruneBatch = Callable[[AsyncConnection, datetime, int], Awaitable[int]]
 """Deletes one batch in the caller's transaction; returns how many rows it counted."""
@@ -63,4 +63,20 @@ async def prune_approvals(conn: AsyncConnection, before: datetime, batch_size: i
     doomed = sa.and_(a.status.in_(("denied", "consumed")), a.expires_at < before)
     batch = sa.select(a.id).where(doomed).order_by(a.expires_at).limit(batch_size)
     result = await conn.execute(sa.delete(approvals).where(a.id.in_(batch.scalar_subquery())))
+    return result.rowcount
+
+
+async def prune_audit_events(
+    conn: AsyncConnection, before: datetime, batch_size: int, *, anonymous_only: bool
+) -> int:
+    """Delete up to ``batch_size`` audit events older than ``before`` (anonymous only, if asked).
+
+    Returns how many were deleted.
+    """
+    c = audit_events.c
+    doomed = c.time < before
+    if anonymous_only:
+        doomed = sa.and_(doomed, c.subject.is_(None))
+    batch = sa.select(c.seq).where(doomed).order_by(c.seq).limit(batch_size)
+    result = await conn.execute(sa.delete(audit_events).where(c.seq.in_(batch.scalar_subquery())))
     return result.rowcount

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -15,20 +16,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..audit import AuditEvent
 from ..auth import PrincipalKind
 from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus, DeferredRecord, LedgerEntry
+from . import _approval_rows as approval_rows
 from . import _keys, _secrets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._engine import make_engine
 from ._errors import translated
 from ._migrate import ensure_schema, upgrade
-from ._retention import PruneBatch, prune_approvals, prune_entries
+from ._retention import PruneBatch, prune_approvals, prune_audit_events, prune_entries
 from ._rows import audit_from_row, searchable_tenant, write_audit
-from ._schema import approvals, audit_events, deferred
-from ._statements import insert, key_parameters, statements
+from ._schema import audit_events, deferred
+from ._statements import key_parameters, statements
 from ._transaction import SqlTransaction
 from ._types import is_storable
 from .api_keys import ApiKeyRecord
-from .errors import StoreError
 
 __all__ = ("SqlStore",)
 
@@ -227,43 +228,16 @@ class SqlStore:
         Raises:
             UnstorableValue: A field holds a NUL character or an unpaired surrogate.
         """
-        c = approvals.c
         async with self._connection(self.busy_timeout) as conn:
             with translated("inserting an approval"):
-                for _ in range(3):
-                    inserted = await conn.execute(
-                        insert(conn.dialect.name, approvals)
-                        .values(
-                            **record.model_dump(exclude={"history"}),
-                            history=[d.model_dump(mode="json") for d in record.history],
-                        )
-                        .on_conflict_do_nothing(
-                            index_elements=["tenant_id", "requester_id", "request_id"]
-                        )
-                        .returning(c.id)
-                    )
-                    if inserted.first() is not None:
-                        return record
-                    row = (
-                        await conn.execute(
-                            sa.select(approvals).where(
-                                c.tenant_id == record.tenant_id,
-                                c.requester_id == record.requester_id,
-                                c.request_id == record.request_id,
-                            )
-                        )
-                    ).first()
-                    if row is not None:
-                        return ApprovalRecord.model_validate(dict(row._mapping))
-        raise StoreError("the approval kept disappearing while it was inserted; retry")
+                return await approval_rows.insert_or_read(conn, record)
 
     @run_to_completion
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         """Read an approval by id."""
         if not is_storable(approval_id):
             return None
-        rows = await self._read(sa.select(approvals).where(approvals.c.id == approval_id))
-        return ApprovalRecord.model_validate(dict(rows[0]._mapping)) if rows else None
+        return approval_rows.first(await self._read(approval_rows.by_id(approval_id)))
 
     @run_to_completion
     async def find_approval(
@@ -272,15 +246,8 @@ class SqlStore:
         """Read the approval made for one request."""
         if not is_storable(tenant_id, requester_id, request_id):
             return None
-        c = approvals.c
-        rows = await self._read(
-            sa.select(approvals).where(
-                c.tenant_id == tenant_id,
-                c.requester_id == requester_id,
-                c.request_id == request_id,
-            )
-        )
-        return ApprovalRecord.model_validate(dict(rows[0]._mapping)) if rows else None
+        statement = approval_rows.by_request(tenant_id, requester_id, request_id)
+        return approval_rows.first(await self._read(statement))
 
     @run_to_completion
     async def list_approvals(
@@ -289,18 +256,8 @@ class SqlStore:
         """List a tenant's approvals, newest first."""
         if limit <= 0 or not is_storable(tenant_id):
             return []
-        c = approvals.c
-        statement = (
-            sa.select(approvals)
-            .where(c.tenant_id == tenant_id)
-            .order_by(c.created_at.desc(), c.id.desc())
-            .limit(limit)
-        )
-        if status is not None:
-            statement = statement.where(c.status == status)
-        return [
-            ApprovalRecord.model_validate(dict(r._mapping)) for r in await self._read(statement)
-        ]
+        rows = await self._read(approval_rows.newest(tenant_id, status, limit))
+        return [approval_rows.record(row) for row in rows]
 
     @run_to_completion
     async def decide_approval(
@@ -321,20 +278,12 @@ class SqlStore:
         """
         if not is_storable(approval_id) or not expected:
             return False
-        c = approvals.c
+        statement = approval_rows.decide(
+            approval_id, expected, status=status, by=decided_by, reason=reason, at=at
+        )
         async with self._connection(self.busy_timeout) as conn:
             with translated("deciding an approval"):
-                result = await conn.execute(
-                    sa.update(approvals)
-                    .where(c.id == approval_id, c.status.in_(expected))
-                    .values(
-                        status=status,
-                        decided_by=decided_by,
-                        decided_at=at,
-                        decision_reason=reason,
-                        history=[d.model_dump(mode="json") for d in history],
-                    )
-                )
+                result = await conn.execute(statement, {"history": approval_rows.dump(history)})
         return result.rowcount == 1
 
     # -- deferred records -----------------------------------------------------------------
@@ -444,21 +393,13 @@ class SqlStore:
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        c = audit_events.c
-        doomed = c.time < before
-        if anonymous_only:
-            doomed = sa.and_(doomed, c.subject.is_(None))
+        batch = functools.partial(prune_audit_events, anonymous_only=anonymous_only)
         total = 0
-        while True:
-            batch = sa.select(c.seq).where(doomed).order_by(c.seq).limit(batch_size)
-            async with self._connection(self.busy_timeout) as conn:
-                with translated("pruning audit events"):
-                    result = await conn.execute(
-                        sa.delete(audit_events).where(c.seq.in_(batch.scalar_subquery()))
-                    )
-            total += result.rowcount
-            if result.rowcount < batch_size:
-                return total
+        while (deleted := await self._prune(batch, before, batch_size)) > 0:
+            total += deleted
+            if deleted < batch_size:
+                break
+        return total
 
     # -- API keys -------------------------------------------------------------------------
 
