@@ -16,7 +16,8 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from charter._cli_common import (
+from charter.auth import PrincipalKind
+from charter.cli._common import (
     EXIT_CHECK_FAILED,
     DbOption,
     DebugOption,
@@ -28,8 +29,7 @@ from charter._cli_common import (
     resolve_db,
     unusable_input,
 )
-from charter._cli_host import driver_reason, open_store, prepare_sqlite_folder
-from charter.auth import PrincipalKind
+from charter.cli._host import driver_reason, open_store, prepare_sqlite_folder
 
 if TYPE_CHECKING:
     from charter.store import ApiKeyRecord, SqlStore
