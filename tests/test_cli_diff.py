@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from charter._target import load_target, manifest_of, registry_of
 from charter.cli import app
-from charter.diff import ManifestError, lock_json
+from charter.evolution import ManifestError, lock_json
 from charter.testing import assert_compatible_with_lock
 
 runner = CliRunner()

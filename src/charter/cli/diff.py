@@ -24,7 +24,8 @@ from charter.cli._common import (
     console,
     unusable_input,
 )
-from charter.diff import (
+from charter.errors import ConfigurationError
+from charter.evolution import (
     ManifestDiff,
     ManifestError,
     ToolDiff,
@@ -35,7 +36,6 @@ from charter.diff import (
     summary_line,
     tool_verdict,
 )
-from charter.errors import ConfigurationError
 
 __all__ = ("diff", "lock")
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from charter._json_schema import (
+from charter.evolution._json_schema import (
     ANNOTATIONS,
     REPORTED_ANNOTATIONS,
     canon,
