@@ -6,6 +6,7 @@ import os
 import sys
 
 try:
+    import rich  # noqa: F401 - every command prints with it
     import typer
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(

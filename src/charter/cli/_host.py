@@ -31,7 +31,14 @@ from charter.registry import Registry
 if TYPE_CHECKING:
     from charter.store import SqlStore
 
-__all__ = ("OpenedHost", "open_host", "open_store", "principal_for")
+__all__ = (
+    "OpenedHost",
+    "driver_reason",
+    "open_host",
+    "open_store",
+    "prepare_sqlite_folder",
+    "principal_for",
+)
 
 STORE_PARAMETER = "store"
 """A factory parameter of this name receives the opened `SqlStore`."""

@@ -43,7 +43,7 @@ from charter.ledger import ApprovalRecord, ApprovalStatus, LedgerStore
 from charter.outcome import Failed, failed
 from charter.registry import Registry
 
-__all__ = ("approvals_app",)
+__all__ = ("approvals_app", "deny", "grant", "list_approvals", "show")
 
 approvals_app = typer.Typer(
     help="List, show, grant and deny approvals: in the store, or on a server with --url.",

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from charter.mcp import SessionLimits
 
-__all__ = ("serve",)
+__all__ = ("base_url", "bind", "serve")
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _GRACEFUL_SHUTDOWN_SECONDS = 5

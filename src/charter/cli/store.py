@@ -34,7 +34,16 @@ from charter.cli._host import driver_reason, open_store, prepare_sqlite_folder
 if TYPE_CHECKING:
     from charter.store import ApiKeyRecord, SqlStore
 
-__all__ = ("db_app", "keys_app")
+__all__ = (
+    "create_key",
+    "db_app",
+    "keys_app",
+    "list_keys",
+    "parse_duration",
+    "prune",
+    "revoke_key",
+    "upgrade",
+)
 
 keys_app = typer.Typer(
     help="Create, list and revoke the API keys kept in the store.",

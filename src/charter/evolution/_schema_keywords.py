@@ -22,6 +22,25 @@ from charter.evolution._json_schema import (
     values_of,
 )
 
+__all__ = (
+    "HANDLED",
+    "Effect",
+    "Finding",
+    "Position",
+    "Schema",
+    "Severity",
+    "compare_annotations",
+    "compare_bounds",
+    "compare_format",
+    "compare_others",
+    "compare_pattern",
+    "compare_types",
+    "compare_values",
+    "property_added",
+    "required_change",
+    "worst",
+)
+
 Severity: TypeAlias = Literal["breaking", "compatible", "undecidable"]
 """How a change affects callers; `undecidable` means charter cannot tell."""
 

@@ -376,7 +376,7 @@ def test_assert_compatible_with_lock_without_a_lock_file_fails(
 
 # --- the worked example in docs/versioning.md -------------------------------------------------
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "versioning.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "versioning.md"
 
 
 def _fenced(language: str) -> list[str]:
