@@ -63,7 +63,7 @@ def load_target(spec: str) -> object:
 
     A zero-argument factory that is neither a registry nor a host is called once and its
     result returned. (`charter serve` and friends also accept async factories and
-    factories that take the opened store; see `charter._cli_host`.)
+    factories that take the opened store; see `charter.cli._host`.)
 
     Raises:
         ConfigurationError: The spec is malformed, the module cannot be imported, the

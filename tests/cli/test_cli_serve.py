@@ -17,7 +17,7 @@ from cli_support import ROOT, TravelFiles, charter, error_line
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from charter._cli_serve import _allowed_hosts, base_url, bind
+from charter.cli.serve import _allowed_hosts, base_url, bind
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
 

@@ -17,12 +17,12 @@ import httpx
 import pytest
 from cli_support import charter, notes_host, sqlite
 
-from charter._cli_serve_options import (
+from charter._serve_protocol import guarded_protocol
+from charter.cli._serve_options import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_SESSIONS_PER_PRINCIPAL,
 )
-from charter._serve_protocol import guarded_protocol
 from charter.http import create_app
 from charter.mcp import SessionLimits
 from live_server import Served, charter_serve, raw_connection, read_until_closed, serve

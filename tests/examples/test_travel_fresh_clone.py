@@ -94,8 +94,8 @@ def test_ci_and_pyproject_name_only_committed_files(clone: Path) -> None:
     for package in project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]:
         assert (clone / package / "__init__.py").is_file()
     for script in project["project"]["scripts"].values():
-        module = script.split(":")[0].replace(".", "/")
-        assert (clone / "src" / f"{module}.py").is_file(), script
+        module = clone / "src" / script.split(":")[0].replace(".", "/")
+        assert module.with_suffix(".py").is_file() or (module / "__init__.py").is_file(), script
 
 
 def test_every_path_the_readme_and_docs_index_name_is_committed(clone: Path) -> None:

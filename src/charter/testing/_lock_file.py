@@ -6,7 +6,7 @@ import datetime
 import os
 
 from charter._target import manifest_of
-from charter.diff import ManifestError, diff_manifests, format_report, read_manifest
+from charter.evolution import ManifestError, diff_manifests, format_report, read_manifest
 
 __all__ = ("assert_compatible_with_lock",)
 

@@ -16,7 +16,8 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from charter._cli_common import (
+from charter.auth import PrincipalKind
+from charter.cli._common import (
     EXIT_CHECK_FAILED,
     DbOption,
     DebugOption,
@@ -28,13 +29,21 @@ from charter._cli_common import (
     resolve_db,
     unusable_input,
 )
-from charter._cli_host import driver_reason, open_store, prepare_sqlite_folder
-from charter.auth import PrincipalKind
+from charter.cli._host import driver_reason, open_store, prepare_sqlite_folder
 
 if TYPE_CHECKING:
     from charter.store import ApiKeyRecord, SqlStore
 
-__all__ = ("db_app", "keys_app")
+__all__ = (
+    "create_key",
+    "db_app",
+    "keys_app",
+    "list_keys",
+    "parse_duration",
+    "prune",
+    "revoke_key",
+    "upgrade",
+)
 
 keys_app = typer.Typer(
     help="Create, list and revoke the API keys kept in the store.",

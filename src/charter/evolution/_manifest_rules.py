@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from charter._schema_diff import Position, Severity, diff_schemas
+from charter.evolution._schema_diff import Position, Severity, diff_schemas
 
 __all__ = ("Entry", "Finding", "alias_path", "entry_findings", "strings")
 

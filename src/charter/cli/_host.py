@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from charter._cli_common import (
+from charter._target import import_target, required_parameters
+from charter.auth import Credentials, Principal
+from charter.cli._common import (
     DEFAULT_DB_URL,
     Unusable,
     display_url,
     error_console,
     resolve_db,
 )
-from charter._target import import_target, required_parameters
-from charter.auth import Credentials, Principal
 from charter.errors import ConfigurationError
 from charter.host import Host
 from charter.registry import Registry
@@ -31,7 +31,14 @@ from charter.registry import Registry
 if TYPE_CHECKING:
     from charter.store import SqlStore
 
-__all__ = ("OpenedHost", "open_host", "open_store", "principal_for")
+__all__ = (
+    "OpenedHost",
+    "driver_reason",
+    "open_host",
+    "open_store",
+    "prepare_sqlite_folder",
+    "principal_for",
+)
 
 STORE_PARAMETER = "store"
 """A factory parameter of this name receives the opened `SqlStore`."""

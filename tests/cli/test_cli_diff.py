@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from charter._target import load_target, manifest_of, registry_of
 from charter.cli import app
-from charter.diff import ManifestError, lock_json
+from charter.evolution import ManifestError, lock_json
 from charter.testing import assert_compatible_with_lock
 
 runner = CliRunner()
@@ -376,7 +376,7 @@ def test_assert_compatible_with_lock_without_a_lock_file_fails(
 
 # --- the worked example in docs/versioning.md -------------------------------------------------
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "versioning.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "versioning.md"
 
 
 def _fenced(language: str) -> list[str]:

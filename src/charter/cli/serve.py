@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from charter._cli_common import (
+from charter.auth import AuthenticationFailed
+from charter.cli._common import (
     DEFAULT_DB_URL,
     EXIT_OK,
     EXIT_UNUSABLE_INPUT,
@@ -27,8 +28,8 @@ from charter._cli_common import (
     error_console,
     unusable_input,
 )
-from charter._cli_host import OpenedHost, open_host, principal_for
-from charter._cli_serve_options import (
+from charter.cli._host import OpenedHost, open_host, principal_for
+from charter.cli._serve_options import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEAD_TIMEOUT,
     DEFAULT_KEEP_ALIVE_TIMEOUT,
@@ -48,14 +49,13 @@ from charter._cli_serve_options import (
     RequestStateKeyOption,
     ServeLimits,
 )
-from charter.auth import AuthenticationFailed
 
 if TYPE_CHECKING:
     import uvicorn
 
     from charter.mcp import SessionLimits
 
-__all__ = ("serve",)
+__all__ = ("base_url", "bind", "serve")
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _GRACEFUL_SHUTDOWN_SECONDS = 5

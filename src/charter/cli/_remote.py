@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import ValidationError
 
-from charter._cli_common import Unusable
+from charter.cli._common import Unusable
 from charter.errors import ErrorCode
 from charter.outcome import (
     Completed,

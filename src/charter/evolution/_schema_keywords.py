@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from charter._json_schema import (
+from charter.evolution._json_schema import (
     ANNOTATIONS,
     REPORTED_ANNOTATIONS,
     canon,
@@ -20,6 +20,25 @@ from charter._json_schema import (
     show,
     types_of,
     values_of,
+)
+
+__all__ = (
+    "HANDLED",
+    "Effect",
+    "Finding",
+    "Position",
+    "Schema",
+    "Severity",
+    "compare_annotations",
+    "compare_bounds",
+    "compare_format",
+    "compare_others",
+    "compare_pattern",
+    "compare_types",
+    "compare_values",
+    "property_added",
+    "required_change",
+    "worst",
 )
 
 Severity: TypeAlias = Literal["breaking", "compatible", "undecidable"]

@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 __all__ = (
     "ANNOTATIONS",
+    "REPORTED_ANNOTATIONS",
     "Resolved",
     "branches",
     "canon",
@@ -78,7 +79,7 @@ def number(value: object) -> float | None:
     return float(value)
 
 
-def json_type(value: object) -> str:
+def _json_type(value: object) -> str:
     """The JSON Schema type name of a JSON value (`1.0` is an integer, as the spec says)."""
     if value is None:
         return "null"
@@ -112,7 +113,7 @@ def types_of(schema: Mapping[str, object]) -> frozenset[str] | None:
         return frozenset(t for t in declared if isinstance(t, str))
     values = values_of(schema)
     if values is not None:
-        return frozenset(json_type(v) for v in values)
+        return frozenset(_json_type(v) for v in values)
     return None
 
 
@@ -123,7 +124,7 @@ def covers(types: frozenset[str] | None, type_name: str) -> bool:
     return type_name in types or (type_name == "integer" and "number" in types)
 
 
-def lookup(root: object, ref: str) -> object | None:
+def _lookup(root: object, ref: str) -> object | None:
     """Resolve a local JSON pointer (`#/$defs/Name`, `#`) inside `root`; None if absent."""
     if not ref.startswith("#"):
         return None
@@ -183,7 +184,7 @@ def resolve(schema: object, root: object) -> Resolved:
             if target in seen:
                 return Resolved(False, ref, site, f"$ref {target!r} refers to itself")
             seen.add(target)
-            found = lookup(root, target)
+            found = _lookup(root, target)
             if found is None:
                 return Resolved(False, ref, site, f"$ref {target!r} cannot be resolved")
             siblings = {

@@ -1,35 +1,22 @@
-"""The `charter` command (the `cli` extra: Typer and Rich).
+"""`charter diff` and `charter lock`: a tool contract compared with the one callers know.
 
-Each command is a function (`_diff` for `charter diff`, `serve` in `_cli_serve`) that
-maps its arguments onto library calls and renders the result; the logic lives in the
-library (`charter.diff`, `charter.host`, `charter.store`, `charter.http`). Commands that
-need more than the `cli` extra import it when they run, so `charter diff` works without
-a database driver or a web server installed.
-
-Exit status: 0 success; 1 the check failed, or the call failed or was denied; 2 the input
-could not be used (one line on stderr; `--debug` shows the traceback); 3 the call waits
-for a person (confirmation, approval) or continues elsewhere.
+The judging is `charter.evolution`'s; these commands read manifests (files, URLs, a lock
+file or the live tools of a TARGET), print the report as tables or JSON, and exit 1 when
+a breaking change comes without a major `capabilityVersion` bump or a deprecated alias.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
-try:
-    import typer
-    from rich.table import Table
-    from rich.text import Text
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        "the charter command needs the cli extra: pip install 'charter[cli]'"
-    ) from exc
+import typer
+from rich.table import Table
+from rich.text import Text
 
-from charter._cli_approvals import approvals_app
-from charter._cli_common import (
+from charter._target import load_target, manifest_of
+from charter.cli._common import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
     DebugOption,
@@ -37,11 +24,8 @@ from charter._cli_common import (
     console,
     unusable_input,
 )
-from charter._cli_serve import serve
-from charter._cli_store import db_app, keys_app
-from charter._cli_tools import call, tools
-from charter._target import load_target, manifest_of
-from charter.diff import (
+from charter.errors import ConfigurationError
+from charter.evolution import (
     ManifestDiff,
     ManifestError,
     ToolDiff,
@@ -52,42 +36,16 @@ from charter.diff import (
     summary_line,
     tool_verdict,
 )
-from charter.errors import ConfigurationError
 
-__all__ = ("app", "main")
-
-app = typer.Typer(
-    name="charter",
-    help="Agent tools authored once and exposed anywhere.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
-)
-
-app.command("serve")(serve)
-app.command("tools")(tools)
-app.command("call")(call)
-app.add_typer(approvals_app, name="approvals")
-app.add_typer(keys_app, name="keys")
-app.add_typer(db_app, name="db")
+__all__ = ("diff", "lock")
 
 _SEVERITY_STYLE = {"breaking": "bold red", "undecidable": "yellow", "compatible": "green"}
-
-
-def main() -> None:
-    """Run the `charter` command."""
-    # Like uvicorn: a TARGET such as `myapp.tools:registry` imports from the current directory.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    app()
 
 
 # --- charter diff ---------------------------------------------------------------------------
 
 
-@app.command("diff")
-def _diff(
+def diff(
     old: Annotated[str, typer.Argument(help="The manifest callers know: a file or URL.")],
     new: Annotated[str, typer.Argument(help="The manifest that replaces it: a file or URL.")],
     json_output: JsonOption = False,
@@ -143,8 +101,7 @@ def _parse_headers(values: list[str]) -> dict[str, str]:
 # --- charter lock ---------------------------------------------------------------------------
 
 
-@app.command("lock")
-def _lock(
+def lock(
     target: Annotated[
         str,
         typer.Argument(help="module:attribute naming a Registry, a Host, or a factory of one."),
@@ -223,7 +180,3 @@ def _tool_table(tool: ToolDiff) -> Table:
         style = _SEVERITY_STYLE[change.severity]
         table.add_row(Text(change.severity, style=style), Text(change.path), Text(change.detail))
     return table
-
-
-if __name__ == "__main__":
-    main()

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 import charter
-from charter.diff import (
+from charter.evolution import (
     ManifestDiff,
     ManifestError,
     diff_manifests,

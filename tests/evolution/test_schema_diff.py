@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from charter._schema_diff import Position, SchemaChange, compare_schemas, diff_schemas
+from charter.evolution._schema_diff import Position, SchemaChange, compare_schemas, diff_schemas
 
 
 def model(*, closed: bool = False, **fields: Any) -> dict[str, Any]:

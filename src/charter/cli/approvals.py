@@ -22,7 +22,8 @@ from pydantic.alias_generators import to_camel
 from rich.table import Table
 from rich.text import Text
 
-from charter._cli_common import (
+from charter.auth import AuthenticationFailed, Principal
+from charter.cli._common import (
     DbOption,
     DebugOption,
     JsonOption,
@@ -33,17 +34,16 @@ from charter._cli_common import (
     resolve_db,
     unusable_input,
 )
-from charter._cli_host import open_store, principal_for
-from charter._cli_remote import Remote, problem_outcome
-from charter._cli_tools import render_outcome
-from charter.auth import AuthenticationFailed, Principal
+from charter.cli._host import open_store, principal_for
+from charter.cli._outcome import render_outcome
+from charter.cli._remote import Remote, problem_outcome
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import ApprovalRecord, ApprovalStatus, LedgerStore
 from charter.outcome import Failed, failed
 from charter.registry import Registry
 
-__all__ = ("approvals_app",)
+__all__ = ("approvals_app", "deny", "grant", "list_approvals", "show")
 
 approvals_app = typer.Typer(
     help="List, show, grant and deny approvals: in the store, or on a server with --url.",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from charter._json_schema import (
+from charter.evolution._json_schema import (
     Resolved,
     branches,
     canon,
@@ -30,7 +30,7 @@ from charter._json_schema import (
     resolve,
     types_of,
 )
-from charter._schema_keywords import (
+from charter.evolution._schema_keywords import (
     Effect,
     Finding,
     Position,
