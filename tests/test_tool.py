@@ -32,6 +32,7 @@ from charter import (
     tool,
 )
 from charter.tool import JSON_SCHEMA_DIALECT
+from charter.tool._closed_models import CLOSED_MODEL_ATTRIBUTE, closed_model
 
 WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
@@ -528,3 +529,61 @@ def test_a_validator_on_the_input_model_still_runs() -> None:
 
     defined = define(input_schema=Upper)
     assert defined.validator.model_validate({"text": "a"}).text == "A"  # type: ignore[attr-defined]
+
+
+# --- The closed-copy cache (charter.tool._closed_models) and the pydantic it relies on ------
+
+
+def test_tools_sharing_a_model_share_its_closed_copy_and_a_subclass_gets_its_own() -> None:
+    class Shared(BaseModel):
+        text: str
+
+    class Narrower(Shared):
+        pass
+
+    first = define(input_schema=Shared, output_schema=Shared)
+    second = define(name="echo.second", input_schema=Shared, output_schema=Shared)
+    third = define(name="echo.third", input_schema=Narrower)
+    assert first.validator is second.validator is second.output_validator
+    assert third.validator is not first.validator
+    assert third.validator.__mro__[1] is Narrower
+    assert vars(Narrower)[CLOSED_MODEL_ATTRIBUTE] is third.validator
+
+
+def test_the_closed_copy_cache_relies_on_pydantic_as_pinned_here() -> None:
+    class Base(BaseModel):
+        model_config = ConfigDict(str_strip_whitespace=True)
+
+        text: str
+
+        @field_validator("text")
+        @classmethod
+        def upper(cls, value: str) -> str:
+            return value.upper()
+
+    fields, schema = dict(Base.model_fields), Base.model_json_schema()
+
+    # A subclass whose namespace holds only model_config keeps the fields and validators
+    # and merges its config into the parent's.
+    closed: type[BaseModel] = type("Base", (Base,), {"model_config": ConfigDict(extra="forbid")})
+    assert closed.model_fields.keys() == fields.keys()
+    assert closed.model_validate({"text": " a "}).model_dump() == {"text": "A"}
+    assert closed.model_config["str_strip_whitespace"] is True
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+        closed.model_validate({"text": "a", "other": 1})
+
+    # An attribute set on a model class after it is built is no field and changes neither
+    # validation nor the schema ...
+    setattr(Base, CLOSED_MODEL_ATTRIBUTE, closed)
+    assert dict(Base.model_fields) == fields
+    assert Base.model_json_schema() == schema
+    assert Base.model_validate({"text": "b", "other": 1}).text == "B"
+
+    # ... and a subclass built afterwards inherits it, so only vars() tells whose it is.
+    class Child(Base):
+        pass
+
+    assert getattr(Child, CLOSED_MODEL_ATTRIBUTE) is closed
+    assert CLOSED_MODEL_ATTRIBUTE not in vars(Child)
+    assert closed_model(Child) is not closed
+    assert closed_model(Base) is closed

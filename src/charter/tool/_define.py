@@ -1,0 +1,230 @@
+"""Declaring a tool: ``define_tool`` from explicit models, ``@tool`` from annotations."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol, cast, overload
+
+from pydantic import BaseModel
+
+from ..context import ToolContext
+from ..errors import ConfigurationError
+from ..risk import READ_ONLY_RISK, RiskPolicy, RiskTier
+from ._metadata import Alias
+from ._signature import output_model, type_hints
+from ._tool import CtxT, InT, Outcome, OutT, Tool
+
+__all__ = ("ToolDecorator", "define_tool", "tool")
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: type[InT],
+    output_schema: type[OutT],
+    handler: Callable[[InT, CtxT], Awaitable[OutT | Outcome]],
+    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
+    risk_policy: RiskPolicy | None = None,
+    **options: Any,
+) -> Tool[InT, OutT, CtxT]: ...
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: type[InT],
+    output_schema: type[OutT],
+    handler: Callable[[InT, CtxT], OutT | Outcome],
+    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
+    risk_policy: RiskPolicy | None = None,
+    **options: Any,
+) -> Tool[InT, OutT, CtxT]: ...
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: type[InT],
+    output_schema: type[OutT],
+    handler: Callable[[InT], Awaitable[OutT | Outcome]],
+    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
+    risk_policy: RiskPolicy | None = None,
+    **options: Any,
+) -> Tool[InT, OutT, ToolContext]: ...
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: type[InT],
+    output_schema: type[OutT],
+    handler: Callable[[InT], OutT | Outcome],
+    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
+    risk_policy: RiskPolicy | None = None,
+    **options: Any,
+) -> Tool[InT, OutT, ToolContext]: ...
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: type[BaseModel],
+    output_schema: type[BaseModel],
+    handler: Callable[..., Any],
+    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
+    risk_policy: RiskPolicy | None = None,
+    **options: Any,
+) -> Tool[Any, Any, Any]:
+    """Declare a tool from explicit models and a handler.
+
+    Options are the remaining ``Tool`` fields (``required_scopes``, ``capability_id``,
+    ``owner``, ``capability_version``, ``aliases``, ``deprecation``, ``audience``,
+    ``annotations``, ``auth``, ``delegable``, ``tenant_field``, ``action_policy``,
+    ``enforcement``, ``resolve_action_target``, ``timeout``). ``risk_policy`` may be
+    omitted for ``read`` tools only.
+
+    Raises:
+        ConfigurationError: the declaration is invalid; the message names the problem.
+    """
+    tier = _coerce_tier(tier, name)
+    if risk_policy is None:
+        if tier is not RiskTier.READ:
+            raise ConfigurationError(
+                f"tool {name!r}: a {tier.value!r} tool must declare its risk_policy"
+            )
+        risk_policy = READ_ONLY_RISK
+    for key in ("required_scopes", "aliases", "audience"):
+        if key in options and options[key] is not None:
+            value = options[key]
+            if isinstance(value, str):
+                raise ConfigurationError(f"tool {name!r}: {key} must be a list, not a string")
+            options[key] = tuple(value)
+    if "aliases" in options:
+        aliases = options["aliases"] or ()
+        options["aliases"] = tuple(a.name if isinstance(a, Alias) else a for a in aliases)
+        options["alias_deprecations"] = {
+            a.name: a.deprecation
+            for a in aliases
+            if isinstance(a, Alias) and a.deprecation is not None
+        }
+    unknown = set(options) - _OPTION_NAMES - {"alias_deprecations"}
+    if unknown:
+        raise ConfigurationError(f"tool {name!r}: unknown option(s) {sorted(unknown)}")
+    return Tool(
+        name=name,
+        description=description,
+        input_model=input_schema,
+        output_model=output_schema,
+        handler=handler,
+        tier=tier,
+        risk_policy=risk_policy,
+        **options,
+    )
+
+
+_OPTION_NAMES = frozenset(
+    {
+        "required_scopes",
+        "capability_id",
+        "owner",
+        "capability_version",
+        "aliases",
+        "deprecation",
+        "audience",
+        "annotations",
+        "auth",
+        "delegable",
+        "tenant_field",
+        "action_policy",
+        "enforcement",
+        "resolve_action_target",
+        "timeout",
+    }
+)
+
+
+def _coerce_tier(tier: object, name: str) -> RiskTier:
+    try:
+        return RiskTier(str(tier))
+    except ValueError:
+        raise ConfigurationError(
+            f"tool {name!r}: tier must be one of {[t.value for t in RiskTier]}, got {tier!r}"
+        ) from None
+
+
+class ToolDecorator(Protocol):
+    """What ``@tool(...)`` returns: turns a handler into a ``Tool`` with its types."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[InT, CtxT], Awaitable[OutT | Outcome]], /
+    ) -> Tool[InT, OutT, CtxT]: ...
+
+    @overload
+    def __call__(self, func: Callable[[InT, CtxT], OutT | Outcome], /) -> Tool[InT, OutT, CtxT]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[InT], Awaitable[OutT | Outcome]], /
+    ) -> Tool[InT, OutT, ToolContext]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[InT], OutT | Outcome], /
+    ) -> Tool[InT, OutT, ToolContext]: ...
+
+
+def tool(
+    *,
+    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
+    risk_policy: RiskPolicy | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    **options: Any,
+) -> ToolDecorator:
+    """Declare a tool from a function: models from its annotations, text from its docstring.
+
+    The first parameter's annotation is the input model, the return annotation the
+    output model (``Awaitable`` unwrapped for async handlers); the name defaults to
+    the function's. ``@tool`` registers nothing: pass the result to ``Registry.register``.
+    """
+
+    def decorate(func: Callable[..., Any]) -> Tool[Any, Any, Any]:
+        tool_name: str = name or str(getattr(func, "__name__", ""))
+        hints = type_hints(func, tool_name)
+        parameters = list(inspect.signature(func).parameters)
+        if not parameters or parameters[0] not in hints:
+            raise ConfigurationError(
+                f"tool {tool_name!r}: annotate the first parameter with the input model"
+            )
+        if "return" not in hints:
+            raise ConfigurationError(
+                f"tool {tool_name!r}: annotate the return type with the output model"
+            )
+        text = description if description is not None else inspect.getdoc(func)
+        if not text:
+            raise ConfigurationError(
+                f"tool {tool_name!r}: give a docstring or description= for the model to read"
+            )
+        return define_tool(
+            name=tool_name,
+            description=text,
+            input_schema=hints[parameters[0]],
+            output_schema=output_model(hints["return"]),
+            handler=func,
+            tier=tier,
+            risk_policy=risk_policy,
+            **options,
+        )
+
+    return cast(ToolDecorator, decorate)
