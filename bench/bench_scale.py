@@ -139,7 +139,7 @@ def cases() -> list[Case]:
                 "input and output validators, both JSON Schemas and the manifest entry, "
                 "against the SDK's tool objects and their arguments models. Target: within "
                 "1.5x, for the same up-front work as registration. Tools that share an output "
-                "model share its closed copy (`_closed_model` caches it on the model; here all "
+                "model share its closed copy (`closed_model` caches it on the model; here all "
                 "1,000 share `AddOut`); what charter keeps beyond the SDK is mostly the closed "
                 "copy of each tool's input model (about 8 KiB, measured with tracemalloc), the "
                 "price of validating input closed to unknown fields without touching the "
