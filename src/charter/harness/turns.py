@@ -16,8 +16,10 @@ __all__ = (
     "Decision",
     "DeferredCall",
     "HarnessEvent",
+    "HarnessEventType",
     "Observer",
     "PendingInteraction",
+    "Rejected",
     "Respond",
     "ResumeCodes",
     "Settle",
@@ -126,20 +128,43 @@ class TurnResult:
     reason: str | None = None
 
 
+HarnessEventType = Literal[
+    "model.step",
+    "tool.started",
+    "tool.finished",
+    "interaction.required",
+    "interaction.resumed",
+    "tool.deferred",
+    "session.paused",
+    "turn.finished",
+]
+"""What a ``HarnessEvent`` reports."""
+
+
+class Rejected(Exception):
+    """Raised inside the harness to end a run or resume early, before anything executes.
+
+    It never reaches the caller: ``Session`` returns it as a ``rejected`` ``TurnResult``
+    (``result``) carrying one of the ``ResumeCodes``.
+    """
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+    def result(self, session_id: str) -> TurnResult:
+        """The ``rejected`` result of ``session_id`` this becomes."""
+        return TurnResult(
+            status="rejected", session_id=session_id, code=self.code, reason=self.reason
+        )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HarnessEvent:
     """Something the harness did, for logs and traces (see ``Observer``)."""
 
-    type: Literal[
-        "model.step",
-        "tool.started",
-        "tool.finished",
-        "interaction.required",
-        "interaction.resumed",
-        "tool.deferred",
-        "session.paused",
-        "turn.finished",
-    ]
+    type: HarnessEventType
     session_id: str
     turn_id: str | None = None
     step_id: str | None = None
