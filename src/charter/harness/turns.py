@@ -142,10 +142,12 @@ HarnessEventType = Literal[
 
 
 class Rejected(Exception):
-    """Raised inside the harness to end a run or resume early, before anything executes.
+    """Raised inside the harness to end a run or resume early, with one of ``ResumeCodes``.
 
-    It never reaches the caller: ``Session`` returns it as a ``rejected`` ``TurnResult``
-    (``result``) carrying one of the ``ResumeCodes``.
+    A decision that matches nothing, or a session that is another principal's, is
+    rejected before anything executes; a conflict (another writer saved the session's
+    record first) may also end a turn after its calls ran. It never reaches the caller:
+    ``Session`` returns it as a ``rejected`` ``TurnResult`` (``result``).
     """
 
     def __init__(self, code: str, reason: str) -> None:
