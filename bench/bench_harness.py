@@ -22,8 +22,8 @@ from charter import Principal, Registry, define_tool
 from charter.audit import MemoryAuditSink
 from charter.context import CancelSignal
 from charter.harness import Harness, MemorySessionStore, ModelRequest, ModelResponse, ToolCall
-from charter.harness._dispatch import absorb, call_options, invoke_call, request_id_for
 from charter.harness.definitions import bind_tools
+from charter.harness.dispatch import absorb, call_options, invoke_call, request_id_for
 from charter.harness.seal import PlannedCall, seal_calls
 from charter.harness.store import CallRecord
 from charter.harness.testing import FunctionModel

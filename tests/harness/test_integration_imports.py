@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+import charter.harness.providers as harness_providers
+import charter.providers as providers
+
 BLOCK_AND_IMPORT = """
 import sys
 for name in {blocked!r}:
@@ -37,7 +40,8 @@ def test_a_missing_framework_raises_import_error_naming_the_extra(
 
 def test_importing_the_harness_providers_and_integrations_imports_no_framework() -> None:
     code = (
-        "import sys, charter.harness, charter.providers, charter.integrations; "
+        "import sys, charter.harness, charter.harness.providers, charter.providers, "
+        "charter.integrations; "
         "print([m for m in ('openai', 'anthropic', 'pydantic_ai', 'langchain_core', 'langgraph')"
         " if m in sys.modules])"
     )
@@ -45,3 +49,9 @@ def test_importing_the_harness_providers_and_integrations_imports_no_framework()
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_charter_providers_re_exports_the_harness_providers_unchanged() -> None:
+    assert providers.__all__ == harness_providers.__all__
+    for name in harness_providers.__all__:
+        assert getattr(providers, name) is getattr(harness_providers, name), name

@@ -25,7 +25,7 @@ from charter.harness import (
     ToolResultsMessage,
     UserMessage,
 )
-from charter.providers import (
+from charter.harness.providers import (
     anthropic_messages,
     anthropic_tool_calls,
     anthropic_tool_result,

@@ -15,7 +15,7 @@ import httpx
 import openai
 from harness_support import ALICE, World
 
-from charter.providers import AnthropicModel, OpenAIChatModel
+from charter.harness.providers import AnthropicModel, OpenAIChatModel
 
 pytestmark = pytest.mark.anyio
 

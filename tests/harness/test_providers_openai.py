@@ -34,7 +34,7 @@ from charter.harness import (
     ToolResultsMessage,
     UserMessage,
 )
-from charter.providers import (
+from charter.harness.providers import (
     drop_strict_nulls,
     openai_messages,
     openai_tool_calls,

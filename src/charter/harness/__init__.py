@@ -2,6 +2,21 @@
 
 Every tool call goes through ``Host.invoke``, so scopes, tenancy, the ledger and
 approvals apply to model calls exactly as to MCP or HTTP calls. See ``docs/harness.md``.
+
+Where things live, from the top down:
+
+- ``harness``: ``Harness``, the settings every session runs with; ``session``:
+  ``Session``, one principal's conversation (run, resume, stop).
+- ``resume``: matching a decision to the paused call it continues; ``turn``: one turn's
+  loop of model steps; ``pause``: what a paused step reports.
+- ``seal``: a model's tool calls, validated; ``dispatch``: a call's states, run through
+  the host; ``lease``: claiming and writing a session's record; ``live``: what a
+  session keeps in this process; ``runtime``: the protocol sessions see a harness by.
+- ``store``: session records and stores; ``turns``: results, decisions and events;
+  ``messages``: the transcript and the ``Model`` protocol; ``definitions``: tools as a
+  model sees them.
+- ``providers``: OpenAI, Anthropic and Gemini formats (re-exported as
+  ``charter.providers``); ``testing``: scripted models.
 """
 
 from __future__ import annotations
@@ -16,6 +31,7 @@ from .definitions import (
     ToolSchema,
     tool,
 )
+from .harness import Harness
 from .messages import (
     AssistantMessage,
     Message,
@@ -29,7 +45,7 @@ from .messages import (
     result_text,
 )
 from .seal import CallMiddleware, SealCodes
-from .session import Harness, Session
+from .session import Session
 from .store import MemorySessionStore, SessionRecord, SessionStore, SqliteSessionStore
 from .turns import (
     Approve,

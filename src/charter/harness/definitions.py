@@ -27,6 +27,8 @@ __all__ = (
     "StateFactory",
     "ToolOwner",
     "ToolSchema",
+    "bind_tools",
+    "lookup",
     "tool",
 )
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from .._wording import heading, with_next_steps
 from .definitions import ToolSchema
 
 __all__ = (
@@ -74,9 +75,7 @@ def result_text(result: ToolResult) -> str:
         return json.dumps(result.output, ensure_ascii=False, separators=(",", ":"))
     if result.kind == "denied":
         return f"Denied: {result.reason}"
-    lines = [f"[{result.code}] {result.message}"]
-    lines.extend(f"- {step}" for step in result.next_steps)
-    return "\n".join(lines)
+    return with_next_steps(heading(str(result.code), result.message or ""), result.next_steps)
 
 
 class UserMessage(BaseModel):

@@ -16,8 +16,10 @@ __all__ = (
     "Decision",
     "DeferredCall",
     "HarnessEvent",
+    "HarnessEventType",
     "Observer",
     "PendingInteraction",
+    "Rejected",
     "Respond",
     "ResumeCodes",
     "Settle",
@@ -126,20 +128,45 @@ class TurnResult:
     reason: str | None = None
 
 
+HarnessEventType = Literal[
+    "model.step",
+    "tool.started",
+    "tool.finished",
+    "interaction.required",
+    "interaction.resumed",
+    "tool.deferred",
+    "session.paused",
+    "turn.finished",
+]
+"""What a ``HarnessEvent`` reports."""
+
+
+class Rejected(Exception):
+    """Raised inside the harness to end a run or resume early, with one of ``ResumeCodes``.
+
+    A decision that matches nothing, or a session that is another principal's, is
+    rejected before anything executes; a conflict (another writer saved the session's
+    record first) may also end a turn after its calls ran. It never reaches the caller:
+    ``Session`` returns it as a ``rejected`` ``TurnResult`` (``result``).
+    """
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+    def result(self, session_id: str) -> TurnResult:
+        """The ``rejected`` result of ``session_id`` this becomes."""
+        return TurnResult(
+            status="rejected", session_id=session_id, code=self.code, reason=self.reason
+        )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HarnessEvent:
     """Something the harness did, for logs and traces (see ``Observer``)."""
 
-    type: Literal[
-        "model.step",
-        "tool.started",
-        "tool.finished",
-        "interaction.required",
-        "interaction.resumed",
-        "tool.deferred",
-        "session.paused",
-        "turn.finished",
-    ]
+    type: HarnessEventType
     session_id: str
     turn_id: str | None = None
     step_id: str | None = None

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..harness.messages import Message, ToolCall, ToolResult, result_text
+from ..messages import Message, ToolCall, ToolResult, result_text
 from ._schema import ToolLike, tool_schemas
 from ._util import field
 

@@ -6,9 +6,9 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..harness.definitions import BoundToolDefinition, ToolSchema
-from ..manifest import RegisteredTool
-from ..tool import Tool
+from ...manifest import RegisteredTool
+from ...tool import Tool
+from ..definitions import BoundToolDefinition, ToolSchema
 
 __all__ = (
     "ToolLike",

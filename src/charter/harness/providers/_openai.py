@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ..harness.messages import Message, ToolCall, ToolResult, result_text
+from ..messages import Message, ToolCall, ToolResult, result_text
 from ._schema import ToolLike, drop_strict_nulls, strict_schema, tool_schemas
 from ._util import field, schemas_by_name
 

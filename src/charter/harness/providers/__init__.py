@@ -1,11 +1,11 @@
-"""Provider formats: tool params for OpenAI, Anthropic and Gemini, call parsers, results.
+"""Provider formats, part of the harness: OpenAI, Anthropic and Gemini shapes.
 
 A mapping layer between charter's tools and each provider's wire shapes; it decides no
 policy. ``OpenAIChatModel`` and ``AnthropicModel`` are harness ``Model``s over an SDK
 client you pass in. Parsers return unsealed ``charter.harness.ToolCall``s: sealing
 (validation, unknown tools, duplicate ids) needs the registry, and happens in the
 harness. Nothing here imports a provider SDK; the shapes are the SDKs' typed params as
-plain dicts.
+plain dicts. ``charter.providers`` re-exports everything here.
 """
 
 from __future__ import annotations

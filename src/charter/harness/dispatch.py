@@ -1,4 +1,8 @@
-"""Running sealed calls through ``Host.invoke`` and turning outcomes into call states.
+"""A call's states: recording a sealed call, running it through the host, settling it.
+
+A sealed call becomes a ``CallRecord`` (``call_record``); ``invoke_call`` runs it through
+``Host.invoke``, or continues its pause through ``Host.resume``; ``absorb`` turns the
+outcome into the call's next state.
 
 How a charter outcome becomes a harness call state (seed-semantics §7.14):
 
@@ -20,11 +24,12 @@ How a charter outcome becomes a harness call state (seed-semantics §7.14):
 from __future__ import annotations
 
 import logging
-import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .._redaction import redact
 from .._safe_log import log_exception
+from .._wording import new_error_id
 from ..auth import Principal
 from ..context import CancelSignal
 from ..errors import ErrorCode
@@ -34,15 +39,28 @@ from ..outcome import (
     Deferred,
     Denied,
     Failed,
+    Interaction,
     InteractionRequired,
     ToolOutcome,
+    outcome_adapter,
 )
 from ..policy import InvocationControls
 from .messages import ToolResult
-from .seal import SealCodes
+from .seal import PlannedCall, SealCodes
 from .store import CallRecord
 
-__all__ = ("absorb", "invoke_call", "request_id_for")
+__all__ = (
+    "absorb",
+    "call_options",
+    "call_record",
+    "cancelled",
+    "committed",
+    "failure",
+    "invoke_call",
+    "outcome_result",
+    "request_id_for",
+    "settle",
+)
 
 logger = logging.getLogger("charter.harness")
 
@@ -60,6 +78,46 @@ def request_id_for(session_id: str, invocation_id: str) -> str:
     session record), so a re-invocation reaches the same ledger row and replays.
     """
     return derive_request_id(session_id, invocation_id)
+
+
+def call_record(planned: PlannedCall, *, session_id: str, new_id: Callable[[], str]) -> CallRecord:
+    """The record of one sealed call: settled already, pending, or paused before it runs.
+
+    Args:
+        planned: the call as sealing left it.
+        session_id: the session, from which the ledger request id is derived.
+        new_id: makes the invocation id of a call sealing gave none.
+    """
+    call = planned.call
+    if planned.result is not None:
+        return CallRecord(
+            call=call,
+            tool_name=planned.result.tool_name,
+            status="settled",
+            result=planned.result,
+        )
+    assert planned.sealed is not None and planned.tool is not None
+    invocation_id = planned.invocation_id or "inv_" + new_id()
+    owner = planned.tool.owner
+    interaction = planned.interaction
+    return CallRecord(
+        call=call,
+        tool_name=planned.sealed.tool_name,
+        args=planned.sealed.args,
+        invocation_id=invocation_id,
+        request_id=request_id_for(session_id, invocation_id),
+        middleware_id=owner.middleware_id,
+        slot=owner.slot,
+        status="interaction" if interaction is not None else "pending",
+        phase="before" if interaction is not None else "execute",
+        interaction=_with_id(interaction, invocation_id) if interaction else None,
+    )
+
+
+def _with_id(interaction: Interaction, invocation_id: str) -> Interaction:
+    if interaction.id:
+        return interaction
+    return interaction.model_copy(update={"id": "int_" + invocation_id})
 
 
 async def invoke_call(
@@ -92,7 +150,7 @@ async def invoke_call(
     except Exception:
         # The host answers every expected failure with an outcome; this is a bug in it or
         # in a store. One failing call never crashes the loop.
-        error_id = "err_" + uuid.uuid4().hex[:16]
+        error_id = new_error_id()
         log_exception(logger, "harness: invoking %r failed (error id %s)", call.tool_name, error_id)
         return Failed(
             code=ErrorCode.PROVIDER_ERROR,
@@ -148,6 +206,26 @@ def absorb(call: CallRecord, outcome: ToolOutcome) -> CallRecord:
             update={**base, "status": "deferred", "interaction": None, "token": outcome.token}
         )
     return settle(call, outcome_result(call, outcome))
+
+
+def cancelled(call: CallRecord) -> CallRecord:
+    """The call settled as ``tool.cancelled`` (a settled call stays as it is)."""
+    if call.status == "settled":
+        return call
+    return settle(call, failure(call, SealCodes.CANCELLED, "The session was cancelled."))
+
+
+async def committed(host: Host, principal: Principal | None, call: CallRecord) -> CallRecord | None:
+    """A call a dead process was running, settled with its result if the ledger committed one."""
+    if call.status != "pending" or call.request_id is None or principal is None:
+        return None
+    status = await host.action_status(principal, call.request_id)
+    if status is None or status.status != "completed" or status.outcome is None:
+        return None
+    stored = outcome_adapter.validate_python(status.outcome)
+    if isinstance(stored, Completed | Failed):
+        stored = stored.model_copy(update={"replayed": True})
+    return settle(call, outcome_result(call, stored))
 
 
 def settle(call: CallRecord, result: ToolResult) -> CallRecord:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness.messages import ModelRequest, ModelResponse
+from ..messages import ModelRequest, ModelResponse
 from ._anthropic import anthropic_messages, anthropic_tool_calls, anthropic_tools
 from ._openai import openai_messages, openai_tool_calls, openai_tools
 from ._util import field

@@ -1,0 +1,343 @@
+"""One turn in progress: the loop of model steps, sealing, running the calls, pausing.
+
+The model takes a step; its tool calls are sealed (``seal.py``) and recorded; the
+executable ones run concurrently through the host (``dispatch.py``) and their results go
+back in the model's call order; the model takes the next step, until it answers with
+text alone, runs out of steps, is cancelled, or a call pauses the turn (``pause.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from .._safe_log import log_exception
+from ..auth import Principal
+from ..context import CancelSignal
+from ..errors import ErrorCode
+from ..outcome import Failed
+from .dispatch import (
+    absorb,
+    call_options,
+    call_record,
+    cancelled,
+    committed,
+    failure,
+    invoke_call,
+    settle,
+)
+from .lease import SessionLease
+from .messages import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolResult,
+    ToolResultsMessage,
+    UserMessage,
+)
+from .pause import deferred_calls, open_interactions, unique_interactions
+from .runtime import Runtime
+from .seal import SealCodes, seal_calls
+from .store import CallRecord, PendingStep, SessionRecord
+from .turns import HarnessEvent, HarnessEventType, Rejected, TurnResult, TurnStatus
+
+__all__ = ("Turn",)
+
+logger = logging.getLogger("charter.harness")
+
+
+class Turn:
+    """One turn of a session, from a prompt (or a resume) to its end or its next pause."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        lease: SessionLease,
+        principal: Principal | None,
+        record: SessionRecord,
+        turn_id: str | None = None,
+    ) -> None:
+        """Take over the session in this process (its cancel signal is this turn's).
+
+        Args:
+            runtime: the harness the turn runs with.
+            lease: writes the session's record.
+            principal: whose calls these are.
+            record: the session's record, claimed for this turn.
+            turn_id: the turn to continue; None starts a new one.
+        """
+        self.runtime = runtime
+        self.lease = lease
+        self.principal = principal
+        self.session_id = lease.session_id
+        self.record = record
+        self.turn_id = turn_id or "trn_" + runtime.new_id()
+        self.messages: list[Message] = list(record.messages)
+        self.settled: list[ToolResult] = []
+        self.live = runtime.live.open(self.session_id)
+        self.cancel = CancelSignal()
+        self.live.cancel = self.cancel
+        self.tools = runtime.bound_tools(principal)
+
+    # -- entry points ---------------------------------------------------------------------
+
+    async def run(self, prompt: UserMessage) -> TurnResult:
+        """Start the turn with ``prompt``."""
+        self.messages.append(prompt)
+        return await self._guarded(self._loop(0))
+
+    async def continue_step(self) -> TurnResult:
+        """Run the paused step's calls that can run now, then go on with the loop."""
+        pending = self.record.pending
+        assert pending is not None
+        return await self._guarded(self._advance_then_loop(pending))
+
+    async def cancel_open(self, pending: PendingStep | None) -> TurnResult:
+        """End the turn as cancelled, settling the step's open calls as ``tool.cancelled``."""
+        assert pending is not None
+        return await self._guarded(self._cancel_open(pending))
+
+    async def emit(
+        self,
+        type_: HarnessEventType,
+        *,
+        step_id: str | None = None,
+        call: CallRecord | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Report a ``HarnessEvent`` of this turn (about ``call``, when given)."""
+        await self.runtime.emit(
+            HarnessEvent(
+                type=type_,
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                step_id=step_id,
+                call_id=call.call.call_id if call else None,
+                invocation_id=call.invocation_id if call else None,
+                tool_name=call.tool_name if call else None,
+                middleware_id=call.middleware_id if call else None,
+                slot=call.slot if call else None,
+                data=data,
+            )
+        )
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def _guarded(self, work: Awaitable[TurnResult]) -> TurnResult:
+        try:
+            return await work
+        except Rejected as rejected:
+            return rejected.result(self.session_id)
+        finally:
+            if self.live.cancel is self.cancel:
+                self.live.cancel = None
+
+    async def _advance_then_loop(self, pending: PendingStep) -> TurnResult:
+        paused = await self._advance(pending)
+        if paused is not None:
+            return paused
+        return await self._loop(pending.step)
+
+    async def _loop(self, steps: int) -> TurnResult:
+        runtime = self.runtime
+        text: str | None = None
+        while True:
+            if self.cancel.is_set():
+                return await self._finish("cancelled", text)
+            if steps >= runtime.max_steps:
+                return await self._finish("max_steps", text)
+            steps += 1
+            step_id = "stp_" + runtime.new_id()
+            response = await self._model_step(step_id)
+            if response is None:
+                return await self._finish("cancelled", text)
+            text = response.text
+            calls = tuple(response.tool_calls)
+            self.messages.append(AssistantMessage(text=text, tool_calls=calls))
+            if not calls:
+                return await self._finish("completed", text)
+            planned = await seal_calls(
+                calls,
+                tools=self.tools,
+                registry=runtime.host.registry,
+                limits=runtime.host.limits,
+                principal=self.principal,
+                middleware=runtime.middleware,
+                new_id=lambda: "inv_" + runtime.new_id(),
+            )
+            pending = PendingStep(
+                turn_id=self.turn_id,
+                step_id=step_id,
+                step=steps,
+                calls=tuple(
+                    call_record(p, session_id=self.session_id, new_id=runtime.new_id)
+                    for p in planned
+                ),
+            )
+            paused = await self._advance(pending)
+            if paused is not None:
+                return paused
+
+    async def _model_step(self, step_id: str) -> ModelResponse | None:
+        """The model's answer to the transcript so far; None when the turn was cancelled."""
+        request = ModelRequest(
+            messages=tuple(self.messages),
+            tools=tuple(t.schema for t in self.tools.values()),
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            step_id=step_id,
+        )
+        await self.emit("model.step", step_id=step_id)
+        if self.cancel.is_set():
+            return None
+        step = asyncio.ensure_future(self.runtime.model.step(request))
+        on_cancel = asyncio.ensure_future(self.cancel.wait())
+        try:
+            await asyncio.wait({step, on_cancel}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (step, on_cancel):
+                if not task.done():
+                    task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await on_cancel
+        if not step.done() or step.cancelled():
+            with contextlib.suppress(asyncio.CancelledError):
+                await step
+            return None
+        return step.result()
+
+    async def _advance(self, pending: PendingStep) -> TurnResult | None:
+        """Run the step's pending calls; pause, or append the results and return None."""
+        calls = list(pending.calls)
+        waiting_before = any(c.status == "interaction" and c.phase == "before" for c in calls)
+        if not waiting_before and not self.cancel.is_set():
+            runnable = [i for i, c in enumerate(calls) if c.status == "pending"]
+            done = await asyncio.gather(*(self._execute(pending, calls[i]) for i in runnable))
+            for i, updated in zip(runnable, done, strict=True):
+                calls[i] = updated
+        if self.cancel.is_set():
+            calls = [cancelled(c) for c in calls]
+        calls = unique_interactions(calls)
+        pending = pending.model_copy(update={"calls": tuple(calls)})
+        if any(c.status != "settled" for c in calls):
+            return await self._pause(pending)
+        self._append_results(calls)
+        self.record = await self.lease.write(
+            self.record,
+            messages=tuple(self.messages),
+            pending=None,
+            lease_until=self.runtime.clock() + self.runtime.lease,
+        )
+        return None
+
+    def _append_results(self, calls: list[CallRecord]) -> None:
+        results = tuple(c.result for c in calls if c.result is not None)
+        self.settled.extend(results)
+        self.messages.append(ToolResultsMessage(results=results))
+
+    # -- one call -------------------------------------------------------------------------
+
+    async def _execute(self, pending: PendingStep, call: CallRecord) -> CallRecord:
+        await self.emit("tool.started", step_id=pending.step_id, call=call)
+        updated = await self._run_call(pending, call)
+        kind = updated.result.kind if updated.result is not None else updated.status
+        await self.emit("tool.finished", step_id=pending.step_id, call=updated, data={"kind": kind})
+        return updated
+
+    async def _run_call(self, pending: PendingStep, call: CallRecord) -> CallRecord:
+        bound = self.tools.get(call.tool_name)
+        if bound is None:
+            # The principal lost access between sealing and a resume.
+            return settle(
+                call, failure(call, SealCodes.UNKNOWN, f"Unknown tool {call.tool_name!r}.")
+            )
+        try:
+            state = await self.live.state(bound.capability)
+        except Exception:
+            log_exception(logger, "harness: the state factory of %r raised", call.tool_name)
+            message = f"The state of tool {call.tool_name!r} could not be created."
+            return settle(call, failure(call, SealCodes.EXECUTION_FAILED, message))
+        signal = CancelSignal()
+        unsubscribe = self.cancel.subscribe(signal.set)
+        try:
+            outcome = await invoke_call(
+                self.runtime.host,
+                call,
+                principal=self.principal,
+                options=call_options(
+                    call,
+                    session_id=self.session_id,
+                    turn_id=pending.turn_id,
+                    step_id=pending.step_id,
+                    cancel=signal,
+                    audience=self.runtime.audience,
+                    state=state,
+                ),
+            )
+        finally:
+            unsubscribe()
+        return absorb(call, outcome)
+
+    # -- how a turn ends ------------------------------------------------------------------
+
+    async def _cancel_open(self, pending: PendingStep) -> TurnResult:
+        host = self.runtime.host
+        calls = [await committed(host, self.principal, c) or cancelled(c) for c in pending.calls]
+        for before in pending.calls:
+            if before.status == "deferred" and before.invocation_id is not None:
+                await host.settle(
+                    before.invocation_id,
+                    Failed(code=ErrorCode.CANCELLED, message="The session was stopped."),
+                )
+        self._append_results(calls)
+        return await self._finish("cancelled", None)
+
+    async def _pause(self, pending: PendingStep) -> TurnResult:
+        self.record = await self.lease.write(
+            self.record,
+            status="paused",
+            lease_until=None,
+            messages=tuple(self.messages),
+            pending=pending,
+        )
+        for call in pending.calls:
+            if call.status == "interaction" and call.interaction is not None:
+                await self.emit(
+                    "interaction.required",
+                    step_id=pending.step_id,
+                    call=call,
+                    data={"interactionId": call.interaction.id, "gate": call.gate},
+                )
+            elif call.status == "deferred":
+                await self.emit("tool.deferred", step_id=pending.step_id, call=call)
+        await self.emit("session.paused", step_id=pending.step_id)
+        return TurnResult(
+            status="paused",
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            results=tuple(self.settled),
+            interactions=open_interactions(pending.calls),
+            deferred=deferred_calls(pending.calls),
+        )
+
+    async def _finish(self, status: TurnStatus, text: str | None) -> TurnResult:
+        self.record = await self.lease.write(
+            self.record,
+            status="idle",
+            lease_until=None,
+            messages=tuple(self.messages),
+            pending=None,
+        )
+        await self.emit("turn.finished", data={"status": status})
+        return TurnResult(
+            status=status,
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            text=text if status == "completed" else None,
+            results=tuple(self.settled),
+        )
