@@ -187,7 +187,7 @@ def test_tool_decorator_without_docstring_or_description_is_rejected() -> None:
 
 
 def test_tool_decorator_without_an_input_annotation_is_rejected() -> None:
-    with pytest.raises(ConfigurationError, match="annotate the first parameter"):
+    with pytest.raises(ConfigurationError, match="annotate the parameter 'args' with its type"):
 
         @tool(tier="read")
         def bare(args, ctx: ToolContext) -> EchoOut:  # type: ignore[no-untyped-def]

@@ -31,7 +31,17 @@ from .policy import (
 )
 from .registry import PreparedAction, Registry
 from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
-from .tool import Alias, Deprecation, Tool, ToolAnnotations, ToolBinding, define_tool, tool
+from .tool import (
+    Alias,
+    Deprecation,
+    FunctionInput,
+    FunctionOutput,
+    Tool,
+    ToolAnnotations,
+    ToolBinding,
+    define_tool,
+    tool,
+)
 
 __version__ = "0.1.0"
 
@@ -56,6 +66,8 @@ __all__ = (
     "Deprecation",
     "ErrorCode",
     "Failed",
+    "FunctionInput",
+    "FunctionOutput",
     "HandlerActionPolicy",
     "Host",
     "Interaction",

@@ -1,18 +1,18 @@
-"""Declaring a tool: ``define_tool`` from explicit models, ``@tool`` from annotations."""
+"""Declaring a tool: ``define_tool`` from explicit models, ``@tool`` from a function."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, cast, overload
+from typing import Any, Literal, cast, overload
 
 from pydantic import BaseModel
 
 from ..context import ToolContext
 from ..errors import ConfigurationError
 from ..risk import READ_ONLY_RISK, RiskPolicy, RiskTier
+from ._decorator import ToolDecorator
+from ._functions import read_function
 from ._metadata import Alias
-from ._signature import output_model, type_hints
 from ._tool import CtxT, InT, Outcome, OutT, Tool
 
 __all__ = ("ToolDecorator", "define_tool", "tool")
@@ -162,28 +162,6 @@ def _coerce_tier(tier: object, name: str) -> RiskTier:
         ) from None
 
 
-class ToolDecorator(Protocol):
-    """What ``@tool(...)`` returns: turns a handler into a ``Tool`` with its types."""
-
-    @overload
-    def __call__(
-        self, func: Callable[[InT, CtxT], Awaitable[OutT | Outcome]], /
-    ) -> Tool[InT, OutT, CtxT]: ...
-
-    @overload
-    def __call__(self, func: Callable[[InT, CtxT], OutT | Outcome], /) -> Tool[InT, OutT, CtxT]: ...
-
-    @overload
-    def __call__(
-        self, func: Callable[[InT], Awaitable[OutT | Outcome]], /
-    ) -> Tool[InT, OutT, ToolContext]: ...
-
-    @overload
-    def __call__(
-        self, func: Callable[[InT], OutT | Outcome], /
-    ) -> Tool[InT, OutT, ToolContext]: ...
-
-
 def tool(
     *,
     tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
@@ -194,34 +172,25 @@ def tool(
 ) -> ToolDecorator:
     """Declare a tool from a function: models from its annotations, text from its docstring.
 
-    The first parameter's annotation is the input model, the return annotation the
-    output model (``Awaitable`` unwrapped for async handlers); the name defaults to
-    the function's. ``@tool`` registers nothing: pass the result to ``Registry.register``.
+    A first parameter annotated with a model (beside, at most, the context) is the input
+    model; any other signature is a plain function, whose parameters become the fields
+    of a generated ``FunctionInput`` model. A model return annotation is the output
+    model; any other return type is wrapped as ``{"result": value}`` (``FunctionOutput``).
+    The context is the parameter annotated with a ``ToolContext`` class, wherever it
+    stands. The name defaults to the function's, the description to its docstring (a
+    plain function's docstring also describes its parameters). ``@tool`` registers
+    nothing: pass the result to ``Registry.register``.
     """
 
     def decorate(func: Callable[..., Any]) -> Tool[Any, Any, Any]:
         tool_name: str = name or str(getattr(func, "__name__", ""))
-        hints = type_hints(func, tool_name)
-        parameters = list(inspect.signature(func).parameters)
-        if not parameters or parameters[0] not in hints:
-            raise ConfigurationError(
-                f"tool {tool_name!r}: annotate the first parameter with the input model"
-            )
-        if "return" not in hints:
-            raise ConfigurationError(
-                f"tool {tool_name!r}: annotate the return type with the output model"
-            )
-        text = description if description is not None else inspect.getdoc(func)
-        if not text:
-            raise ConfigurationError(
-                f"tool {tool_name!r}: give a docstring or description= for the model to read"
-            )
+        parts = read_function(func, tool_name, description)
         return define_tool(
             name=tool_name,
-            description=text,
-            input_schema=hints[parameters[0]],
-            output_schema=output_model(hints["return"]),
-            handler=func,
+            description=parts.description,
+            input_schema=parts.input_model,
+            output_schema=parts.output_model,
+            handler=parts.handler,
             tier=tier,
             risk_policy=risk_policy,
             **options,

@@ -1,20 +1,16 @@
-"""Reading a handler: whether it is async, how many arguments it takes, its annotated models."""
+"""Reading a handler: whether it is async, how many arguments it takes, its annotations."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-import types
 import typing
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
-
 from ..errors import ConfigurationError
-from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired
 
-__all__ = ("is_async_callable", "output_model", "positional_arity", "type_hints")
+__all__ = ("is_async_callable", "positional_arity", "type_hints")
 
 
 def is_async_callable(func: object) -> bool:
@@ -44,36 +40,14 @@ def positional_arity(func: Callable[..., object], name: str) -> int:
     return arity
 
 
-def type_hints(func: Callable[..., Any], name: str) -> dict[str, Any]:
-    """The handler's resolved annotations; ``ConfigurationError`` when they cannot be."""
+def type_hints(
+    func: Callable[..., Any], name: str, *, include_extras: bool = False
+) -> dict[str, Any]:
+    """The handler's resolved annotations; ``ConfigurationError`` when they cannot be.
+
+    ``include_extras`` keeps ``Annotated[...]`` metadata (a parameter's ``Field(...)``).
+    """
     try:
-        return typing.get_type_hints(func)
+        return typing.get_type_hints(func, include_extras=include_extras)
     except (NameError, TypeError) as exc:
         raise ConfigurationError(f"tool {name!r}: cannot resolve annotations: {exc}") from None
-
-
-def output_model(annotation: Any) -> Any:
-    """Pick the output model out of ``Model``, ``Model | Outcome`` or ``Awaitable[...]``."""
-    origin = typing.get_origin(annotation)
-    if origin is not None and getattr(origin, "__name__", "") in {"Awaitable", "Coroutine"}:
-        return output_model(typing.get_args(annotation)[-1])
-    if origin in (typing.Union, types.UnionType):
-        models = [
-            arg
-            for arg in typing.get_args(annotation)
-            if isinstance(arg, type)
-            and issubclass(arg, BaseModel)
-            and not issubclass(arg, _OUTCOME_TYPES)
-        ]
-        if len(models) == 1:
-            return models[0]
-    return annotation
-
-
-_OUTCOME_TYPES: tuple[type[BaseModel], ...] = (
-    Completed,
-    Denied,
-    Failed,
-    InteractionRequired,
-    Deferred,
-)
