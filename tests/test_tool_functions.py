@@ -734,3 +734,81 @@ async def test_over_mcp_the_wrapped_result_is_structured_content_valid_for_its_s
     assert result.structured_content is not None
     assert result.structured_content["result"][0]["trip_id"] == "trp_1"
     jsonschema.Draft202012Validator(schema).validate(result.structured_content)
+
+
+# -- charter diff sees a signature change as the contract change it is -----------------------------
+
+
+def _find_v1(city: str) -> list[Trip]:
+    """Find trips."""
+    return []
+
+
+def _find_required_country(city: str, country: str) -> list[Trip]:
+    """Find trips."""
+    return []
+
+
+def _find_optional_country(city: str, country: str = "PT") -> list[Trip]:
+    """Find trips."""
+    return []
+
+
+def _find_renamed_parameter(town: str) -> list[Trip]:
+    """Find trips."""
+    return []
+
+
+def _find_narrower_parameter(city: Literal["Porto", "Lisbon"]) -> list[Trip]:
+    """Find trips."""
+    return []
+
+
+def _find_optional_result(city: str) -> list[Trip] | None:
+    """Find trips."""
+    return []
+
+
+def _find_one(city: str) -> Trip:
+    """Find trips."""
+    return Trip(trip_id="t", title="T")
+
+
+def _find_documented(city: str) -> list[Trip]:
+    """Find trips.
+
+    Args:
+        city: Where the trips go.
+    """
+    return []
+
+
+def _manifest(func: Callable[..., Any]) -> list[dict[str, Any]]:
+    decorate: Any = tool(tier="read", name="trips.find")
+    entries: list[dict[str, Any]] = json.loads(registry_of(decorate(func)).manifest_json())
+    return entries
+
+
+@pytest.mark.parametrize(
+    ("new", "kind", "path", "severity"),
+    [
+        (_find_required_country, "required-property-added", "inputSchema.country", "breaking"),
+        (_find_optional_country, "property-added", "inputSchema.country", "compatible"),
+        (_find_renamed_parameter, "property-removed", "inputSchema.city", "breaking"),
+        (_find_narrower_parameter, None, "inputSchema.city", "breaking"),
+        (_find_optional_result, "union-member-added", "outputSchema.result", "breaking"),
+        (_find_one, "property-removed", "outputSchema.result", "breaking"),
+        (_find_documented, "description-changed", "inputSchema.city", "compatible"),
+    ],
+)
+def test_charter_diff_judges_a_signature_change_as_a_contract_change(
+    new: Callable[..., Any], kind: str | None, path: str, severity: str
+) -> None:
+    from charter.evolution import diff_manifests
+
+    diff = diff_manifests(_manifest(_find_v1), _manifest(new))
+    changes = [c for t in diff.tools for c in t.changes if c.path == path]
+    assert changes, [(c.kind, c.path) for t in diff.tools for c in t.changes]
+    assert any(c.severity == severity and kind in (None, c.kind) for c in changes), changes
+    same = diff_manifests(_manifest(_find_v1), _manifest(_find_v1))
+    assert [t.status for t in same.tools] == ["unchanged"]
