@@ -305,6 +305,8 @@ def test_the_code_in_the_migration_guide_runs_as_written() -> None:
     sys.modules[module.__name__] = module
     try:
         for number, block in enumerate(blocks, start=1):
-            exec(compile(block, f"docs/migrating.md python block {number}", "exec"), module.__dict__)
+            exec(
+                compile(block, f"docs/migrating.md python block {number}", "exec"), module.__dict__
+            )
     finally:
         del sys.modules[module.__name__]
