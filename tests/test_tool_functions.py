@@ -304,6 +304,39 @@ async def test_a_parameter_named_like_a_model_attribute_keeps_its_name_on_the_wi
     assert outcome == Completed(output={"result": "j 2 True"})
 
 
+@tool(tier="read")
+def colliding(model_config: int, model_config_: int, model_version: int = 0) -> int:
+    """A shadowing name next to the name its field would have taken."""
+    return 100 * model_config + 10 * model_config_ + model_version
+
+
+@pytest.mark.anyio
+async def test_a_renamed_field_never_collides_with_another_parameter() -> None:
+    assert sorted(colliding.input_schema["properties"]) == [
+        "model_config",
+        "model_config_",
+        "model_version",
+    ]
+    arguments = {"model_config": 1, "model_config_": 2, "model_version": 3}
+    assert await dispatch(colliding, arguments) == Completed(output={"result": 123})
+
+
+class Scaler:
+    def __init__(self, factor: int) -> None:
+        self.factor = factor
+
+    def scale(self, value: int) -> int:
+        """Scale a value by the instance's factor."""
+        return value * self.factor
+
+
+@pytest.mark.anyio
+async def test_a_bound_method_is_a_plain_function_without_its_self() -> None:
+    scale = _define(Scaler(3).scale)
+    assert list(scale.input_schema["properties"]) == ["value"]
+    assert await dispatch(scale, {"value": 2}) == Completed(output={"result": 6})
+
+
 # -- definition-time checks ----------------------------------------------------------------------
 
 

@@ -33,7 +33,10 @@ class FunctionInput(BaseModel):
     description; the handler receives the fields back as its arguments.
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # No protected namespaces: a parameter may be called ``model_version``; one that
+    # would shadow a BaseModel attribute gets another field name and keeps its own as
+    # the alias (``_functions``).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, protected_namespaces=())
 
 
 class FunctionOutput(BaseModel, Generic[ResultT]):
