@@ -27,7 +27,7 @@ settling a deferred call (``settle``) go through the same steps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -56,6 +56,8 @@ from ..ledger import (
     LedgerStore,
     MemoryStore,
 )
+from ..ledger.budgets import BudgetStore, MemoryBudgets
+from ..limits import Limit, check_limits
 from ..manifest import RegisteredTool, deprecation_warnings
 from ..outcome import (
     Completed,
@@ -71,6 +73,7 @@ from ..policy import CONTROL_FIELD, InvocationControls
 from ..registry import Registry, finish_output
 from ._access import ScopeChecks
 from ._arguments import check_payload, foreign_pause
+from ._budgets import Budgets
 from ._calls import (
     NO_CALL_OPTIONS,
     CallOptions,
@@ -107,6 +110,8 @@ class Host:
         allow_self_approval: bool = False,
         in_progress_wait: float = 5.0,
         anonymous_audit_window: timedelta = timedelta(minutes=1),
+        rate_limits: Sequence[Limit] = (),
+        rate_limited_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
@@ -133,12 +138,20 @@ class Host:
                 ``REQUEST_IN_PROGRESS``.
             anonymous_audit_window: refused anonymous calls of one kind are recorded as
                 one audit event (with a ``count``) per window; zero records each.
+            rate_limits: budgets every call spends, across all tools (``RateLimit``,
+                ``InFlight``); a tool's own ``limits`` apply besides. Buckets live on the
+                store when it keeps them (``SqlStore``: shared by every replica), else in
+                this host.
+            rate_limited_audit_window: ``RATE_LIMITED`` refusals of one caller and tool
+                are recorded as one audit event (with a ``count``) per window; zero
+                records each.
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
 
         Raises:
-            ConfigurationError: retention is shorter than the approval lifetime.
+            ConfigurationError: retention is shorter than the approval lifetime, or a
+                rate limit is malformed.
         """
         if retention < approval_ttl:
             raise ConfigurationError(
@@ -189,9 +202,13 @@ class Host:
             limits=self.limits,
             context_factory=context_factory,
             audit=self.audit,
-            refusals=RefusalAggregator(anonymous_audit_window, self._clock)
-            if anonymous_audit_window > timedelta(0)
-            else None,
+            refusals=_aggregator(anonymous_audit_window, self._clock),
+            rate_refusals=_aggregator(rate_limited_audit_window, self._clock),
+            budgets=Budgets(
+                store=self.store if isinstance(self.store, BudgetStore) else MemoryBudgets(),
+                host_limits=check_limits("the host's rate_limits", rate_limits),
+                clock=self._clock,
+            ),
             clock=self._clock,
         )
 
@@ -523,3 +540,7 @@ def _as_failed(outcome: ToolOutcome) -> Failed:
     if isinstance(outcome, Failed):
         return outcome
     return failed(ErrorCode.INVALID_OUTPUT, "The settled outcome is not valid.")
+
+
+def _aggregator(window: timedelta, clock: Callable[[], datetime]) -> RefusalAggregator | None:
+    return RefusalAggregator(window, clock) if window > timedelta(0) else None
