@@ -16,8 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..audit import AuditEvent
 from ..auth import PrincipalKind
 from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus, DeferredRecord, LedgerEntry
+from ..ledger.budgets import Bucket, BucketUsage
 from . import _approval_rows as approval_rows
-from . import _keys, _secrets
+from . import _budget_rows, _keys, _secrets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._engine import make_engine
@@ -468,6 +469,43 @@ class SqlStore:
         async with self._connection(None) as conn:
             with translated("checking an API key"):
                 return await _keys.verify_key(conn, presented, now)
+
+    # -- rate-limit buckets (charter.ledger.budgets) ---------------------------------------
+
+    @run_to_completion
+    async def spend_budget(self, bucket: Bucket, *, cost: float, now: float) -> bool:
+        """Spend ``cost`` seconds of the bucket if it has room: one statement, no lost update."""
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("spending a rate limit"):
+                return await _budget_rows.spend(conn, bucket, cost, now)
+
+    @run_to_completion
+    async def budget_arrival(self, bucket: Bucket) -> float | None:
+        """The bucket's theoretical arrival time (None when it was never spent)."""
+        async with self._connection(None) as conn:
+            with translated("reading a rate limit"):
+                return await _budget_rows.arrival(conn, bucket)
+
+    @run_to_completion
+    async def refund_budget(self, bucket: Bucket, *, cost: float) -> None:
+        """Give ``cost`` seconds back to the bucket (the call did not run its handler)."""
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("refunding a rate limit"):
+                await _budget_rows.refund(conn, bucket, cost)
+
+    @run_to_completion
+    async def budget_usage(self, *, now: float, tenant: str | None = None) -> list[BucketUsage]:
+        """The buckets not yet full again at ``now`` (of one tenant, when given)."""
+        async with self._connection(None) as conn:
+            with translated("listing rate limits"):
+                return await _budget_rows.usage(conn, now, tenant)
+
+    @run_to_completion
+    async def prune_budgets(self, *, now: float) -> int:
+        """Delete the buckets full again at ``now`` (they mean the same as no row)."""
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("pruning rate limits"):
+                return await _budget_rows.prune(conn, now)
 
     # -- shared secrets -------------------------------------------------------------------
 
