@@ -25,6 +25,7 @@ from charter import (
     RiskPolicy,
     define_tool,
 )
+from charter._telemetry import RATE_LIMITED_METRIC
 from charter.host import Host
 from charter.ledger import MemoryStore
 
@@ -362,3 +363,18 @@ async def test_malformed_limits_are_configuration_errors_naming_the_problem() ->
     for build, words in bad:
         with pytest.raises(ConfigurationError, match=words):
             build()
+
+
+async def test_each_refusal_counts_in_the_rate_limit_metric_by_tool_and_limit(otel: Any) -> None:
+    quota = RateLimit(calls=1, per=60, name="search burst")
+    tools = registry(search_limits=[quota])
+    host = Host(tools)
+
+    def refused() -> int:
+        points = otel.points(RATE_LIMITED_METRIC, "trips.search")
+        return sum(p.value for p in points if p.attributes.get("charter.limit") == "search burst")
+
+    before = refused()
+    for _ in range(4):
+        await host.invoke("trips.search", {"destination": "x"}, agent("metric-reader"))
+    assert refused() - before == 3

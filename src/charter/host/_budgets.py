@@ -22,7 +22,7 @@ from typing import Any
 
 from .._safe_log import log_exception
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable
-from ..ledger.budgets import Bucket, BudgetStore
+from ..ledger.budgets import Bucket, BucketUsage, BudgetStore
 from ..limits import InFlight, Limit, RateLimit
 from ..outcome import Completed, Failed, ToolOutcome, failed
 from ._calls import PreparedCall
@@ -93,7 +93,8 @@ class Budgets:
                     tool=scope,
                     limit=limit.label,
                     holder=holder,
-                    tenant=prepared.context.tenant_id,
+                    # A whole tool's budget is no one tenant's (listed by the operator only).
+                    tenant="" if limit.key == "tool" else prepared.context.tenant_id,
                     interval=limit.per / limit.calls,
                     window=float(limit.per),
                 )
@@ -121,6 +122,11 @@ class Budgets:
                 # The call's outcome stands; the holder is only charged for a call that
                 # did not run, and the bucket refills on its own.
                 log_exception(logger, "could not refund the bucket %r", bucket.key)
+
+    async def usage(self, tenant: str) -> tuple[float, list[BucketUsage]]:
+        """Now, and the buckets of calls for ``tenant`` not yet full again."""
+        now = self._clock().timestamp()
+        return now, await self.store.budget_usage(now=now, tenant=tenant)
 
     def release(self, spent: Spent) -> None:
         """Release the in-flight counters ``spent`` holds (the call ended)."""

@@ -56,7 +56,7 @@ from ..ledger import (
     LedgerStore,
     MemoryStore,
 )
-from ..ledger.budgets import BudgetStore, MemoryBudgets
+from ..ledger.budgets import BudgetReport, BudgetStore, MemoryBudgets
 from ..limits import Limit, check_limits
 from ..manifest import RegisteredTool, deprecation_warnings
 from ..outcome import (
@@ -195,6 +195,11 @@ class Host:
             audit_in_transaction=store_sink is not None and self.audit is store_sink,
             fault_hook=fault_hook,
         )
+        self._budgets = Budgets(
+            store=self.store if isinstance(self.store, BudgetStore) else MemoryBudgets(),
+            host_limits=check_limits("the host's rate_limits", rate_limits),
+            clock=self._clock,
+        )
         self._pipeline = Pipeline(
             registry=registry,
             gate=self._gate,
@@ -204,11 +209,7 @@ class Host:
             audit=self.audit,
             refusals=_aggregator(anonymous_audit_window, self._clock),
             rate_refusals=_aggregator(rate_limited_audit_window, self._clock),
-            budgets=Budgets(
-                store=self.store if isinstance(self.store, BudgetStore) else MemoryBudgets(),
-                host_limits=check_limits("the host's rate_limits", rate_limits),
-                clock=self._clock,
-            ),
+            budgets=self._budgets,
             clock=self._clock,
         )
 
@@ -459,6 +460,38 @@ class Host:
                 if (e.subject, e.principal_tenant) == (principal.subject, principal.tenant_id)
             ]
         return AuditTrail(tenant=decision.tenant_id, events=events)
+
+    async def budget_usage(
+        self, principal: Principal, *, tenant: str | None = None
+    ) -> BudgetReport | Failed:
+        """The rate limits and quotas being spent by calls for one tenant.
+
+        The caller's own tenant by default; only the admin scope may name another.
+        Approvers and admins see every budget of the tenant, other callers their own and
+        the tenant's. A whole tool's budgets (``key="tool"``) belong to no tenant: the
+        operator sees them with ``charter limits``.
+        """
+        decision = resolve_tenant(
+            principal=principal, requested=tenant, delegable=True, admin_scope=self.admin_scope
+        )
+        if decision.denied:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                "Only the admin scope may read another tenant's budgets.",
+                reason="tenant_forbidden",
+            )
+        try:
+            now, buckets = await self._budgets.usage(decision.tenant_id)
+        except (StoreUnavailable, StoreBusy):
+            return failed(
+                ErrorCode.PROVIDER_UNAVAILABLE,
+                "The budgets could not be read: the database is busy or unreachable.",
+                reason="store_unavailable",
+            )
+        if not self.approvals.oversees(principal):
+            own = (principal.key, "tenant:" + decision.tenant_id)
+            buckets = [b for b in buckets if b.bucket.holder in own]
+        return BudgetReport(tenant=decision.tenant_id, at=now, buckets=buckets)
 
     async def action_status(
         self, principal: Principal, request_id: str, *, tenant: str | None = None

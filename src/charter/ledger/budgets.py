@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ("Bucket", "BucketUsage", "BudgetStore", "MemoryBudgets", "TOLERANCE")
+__all__ = ("TOLERANCE", "Bucket", "BucketUsage", "BudgetReport", "BudgetStore", "MemoryBudgets")
 
 TOLERANCE = 1e-6
 """Seconds of floating-point slack when a spend exactly fills a window."""
@@ -31,7 +31,7 @@ class Bucket:
     holder: str
     """Whose budget: a principal's key, ``tenant:<id>``, or ``all`` (the whole tool)."""
     tenant: str
-    """The tenant the calls act for (to list usage per tenant)."""
+    """The tenant the calls act for (to list usage per tenant); empty for a whole tool's."""
     interval: float
     """Seconds one unit costs (``per / calls``)."""
     window: float
@@ -60,6 +60,20 @@ class BucketUsage:
     def capacity(self) -> int:
         """The units the bucket holds when full."""
         return round(self.bucket.window / self.bucket.interval)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BudgetReport:
+    """The budgets of one tenant a caller may see, as they stood at one moment."""
+
+    tenant: str
+    at: float
+    """When the report was made (Unix seconds): ``used`` and ``full_in`` are as of then."""
+    buckets: list[BucketUsage]
+
+    def full_in(self, usage: BucketUsage) -> float:
+        """Seconds until ``usage``'s bucket is full again."""
+        return max(usage.arrival - self.at, 0.0)
 
 
 @runtime_checkable
