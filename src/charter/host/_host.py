@@ -16,8 +16,10 @@ ledger never leave a row, so a corrected retry with the same request id works:
    (``Registry.prepare_action``); the request id a write needs; the command
    fingerprint; the gates (``LedgerGate.admit``): a committed request's replay,
    confirmation, the request's approval, a person's final denial.
-7. The ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler
-   under its timeout and cancellation, output validation, stored outcome.
+7. Budgets (``_budgets``): the tool's and the host's rate limits, quotas and in-flight
+   caps, spent on the store and given back if the handler then does not run. Then the
+   ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler under
+   its timeout and cancellation, output validation, stored outcome.
 8. Audit event, trace span and metrics; return the outcome.
 
 Continuing a pause (``resume``), asking for an approval (``request_approval``) and
