@@ -16,9 +16,9 @@ import pytest
 from cli_support import charter, sqlite
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from tests.store.conftest import postgres_schema, require_postgres
 
 from live_server import charter_serve
-from tests.store.conftest import postgres_schema, require_postgres
 
 TARGET = '''
 from pydantic import BaseModel

@@ -88,9 +88,7 @@ async def test_64_concurrent_calls_on_two_hosts_sharing_the_store_run_exactly_10
     make_sql_store: SqlStoreFactory,
 ) -> None:
     ran: list[str] = []
-    hosts = [
-        Host(search_registry(ran), store=await make_sql_store(pool_size=32)) for _ in range(2)
-    ]
+    hosts = [Host(search_registry(ran), store=await make_sql_store(pool_size=8)) for _ in range(2)]
     outcomes: list[object] = []
 
     async def call(i: int) -> None:
