@@ -28,6 +28,7 @@ from charter import (
 from charter._telemetry import RATE_LIMITED_METRIC
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.ledger.budgets import bucket_key
 
 pytestmark = pytest.mark.anyio
 
@@ -378,3 +379,19 @@ async def test_each_refusal_counts_in_the_rate_limit_metric_by_tool_and_limit(ot
     for _ in range(4):
         await host.invoke("trips.search", {"destination": "x"}, agent("metric-reader"))
     assert refused() - before == 3
+
+
+def test_bucket_keys_never_collide_when_names_hold_the_separator() -> None:
+    first = bucket_key("trips.search", "burst|acme", "planner")
+    second = bucket_key("trips.search", "burst", "acme|planner")
+    assert first != second
+    assert bucket_key("t", "100%|x", "y") != bucket_key("t", "100%7Cx", "y")
+
+
+async def test_a_subject_holding_the_separator_has_its_own_budget() -> None:
+    host = Host(registry(search_limits=[RateLimit(calls=1, per=60)]))
+    auth0 = agent("auth0|123")
+    assert isinstance(await host.invoke("trips.search", {"destination": "x"}, auth0), Completed)
+    assert rate_limited(await host.invoke("trips.search", {"destination": "x"}, auth0))
+    other = agent("auth0|1234")
+    assert isinstance(await host.invoke("trips.search", {"destination": "x"}, other), Completed)

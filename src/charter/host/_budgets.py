@@ -22,7 +22,7 @@ from typing import Any
 
 from .._safe_log import log_exception
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable
-from ..ledger.budgets import Bucket, BucketUsage, BudgetStore
+from ..ledger.budgets import Bucket, BucketUsage, BudgetStore, bucket_key
 from ..limits import InFlight, Limit, RateLimit
 from ..outcome import Completed, Failed, ToolOutcome, failed
 from ._calls import PreparedCall
@@ -87,7 +87,7 @@ class Budgets:
         for scope, limit in declared:
             holder = _holder(limit, prepared)
             if isinstance(limit, InFlight):
-                refused = self._hold(f"{scope}|{limit.label}|{holder}", limit, spent)
+                refused = self._hold(bucket_key(scope, limit.label, holder), limit, spent)
             else:
                 bucket = Bucket(
                     tool=scope,

@@ -14,7 +14,15 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ("TOLERANCE", "Bucket", "BucketUsage", "BudgetReport", "BudgetStore", "MemoryBudgets")
+__all__ = (
+    "TOLERANCE",
+    "Bucket",
+    "BucketUsage",
+    "BudgetReport",
+    "BudgetStore",
+    "MemoryBudgets",
+    "bucket_key",
+)
 
 TOLERANCE = 1e-6
 """Seconds of floating-point slack when a spend exactly fills a window."""
@@ -39,8 +47,17 @@ class Bucket:
 
     @property
     def key(self) -> str:
-        """The bucket's unique key."""
-        return f"{self.tool}|{self.limit}|{self.holder}"
+        """The bucket's unique key (``bucket_key``)."""
+        return bucket_key(self.tool, self.limit, self.holder)
+
+
+def bucket_key(tool: str, limit: str, holder: str) -> str:
+    """One limit's key for one holder: the three names, ``|``-separated and escaped.
+
+    A subject may hold a ``|`` (``auth0|1234``), so each part escapes ``%`` and ``|`` and
+    no two buckets share a key.
+    """
+    return "|".join(part.replace("%", "%25").replace("|", "%7C") for part in (tool, limit, holder))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
