@@ -126,11 +126,12 @@ def test_a_tool_error_without_next_steps_gets_the_defaults_for_its_code(code: Er
 
 
 @pytest.mark.parametrize("code", list(ErrorCode))
-def test_retryable_by_default_only_for_unavailable_in_progress_and_timeout(code: ErrorCode) -> None:
+def test_retryable_by_default_only_for_codes_that_time_resolves(code: ErrorCode) -> None:
     retryable = {
         ErrorCode.PROVIDER_UNAVAILABLE,
         ErrorCode.REQUEST_IN_PROGRESS,
         ErrorCode.TIMEOUT,
+        ErrorCode.RATE_LIMITED,
     }
     assert ToolError(code, "m").retryable is (code in retryable)
 

@@ -11,6 +11,7 @@ from .auth import AccessCatalog, Authenticator, Principal, has_permission
 from .context import CancelSignal, ResumeInfo, ToolContext
 from .errors import CharterError, ConfigurationError, ErrorCode, ToolError
 from .host import CallOptions, Host
+from .limits import InFlight, RateLimit
 from .manifest import CONTRACT_VERSION, RegisteredTool
 from .outcome import (
     Completed,
@@ -70,11 +71,13 @@ __all__ = (
     "FunctionOutput",
     "HandlerActionPolicy",
     "Host",
+    "InFlight",
     "Interaction",
     "InteractionRequired",
     "InvocationControls",
     "PreparedAction",
     "Principal",
+    "RateLimit",
     "RegisteredTool",
     "Registry",
     "ResumeInfo",

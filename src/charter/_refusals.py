@@ -1,11 +1,13 @@
-"""Anonymous refusals, aggregated: a flood of refused anonymous calls is a few audit rows.
+"""Refusals, aggregated: a flood of refused calls is a few audit rows.
 
 Anyone can send calls no key backs, so one audit row per refused anonymous call would let a
-stranger grow the audit table without bound. Per kind of refusal (the tool, or
+stranger grow the audit table without bound; an agent in a loop that keeps hitting a rate
+limit would do the same with a key. Per kind of refusal (the caller, the tool, or
 ``(unknown)`` for a name that is no tool, the code and the reason) the first refusal of a
 window is recorded as it happens; the others in that window are counted, and recorded as
 one event with ``count`` when the next refusal of that kind comes after the window, or
-when the host closes. Calls made with a key are always recorded one by one.
+when the host closes. The host aggregates anonymous refusals and ``RATE_LIMITED`` ones;
+every other call made with a key is recorded on its own.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .audit import AuditEvent
 
 __all__ = ("RefusalAggregator",)
 
-_Kind = tuple[str, str | None, str | None]
+_Kind = tuple[str | None, str | None, str, str | None, str | None]
 
 _MAX_KINDS = 4096
 """Kinds tracked at once; past it, the oldest pending counts are recorded early."""
@@ -32,7 +34,7 @@ class _Window:
 
 
 class RefusalAggregator:
-    """Turns refused anonymous calls into one recorded event per kind per window."""
+    """Turns refused calls into one recorded event per kind per window."""
 
     def __init__(self, window: timedelta, clock: Callable[[], datetime]) -> None:
         """Aggregate over ``window`` (a positive duration) by ``clock``."""
@@ -41,14 +43,15 @@ class RefusalAggregator:
         self._windows: dict[_Kind, _Window] = {}
 
     def admit(self, event: AuditEvent, known_tool: bool) -> list[AuditEvent]:
-        """The events to record now for one refused anonymous call (often none)."""
-        kind: _Kind = (event.tool if known_tool else "(unknown)", event.code, event.reason)
+        """The events to record now for one refused call (often none)."""
+        tool = event.tool if known_tool else "(unknown)"
+        kind: _Kind = (event.principal_tenant, event.subject, tool, event.code, event.reason)
         now = self._clock()
         window = self._windows.get(kind)
         if window is not None and now - window.started < self.window:
             count = window.pending.count + 1 if window.pending is not None else 1
             window.pending = event.model_copy(
-                update={"count": count, "tool": kind[0]} if not known_tool else {"count": count}
+                update={"count": count, "tool": tool} if not known_tool else {"count": count}
             )
             return []
         ready = self._close(kind)

@@ -9,13 +9,25 @@ from typing import Any
 
 from ._shortcuts import tracer_provider_reader
 
-__all__ = ("DURATION_METRIC", "INVOCATIONS_METRIC", "UNKNOWN_TOOL", "Telemetry")
+__all__ = (
+    "DURATION_METRIC",
+    "INVOCATIONS_METRIC",
+    "RATE_LIMITED_METRIC",
+    "UNKNOWN_TOOL",
+    "Telemetry",
+)
 
 INVOCATIONS_METRIC = "charter.tool.invocations"
 """Counter of invocations, by ``gen_ai.tool.name``, ``charter.outcome`` and ``error.type``."""
 
 DURATION_METRIC = "charter.tool.duration"
 """Histogram of invocation durations in seconds, with the counter's attributes."""
+
+RATE_LIMITED_METRIC = "charter.rate_limit.refusals"
+"""Counter of calls a budget refused, by ``gen_ai.tool.name`` and ``charter.limit``.
+
+The limit label is declared in code (``RateLimit.label``), so its cardinality is bounded.
+"""
 
 UNKNOWN_TOOL = "(unknown)"
 """The metrics' tool label for a name that matched no tool the caller may see.
@@ -63,6 +75,9 @@ class Telemetry:
         )
         self._duration = meter.create_histogram(
             DURATION_METRIC, unit="s", description="Tool invocation duration"
+        )
+        self._rate_limited = meter.create_counter(
+            RATE_LIMITED_METRIC, unit="{invocation}", description="Calls refused by a budget"
         )
 
     def span(self, tool: str, call_id: str | None) -> AbstractContextManager[Any]:
@@ -124,3 +139,9 @@ class Telemetry:
                 span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, code))
         self._calls.add(1, attributes)
         self._duration.record(seconds, attributes)
+
+    def rate_limited(self, *, tool: str, limit: str) -> None:
+        """Count one call the budget ``limit`` refused."""
+        if self._tracer is None:
+            return
+        self._rate_limited.add(1, {"gen_ai.tool.name": tool, "charter.limit": limit})

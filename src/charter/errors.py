@@ -54,11 +54,17 @@ class ErrorCode(StrEnum):
     MISSING_SERVICE = "MISSING_SERVICE"
     PROVIDER_ERROR = "PROVIDER_ERROR"
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
+    RATE_LIMITED = "RATE_LIMITED"
 
 
 #: Codes a caller may retry unchanged, when the raiser does not say otherwise.
 RETRYABLE_BY_DEFAULT = frozenset(
-    {ErrorCode.PROVIDER_UNAVAILABLE, ErrorCode.REQUEST_IN_PROGRESS, ErrorCode.TIMEOUT}
+    {
+        ErrorCode.PROVIDER_UNAVAILABLE,
+        ErrorCode.REQUEST_IN_PROGRESS,
+        ErrorCode.TIMEOUT,
+        ErrorCode.RATE_LIMITED,
+    }
 )
 
 #: What to do about a call to a tool name the caller cannot see (the registry's NOT_FOUND);
@@ -116,6 +122,10 @@ DEFAULT_NEXT_STEPS: Mapping[ErrorCode, tuple[str, ...]] = {
         "The tool failed; report the error id to the operator. Retrying is unlikely to help.",
     ),
     ErrorCode.PROVIDER_UNAVAILABLE: ("A dependency is unavailable; retry later.",),
+    ErrorCode.RATE_LIMITED: (
+        "The caller's budget for this tool is spent; wait meta.retryAfter seconds, then "
+        "retry the same call (with the same requestId).",
+    ),
 }
 
 

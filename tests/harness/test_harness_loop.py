@@ -6,7 +6,7 @@ import anyio
 import pytest
 from harness_support import ALICE, World, calls, last_results
 
-from charter import Denied, Interaction, Principal
+from charter import Denied, Interaction, Principal, RateLimit
 from charter.harness import (
     Approve,
     BoundToolDefinition,
@@ -175,6 +175,18 @@ async def test_a_coded_tool_error_keeps_its_charter_code_and_retryability(world:
 
     (res,) = result.results
     assert (res.code, res.retryable) == ("PROVIDER_UNAVAILABLE", True)
+
+
+async def test_a_spent_rate_limit_reaches_the_model_as_a_retryable_failure(world: World) -> None:
+    host = world.new_host(rate_limits=[RateLimit(calls=1, per=60)])
+    model = ScriptedModel([calls(("add", "c1", {"a": 1, "b": 1}), ("add", "c2", {"a": 2, "b": 2}))])
+    result = await world.harness(model, host=host).session(ALICE).run("go")
+
+    first, second = result.results
+    assert first.kind == "completed"
+    assert (second.code, second.retryable) == ("RATE_LIMITED", True)
+    assert second.details is not None and second.details["retryAfter"] == 60.0
+    assert world.count("add") == 1
 
 
 async def test_invalid_output_never_reaches_the_model(world: World) -> None:

@@ -17,6 +17,7 @@ import pytest
 from http_support import Lab, Live, build_host, serve
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from charter import RateLimit
 from charter.http import create_app
 
 pytestmark = pytest.mark.browser
@@ -202,3 +203,23 @@ def test_screenshot_of_the_console(console: Live, page: Page, tmp_path: Path) ->
     assert shot.stat().st_size > 10_000
     if os.environ.get("CHARTER_UPDATE_SCREENSHOT") == "1":
         shutil.copyfile(shot, SCREENSHOT)
+
+
+def test_the_limits_tab_shows_the_budgets_being_spent_in_the_tenant(
+    browser: Browser, page: Page
+) -> None:
+    lab = Lab()
+    host = build_host(lab, rate_limits=[RateLimit(calls=5, per=60, name="5 calls a minute")])
+    with serve(create_app(host, mcp=False)) as url:
+        with httpx.Client(base_url=url, headers={"Authorization": "Bearer agent-token"}) as agent:
+            for _ in range(3):
+                response = agent.post("/v1/tools/trips.search:call", json={"query": "lisbon"})
+                assert response.status_code == 200, response.text
+        sign_in(page, url, "approver-token")
+        page.get_by_role("tab", name="Limits").click()
+        limits = page.get_by_role("tabpanel", name="Limits")
+        row = limits.get_by_role("row", name="acme/agent-7")
+        expect(row).to_contain_text("every tool")
+        expect(row).to_contain_text("5 calls a minute")
+        expect(row).to_contain_text("3/5")
+        expect(row.get_by_role("meter", name="3 of 5 used")).to_be_visible()

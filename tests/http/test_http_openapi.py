@@ -99,6 +99,7 @@ def test_a_tool_operation_carries_the_tools_own_schemas(live: Live) -> None:
         "409",
         "413",
         "422",
+        "429",
         "500",
         "503",
         "504",

@@ -31,6 +31,7 @@ EXPECTED_STATUS = {
     ErrorCode.MISSING_SERVICE: 503,
     ErrorCode.PROVIDER_ERROR: 500,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
+    ErrorCode.RATE_LIMITED: 429,
 }
 
 

@@ -25,6 +25,7 @@ CHARTER_TABLES = {
     "charter_api_keys",
     "charter_approvals",
     "charter_audit_events",
+    "charter_budgets",
     "charter_claims",
     "charter_deferred",
     "charter_ledger_entries",

@@ -15,6 +15,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from charter.cli.approvals import approvals_app
 from charter.cli.diff import diff, lock
+from charter.cli.limits import limits
 from charter.cli.serve import serve
 from charter.cli.store import db_app, keys_app
 from charter.cli.tools import call, tools
@@ -36,6 +37,7 @@ app.command("call")(call)
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(keys_app, name="keys")
 app.add_typer(db_app, name="db")
+app.command("limits")(limits)
 app.command("diff")(diff)
 app.command("lock")(lock)
 

@@ -287,6 +287,7 @@ def prune(
 ) -> None:
     """Delete expired completed requests and decided approvals, and old audit events.
 
+    Rate-limit buckets that have refilled completely go too (they mean the same as none).
     Pending and approved approvals, deferred requests and API keys are never touched.
     Audit events of anonymous calls go after `--anonymous-audit-days` (7), the others
     only with `--audit-days`.
@@ -334,4 +335,6 @@ async def _prune(
         )
         if audit.everyone is not None:
             events += await store.prune_audit(audit.everyone, batch_size=batch_size)
+        # Full buckets mean the same as none; "now", not --before, so no spent one goes.
+        deleted += await store.prune_budgets(now=datetime.now(UTC).timestamp())
         return deleted, events

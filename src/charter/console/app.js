@@ -547,6 +547,80 @@ function renderActivity(events) {
   );
 }
 
+// -- limits ---------------------------------------------------------------------------------
+
+async function refreshLimits() {
+  try {
+    const data = await api("limits");
+    $("limits-error").textContent = "";
+    renderLimits(data.budgets);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) {
+      $("limits-error").textContent = `Could not load limits: ${error.message}`;
+    }
+  }
+}
+
+function usageMeter(b) {
+  const share = b.capacity ? Math.min(b.used / b.capacity, 1) : 0;
+  const level = share >= 1 ? "badge-danger" : share >= 0.5 ? "badge-warn" : "badge-ok";
+  return h(
+    "span",
+    { class: "usage" },
+    h("meter", {
+      min: "0",
+      max: String(b.capacity),
+      value: String(b.used),
+      "aria-label": `${b.used} of ${b.capacity} used`,
+    }),
+    h("span", { class: `badge ${level}`, text: `${b.used}/${b.capacity}` })
+  );
+}
+
+function renderLimits(budgets) {
+  const container = $("limits");
+  if (budgets.length === 0) {
+    container.replaceChildren(
+      emptyState("Every budget is full", "No rate limit or quota is being spent right now.")
+    );
+    return;
+  }
+  const rows = budgets.map((b) =>
+    h(
+      "tr",
+      {},
+      h("td", { class: "mono", text: b.tool === "*" ? "every tool" : b.tool }),
+      h("td", { text: b.limit }),
+      h("td", { class: "mono", text: b.holder }),
+      h("td", {}, usageMeter(b)),
+      h("td", { class: "num", text: `${Math.ceil(b.fullIn)} s` })
+    )
+  );
+  container.replaceChildren(
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        {},
+        h("caption", { class: "sr-only", text: "Rate limits and quotas in use" }),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ["Tool", "Limit", "Holder", "Used", "Full again in"].map((t) =>
+              h("th", { scope: "col", text: t })
+            )
+          )
+        ),
+        h("tbody", {}, rows)
+      )
+    )
+  );
+}
+
 // -- tools ----------------------------------------------------------------------------------
 
 async function refreshTools() {
@@ -641,6 +715,7 @@ function selectTab(tab, focus) {
   }
   if (focus) tab.focus();
   if (tab.id === "tab-activity") refreshActivity();
+  if (tab.id === "tab-limits") refreshLimits();
   if (tab.id === "tab-tools") refreshTools();
   if (tab.id === "tab-approvals") refreshApprovals();
 }
@@ -678,6 +753,7 @@ function schedule() {
       const active = tabs.find((t) => t.getAttribute("aria-selected") === "true");
       if (active.id === "tab-approvals") await refreshApprovals();
       else if (active.id === "tab-activity") await refreshActivity();
+      else if (active.id === "tab-limits") await refreshLimits();
     }
     schedule();
   }, POLL_MS);

@@ -16,8 +16,10 @@ ledger never leave a row, so a corrected retry with the same request id works:
    (``Registry.prepare_action``); the request id a write needs; the command
    fingerprint; the gates (``LedgerGate.admit``): a committed request's replay,
    confirmation, the request's approval, a person's final denial.
-7. The ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler
-   under its timeout and cancellation, output validation, stored outcome.
+7. Budgets (``_budgets``): the tool's and the host's rate limits, quotas and in-flight
+   caps, spent on the store and given back if the handler then does not run. Then the
+   ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler under
+   its timeout and cancellation, output validation, stored outcome.
 8. Audit event, trace span and metrics; return the outcome.
 
 Continuing a pause (``resume``), asking for an approval (``request_approval``) and
@@ -27,7 +29,7 @@ settling a deferred call (``settle``) go through the same steps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -56,6 +58,8 @@ from ..ledger import (
     LedgerStore,
     MemoryStore,
 )
+from ..ledger.budgets import BudgetReport, BudgetStore, MemoryBudgets
+from ..limits import Limit, check_limits
 from ..manifest import RegisteredTool, deprecation_warnings
 from ..outcome import (
     Completed,
@@ -71,6 +75,7 @@ from ..policy import CONTROL_FIELD, InvocationControls
 from ..registry import Registry, finish_output
 from ._access import ScopeChecks
 from ._arguments import check_payload, foreign_pause
+from ._budgets import Budgets
 from ._calls import (
     NO_CALL_OPTIONS,
     CallOptions,
@@ -107,6 +112,8 @@ class Host:
         allow_self_approval: bool = False,
         in_progress_wait: float = 5.0,
         anonymous_audit_window: timedelta = timedelta(minutes=1),
+        rate_limits: Sequence[Limit] = (),
+        rate_limited_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
@@ -133,12 +140,20 @@ class Host:
                 ``REQUEST_IN_PROGRESS``.
             anonymous_audit_window: refused anonymous calls of one kind are recorded as
                 one audit event (with a ``count``) per window; zero records each.
+            rate_limits: budgets every call spends, across all tools (``RateLimit``,
+                ``InFlight``); a tool's own ``limits`` apply besides. Buckets live on the
+                store when it keeps them (``SqlStore``: shared by every replica), else in
+                this host.
+            rate_limited_audit_window: ``RATE_LIMITED`` refusals of one caller and tool
+                are recorded as one audit event (with a ``count``) per window; zero
+                records each.
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
 
         Raises:
-            ConfigurationError: retention is shorter than the approval lifetime.
+            ConfigurationError: retention is shorter than the approval lifetime, or a
+                rate limit is malformed.
         """
         if retention < approval_ttl:
             raise ConfigurationError(
@@ -182,6 +197,11 @@ class Host:
             audit_in_transaction=store_sink is not None and self.audit is store_sink,
             fault_hook=fault_hook,
         )
+        self._budgets = Budgets(
+            store=self.store if isinstance(self.store, BudgetStore) else MemoryBudgets(),
+            host_limits=check_limits("the host's rate_limits", rate_limits),
+            clock=self._clock,
+        )
         self._pipeline = Pipeline(
             registry=registry,
             gate=self._gate,
@@ -189,9 +209,9 @@ class Host:
             limits=self.limits,
             context_factory=context_factory,
             audit=self.audit,
-            refusals=RefusalAggregator(anonymous_audit_window, self._clock)
-            if anonymous_audit_window > timedelta(0)
-            else None,
+            refusals=_aggregator(anonymous_audit_window, self._clock),
+            rate_refusals=_aggregator(rate_limited_audit_window, self._clock),
+            budgets=self._budgets,
             clock=self._clock,
         )
 
@@ -443,6 +463,38 @@ class Host:
             ]
         return AuditTrail(tenant=decision.tenant_id, events=events)
 
+    async def budget_usage(
+        self, principal: Principal, *, tenant: str | None = None
+    ) -> BudgetReport | Failed:
+        """The rate limits and quotas being spent by calls for one tenant.
+
+        The caller's own tenant by default; only the admin scope may name another.
+        Approvers and admins see every budget of the tenant, other callers their own and
+        the tenant's. A whole tool's budgets (``key="tool"``) belong to no tenant: the
+        operator sees them with ``charter limits``.
+        """
+        decision = resolve_tenant(
+            principal=principal, requested=tenant, delegable=True, admin_scope=self.admin_scope
+        )
+        if decision.denied:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                "Only the admin scope may read another tenant's budgets.",
+                reason="tenant_forbidden",
+            )
+        try:
+            now, buckets = await self._budgets.usage(decision.tenant_id)
+        except (StoreUnavailable, StoreBusy):
+            return failed(
+                ErrorCode.PROVIDER_UNAVAILABLE,
+                "The budgets could not be read: the database is busy or unreachable.",
+                reason="store_unavailable",
+            )
+        if not self.approvals.oversees(principal):
+            own = (principal.key, "tenant:" + decision.tenant_id)
+            buckets = [b for b in buckets if b.bucket.holder in own]
+        return BudgetReport(tenant=decision.tenant_id, at=now, buckets=buckets)
+
     async def action_status(
         self, principal: Principal, request_id: str, *, tenant: str | None = None
     ) -> ActionStatus | None:
@@ -523,3 +575,7 @@ def _as_failed(outcome: ToolOutcome) -> Failed:
     if isinstance(outcome, Failed):
         return outcome
     return failed(ErrorCode.INVALID_OUTPUT, "The settled outcome is not valid.")
+
+
+def _aggregator(window: timedelta, clock: Callable[[], datetime]) -> RefusalAggregator | None:
+    return RefusalAggregator(window, clock) if window > timedelta(0) else None

@@ -23,13 +23,14 @@ from .._wording import new_error_id
 from ..audit import AuditEvent, AuditSink
 from ..auth import Principal
 from ..context import discard_after_commit
-from ..errors import ErrorCode, ToolError
+from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..ledger import LedgerGate, LedgerKey, confirmation_required
 from ..outcome import Failed, ToolOutcome, failed, failed_from_error
 from ..policy import InvocationControls, command_fingerprint
 from ..registry import Registry
 from ._access import ScopeChecks, caller_audience, visible
 from ._arguments import check_payload, split_controls
+from ._budgets import Budgets
 from ._calls import NO_CALL_OPTIONS, CallOptions, ContextFactory, PreparedCall
 from ._context import build_context
 from ._tenancy import call_tenant
@@ -58,6 +59,8 @@ class Pipeline:
         context_factory: ContextFactory | None,
         audit: AuditSink,
         refusals: RefusalAggregator | None,
+        rate_refusals: RefusalAggregator | None,
+        budgets: Budgets | None,
         clock: Callable[[], datetime],
     ) -> None:
         """Run calls on ``registry`` through ``gate``, auditing to ``audit``."""
@@ -68,6 +71,8 @@ class Pipeline:
         self._context_factory = context_factory
         self._audit_sink = audit
         self._refusals = refusals
+        self._rate_refusals = rate_refusals
+        self._budgets = budgets
         self._clock = clock
         self._telemetry = Telemetry()
         self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
@@ -160,6 +165,9 @@ class Pipeline:
         events = [event]
         if self._refusals is not None and trace.principal is None and outcome.kind in _REFUSED:
             events = self._refusals.admit(event, known_tool=trace.registered is not None)
+        elif self._rate_refusals is not None and event.code == ErrorCode.RATE_LIMITED:
+            # An agent in a loop is refused many times a second: one row per window each.
+            events = self._rate_refusals.admit(event, known_tool=True)
         for each in events:
             await self._record(each)
 
@@ -301,6 +309,37 @@ class Pipeline:
                 reason="prepared_call_not_admitted",
             )
         self._prepared.discard(prepared)
+        budgets = self._budgets
+        if budgets is None or not budgets.applies(prepared):
+            return await self._run(prepared)
+        spent = await budgets.spend(prepared)
+        if isinstance(spent, Failed):
+            discard_after_commit(prepared.context.after_commit)
+            return await self._refused_by_budget(prepared, spent)
+        try:
+            outcome = await self._run(prepared)
+        except BaseException:
+            budgets.release(spent)
+            raise
+        await budgets.settle(spent, outcome)
+        return outcome
+
+    async def _refused_by_budget(self, prepared: PreparedCall, refusal: Failed) -> ToolOutcome:
+        """A refused call's answer: the stored outcome when it is a replay (always free)."""
+        key = prepared.ledger_key
+        if key is not None and prepared.fingerprint is not None:
+            try:
+                replay = await self._gate.replay_of(key, prepared.fingerprint)
+            except (StoreBusy, StoreUnavailable):
+                replay = None
+            if replay is not None:
+                return replay
+        if refusal.code is ErrorCode.RATE_LIMITED:
+            limit = str((refusal.meta or {}).get("limit"))
+            self._telemetry.rate_limited(tool=prepared.name, limit=limit)
+        return refusal
+
+    async def _run(self, prepared: PreparedCall) -> ToolOutcome:
         key = prepared.ledger_key
         if key is None:
             return await self._gate.run_unledgered(prepared.action, prepared.context)
@@ -329,9 +368,10 @@ class Pipeline:
 
     async def drain(self) -> None:
         """Record the audit counts still pending (the host is closing)."""
-        if self._refusals is not None:
-            for event in self._refusals.drain():
-                await self._record(event)
+        for refusals in (self._refusals, self._rate_refusals):
+            if refusals is not None:
+                for event in refusals.drain():
+                    await self._record(event)
 
 
 def principal_id(principal: Principal | None) -> str:

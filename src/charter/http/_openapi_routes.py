@@ -14,6 +14,7 @@ from ._payloads import (
     ApprovalBody,
     ApprovalListBody,
     AuditBody,
+    BudgetsBody,
     CallResultBody,
     DecisionBody,
     HealthBody,
@@ -45,6 +46,7 @@ _PROBLEM_STATUSES: Mapping[int, str] = {
     409: "The same request is still running; retry with the same Idempotency-Key.",
     413: "The body, or a string or number in it, is too large.",
     422: "Invalid input, or a request id reused for a different call.",
+    429: "A rate limit or quota is spent (RATE_LIMITED); retry after Retry-After seconds.",
     500: "The server failed; the problem carries only an error id.",
     503: "Unavailable: cancelled, a missing service, or a dependency that is down.",
     504: "The tool timed out; retry with the same Idempotency-Key.",
@@ -59,6 +61,7 @@ def payload_schemas() -> dict[str, Any]:
         ApprovalBody,
         ApprovalListBody,
         AuditBody,
+        BudgetsBody,
         CallResultBody,
         HealthBody,
         ProblemBody,
@@ -106,9 +109,18 @@ def problem_responses() -> dict[str, Any]:
                 "scopes).",
                 "schema": {"type": "string"},
             }
-        if status in (409, 503):
+        if status in (409, 429, 503):
             headers["Retry-After"] = {
                 "description": "Seconds to wait before retrying, when retryable.",
+                "schema": {"type": "string"},
+            }
+        if status == 429:
+            headers["RateLimit"] = {
+                "description": 'The spent limit (IETF RateLimit fields): "<name>";r=0;t=<s>.',
+                "schema": {"type": "string"},
+            }
+            headers["RateLimit-Policy"] = {
+                "description": 'Its policy: "<name>";q=<quota>;w=<window seconds>.',
                 "schema": {"type": "string"},
             }
         if headers:
@@ -341,6 +353,24 @@ def fixed_paths() -> dict[str, Any]:
                         "schema": {"type": "string"},
                     },
                     _query_limit(50),
+                ],
+            )
+        },
+        "/v1/limits": {
+            "get": _operation(
+                "listBudgets",
+                "The rate limits and quotas being spent by calls for the caller's tenant.",
+                tag="operations",
+                ok="Budgets",
+                problems=(401, 403, 503),
+                parameters=[
+                    {
+                        "name": "tenant",
+                        "in": "query",
+                        "required": False,
+                        "description": "Another tenant (admin scope only).",
+                        "schema": {"type": "string"},
+                    },
                 ],
             )
         },

@@ -19,6 +19,8 @@ __all__ = (
     "ApprovalListBody",
     "AuditBody",
     "AuditEventBody",
+    "BudgetBody",
+    "BudgetsBody",
     "CallResultBody",
     "DecisionBody",
     "HealthBody",
@@ -215,6 +217,27 @@ class AuditBody(_Wire):
 
     tenant: str
     events: list[AuditEventBody]
+
+
+class BudgetBody(_Wire):
+    """One rate limit or quota being spent: whose, how much, until when."""
+
+    tool: str
+    """The tool it is declared on, or ``*`` for a host-wide limit."""
+    limit: str
+    holder: str
+    """A principal's key (``tenant/subject``) or ``tenant:<id>``."""
+    used: int
+    capacity: int
+    full_in: float
+    """Seconds until the budget is full again."""
+
+
+class BudgetsBody(_Wire):
+    """The budgets being spent by calls for one tenant (full ones are not listed)."""
+
+    tenant: str
+    budgets: list[BudgetBody]
 
 
 class WhoamiBody(_Wire):

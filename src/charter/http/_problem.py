@@ -9,6 +9,7 @@ transport shares).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from pydantic import JsonValue
@@ -31,6 +32,7 @@ __all__ = (
     "failed_problem",
     "http_problem",
     "problem_response",
+    "rate_limit_headers",
     "status_for",
 )
 
@@ -54,6 +56,7 @@ STATUS_BY_CODE: Mapping[ErrorCode, tuple[int, str]] = {
     ErrorCode.MISSING_SERVICE: (503, "Service missing"),
     ErrorCode.PROVIDER_ERROR: (500, "Internal error"),
     ErrorCode.PROVIDER_UNAVAILABLE: (503, "Dependency unavailable"),
+    ErrorCode.RATE_LIMITED: (429, "Too many requests"),
 }
 """Status and title for every error code; a test fails when a code is missing."""
 
@@ -105,7 +108,9 @@ def failed_problem(failed: Failed) -> Response:
         headers["WWW-Authenticate"] = scope_challenge(
             [s for s in missing if isinstance(s, str)] if isinstance(missing, list) else []
         )
-    if status in (409, 503) and failed.retryable:
+    if failed.code is ErrorCode.RATE_LIMITED:
+        headers.update(rate_limit_headers(failed))
+    elif status in (409, 503) and failed.retryable:
         headers["Retry-After"] = _RETRY_AFTER_SECONDS
     meta = {k: v for k, v in (failed.meta or {}).items() if k != "reason"}
     problem = ProblemBody(
@@ -121,6 +126,34 @@ def failed_problem(failed: Failed) -> Response:
         replayed=True if failed.replayed else None,
     )
     return problem_response(problem, headers)
+
+
+def rate_limit_headers(failed: Failed) -> dict[str, str]:
+    """``Retry-After`` and the IETF ``RateLimit`` and ``RateLimit-Policy`` fields of a refusal.
+
+    The fields follow draft-ietf-httpapi-ratelimit-headers (structured fields): the policy
+    named by the limit, its quota ``q`` and window ``w``; nothing ``r`` remains until
+    ``t`` seconds from now.
+    """
+    meta = failed.meta or {}
+    name = _sf_string(str(meta.get("limit", "limit")))
+    headers: dict[str, str] = {}
+    wait = meta.get("retryAfter")
+    if not failed.retryable or not isinstance(wait, int | float):
+        return headers
+    seconds = max(1, math.ceil(wait))
+    headers["Retry-After"] = str(seconds)
+    headers["RateLimit"] = f"{name};r=0;t={seconds}"
+    quota, window = meta.get("quota"), meta.get("window")
+    if isinstance(quota, int) and isinstance(window, int | float):
+        headers["RateLimit-Policy"] = f"{name};q={quota};w={max(1, math.ceil(window))}"
+    return headers
+
+
+def _sf_string(text: str) -> str:
+    """``text`` as a structured-field string (RFC 8941): printable ASCII, quoted, escaped."""
+    printable = "".join(c if " " <= c <= "~" else "?" for c in text)
+    return '"' + printable.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _server_error(redacted: Failed, status: int, title: str) -> ProblemBody:

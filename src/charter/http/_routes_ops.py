@@ -19,6 +19,8 @@ from ._payloads import (
     ActionStatusBody,
     AuditBody,
     AuditEventBody,
+    BudgetBody,
+    BudgetsBody,
     HealthBody,
     WhoamiBody,
 )
@@ -84,6 +86,31 @@ class OpsRoutes:
                 tenant=trail.tenant, events=[AuditEventBody.from_event(e) for e in trail.events]
             )
         )
+
+    async def limits(self, request: Request) -> Response:
+        """``GET /v1/limits?tenant=``: the budgets being spent in the caller's tenant.
+
+        Approvers and admins see every budget of the tenant; other callers their own and
+        the tenant's. Only the admin scope may name another tenant.
+        """
+        caller = required_caller(request)
+        if isinstance(caller, Response):
+            return caller
+        report = await self.host.budget_usage(caller, tenant=request.query_params.get("tenant"))
+        if isinstance(report, Failed):
+            return failed_problem(report)
+        budgets = [
+            BudgetBody(
+                tool=usage.bucket.tool,
+                limit=usage.bucket.limit,
+                holder=usage.bucket.holder,
+                used=usage.used(report.at),
+                capacity=usage.capacity,
+                full_in=round(report.full_in(usage), 3),
+            )
+            for usage in report.buckets
+        ]
+        return json_response(BudgetsBody(tenant=report.tenant, budgets=budgets))
 
     async def whoami(self, request: Request) -> Response:
         """``GET /v1/whoami``: who the credentials belong to."""

@@ -118,7 +118,7 @@ class LedgerGate:
                     return confirmation_required(prepared, fingerprint, key.request_id)
                 return None
             # A committed request replays before anything else: its approval is consumed.
-            replay = await self._committed(key, fingerprint)
+            replay = await self.replay_of(key, fingerprint)
             if replay is not None:
                 return replay
             if confirmation_missing:
@@ -179,7 +179,7 @@ class LedgerGate:
         )
         if isinstance(checked, Failed):
             # The same request may have committed in between (a concurrent resumer).
-            return await self._committed(key, fingerprint) or checked
+            return await self.replay_of(key, fingerprint) or checked
         if checked.status == "approved" and checked.expires_at > self.clock():
             return None
         return await self._standing(checked, key, fingerprint, replayed=True)
@@ -194,10 +194,10 @@ class LedgerGate:
         if record.status == "consumed":
             # Consumed by this very request (approvals are bound to it): it committed
             # after our replay check, so it replays now like any later retry.
-            return await self._committed(key, fingerprint) or already_executed(record.id)
+            return await self.replay_of(key, fingerprint) or already_executed(record.id)
         return approval_paused(record, replayed=replayed)
 
-    async def _committed(self, key: LedgerKey, fingerprint: str) -> ToolOutcome | None:
+    async def replay_of(self, key: LedgerKey, fingerprint: str) -> ToolOutcome | None:
         """The replay of the request's committed, unexpired entry, if there is one."""
         existing = await self.store.get_entry(key.tenant_id, key.principal_id, key.request_id)
         if existing is not None and existing.expires_at > self.clock():

@@ -46,6 +46,7 @@ RESOLUTION: Mapping[ErrorCode, Resolution] = {
     ErrorCode.MISSING_SERVICE: "operator",
     ErrorCode.PROVIDER_ERROR: "operator",
     ErrorCode.PROVIDER_UNAVAILABLE: "retry",
+    ErrorCode.RATE_LIMITED: "retry",
 }
 """Every error code's MCP rendering: who can resolve it (``_meta`` ``resolution``).
 
@@ -105,6 +106,10 @@ def _failed(outcome: Failed) -> types.CallToolResult:
             "retryable": outcome.retryable,
         },
     }
+    retry_after = (outcome.meta or {}).get("retryAfter")
+    if outcome.retryable and isinstance(retry_after, int | float):
+        # Seconds until the call can succeed (a rate limit): clients back off this long.
+        meta["charter/error"]["retryAfter"] = retry_after
     missing = (outcome.meta or {}).get("missing")
     if outcome.reason == "insufficient_scope" and isinstance(missing, list):
         # What an HTTP resource server would put in its 403 challenge (RFC 6750 §3.1).

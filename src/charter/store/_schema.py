@@ -16,6 +16,7 @@ __all__ = (
     "api_keys",
     "approvals",
     "audit_events",
+    "budgets",
     "claims",
     "deferred",
     "ledger_entries",
@@ -162,3 +163,18 @@ secrets = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
 )
 """Secrets every process on the database shares, created once on first use (``_secrets``)."""
+
+budgets = sa.Table(
+    "charter_budgets",
+    metadata,
+    sa.Column("bucket_key", SafeText, primary_key=True),
+    sa.Column("tool", SafeText, nullable=False),
+    sa.Column("limit_name", SafeText, nullable=False),
+    sa.Column("holder", SafeText, nullable=False),
+    sa.Column("tenant", SafeText, nullable=False),
+    sa.Column("arrival", sa.Double, nullable=False),
+    sa.Column("interval_seconds", sa.Double, nullable=False),
+    sa.Column("window_seconds", sa.Double, nullable=False),
+    sa.Index(None, "tenant"),
+)
+"""Rate-limit buckets: one theoretical arrival time (Unix seconds) each (``_budget_rows``)."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Iterable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
@@ -16,8 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..audit import AuditEvent
 from ..auth import PrincipalKind
 from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus, DeferredRecord, LedgerEntry
+from ..ledger.budgets import Bucket, BucketUsage
 from . import _approval_rows as approval_rows
-from . import _keys, _secrets
+from . import _budget_rows, _keys, _secrets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._engine import make_engine
@@ -78,6 +79,12 @@ class SqlStore:
         self._state = _State.NEW
         # The same pool, its connections marked for reading (no BEGIN on SQLite).
         self._reader = self._engine.execution_options(**{READ_ONLY_OPTION: True})
+        # PostgreSQL: a statement that commits on its own (rate-limit buckets), same pool.
+        self._autocommit = (
+            self._engine.execution_options(isolation_level="AUTOCOMMIT")
+            if self._engine.dialect.name == "postgresql"
+            else None
+        )
         # SQLite's writers in this process take turns here before BEGIN IMMEDIATE.
         self._queue = WriteQueue() if self._engine.dialect.name == "sqlite" else None
 
@@ -194,6 +201,27 @@ class SqlStore:
         """
         self._require_open()
         return _Transaction(self._engine, wait, self._queue)
+
+    @asynccontextmanager
+    async def _statement(self, action: str) -> AsyncIterator[AsyncConnection]:
+        """A connection for one write statement that commits on its own.
+
+        PostgreSQL: autocommit, one round trip. SQLite: a write transaction (its commit is
+        cheap, and its writers must queue for the lock anyway).
+        """
+        if self._autocommit is None:
+            async with self._connection(self.busy_timeout) as conn:
+                with translated(action):
+                    yield conn
+            return
+        self._require_open()
+        with translated("connecting", connecting=True):
+            conn = await self._autocommit.connect()
+        try:
+            with translated(action):
+                yield conn
+        finally:
+            await conn.close()
 
     async def _read(
         self, statement: sa.Executable, parameters: dict[str, Any] | None = None
@@ -468,6 +496,41 @@ class SqlStore:
         async with self._connection(None) as conn:
             with translated("checking an API key"):
                 return await _keys.verify_key(conn, presented, now)
+
+    # -- rate-limit buckets (charter.ledger.budgets) ---------------------------------------
+
+    @run_to_completion
+    async def spend_budget(self, bucket: Bucket, *, cost: float, now: float) -> bool:
+        """Spend ``cost`` seconds of the bucket if it has room: one statement, no lost update."""
+        async with self._statement("spending a rate limit") as conn:
+            return await _budget_rows.spend(conn, bucket, cost, now)
+
+    @run_to_completion
+    async def budget_arrival(self, bucket: Bucket) -> float | None:
+        """The bucket's theoretical arrival time (None when it was never spent)."""
+        async with self._connection(None) as conn:
+            with translated("reading a rate limit"):
+                return await _budget_rows.arrival(conn, bucket)
+
+    @run_to_completion
+    async def refund_budget(self, bucket: Bucket, *, cost: float) -> None:
+        """Give ``cost`` seconds back to the bucket (the call did not run its handler)."""
+        async with self._statement("refunding a rate limit") as conn:
+            await _budget_rows.refund(conn, bucket, cost)
+
+    @run_to_completion
+    async def budget_usage(self, *, now: float, tenant: str | None = None) -> list[BucketUsage]:
+        """The buckets not yet full again at ``now`` (of one tenant, when given)."""
+        async with self._connection(None) as conn:
+            with translated("listing rate limits"):
+                return await _budget_rows.usage(conn, now, tenant)
+
+    @run_to_completion
+    async def prune_budgets(self, *, now: float) -> int:
+        """Delete the buckets full again at ``now`` (they mean the same as no row)."""
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("pruning rate limits"):
+                return await _budget_rows.prune(conn, now)
 
     # -- shared secrets -------------------------------------------------------------------
 

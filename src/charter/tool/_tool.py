@@ -11,6 +11,7 @@ from typing_extensions import TypeVar
 
 from ..auth import AuthMode
 from ..context import ToolContext
+from ..limits import Limit, check_limits
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired
 from ..policy import ActionPolicy
 from ..risk import RiskPolicy, RiskTier
@@ -70,6 +71,8 @@ class Tool(Generic[InT, OutT, CtxT]):
     enforcement: Literal["generic", "handler"] = "generic"
     resolve_action_target: TargetResolver[InT, CtxT] | None = None
     timeout: float | None = None
+    limits: tuple[Limit, ...] = ()
+    """Budgets spent per tool (``charter.limits``): rate limits, quotas, in-flight caps."""
     is_async: bool = field(init=False)
     """Whether the handler is a coroutine function (decided once)."""
     takes_context: bool = field(init=False)
@@ -96,6 +99,7 @@ class Tool(Generic[InT, OutT, CtxT]):
             action_policy=self.action_policy,
         )
         set_ = object.__setattr__
+        set_(self, "limits", check_limits(f"tool {self.name!r}", self.limits))
         set_(self, "is_async", is_async_callable(self.handler))
         set_(self, "takes_context", positional_arity(self.handler, self.name) >= 2)
         set_(self, "validator", closed_model(self.input_model))

@@ -1,0 +1,230 @@
+"""Spending a call's budgets: rate limits and quotas on the store, in-flight caps here.
+
+A ``RateLimit`` of ``calls`` per ``per`` seconds is a generic cell rate algorithm (GCRA):
+one unit costs ``per / calls`` seconds of a bucket that holds ``per`` seconds and refills
+continuously, so a holder may burst the whole budget and then gets one unit back every
+``per / calls`` seconds. The store checks and spends in one statement
+(``charter.ledger.budgets``). ``InFlight`` caps are counted in this process.
+
+A call spends after it is authenticated, authorised and validated, just before the ledger
+runs it; what it spent is given back when the handler did not run after all (a replay, a
+request still in progress, an approval that stops it), so a replay is free.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .._safe_log import log_exception
+from ..errors import ErrorCode, StoreBusy, StoreUnavailable
+from ..ledger.budgets import Bucket, BucketUsage, BudgetStore, bucket_key
+from ..limits import InFlight, Limit, RateLimit
+from ..outcome import Completed, Failed, ToolOutcome, failed
+from ._calls import PreparedCall
+
+__all__ = ("Budgets", "Spent", "handler_skipped")
+
+logger = logging.getLogger("charter")
+
+_NOT_RUN = frozenset({ErrorCode.REQUEST_IN_PROGRESS, ErrorCode.IDEMPOTENCY_CONFLICT})
+"""Failures the ledger answers without running the handler."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Spent:
+    """What one call spent: to give back if its handler does not run, and to release."""
+
+    buckets: list[tuple[Bucket, float]] = field(default_factory=list)
+    """Rate-limit buckets and the seconds spent in each."""
+    held: list[str] = field(default_factory=list)
+    """In-flight counters this call holds until it ends."""
+
+
+class Budgets:
+    """Spends and gives back the budgets of one host's calls."""
+
+    def __init__(
+        self,
+        *,
+        store: BudgetStore,
+        host_limits: Sequence[Limit],
+        clock: Callable[[], datetime],
+    ) -> None:
+        """Keep buckets on ``store``; ``host_limits`` apply to every call, across tools."""
+        self.store = store
+        self.host_limits = tuple(host_limits)
+        self._clock = clock
+        self._in_flight: dict[str, int] = {}
+
+    def applies(self, prepared: PreparedCall) -> bool:
+        """Whether any budget applies to the call (most calls have none: a fast no)."""
+        return bool(self.host_limits or prepared.action.tool.tool.limits)
+
+    async def spend(self, prepared: PreparedCall) -> Spent | Failed:
+        """Spend every budget the call is under, or refuse it with nothing spent."""
+        try:
+            return await self._spend_all(prepared)
+        except (StoreBusy, StoreUnavailable):
+            return failed(
+                ErrorCode.PROVIDER_UNAVAILABLE,
+                "The call's rate limits could not be checked: the database is busy or "
+                "unreachable. Nothing ran.",
+                retryable=True,
+                next_steps=("Retry the same call with the same requestId shortly.",),
+                reason="budgets_unavailable",
+            )
+
+    async def _spend_all(self, prepared: PreparedCall) -> Spent | Failed:
+        spent = Spent()
+        tool = prepared.action.tool
+        declared = [(tool.name, limit) for limit in tool.tool.limits]
+        declared += [("*", limit) for limit in self.host_limits]
+        for scope, limit in declared:
+            holder = _holder(limit, prepared)
+            if isinstance(limit, InFlight):
+                refused = self._hold(bucket_key(scope, limit.label, holder), limit, spent)
+            else:
+                bucket = Bucket(
+                    tool=scope,
+                    limit=limit.label,
+                    holder=holder,
+                    # A whole tool's budget is no one tenant's (listed by the operator only).
+                    tenant="" if limit.key == "tool" else prepared.context.tenant_id,
+                    interval=limit.per / limit.calls,
+                    window=float(limit.per),
+                )
+                refused = await self._spend(bucket, limit, prepared, spent)
+            if refused is not None:
+                await self.give_back(spent)
+                return refused
+        return spent
+
+    async def settle(self, spent: Spent, outcome: ToolOutcome) -> None:
+        """The call ended with ``outcome``: release its holds, refund if nothing ran."""
+        if handler_skipped(outcome):
+            await self.give_back(spent)
+        else:
+            self.release(spent)
+
+    async def give_back(self, spent: Spent) -> None:
+        """Return what ``spent`` spent and release its holds."""
+        self.release(spent)
+        buckets, spent.buckets = spent.buckets, []
+        for bucket, cost in buckets:
+            try:
+                await self.store.refund_budget(bucket, cost=cost)
+            except Exception:
+                # The call's outcome stands; the holder is only charged for a call that
+                # did not run, and the bucket refills on its own.
+                log_exception(logger, "could not refund the bucket %r", bucket.key)
+
+    async def usage(self, tenant: str) -> tuple[float, list[BucketUsage]]:
+        """Now, and the buckets of calls for ``tenant`` not yet full again."""
+        now = self._clock().timestamp()
+        return now, await self.store.budget_usage(now=now, tenant=tenant)
+
+    def release(self, spent: Spent) -> None:
+        """Release the in-flight counters ``spent`` holds (the call ended)."""
+        for key in spent.held:
+            left = self._in_flight.get(key, 1) - 1
+            if left > 0:
+                self._in_flight[key] = left
+            else:
+                self._in_flight.pop(key, None)
+        spent.held.clear()
+
+    def _hold(self, key: str, limit: InFlight, spent: Spent) -> Failed | None:
+        running = self._in_flight.get(key, 0)
+        if running >= limit.limit:
+            return _refused(limit.label, retry_after=1.0, reason="too_many_in_flight")
+        self._in_flight[key] = running + 1
+        spent.held.append(key)
+        return None
+
+    async def _spend(
+        self, bucket: Bucket, limit: RateLimit, prepared: PreparedCall, spent: Spent
+    ) -> Failed | None:
+        units = 1 if limit.cost is None else limit.cost(prepared.action.input)
+        if not isinstance(units, int) or isinstance(units, bool) or units < 0:
+            return failed(
+                ErrorCode.PROVIDER_ERROR,
+                f"The cost function of the limit {limit.label!r} did not return a whole "
+                "number of units (0 or more).",
+                reason="invalid_limit_cost",
+            )
+        if units == 0:
+            return None
+        if units > limit.calls:
+            return _never(limit, units)
+        cost = units * bucket.interval
+        now = self._clock().timestamp()
+        if await self.store.spend_budget(bucket, cost=cost, now=now):
+            spent.buckets.append((bucket, cost))
+            return None
+        arrival = await self.store.budget_arrival(bucket)
+        wait = max(arrival if arrival is not None else now, now) + cost - now - bucket.window
+        return _refused(
+            limit.label, retry_after=max(wait, 0.0), quota=limit.calls, window=limit.per
+        )
+
+
+def handler_skipped(outcome: ToolOutcome) -> bool:
+    """Whether a call ended without running its handler (a replay, a pause, a refusal)."""
+    if isinstance(outcome, Completed):
+        return outcome.replayed
+    if isinstance(outcome, Failed):
+        return outcome.replayed or outcome.code in _NOT_RUN
+    return outcome.kind in ("denied", "interaction-required")
+
+
+def _holder(limit: Limit, prepared: PreparedCall) -> str:
+    if limit.key == "tool":
+        return "all"
+    if limit.key == "tenant":
+        return "tenant:" + prepared.context.tenant_id
+    principal = prepared.principal
+    return principal.key if principal is not None else "anonymous"
+
+
+def _never(limit: RateLimit, units: int) -> Failed:
+    return failed(
+        ErrorCode.RATE_LIMITED,
+        f"This call costs {units} units, more than the limit {limit.label!r} allows in a "
+        f"whole window ({limit.calls}); it can never run as it is.",
+        retryable=False,
+        next_steps=("Split the action into smaller ones, or ask the operator to raise the limit.",),
+        reason="over_quota",
+        limit=limit.label,
+        quota=limit.calls,
+        units=units,
+    )
+
+
+def _refused(
+    label: str,
+    *,
+    retry_after: float,
+    reason: str = "rate_limited",
+    quota: int | None = None,
+    window: float | None = None,
+) -> Failed:
+    seconds = math.ceil(retry_after * 10) / 10 or 0.1
+    meta: dict[str, Any] = {"limit": label, "retryAfter": seconds}
+    if quota is not None:
+        meta["quota"] = quota
+    if window is not None:
+        meta["window"] = window
+    return failed(
+        ErrorCode.RATE_LIMITED,
+        f"The limit {label!r} is spent for now; retry in {seconds:g} s.",
+        next_steps=(
+            f"Wait {seconds:g} seconds, then retry the same call (with the same requestId).",
+        ),
+        reason=reason,
+        **meta,
+    )

@@ -1,0 +1,111 @@
+"""The SQL of rate-limit buckets: spend in one statement, refund, list, prune.
+
+Spending is one ``INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING``: a new bucket is
+inserted spent; an existing one moves its arrival time only when the spend fits in the
+window, and returns no row when it does not. PostgreSQL locks the row for the update and
+re-checks the condition on the latest version, and SQLite has one writer at a time, so
+concurrent spenders never lose an update and never overspend.
+
+On PostgreSQL a spend is one round trip: the statement runs in autocommit mode and
+commits without waiting for its WAL to reach the disk (``synchronous_commit = off``, set
+by the statement itself for its own transaction). A database crash can forget the last
+few spends, so a budget may allow a few more calls once; waiting for the flush would cost
+every limited call a second disk flush besides its ledger's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..ledger.budgets import TOLERANCE, Bucket, BucketUsage
+from ._schema import budgets
+from ._statements import insert
+
+__all__ = ("arrival", "prune", "refund", "spend", "usage")
+
+_b = budgets.c
+
+
+async def spend(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) -> bool:
+    """Spend ``cost`` seconds of ``bucket`` if it fits; whether it did."""
+    dialect = conn.dialect.name
+    latest = sa.func.greatest if dialect == "postgresql" else sa.func.max
+    moved = latest(_b.arrival, sa.literal(now, sa.Double)) + sa.literal(cost, sa.Double)
+    statement = insert(dialect, budgets).values(
+        bucket_key=bucket.key,
+        tool=bucket.tool,
+        limit_name=bucket.limit,
+        holder=bucket.holder,
+        tenant=bucket.tenant,
+        arrival=sa.literal(now + cost, sa.Double) + _without_flush(dialect),
+        interval_seconds=bucket.interval,
+        window_seconds=bucket.window,
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=[_b.bucket_key],
+        # The declaration may have changed since the row was written: keep it current.
+        set_={
+            "arrival": moved,
+            "interval_seconds": bucket.interval,
+            "window_seconds": bucket.window,
+        },
+        where=moved <= sa.literal(now + bucket.window + TOLERANCE, sa.Double),
+    )
+    row = (await conn.execute(statement.returning(_b.arrival))).first()
+    return row is not None
+
+
+async def arrival(conn: AsyncConnection, bucket: Bucket) -> float | None:
+    """The bucket's arrival time, or None."""
+    value = await conn.scalar(sa.select(_b.arrival).where(_b.bucket_key == bucket.key))
+    return float(value) if value is not None else None
+
+
+async def refund(conn: AsyncConnection, bucket: Bucket, cost: float) -> None:
+    """Move the bucket's arrival time back by ``cost`` seconds."""
+    relaxed = _without_flush(conn.dialect.name)
+    await conn.execute(
+        sa.update(budgets)
+        .where(_b.bucket_key == bucket.key)
+        .values(arrival=_b.arrival - sa.literal(cost, sa.Double) + relaxed)
+    )
+
+
+async def usage(conn: AsyncConnection, now: float, tenant: str | None) -> list[BucketUsage]:
+    """The buckets not full again at ``now``, by key."""
+    statement = sa.select(budgets).where(_b.arrival > now).order_by(_b.bucket_key)
+    if tenant is not None:
+        statement = statement.where(_b.tenant == tenant)
+    return [_usage(row._mapping) for row in await conn.execute(statement)]
+
+
+async def prune(conn: AsyncConnection, now: float) -> int:
+    """Delete the buckets full again at ``now``; how many."""
+    result = await conn.execute(sa.delete(budgets).where(_b.arrival <= now))
+    return result.rowcount
+
+
+def _without_flush(dialect: str) -> sa.ColumnElement[float]:
+    """Zero; on PostgreSQL it also lets the statement's transaction skip the disk flush.
+
+    A value the statement computes, so turning the flush off costs no round trip.
+    """
+    if dialect != "postgresql":
+        return sa.literal(0.0, sa.Double)
+    relaxed = sa.func.set_config("synchronous_commit", "off", sa.true())
+    return sa.cast(sa.func.length(relaxed) * 0, sa.Double)
+
+
+def _usage(row: Any) -> BucketUsage:
+    bucket = Bucket(
+        tool=row["tool"],
+        limit=row["limit_name"],
+        holder=row["holder"],
+        tenant=row["tenant"],
+        interval=float(row["interval_seconds"]),
+        window=float(row["window_seconds"]),
+    )
+    return BucketUsage(bucket=bucket, arrival=float(row["arrival"]))

@@ -1,0 +1,151 @@
+"""Budgets on a real `charter serve` (issue #23): REST 429s with the IETF fields, MCP
+error results that say when to retry, `charter limits`, and two stateless replicas on
+PostgreSQL sharing one budget exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from cli_support import charter, sqlite
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from tests.store.conftest import postgres_schema, require_postgres
+
+from live_server import charter_serve
+
+TARGET = '''
+from pydantic import BaseModel
+
+from charter import RateLimit, Registry, tool
+
+
+class Search(BaseModel):
+    destination: str
+
+
+class Trips(BaseModel):
+    found: list[str]
+
+
+@tool(
+    tier="read",
+    name="trips.search",
+    required_scopes=["trips:read"],
+    limits=[RateLimit(calls=10, per=60)],
+)
+def search(args: Search) -> Trips:
+    """Search trips to a destination."""
+    return Trips(found=[args.destination + " in May"])
+
+
+registry = Registry()
+registry.register(search)
+'''
+
+POLICY = '"10/60s by principal"'
+SEARCH = "/v1/tools/trips.search:call"
+
+
+@pytest.fixture
+def target(write_target: Callable[[str], str]) -> str:
+    return f"{write_target(TARGET)}:registry"
+
+
+def create_key(db: str, tenant: str, subject: str) -> str:
+    result = charter(
+        "keys", "create", "--db", db, "--tenant", tenant, "--subject", subject,
+        "--scope", "trips:read", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    key: str = json.loads(result.stdout)["key"]
+    return key
+
+
+async def call_concurrently(urls: list[str], key: str, calls: int) -> list[httpx.Response]:
+    """``calls`` REST calls at once, spread over ``urls`` in turn."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        return await asyncio.gather(
+            *(
+                http.post(urls[i % len(urls)] + SEARCH, json={"destination": f"d{i}"})
+                for i in range(calls)
+            )
+        )
+
+
+async def call_over_mcp(url: str, key: str) -> tuple[bool, dict[str, object]]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
+        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
+            result = await client.call_tool("trips.search", {"destination": "Porto"})
+    return bool(result.is_error), dict((result.meta or {}).get("charter/error") or {})
+
+
+def test_64_concurrent_rest_calls_run_10_and_refuse_54_with_the_rate_limit_fields(
+    target: str, tmp_path: Path
+) -> None:
+    db = sqlite(tmp_path / "limits.db")
+    planner = create_key(db, "acme", "planner")
+    planner_at_globex = create_key(db, "globex", "planner")
+    with charter_serve(target, "--db", db, cwd=tmp_path) as served:
+        responses = asyncio.run(call_concurrently([served.url], planner, 64))
+        mcp_error, mcp_meta = asyncio.run(call_over_mcp(served.url, planner))
+        # The same subject in another tenant has a budget of its own.
+        elsewhere = asyncio.run(call_concurrently([served.url], planner_at_globex, 1))
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [200] * 10 + [429] * 54
+    refused = next(r for r in responses if r.status_code == 429)
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.headers["retry-after"] == "6"
+    assert refused.headers["ratelimit"] == f"{POLICY};r=0;t=6"
+    assert refused.headers["ratelimit-policy"] == f"{POLICY};q=10;w=60"
+    problem = refused.json()
+    assert problem["code"] == "RATE_LIMITED" and problem["retryable"] is True
+    assert 5 < problem["meta"]["retryAfter"] <= 6 and problem["next_steps"]
+    assert mcp_error and mcp_meta["resolution"] == "retry" and mcp_meta["retryAfter"] > 0
+    assert [r.status_code for r in elsewhere] == [200]
+
+    shown = charter("limits", "--db", db, "--json")
+    assert shown.exit_code == 0, shown.output
+    usage = {row["holder"]: row for row in json.loads(shown.stdout)}
+    assert usage["acme/planner"]["used"] == 10
+    assert usage["acme/planner"]["capacity"] == 10
+    assert usage["acme/planner"]["tool"] == "trips.search"
+    assert usage["globex/planner"]["used"] == 1
+    only_acme = json.loads(charter("limits", "--db", db, "--tenant", "acme", "--json").stdout)
+    assert [row["holder"] for row in only_acme] == ["acme/planner"]
+    table = charter("limits", "--db", db)
+    assert "10/10" in table.stdout and "acme/planner" in table.stdout
+    # Pruning keeps a budget still being spent.
+    assert charter("db", "prune", "--db", db).exit_code == 0
+    assert len(json.loads(charter("limits", "--db", db, "--json").stdout)) == 2
+
+
+@pytest.mark.postgres
+def test_two_stateless_replicas_on_postgresql_share_one_budget_exactly(
+    target: str, tmp_path: Path
+) -> None:
+    require_postgres()
+    with postgres_schema() as db, ExitStack() as replicas:
+        planner = create_key(db, "acme", "planner")
+        urls = [
+            replicas.enter_context(
+                charter_serve(target, "--db", db, "--stateless", cwd=tmp_path)
+            ).url
+            for _ in range(2)
+        ]
+        responses = asyncio.run(call_concurrently(urls, planner, 64))
+        shown = json.loads(charter("limits", "--db", db, "--json").stdout)
+    served_by = {
+        url: [r.status_code for r in responses if str(r.url).startswith(url)] for url in urls
+    }
+    assert all(len(statuses) == 32 for statuses in served_by.values())
+    assert sorted(r.status_code for r in responses) == [200] * 10 + [429] * 54
+    assert [(row["holder"], row["used"]) for row in shown] == [("acme/planner", 10)]
