@@ -223,3 +223,21 @@ def test_the_limits_tab_shows_the_budgets_being_spent_in_the_tenant(
         expect(row).to_contain_text("5 calls a minute")
         expect(row).to_contain_text("3/5")
         expect(row.get_by_role("meter", name="3 of 5 used")).to_be_visible()
+
+
+def test_a_revoked_grant_shows_every_decision_on_its_card(console: Live, page: Page) -> None:
+    refund = {"booking_id": "bkg_77", "amount_cents": 4_200}
+    with console.client("agent-token") as agent, console.client("approver-token") as approver:
+        _, approval_id = ask(agent, "bookings.refund", refund)
+        path = f"/v1/approvals/{approval_id}"
+        assert approver.post(f"{path}:grant", json={"reason": "looks fine"}).status_code == 200
+        assert approver.post(f"{path}:deny", json={"reason": "wrong card"}).status_code == 200
+    sign_in(page, console.url, "approver-token")
+    page.get_by_label("Show").select_option("denied")
+    card = page.locator(f"#approval-{approval_id}")
+    history = card.get_by_role("list", name="Decisions")
+    expect(history.get_by_role("listitem")).to_have_count(2)
+    expect(history.get_by_role("listitem").nth(0)).to_contain_text("Approved by acme/ana")
+    expect(history.get_by_role("listitem").nth(0)).to_contain_text("looks fine")
+    expect(history.get_by_role("listitem").nth(1)).to_contain_text("Revoked by acme/ana")
+    expect(history.get_by_role("listitem").nth(1)).to_contain_text("wrong card")

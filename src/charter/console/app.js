@@ -458,11 +458,38 @@ function decisionNote(a) {
     denied: `Denied${who}.`,
     consumed: `Approved${who} and executed.`,
   };
-  return h(
+  const note = h(
     "p",
     { class: "decision" },
     h("strong", { text: words[a.status] || a.status }),
     a.decisionReason ? ` Reason: “${a.decisionReason}”` : ""
+  );
+  const history = a.history || [];
+  if (history.length < 2) return note;
+  // A grant later revoked, say: every decision, oldest first, as the audit trail has them.
+  return h("div", {}, note, decisionHistory(a, history));
+}
+
+function decisionHistory(a, history) {
+  const listId = `${cardId(a.id)}-history`;
+  const verbs = { approved: "Approved", denied: "Denied" };
+  const items = history.map((d, i) => {
+    const at = new Date(d.decidedAt);
+    const revoked = d.status === "denied" && history.slice(0, i).some((p) => p.status === "approved");
+    return h(
+      "li",
+      {},
+      h("strong", { text: revoked ? "Revoked" : verbs[d.status] || d.status }),
+      ` by ${d.decidedBy} · `,
+      h("time", { datetime: d.decidedAt, title: at.toLocaleString(), text: relative(at) }),
+      d.reason ? ` · “${d.reason}”` : ""
+    );
+  });
+  return h(
+    "div",
+    { class: "history" },
+    h("p", { class: "args-label", id: listId, text: "Decisions" }),
+    h("ol", { "aria-labelledby": listId }, items)
   );
 }
 
