@@ -12,8 +12,17 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = ("AuditAction", "AuditEvent", "AuditSink", "AuditTrail", "MemoryAuditSink")
 
-AuditAction: TypeAlias = Literal["call", "approval.grant", "approval.deny", "approval.revoke"]
-"""What an audit event records: a tool call, or a decision on an approval (made or refused)."""
+AuditAction: TypeAlias = Literal[
+    "call",
+    "approval.grant",
+    "approval.deny",
+    "approval.revoke",
+    "effect.delivered",
+    "effect.retried",
+    "effect.dead",
+]
+"""What an audit event records: a tool call, a decision on an approval (made or refused),
+or an attempt at an effect (``tool`` is the effect's name, ``note`` its key)."""
 
 
 class AuditEvent(BaseModel):

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from .._limits import PayloadLimits
 from .._refusals import RefusalAggregator
+from .._telemetry import Telemetry
 from ..audit import AuditSink, AuditTrail, MemoryAuditSink
 from ..auth import (
     AccessCatalog,
@@ -84,6 +85,7 @@ from ._calls import (
     Settlement,
     canonical_request_id,
 )
+from ._effects import Effects
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)
@@ -116,6 +118,7 @@ class Host:
         rate_limited_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
+        effect_lease: timedelta = timedelta(seconds=60),
     ) -> None:
         """Build a host around a registry.
 
@@ -150,10 +153,13 @@ class Host:
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
+            effect_lease: how long one attempt at an effect is owned by whoever started
+                it (this process right after commit, or a worker); a process that dies
+                mid-attempt leaves it to a worker once this has passed.
 
         Raises:
-            ConfigurationError: retention is shorter than the approval lifetime, or a
-                rate limit is malformed.
+            ConfigurationError: retention is shorter than the approval lifetime, a rate
+                limit is malformed, or the effect lease is not positive.
         """
         if retention < approval_ttl:
             raise ConfigurationError(
@@ -185,6 +191,15 @@ class Host:
             audit=self.audit,
             clock=self._clock,
         )
+        self.effects = Effects(
+            store=self.store,
+            registry=registry,
+            audit=self.audit,
+            clock=self._clock,
+            lease=effect_lease,
+            telemetry=Telemetry(),
+        )
+        """The effect outbox: enqueue outside handlers, run workers, list and re-drive."""
         self._gate = LedgerGate(
             self.store,
             registry=registry,
@@ -196,6 +211,7 @@ class Host:
             # Audit rows commit with the action when the store is the audit sink.
             audit_in_transaction=store_sink is not None and self.audit is store_sink,
             fault_hook=fault_hook,
+            outbox=self.effects.outbox,
         )
         self._budgets = Budgets(
             store=self.store if isinstance(self.store, BudgetStore) else MemoryBudgets(),

@@ -34,6 +34,7 @@ from ._answers import (
 )
 from ._claims import claim_factory
 from .approvals import ApprovalRecord, Approvals
+from .outbox import EffectOutbox, StagedEffects
 from .protocols import FaultHook, FaultPoint, LedgerStore
 from .records import ActionStatus, DeferredRecord, LedgerEntry
 
@@ -81,9 +82,14 @@ class LedgerGate:
         clock: Callable[[], datetime],
         audit_in_transaction: bool,
         fault_hook: FaultHook | None = None,
+        outbox: EffectOutbox | None = None,
     ) -> None:
-        """Bind the gate to a store and the registry whose actions it runs."""
+        """Bind the gate to a store and the registry whose actions it runs.
+
+        ``outbox`` lets handlers stage effects (``ctx.effect``); without one they cannot.
+        """
         self.fault_hook = fault_hook
+        self.outbox = outbox
         self.store = store
         self.registry = registry
         self.approvals = approvals
@@ -274,6 +280,7 @@ class LedgerGate:
     ) -> tuple[ToolOutcome, bool]:
         registered = prepared.tool
         audited = False
+        staged: StagedEffects | None = None
         try:
             async with self.store.transaction(wait=self.in_progress_wait) as tx:
                 existing = await tx.claim(entry, self.clock())
@@ -286,6 +293,8 @@ class LedgerGate:
                     raise _ApprovalUnusable
                 ctx.db = tx.connection
                 ctx.db_error = tx.transient_error
+                staged = self._staging(entry)
+                ctx.effect_stager = staged
                 if registered.tool.enforcement == "handler":
                     ctx.handler_action_policy = self.registry.mint_handler_policy(
                         registered, controls, claim_factory(tx, entry, self.clock)
@@ -308,6 +317,9 @@ class LedgerGate:
                     )
                 elif not isinstance(outcome, Completed):
                     raise _Rollback(outcome)
+                if staged is not None:
+                    for record in staged.records:
+                        await tx.insert_effect(record)
                 await tx.complete(
                     entry.model_copy(
                         update={
@@ -333,9 +345,27 @@ class LedgerGate:
         except BaseException:
             discard_after_commit(ctx.after_commit)
             raise
+        finally:
+            ctx.effect_stager = None
         self._fault("after_commit_before_response")
+        if staged is not None and staged.records and self.outbox is not None:
+            await self.outbox.deliver(staged.records)
         await run_after_commit(ctx.after_commit, registered.name)
         return outcome, audited
+
+    def _staging(self, entry: LedgerEntry) -> StagedEffects | None:
+        """Where this call's ``ctx.effect`` stages its effects (None: no outbox)."""
+        if self.outbox is None:
+            return None
+        return StagedEffects(
+            registry=self.registry,
+            outbox=self.outbox,
+            tenant_id=entry.tenant_id,
+            principal_id=entry.principal_id,
+            request_id=entry.request_id,
+            tool=entry.tool,
+            clock=self.clock,
+        )
 
     def _fault(self, point: FaultPoint) -> None:
         if self.fault_hook is not None:

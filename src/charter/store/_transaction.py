@@ -8,8 +8,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
+from ..effects import EffectRecord
 from ..errors import StoreBusy, StoreError, ToolError
 from ..ledger import ClaimRecord, DeferredRecord, LedgerEntry
+from . import _effect_rows
 from ._connections import run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit
@@ -168,6 +170,12 @@ class SqlTransaction:
         """Write an audit event in this transaction (it commits with the action)."""
         with translated("recording an audit event"):
             await write_audit(self._conn, event)
+
+    @run_to_completion
+    async def insert_effect(self, record: EffectRecord) -> bool:
+        """Write an effect to the outbox in this transaction; False if its key exists."""
+        with translated("recording an effect"):
+            return await _effect_rows.insert_effect(self._conn, record)
 
 
 def _without_key(values: dict[str, Any]) -> dict[str, Any]:
