@@ -79,8 +79,9 @@ It raises ``ToolError`` when the caller refuses or fails.
 AfterCommit = Callable[[], Awaitable[object]]
 """Work to run once the call's transaction has committed."""
 
-EffectStager = Callable[[str, object], None]
-"""Stages one effect (name, payload) in the call's transaction; set by the ledger gate."""
+EffectStager = Callable[[str, object], str]
+"""Stages one effect (name, payload) in the call's transaction and returns its key; set by
+the ledger gate."""
 
 
 async def run_after_commit(work: list[AfterCommit | Awaitable[object]], tool: str) -> None:
@@ -264,7 +265,7 @@ class ToolContext:
         """
         self.after_commit.append(work)
 
-    def effect(self, name: str, payload: object = None) -> None:
+    def effect(self, name: str, payload: object = None) -> str:
         """Record the effect ``name`` with ``payload`` in this call's transaction.
 
         The row commits with the ledger entry and the handler's writes, or not at all;
@@ -277,6 +278,9 @@ class ToolContext:
             name: a registered effect's name (``payments.refund``).
             payload: JSON data or a pydantic model (dumped as JSON; secrets stay masked).
 
+        Returns:
+            The effect's idempotency key (the one its function will be given).
+
         Raises:
             ConfigurationError: the call is not ledgered (no request id, so nothing to
                 commit with), the name is not registered, or the payload is not JSON.
@@ -286,7 +290,7 @@ class ToolContext:
                 f"ctx.effect({name!r}) needs a ledgered call: the tool's action policy must "
                 "ledger it and the caller must send a request id (docs/effects.md)"
             )
-        self.effect_stager(name, payload)
+        return self.effect_stager(name, payload)
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

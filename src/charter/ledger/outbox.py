@@ -78,16 +78,17 @@ class StagedEffects:
         self._lock = threading.Lock()
         self.records: list[EffectRecord] = []
 
-    def __call__(self, name: str, payload: object) -> None:
-        """Stage one effect (``ctx.effect``)."""
+    def __call__(self, name: str, payload: object) -> str:
+        """Stage one effect (``ctx.effect``); its key."""
         registered = self._registry.effect(name)
         data = effect_payload(name, payload)
         now = self._clock()
         with self._lock:
             seq = len(self.records)
+            key = effect_key(self._tenant, self._principal, self._request, name, str(seq))
             self.records.append(
                 EffectRecord(
-                    key=effect_key(self._tenant, self._principal, self._request, name, str(seq)),
+                    key=key,
                     tenant_id=self._tenant,
                     name=name,
                     payload=data,
@@ -104,3 +105,4 @@ class StagedEffects:
                     updated_at=now,
                 )
             )
+        return key
