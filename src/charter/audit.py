@@ -57,6 +57,8 @@ class AuditEvent(BaseModel):
     """For a decision: the reason the decider gave."""
     count: int = 1
     """How many calls this event stands for (anonymous refusals are aggregated)."""
+    model_name: str | None = None
+    """The name a model called the tool by (harness and bridges), beside the canonical ``tool``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -205,6 +205,8 @@ class AuditEventBody(_Wire):
     """For a decision: the reason the decider gave."""
     count: int = 1
     """How many calls the event stands for (anonymous refusals are aggregated)."""
+    model_name: str | None = None
+    """The name a model called the tool by (harness and bridges), beside ``tool``."""
 
     @classmethod
     def from_event(cls, event: AuditEvent) -> AuditEventBody:
