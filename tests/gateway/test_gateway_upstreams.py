@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -26,7 +27,16 @@ from mcp.client.stdio import StdioServerParameters
 
 from charter import Completed, ErrorCode, Failed, InteractionRequired, Registry
 from charter.auth import Principal
-from charter.gateway import Backoff, Gateway, ToolPolicy, UpstreamConfig, parse_config
+from charter.errors import ConfigurationError
+from charter.gateway import (
+    Backoff,
+    Gateway,
+    GatewayConfig,
+    ToolPolicy,
+    UpstreamConfig,
+    load_config,
+    parse_config,
+)
 from charter.host import CallOptions, Host
 from charter.mcp import create_server
 
@@ -365,3 +375,99 @@ async def test_mcp_server_time_from_pypi_through_charter() -> None:
     assert result.is_error is False
     assert result.structured_content is not None
     assert result.structured_content["timezone"] == "UTC"
+
+
+# -- streamable HTTP and configuration ------------------------------------------------------
+
+
+async def test_an_upstream_over_streamable_http_with_headers_from_the_environment(
+    npm_servers: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("EVERYTHING_TOKEN", "s3cret")
+    remote = UpstreamConfig(
+        name="remote",
+        url=f"http://127.0.0.1:{port}/mcp",
+        headers={"Authorization": "Bearer ${EVERYTHING_TOKEN}"},
+        default=ToolPolicy(tier="read"),
+    )
+    server = await anyio.open_process(
+        ["node", str(npm_servers["everything"]), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+    )
+    try:
+        registry = Registry()
+        # The server may not listen yet: the gateway keeps trying, with backoff.
+        async with Gateway([remote], registry, backoff=FAST, connect_timeout=0) as gateway:
+            with anyio.fail_after(60):
+                await gateway.wait_for("remote", "connected")
+            host = Host(registry)
+            outcome = await host.invoke("remote.get-sum", {"a": 2, "b": 3}, ALICE)
+            assert [h.transport for h in gateway.health()] == ["http"]
+    finally:
+        server.terminate()
+        await server.wait()
+    assert isinstance(outcome, Completed) and isinstance(outcome.output, dict)
+    assert "5" in json.dumps(outcome.output["content"])
+
+
+async def test_a_header_naming_a_missing_variable_keeps_the_upstream_down_saying_which() -> None:
+    remote = UpstreamConfig(
+        name="remote",
+        url="http://127.0.0.1:9/mcp",
+        headers={"Authorization": "Bearer ${NOT_SET_ANYWHERE}"},
+    )
+    async with Gateway([remote], Registry(), backoff=Backoff(first=600, most=600)) as gateway:
+        [health] = gateway.health()
+    assert health.state == "down"
+    assert health.last_error is not None
+    assert "NOT_SET_ANYWHERE" in health.last_error and "headers" in health.last_error
+
+
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        ({"command": ["x"], "url": "http://h/mcp"}, "exactly one of command"),
+        ({}, "exactly one of command"),
+        ({"url": "ftp://h"}, "http:// or https://"),
+        ({"command": ["x"], "headers": {"A": "b"}}, "headers apply to a url upstream"),
+        ({"command": ["x"], "tools": {"t": {"tier": "risky"}}}, "upstreams.u.tools.t.tier"),
+        ({"command": ["x"], "tools": {"t": {"scopes": "a:b"}}}, "must be a list"),
+        ({"command": ["x"], "tools": {"t": {"rename": "no spaces"}}}, "letters, digits"),
+        ({"command": ["x"], "namespace": "a.b"}, "namespace 'a.b'"),
+        ({"command": ["x"], "colour": "blue"}, "upstreams.u.colour"),
+    ],
+)
+def test_a_bad_upstream_table_is_a_configuration_error_that_says_where(
+    table: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(problem)):
+        parse_config({"upstreams": {"u": table}})
+
+
+def test_two_upstreams_may_not_share_a_namespace() -> None:
+    with pytest.raises(ConfigurationError, match="share the namespace 'fs'"):
+        parse_config(
+            {"upstreams": {"a": {"command": ["x"], "namespace": "fs"}, "fs": {"command": ["y"]}}}
+        )
+
+
+def test_the_toml_file_and_python_describe_the_same_upstreams(tmp_path: Path) -> None:
+    path = tmp_path / "upstreams.toml"
+    path.write_text(
+        '[upstreams.fs]\ncommand = ["node", "server.js", "/srv"]\ndefault = "hidden"\n'
+        '[upstreams.fs.tools.read_file]\nscopes = ["files:read"]\n'
+    )
+    in_python = UpstreamConfig(
+        name="fs",
+        command=("node", "server.js", "/srv"),
+        default=ToolPolicy(hidden=True),
+        tools={"read_file": ToolPolicy(scopes=("files:read",))},
+    )
+    assert load_config(path) == GatewayConfig.of(in_python)
+    assert in_python.policy_for("read_file").hidden is None  # named: shown
+    assert in_python.policy_for("write_file").hidden is True
+    with pytest.raises(ConfigurationError, match="no such upstreams file"):
+        load_config(tmp_path / "missing.toml")
