@@ -8,6 +8,7 @@ factory of either, sync or async; a factory with a ``store`` parameter gets the 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -29,12 +30,14 @@ from charter.host import Host
 from charter.registry import Registry
 
 if TYPE_CHECKING:
+    from charter.gateway import Gateway
     from charter.store import SqlStore
 
 __all__ = (
     "OpenedHost",
     "driver_reason",
     "open_host",
+    "open_served",
     "open_store",
     "prepare_sqlite_folder",
     "principal_for",
@@ -53,6 +56,8 @@ class OpenedHost:
     """The store the command opened; None when the target is a `Host` with its own."""
     db_url: str | None
     """The URL of ``store``, for messages."""
+    gateway: Gateway | None = None
+    """The running gateway of ``--upstreams``, if any."""
 
 
 async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedHost:
@@ -71,6 +76,40 @@ async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedH
                 f"note: --db is not used: {spec} is a Host with its own store", highlight=False
             )
         return OpenedHost(host=target, store=None, db_url=None)
+    return await _open_target(spec, target, db, stack)
+
+
+async def open_served(
+    spec: str | None, upstreams: str | None, db: str | None, stack: AsyncExitStack
+) -> OpenedHost:
+    """TARGET's host (or, without one, a host on the store), with the upstreams' tools.
+
+    ``upstreams`` names a gateway file (``charter.gateway.load_config``); its tools are
+    registered in the host's registry and stay in step until ``stack`` closes.
+
+    Raises:
+        ConfigurationError: TARGET or the upstreams file is not usable.
+        Unusable: Neither was given, or the database cannot be opened.
+    """
+    if spec is None and upstreams is None:
+        raise Unusable("give TARGET (module:attribute), --upstreams FILE, or both")
+    if spec is not None:
+        opened = await open_host(spec, db, stack)
+    else:
+        opened = await _open_target("--upstreams", Registry(), db, stack)
+    if upstreams is not None:
+        from charter.gateway import Gateway, load_config
+
+        config = load_config(upstreams)
+        gateway = Gateway(config, opened.host.registry)
+        await stack.enter_async_context(gateway)
+        opened = dataclasses.replace(opened, gateway=gateway)
+    return opened
+
+
+async def _open_target(
+    spec: str, target: object, db: str | None, stack: AsyncExitStack
+) -> OpenedHost:
     url = resolve_db(db)
     opened: list[SqlStore] = []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import anyio
 from starlette.requests import Request
@@ -28,6 +29,9 @@ from ._problem import failed_problem, http_problem
 from ._responses import json_response
 from ._routes_approvals import int_query
 
+if TYPE_CHECKING:
+    from charter.gateway import Gateway
+
 __all__ = ("OpsRoutes",)
 
 logger = logging.getLogger("charter.http")
@@ -38,10 +42,13 @@ _READY_TIMEOUT_SECONDS = 2.0
 class OpsRoutes:
     """Actions, audit, whoami, health, readiness and OpenAPI for one host."""
 
-    def __init__(self, host: Host, openapi: OpenAPIDocument) -> None:
-        """Serve ``host``; ``openapi`` builds each caller's document."""
+    def __init__(
+        self, host: Host, openapi: OpenAPIDocument, gateway: Gateway | None = None
+    ) -> None:
+        """Serve ``host``; ``openapi`` builds each caller's document; ``gateway`` its upstreams."""
         self.host = host
         self.openapi = openapi
+        self.gateway = gateway
 
     async def action_status(self, request: Request) -> Response:
         """``GET /v1/actions/{request_id}?tenant=``: one of the caller's own requests.
@@ -148,7 +155,34 @@ class OpsRoutes:
                 reason="store_unreachable",
                 headers={"Retry-After": "1"},
             )
+        if self.gateway is not None:
+            return self._upstreams_ready(self.gateway)
         return json_response(HealthBody(status="ok"))
+
+    def _upstreams_ready(self, gateway: Gateway) -> Response:
+        """Ready when every upstream MCP server is connected; the body shows each one."""
+        health = gateway.health()
+        down = [h.name for h in health if h.state != "connected"]
+        if down:
+            return http_problem(
+                503,
+                "Not ready",
+                f"Upstream MCP servers are not connected: {', '.join(down)}; charter is "
+                "reconnecting.",
+                code=ErrorCode.PROVIDER_UNAVAILABLE,
+                reason="upstream_unavailable",
+                meta={"upstreams": ", ".join(down)},
+                headers={"Retry-After": "1"},
+            )
+        return json_response({"status": "ok", "upstreams": [h.as_json() for h in health]})
+
+    async def upstreams(self, request: Request) -> Response:
+        """``GET /v1/upstreams``: each upstream MCP server's connection (for the console)."""
+        caller = required_caller(request)
+        if isinstance(caller, Response):
+            return caller
+        health = self.gateway.health() if self.gateway is not None else []
+        return json_response({"upstreams": [h.as_json() for h in health]})
 
     async def openapi_json(self, request: Request) -> Response:
         """``GET /v1/openapi.json``: the routes and the tools the caller may call."""

@@ -37,6 +37,7 @@ from ._routes_ops import OpsRoutes
 from ._routes_tools import ToolRoutes
 
 if TYPE_CHECKING:
+    from charter.gateway import Gateway
     from charter.mcp import SessionLimits
 
 __all__ = ("DEFAULT_BODY_TIMEOUT", "McpMount", "create_app")
@@ -85,6 +86,7 @@ def create_app(
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     mcp_session_limits: SessionLimits | None = None,
     mcp_request_state_keys: Sequence[bytes | str] | None = None,
+    gateway: Gateway | None = None,
 ) -> Starlette:
     """Build the HTTP app for a host: ``/v1`` REST, ``/console``, and MCP at ``/mcp``.
 
@@ -107,6 +109,8 @@ def create_app(
             timeout (``charter.mcp.SessionLimits``; default: its defaults).
         mcp_request_state_keys: secrets that seal MCP ``requestState`` (see
             ``charter.mcp.create_server``); give every replica the same ones.
+        gateway: the running ``charter.gateway.Gateway`` whose tools the host serves:
+            ``/readyz`` needs its upstreams connected, ``/v1/upstreams`` shows them.
 
     Returns:
         A Starlette app; serve it with uvicorn.
@@ -120,7 +124,7 @@ def create_app(
     openapi = OpenAPIDocument()
     tools = ToolRoutes(host)
     approvals = ApprovalRoutes(host)
-    ops = OpsRoutes(host, openapi)
+    ops = OpsRoutes(host, openapi, gateway)
     # Every /v1 route knows its caller before it runs (one
     # authentication middleware); a POST route reads its body only after that.
     signed = [authentication(host)]
@@ -152,6 +156,7 @@ def create_app(
         _Route("/v1/audit", ops.audit, methods=["GET"], middleware=signed),
         _Route("/v1/limits", ops.limits, methods=["GET"], middleware=signed),
         _Route("/v1/whoami", ops.whoami, methods=["GET"], middleware=signed),
+        _Route("/v1/upstreams", ops.upstreams, methods=["GET"], middleware=signed),
         _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"], middleware=signed),
         _Route("/healthz", ops.healthz, methods=["GET"]),
         _Route("/readyz", ops.readyz, methods=["GET"]),

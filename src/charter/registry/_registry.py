@@ -76,6 +76,20 @@ class Registry:
             self._names[name] = registered
         return registered
 
+    def unregister(self, name: str) -> RegisteredTool | None:
+        """Remove a tool (by canonical name) and its aliases; returns what was removed.
+
+        For tool sources whose tools come and go while serving (``charter.gateway``).
+        Calls already prepared for it may still run.
+        """
+        registered = self._tools.pop(name, None)
+        if registered is None:
+            return None
+        self._capabilities.pop((registered.capability_id, registered.capability_version), None)
+        for key in (registered.name, *registered.aliases):
+            self._names.pop(key, None)
+        return registered
+
     def register_all(self, tools: Iterable[Tool[Any, Any, Any]]) -> builtins.list[RegisteredTool]:
         """Register several tools without bindings, in order."""
         return [self.register(tool) for tool in tools]
