@@ -29,7 +29,10 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/python -m pytest
 
+# The throughput cases need the bench extra (FastAPI, FastMCP) and Debian's wrk.
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	@command -v wrk >/dev/null || scripts/install-wrk
 	$(BIN)/python -m bench
 
 clean:
