@@ -29,7 +29,8 @@ settling a deferred call (``settle``) go through the same steps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -39,7 +40,7 @@ from pydantic import ValidationError
 from .._limits import PayloadLimits
 from .._refusals import RefusalAggregator
 from .._telemetry import Telemetry
-from ..audit import AuditSink, AuditTrail, MemoryAuditSink
+from ..audit import AuditLosses, AuditSink, AuditTrail, AuditWatch, MemoryAuditSink
 from ..auth import (
     AccessCatalog,
     AuthenticationUnavailable,
@@ -91,6 +92,9 @@ from ._pipeline import Pipeline, principal_id
 __all__ = ("Host",)
 
 logger = logging.getLogger("charter")
+
+AUDIT_ALARM = timedelta(minutes=1)
+"""How long ``audit_losses().failing`` (and so ``/readyz``) stays on after a lost event."""
 
 
 class Host:
@@ -181,6 +185,8 @@ class Host:
             self.audit = store_sink
         else:
             self.audit = MemoryAuditSink()
+        # Every event the host writes goes through the watch, which counts the lost ones.
+        self._audit_watch = AuditWatch(self.audit, clock=self._clock, window=AUDIT_ALARM)
         self.approvals = Approvals(
             self.store,
             registry=registry,
@@ -188,13 +194,13 @@ class Host:
             admin_scope=admin_scope,
             admin_may_approve=admin_may_approve,
             allow_self_approval=allow_self_approval,
-            audit=self.audit,
+            audit=self._audit_watch,
             clock=self._clock,
         )
         self.effects = Effects(
             store=self.store,
             registry=registry,
-            audit=self.audit,
+            audit=self._audit_watch,
             clock=self._clock,
             lease=effect_lease,
             telemetry=Telemetry(),
@@ -224,7 +230,7 @@ class Host:
             access=ScopeChecks(catalog=access_catalog, admin_scope=admin_scope),
             limits=self.limits,
             context_factory=context_factory,
-            audit=self.audit,
+            audit=self._audit_watch,
             refusals=_aggregator(anonymous_audit_window, self._clock),
             rate_refusals=_aggregator(rate_limited_audit_window, self._clock),
             budgets=self._budgets,
@@ -573,6 +579,39 @@ class Host:
             ),
         )
 
+    def audit_losses(self) -> AuditLosses:
+        """The audit events this host could not record; ``/readyz`` fails while it loses them."""
+        return self._audit_watch.losses()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Host]:
+        """Serve with the store open: what an ASGI app's lifespan enters.
+
+        A store that must be opened (``SqlStore``) and was handed over unopened is opened
+        here, and closed on the way out, after the pending audit counts are recorded; a
+        store the application opened itself is left as it is (its owner closes it).
+
+        Raises:
+            RuntimeError: the store was already closed.
+            StoreError: opening it failed (``SqlStore.open``).
+        """
+        opened: list[_OpensOnce] = []
+        for resource in dict.fromkeys((self.store, self.audit)):
+            if isinstance(resource, _OpensOnce) and resource.state == "new":
+                await resource.open()
+                opened.append(resource)
+            elif isinstance(resource, _OpensOnce) and resource.state == "closed":
+                raise RuntimeError(
+                    f"{resource!r} is closed; give the host a new one to serve again"
+                )
+        try:
+            yield self
+        finally:
+            if opened:
+                await self._pipeline.drain()
+            for resource in reversed(opened):
+                await resource.aclose()
+
     async def aclose(self) -> None:
         """Record pending audit counts; release the store's connections and worker threads."""
         await self._pipeline.drain()
@@ -580,6 +619,24 @@ class Host:
         close = getattr(self.store, "aclose", None)
         if close is not None:
             await close()
+
+
+@runtime_checkable
+class _OpensOnce(Protocol):
+    """Protocol: a resource opened once before use and closed after (``SqlStore``)."""
+
+    @property
+    def state(self) -> str:
+        """``new`` (not opened yet), ``open`` or ``closed``."""
+        ...
+
+    async def open(self) -> None:
+        """Connect; allowed once, while ``new``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release everything; the resource cannot be reopened."""
+        ...
 
 
 @runtime_checkable

@@ -141,7 +141,11 @@ class OpsRoutes:
         return json_response(HealthBody(status="ok"))
 
     async def readyz(self, request: Request) -> Response:
-        """``GET /readyz``: the store answers a cheap read within two seconds."""
+        """``GET /readyz``: the store answers, and audit events are not being lost.
+
+        The store must answer a cheap read within two seconds; an audit event lost in the
+        last minute, with none recorded since, is not ready (``Host.audit_losses``).
+        """
         try:
             with anyio.fail_after(_READY_TIMEOUT_SECONDS):
                 await self.host.store.get_approval("apr_readiness_probe")
@@ -153,6 +157,18 @@ class OpsRoutes:
                 "The store is not reachable.",
                 code=ErrorCode.PROVIDER_UNAVAILABLE,
                 reason="store_unreachable",
+                headers={"Retry-After": "1"},
+            )
+        losses = self.host.audit_losses()
+        if losses.failing:
+            # Never silent: a replica that loses audit events leaves the rotation.
+            return http_problem(
+                503,
+                "Not ready",
+                f"Audit events are being lost: {losses.lost} could not be recorded since "
+                "start, the latest just now (see the log).",
+                code=ErrorCode.PROVIDER_UNAVAILABLE,
+                reason="audit_lost",
                 headers={"Retry-After": "1"},
             )
         if self.gateway is not None:

@@ -113,7 +113,8 @@ def create_app(
             ``/readyz`` needs its upstreams connected, ``/v1/upstreams`` shows them.
 
     Returns:
-        A Starlette app; serve it with uvicorn.
+        A Starlette app; serve it with uvicorn. Its lifespan opens the host's store if it
+        was handed over unopened, and closes it at shutdown (``Host.running``).
 
     Raises:
         ValueError: ``max_body_bytes`` or ``body_timeout`` is not positive.
@@ -214,7 +215,7 @@ def create_app(
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: _http_exception, Exception: _server_error},
-        lifespan=_lifespan(mounted),
+        lifespan=_lifespan(host, mounted),
     )
 
 
@@ -266,11 +267,14 @@ def _mcp_mount(
 
 
 def _lifespan(
-    mounted: McpMount | None,
+    host: Host, mounted: McpMount | None
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    # The host first: a store handed over unopened is opened before the first request
+    # and closed after the last (`uvicorn module:app` has no other place to do it).
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            await stack.enter_async_context(host.running())
             if mounted is not None:
                 await stack.enter_async_context(mounted.run())
             yield

@@ -94,6 +94,11 @@ class SqlStore(SqlEffectOutbox):
         return f"SqlStore({url!r}, state={self._state.value})"
 
     @property
+    def state(self) -> str:
+        """``new`` (not opened yet), ``open``, or ``closed``; ASGI lifespans open a new one."""
+        return self._state.value
+
+    @property
     def dialect(self) -> str:
         """``sqlite`` or ``postgresql``."""
         return self._engine.dialect.name
