@@ -71,6 +71,7 @@ def build(
     provider: FakeProvider | None = None,
     max_attempts: int = 4,
     lease: timedelta = timedelta(seconds=60),
+    **options: Any,
 ) -> tuple[Host, FakeProvider]:
     """A host with ``bookings.refund`` and the ``payments.refund`` effect."""
     provider = provider or FakeProvider()
@@ -105,7 +106,7 @@ def build(
             action_policy=ActionPolicy(target_type="booking", command_target_field="booking_id"),
         )
     )
-    return Host(registry, store=store, effect_lease=lease), provider
+    return Host(registry, store=store, effect_lease=lease, **options), provider
 
 
 async def refund(

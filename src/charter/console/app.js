@@ -505,9 +505,14 @@ $("approval-filter").addEventListener("change", (event) => {
 
 async function refreshActivity() {
   try {
-    const data = await api("audit?limit=100");
+    // The effect outbox beside the calls: a call whose refund or email is still pending,
+    // retrying or dead shows it on its row. A server without effects answers an empty list.
+    const [data, outbox] = await Promise.all([
+      api("audit?limit=100"),
+      api("effects?limit=500").catch(() => ({ effects: [] })),
+    ]);
     $("activity-error").textContent = "";
-    renderActivity(data.events);
+    renderActivity(data.events, effectsByRequest(outbox.effects));
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
       $("activity-error").textContent = `Could not load activity: ${error.message}`;
@@ -527,7 +532,51 @@ function outcomeBadge(outcome) {
   return h("span", { class: `badge ${map[outcome] || "badge-tier"}`, text });
 }
 
-function renderActivity(events) {
+function effectsByRequest(effects) {
+  const byRequest = new Map();
+  for (const effect of effects) {
+    if (!effect.requestId) continue;
+    if (!byRequest.has(effect.requestId)) byRequest.set(effect.requestId, []);
+    byRequest.get(effect.requestId).push(effect);
+  }
+  return byRequest;
+}
+
+function effectBadges(effects) {
+  if (!effects || effects.length === 0) return "—";
+  const open = effects.filter((e) => e.status !== "delivered");
+  if (open.length === 0) {
+    return h("span", { class: "badge badge-ok", text: `${effects.length} delivered` });
+  }
+  return open
+    .sort((a, b) => a.seq - b.seq)
+    .map((e) => {
+      const [style, label] =
+        e.status === "dead"
+          ? ["badge-danger", "dead"]
+          : e.status === "discarded"
+            ? ["badge-tier", "discarded"]
+            : e.lastError
+              ? ["badge-warn", "failed, retrying"]
+              : ["badge-info", "pending"];
+      const detail = `${e.attempts}/${e.maxAttempts} attempts${e.lastError ? ` · ${e.lastError}` : ""}`;
+      return h("span", {
+        class: `badge ${style}`,
+        title: detail,
+        text: `${e.name} ${label}`,
+      });
+    });
+}
+
+function activityBadge(e) {
+  // An effect attempt's event: delivered, retried or dead, rather than completed/failed.
+  if (!e.action.startsWith("effect.")) return outcomeBadge(e.outcome);
+  const kind = e.action.slice("effect.".length);
+  const style = { delivered: "badge-ok", retried: "badge-warn", dead: "badge-danger" }[kind];
+  return h("span", { class: `badge ${style || "badge-tier"}`, text: `effect ${kind}` });
+}
+
+function renderActivity(events, effects = new Map()) {
   const container = $("activity");
   if (events.length === 0) {
     container.replaceChildren(
@@ -542,10 +591,11 @@ function renderActivity(events) {
       {},
       h("td", {}, h("time", { datetime: e.time, title: time.toLocaleString(), text: relative(time) })),
       h("td", { class: "mono", text: e.tool }),
-      h("td", {}, outcomeBadge(e.outcome), e.replayed ? h("span", { class: "badge badge-tier", text: "replay" }) : null),
+      h("td", {}, activityBadge(e), e.replayed ? h("span", { class: "badge badge-tier", text: "replay" }) : null),
       h("td", { class: "mono", text: [e.code, e.reason].filter(Boolean).join(" · ") || "—" }),
-      h("td", { text: e.subject || "anonymous" }),
+      h("td", { text: e.action.startsWith("effect.") ? "effect worker" : e.subject || "anonymous" }),
       h("td", { class: "mono", title: e.requestId || "", text: e.requestId ? `${e.requestId.slice(0, 8)}…` : "—" }),
+      h("td", {}, e.action === "call" && e.requestId ? effectBadges(effects.get(e.requestId)) : "—"),
       h("td", { class: "num", text: `${Math.round(e.durationMs)} ms` })
     );
   });
@@ -563,7 +613,7 @@ function renderActivity(events) {
           h(
             "tr",
             {},
-            ["When", "Tool", "Outcome", "Code", "Caller", "Request", "Time"].map((t) =>
+            ["When", "Tool", "Outcome", "Code", "Caller", "Request", "Effects", "Time"].map((t) =>
               h("th", { scope: "col", text: t })
             )
           )

@@ -20,6 +20,7 @@ from ._calls import Settlement as Settlement
 from ._calls import canonical_request_id as canonical_request_id
 from ._calls import derive_request_id as derive_request_id
 from ._effects import EffectBatch as EffectBatch
+from ._effects import EffectListing as EffectListing
 from ._effects import Effects as Effects
 from ._host import Host as Host
 
@@ -27,6 +28,7 @@ __all__ = (
     "CallOptions",
     "ContextFactory",
     "EffectBatch",
+    "EffectListing",
     "Effects",
     "Host",
     "PreparedCall",

@@ -24,18 +24,28 @@ from datetime import datetime, timedelta
 from .._safe_log import log_exception
 from .._telemetry import Telemetry
 from ..audit import AuditAction, AuditEvent, AuditSink
+from ..auth import Principal, resolve_tenant
 from ..effects import Effect, EffectRecord, EffectStatus, EffectStore, effect_key
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable
 from ..ledger import LedgerStore, LedgerTransaction
 from ..ledger.outbox import EffectOutbox, effect_payload
+from ..outcome import Failed, failed
 from ..registry import Registry
 
-__all__ = ("EffectBatch", "Effects")
+__all__ = ("EffectBatch", "EffectListing", "Effects")
 
 logger = logging.getLogger("charter")
 
 _ERROR_LIMIT = 2000
 """The longest error text kept on an effect row (the rest is cut)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EffectListing:
+    """The effects of one tenant a caller may see, newest first."""
+
+    tenant: str
+    effects: builtins.list[EffectRecord]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -82,6 +92,8 @@ class Effects:
         clock: Callable[[], datetime],
         lease: timedelta,
         telemetry: Telemetry,
+        oversees: Callable[[Principal], bool],
+        admin_scope: str,
         rng: random.Random | None = None,
     ) -> None:
         """Bind the outbox to the host's store, registry, audit sink and clock.
@@ -97,6 +109,8 @@ class Effects:
         self._clock = clock
         self.lease = lease
         self._telemetry = telemetry
+        self._oversees = oversees
+        self._admin_scope = admin_scope
         self._rng = rng or random.Random()
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         """This host's lease token: fast-path rows are written leased to it."""
@@ -325,6 +339,44 @@ class Effects:
         return await self.store.list_effects(
             tenant_id=tenant_id, status=status, request_id=request_id, limit=limit
         )
+
+    async def visible(
+        self,
+        principal: Principal,
+        *,
+        tenant: str | None = None,
+        status: EffectStatus | None = None,
+        request_id: str | None = None,
+        limit: int = 100,
+    ) -> EffectListing | Failed:
+        """The effects of a tenant the caller may see (what ``GET /v1/effects`` answers).
+
+        The caller's own tenant by default; only the admin scope may name another.
+        Approvers and admins see every effect of the tenant, other callers those their
+        own calls staged.
+        """
+        decision = resolve_tenant(
+            principal=principal, requested=tenant, delegable=True, admin_scope=self._admin_scope
+        )
+        if decision.denied:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                "Only the admin scope may read another tenant's effects.",
+                reason="tenant_forbidden",
+            )
+        try:
+            found = await self.list(
+                tenant_id=decision.tenant_id, status=status, request_id=request_id, limit=limit
+            )
+        except (StoreUnavailable, StoreBusy):
+            return failed(
+                ErrorCode.PROVIDER_UNAVAILABLE,
+                "The effects could not be read: the database is busy or unreachable.",
+                reason="store_unavailable",
+            )
+        if not self._oversees(principal):
+            found = [e for e in found if e.principal_id == principal.key]
+        return EffectListing(tenant=decision.tenant_id, effects=found)
 
     async def get(self, key: str) -> EffectRecord | None:
         """One effect by key."""

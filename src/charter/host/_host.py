@@ -204,6 +204,8 @@ class Host:
             clock=self._clock,
             lease=effect_lease,
             telemetry=Telemetry(),
+            oversees=self.approvals.oversees,
+            admin_scope=admin_scope,
         )
         """The effect outbox: enqueue outside handlers, run workers, list and re-drive."""
         self._gate = LedgerGate(

@@ -17,6 +17,7 @@ from ._payloads import (
     BudgetsBody,
     CallResultBody,
     DecisionBody,
+    EffectsBody,
     HealthBody,
     ProblemBody,
     ToolListBody,
@@ -63,6 +64,7 @@ def payload_schemas() -> dict[str, Any]:
         AuditBody,
         BudgetsBody,
         CallResultBody,
+        EffectsBody,
         HealthBody,
         ProblemBody,
         ToolListBody,
@@ -371,6 +373,44 @@ def fixed_paths() -> dict[str, Any]:
                         "description": "Another tenant (admin scope only).",
                         "schema": {"type": "string"},
                     },
+                ],
+            )
+        },
+        "/v1/effects": {
+            "get": _operation(
+                "listEffects",
+                "The effect outbox of the caller's tenant: effects staged by calls (or host "
+                "code) and where their delivery stands. Approvers and admins see all of the "
+                "tenant's; other callers those their own calls staged.",
+                tag="operations",
+                ok="Effects",
+                problems=(401, 403, 422, 503),
+                parameters=[
+                    {
+                        "name": "tenant",
+                        "in": "query",
+                        "required": False,
+                        "description": "Another tenant (admin scope only).",
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "required": False,
+                        "description": "Only effects in this state.",
+                        "schema": {
+                            "type": "string",
+                            "enum": ["pending", "delivered", "dead", "discarded"],
+                        },
+                    },
+                    {
+                        "name": "requestId",
+                        "in": "query",
+                        "required": False,
+                        "description": "Only the effects this request staged.",
+                        "schema": {"type": "string"},
+                    },
+                    _query_limit(100),
                 ],
             )
         },

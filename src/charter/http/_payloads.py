@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 from charter.audit import AuditAction, AuditEvent
+from charter.effects import EffectRecord
 from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
 
@@ -240,6 +241,54 @@ class BudgetsBody(_Wire):
 
     tenant: str
     budgets: list[BudgetBody]
+
+
+class EffectBody(_Wire):
+    """One effect in the outbox and where its delivery stands (docs/effects.md)."""
+
+    key: str
+    """The idempotency key handed to the effect's function."""
+    name: str
+    tenant_id: str
+    status: Literal["pending", "delivered", "dead", "discarded"]
+    attempts: int
+    max_attempts: int
+    request_id: str | None = None
+    """The call that staged it (None when host code enqueued it)."""
+    tool: str | None = None
+    seq: int
+    payload: JsonValue
+    next_attempt_at: datetime
+    last_error: str | None = None
+    created_at: datetime
+    delivered_at: datetime | None = None
+
+    @classmethod
+    def from_record(cls, record: EffectRecord) -> EffectBody:
+        """The wire form of an outbox record (the lease is internal)."""
+        return cls(
+            key=record.key,
+            name=record.name,
+            tenant_id=record.tenant_id,
+            status=record.status,
+            attempts=record.attempts,
+            max_attempts=record.max_attempts,
+            request_id=record.request_id,
+            tool=record.tool,
+            seq=record.seq,
+            payload=record.payload,
+            next_attempt_at=record.next_attempt_at,
+            last_error=record.last_error,
+            created_at=record.created_at,
+            delivered_at=record.delivered_at,
+        )
+
+
+class EffectsBody(_Wire):
+    """The effects of one tenant the caller may see, newest first."""
+
+    tenant: str
+    effects: list[EffectBody]
 
 
 class WhoamiBody(_Wire):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
 from charter._safe_log import log_exception
+from charter.effects import EffectStatus
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Failed, failed
@@ -22,12 +23,14 @@ from ._payloads import (
     AuditEventBody,
     BudgetBody,
     BudgetsBody,
+    EffectBody,
+    EffectsBody,
     HealthBody,
     WhoamiBody,
 )
 from ._problem import failed_problem, http_problem
 from ._responses import json_response
-from ._routes_approvals import int_query
+from ._routes_approvals import bad_query, int_query
 
 if TYPE_CHECKING:
     from charter.gateway import Gateway
@@ -37,6 +40,7 @@ __all__ = ("OpsRoutes",)
 logger = logging.getLogger("charter.http")
 
 _READY_TIMEOUT_SECONDS = 2.0
+_EFFECT_STATUSES: dict[str, EffectStatus] = {s: s for s in get_args(EffectStatus)}
 
 
 class OpsRoutes:
@@ -118,6 +122,37 @@ class OpsRoutes:
             for usage in report.buckets
         ]
         return json_response(BudgetsBody(tenant=report.tenant, budgets=budgets))
+
+    async def effects(self, request: Request) -> Response:
+        """``GET /v1/effects?tenant=&status=&requestId=&limit=100``: the effect outbox.
+
+        Approvers and admins see every effect of the tenant; other callers those their own
+        calls staged. Only the admin scope may name another tenant.
+        """
+        caller = required_caller(request)
+        if isinstance(caller, Response):
+            return caller
+        limit = int_query(request, "limit", default=100, maximum=500)
+        if isinstance(limit, Response):
+            return limit
+        status = request.query_params.get("status")
+        if status is not None and status not in _EFFECT_STATUSES:
+            return bad_query("status", f"must be one of {', '.join(_EFFECT_STATUSES)}")
+        listing = await self.host.effects.visible(
+            caller,
+            tenant=request.query_params.get("tenant"),
+            status=_EFFECT_STATUSES[status] if status is not None else None,
+            request_id=request.query_params.get("requestId"),
+            limit=limit,
+        )
+        if isinstance(listing, Failed):
+            return failed_problem(listing)
+        return json_response(
+            EffectsBody(
+                tenant=listing.tenant,
+                effects=[EffectBody.from_record(e) for e in listing.effects],
+            )
+        )
 
     async def whoami(self, request: Request) -> Response:
         """``GET /v1/whoami``: who the credentials belong to."""

@@ -1,9 +1,9 @@
 """The SQL of the effect outbox: insert in a call's transaction, claim under a lease, finish.
 
-A claim is one ``UPDATE … WHERE key IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING``: on
-PostgreSQL concurrent workers skip each other's rows instead of waiting, and a row whose
-lease ran out (its worker died) is due again. SQLite runs one writer at a time, so the
-same statement (without the locking clause) is safe there too.
+A claim is one ``WITH chosen AS (SELECT … FOR UPDATE SKIP LOCKED) UPDATE … FROM chosen
+RETURNING``: on PostgreSQL concurrent workers skip each other's rows instead of waiting,
+and a row whose lease ran out (its worker died) is due again. SQLite runs one writer at a
+time, so the same statement (without the locking clause) is safe there too.
 """
 
 from __future__ import annotations
@@ -62,12 +62,15 @@ async def claim(
     conn: AsyncConnection, *, now: datetime, lease_until: datetime, worker: str, limit: int
 ) -> list[EffectRecord]:
     """Lease up to ``limit`` due effects to ``worker``, counting an attempt on each."""
-    chosen = sa.select(_e.key).where(_due(now)).order_by(_e.next_attempt_at).limit(limit)
+    picked = sa.select(_e.key).where(_due(now)).order_by(_e.next_attempt_at).limit(limit)
     if conn.dialect.name == "postgresql":
-        chosen = chosen.with_for_update(skip_locked=True)
+        picked = picked.with_for_update(skip_locked=True)
+    # A CTE runs once; a locking subquery under IN may be re-run by the planner and lock
+    # (and so hand out) more rows than it returned the first time.
+    chosen = picked.cte("chosen")
     statement = (
         sa.update(effects)
-        .where(_e.key.in_(chosen.scalar_subquery()), _due(now))
+        .where(_e.key == chosen.c.key, _due(now))
         .values(attempts=_e.attempts + 1, lease_until=lease_until, leased_by=worker, updated_at=now)
         .returning(*effects.c)
     )
