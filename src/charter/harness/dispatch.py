@@ -23,6 +23,7 @@ How a charter outcome becomes a harness call state (seed-semantics §7.14):
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -76,11 +77,13 @@ _CODE_MAP = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def request_id_for(session_id: str, invocation_id: str) -> str:
     """The ledger request id of a call, derived from the session and invocation ids.
 
     The invocation id stays the same across pauses, resumes and restarts (it is in the
     session record), so a re-invocation reaches the same ledger row and replays.
+    Cached: sealing (``HostPreparer``) and the call's record both ask for it.
     """
     return derive_request_id(session_id, invocation_id)
 
