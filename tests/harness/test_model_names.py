@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from charter import ConfigurationError, Principal, Registry, define_tool
 from charter.evolution import diff_manifests
@@ -241,3 +241,58 @@ def test_a_gemini_function_response_carries_the_name_the_model_called() -> None:
         output={"trips": []},
     )
     assert gemini_tool_result(result)["functionResponse"]["name"] == "trips_search"
+
+
+class CountedIn(BaseModel):
+    text: str
+
+    @model_validator(mode="after")
+    def _count(self) -> CountedIn:
+        VALIDATIONS.append(self.text)
+        return self
+
+
+VALIDATIONS: list[str] = []
+
+
+async def test_a_model_call_is_validated_once_from_sealing_to_its_handler() -> None:
+    def handler(args: CountedIn) -> QueryOut:
+        return QueryOut(tool=args.text)
+
+    registry = Registry()
+    registry.register(
+        define_tool(
+            name="trips.search",
+            description="Search.",
+            input_schema=CountedIn,
+            output_schema=QueryOut,
+            handler=handler,
+            tier="read",
+        )
+    )
+    host = Host(registry)
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[
+                    ToolCall(call_id="c1", name="trips_search", arguments='{"text": "Rome"}'),
+                    ToolCall(call_id="c2", name="trips_search", arguments='{"text": 7}'),
+                ]
+            )
+        ]
+    )
+    VALIDATIONS.clear()
+    result = await Harness(host, model).session(ADA).run("go")
+    assert VALIDATIONS == ["Rome"]  # sealing prepared it on the host; that call ran
+    ok, bad = result.results
+    assert ok.kind == "completed" and ok.output == {"tool": "Rome"}
+    assert bad.code == "tool.invalid-arguments" and bad.details is not None
+    assert bad.details["issues"] == [
+        {"path": ["text"], "code": "string_type", "message": "Input should be a valid string"}
+    ]
+    # The refused call is audited by the host like any call it refused.
+    events = await host.audit.events(tenant="acme")
+    assert sorted((e.outcome, e.code) for e in events) == [
+        ("completed", None),
+        ("failed", "INVALID_INPUT"),
+    ]

@@ -92,7 +92,7 @@ class Capability(Generic[StateT]):
     """Tools that belong together and share session-local state.
 
     Each tool of a capability sees the capability's state as ``ctx.state``; the state is
-    created by ``state_factory`` (sync or async) the first time one of its tools runs in a
+    created by ``state_factory`` (sync or async) the first time one of its tools is called in a
     session, and lives as long as that session does in this process.
     """
 

@@ -76,7 +76,7 @@ from ..outcome import (
 from ..policy import CONTROL_FIELD, InvocationControls
 from ..registry import Registry, finish_output
 from ._access import ScopeChecks
-from ._arguments import check_payload, foreign_pause
+from ._arguments import check_payload, foreign_pause, merge_controls
 from ._budgets import Budgets
 from ._calls import (
     NO_CALL_OPTIONS,
@@ -401,15 +401,22 @@ class Host:
         mismatch = foreign_pause(paused, controls, sent)
         if mismatch is not None:
             return mismatch
+        continuation = paused.continuation or Continuation(confirmed=True)
+        if sent is None:
+            # Nothing in the arguments to override: the continuation joins the transport's
+            # controls as they are, not written into ``_charter`` to be parsed back out.
+            merged = merge_controls(
+                InvocationControls.model_validate(continuation.controls()), controls
+            )
+            if isinstance(merged, Failed):
+                return merged
+            return await self.invoke(name, payload, principal, merged, call=call)
         # The continuation's controls win over what the paused call sent (say an explicit
         # "confirmed": false), so the retry is exactly the paused call, now confirmed.
-        continuation = paused.continuation or Continuation(confirmed=True)
         resumed = {
             **payload,
             CONTROL_FIELD: {**sent, **continuation.controls()}
             if isinstance(sent, Mapping)
-            else continuation.controls()
-            if sent is None
             else sent,
         }
         return await self.invoke(name, resumed, principal, controls, call=call)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -112,12 +113,57 @@ def _strict(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     items = node.get("items")
     if isinstance(items, dict):
         node["items"] = _strict(dict(items), root)
-    for key in ("anyOf", "oneOf", "allOf"):
+    if isinstance(node.get("oneOf"), list) and "anyOf" not in node:
+        # Strict mode has no oneOf; anyOf accepts the same arguments here (the host
+        # validates them against the real schema).
+        node["anyOf"] = node.pop("oneOf")
+    for key in ("anyOf", "allOf"):
         variants = node.get(key)
         if isinstance(variants, list):
             node[key] = [_strict(dict(v), root) for v in variants]
+    node.pop("discriminator", None)
+    return _noted(node)
+
+
+_STRICT_UNSUPPORTED = (
+    "default",
+    "minLength",
+    "maxLength",
+    "patternProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+)
+"""Keywords strict mode refuses; their values move into the description."""
+
+_STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+"""The string formats strict mode accepts; another format moves into the description."""
+
+
+def _noted(node: dict[str, Any]) -> dict[str, Any]:
+    """Move what strict mode refuses into the description, so the model still reads it."""
     if node.get("default", 0) is None:
-        node.pop("default")
+        node.pop("default")  # says nothing the nullable type does not
+    notes = [
+        f"{key} {json.dumps(node.pop(key), ensure_ascii=False)}"
+        for key in _STRICT_UNSUPPORTED
+        if key in node
+    ]
+    fmt = node.get("format")
+    if isinstance(fmt, str) and fmt not in _STRICT_FORMATS:
+        notes.append(f"format {json.dumps(node.pop('format'))}")
+    if notes:
+        text = "; ".join(notes)
+        described = node.get("description")
+        node["description"] = f"{described} ({text})" if described else f"({text})"
     return node
 
 
