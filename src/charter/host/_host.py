@@ -84,6 +84,7 @@ from ._calls import (
     Settlement,
     canonical_request_id,
 )
+from ._notices import Notifications, Notifier
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)
@@ -116,6 +117,10 @@ class Host:
         rate_limited_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
+        notifiers: Sequence[Notifier] = (),
+        console_url: str | None = None,
+        notify_attempts: int = 8,
+        notify_backoff: timedelta = timedelta(seconds=2),
     ) -> None:
         """Build a host around a registry.
 
@@ -150,10 +155,18 @@ class Host:
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
+            notifiers: where approval events go (``charter.notify.Webhook``,
+                ``charter.notify.Slack``); each change is staged with the write that
+                makes it and sent once that committed (docs/notifications.md).
+            console_url: the public base URL of this server; events link to the
+                approval's console card under it.
+            notify_attempts: attempts at one notification before giving it up.
+            notify_backoff: the delay before a notification's second attempt; it doubles
+                each time.
 
         Raises:
-            ConfigurationError: retention is shorter than the approval lifetime, or a
-                rate limit is malformed.
+            ConfigurationError: retention is shorter than the approval lifetime, a rate
+                limit is malformed, or two notifiers share a name.
         """
         if retention < approval_ttl:
             raise ConfigurationError(
@@ -175,6 +188,16 @@ class Host:
             self.audit = store_sink
         else:
             self.audit = MemoryAuditSink()
+        self.notifications = Notifications(
+            notifiers,
+            store=self.store,
+            console_url=console_url,
+            clock=self._clock,
+            attempts=notify_attempts,
+            backoff=notify_backoff,
+            wait=in_progress_wait,
+        )
+        """The approval notifiers and their deliveries (docs/notifications.md)."""
         self.approvals = Approvals(
             self.store,
             registry=registry,
@@ -184,6 +207,7 @@ class Host:
             allow_self_approval=allow_self_approval,
             audit=self.audit,
             clock=self._clock,
+            notices=self.notifications if notifiers else None,
         )
         self._gate = LedgerGate(
             self.store,
@@ -560,6 +584,7 @@ class Host:
     async def aclose(self) -> None:
         """Record pending audit counts; release the store's connections and worker threads."""
         await self._pipeline.drain()
+        await self.notifications.aclose()
         self.registry.close()
         close = getattr(self.store, "aclose", None)
         if close is not None:

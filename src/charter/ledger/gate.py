@@ -12,7 +12,7 @@ key is the arbiter; there is no check-then-act.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -34,7 +34,7 @@ from ._answers import (
 )
 from ._claims import claim_factory
 from .approvals import ApprovalRecord, Approvals
-from .protocols import FaultHook, FaultPoint, LedgerStore
+from .protocols import FaultHook, FaultPoint, LedgerStore, LedgerTransaction
 from .records import ActionStatus, DeferredRecord, LedgerEntry
 
 __all__ = ("AuditBuilder", "LedgerGate", "LedgerKey")
@@ -274,16 +274,19 @@ class LedgerGate:
     ) -> tuple[ToolOutcome, bool]:
         registered = prepared.tool
         audited = False
+        noticed: Sequence[object] = ()
         try:
             async with self.store.transaction(wait=self.in_progress_wait) as tx:
                 existing = await tx.claim(entry, self.clock())
                 if existing is not None:
                     raise _Rollback(replay(existing, entry.fingerprint))
                 self._fault("after_claim")
-                if entry.approval_id is not None and not await tx.consume_approval(
-                    entry.approval_id, entry.request_id, self.clock()
-                ):
-                    raise _ApprovalUnusable
+                if entry.approval_id is not None:
+                    if not await tx.consume_approval(
+                        entry.approval_id, entry.request_id, self.clock()
+                    ):
+                        raise _ApprovalUnusable
+                    noticed = await self._notice_consumed(tx, entry)
                 ctx.db = tx.connection
                 ctx.db_error = tx.transient_error
                 if registered.tool.enforcement == "handler":
@@ -334,8 +337,22 @@ class LedgerGate:
             discard_after_commit(ctx.after_commit)
             raise
         self._fault("after_commit_before_response")
+        notices = self.approvals.notices
+        if notices is not None and noticed:
+            await notices.release(noticed)
         await run_after_commit(ctx.after_commit, registered.name)
         return outcome, audited
+
+    async def _notice_consumed(self, tx: LedgerTransaction, entry: LedgerEntry) -> Sequence[object]:
+        """Stage the notices of the approval this call consumed, in the call's transaction."""
+        notices = self.approvals.notices
+        if notices is None or entry.approval_id is None:
+            return ()
+        record = await self.store.get_approval(entry.approval_id)
+        if record is None:
+            return ()
+        consumed = record.model_copy(update={"status": "consumed", "consumed_by": entry.request_id})
+        return await notices.stage(tx, "consumed", consumed, by=entry.principal_id)
 
     def _fault(self, point: FaultPoint) -> None:
         if self.fault_hook is not None:

@@ -1,0 +1,250 @@
+"""Approval events reach a real webhook receiver, signed, deduplicable, retried, routed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from notify_support import (
+    ADA,
+    ALICE,
+    ALICE_GLOBEX,
+    CARD,
+    GUS,
+    SECRET,
+    approval_id_of,
+    receiving,
+    refund,
+    registry,
+    rid,
+)
+from standardwebhooks import Webhook as Verifier
+from standardwebhooks import WebhookVerificationError
+
+from charter import Completed, Failed
+from charter.errors import ConfigurationError
+from charter.host import Host
+from charter.notify import ApprovalEvent, Slack, Webhook
+from charter.store import SqlStore
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    async with SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'notify.db'}") as opened:
+        await opened.upgrade()
+        yield opened
+
+
+async def test_every_change_reaches_the_receiver_signed_in_order(store: SqlStore) -> None:
+    with receiving() as (receiver, base):
+        host = Host(
+            registry(),
+            store=store,
+            notifiers=[Webhook(f"{base}/hooks/ops", secret=SECRET)],
+            console_url="https://charter.example.com/",
+        )
+        request_id = rid()
+        args = refund(request_id, card_token=CARD, note="refund <b>now</b> & thanks")
+        approval_id = approval_id_of(await host.invoke("bookings.refund", args, ALICE))
+        requested = await receiver.next("ops")
+        granted_record = await host.approvals.grant(approval_id, ADA, "customer called")
+        assert not isinstance(granted_record, Failed)
+        granted = await receiver.next("ops")
+        done = await host.invoke(
+            "bookings.refund",
+            refund(request_id, approval_id, card_token=CARD, note="refund <b>now</b> & thanks"),
+            ALICE,
+        )
+        assert isinstance(done, Completed), done
+        consumed = await receiver.next("ops")
+        await host.aclose()
+
+    assert [e["type"] for e in (requested, granted, consumed)] == [
+        "approval.requested",
+        "approval.granted",
+        "approval.consumed",
+    ]
+    data = requested["data"]
+    assert data["approval_id"] == approval_id
+    assert data["tenant_id"] == "acme"
+    assert data["tool"] == "bookings.refund"
+    assert data["risk"] in ("high", "critical")
+    assert data["target"] == "bk_1"
+    assert data["requester"] == "acme/alice"
+    assert data["arguments"]["booking_id"] == "bk_1"
+    assert data["arguments"]["note"] == "refund <b>now</b> & thanks"
+    # The secret is bound but never sent.
+    assert data["arguments"]["card_token"] == {"$secret": "bound"}
+    assert data["url"] == f"https://charter.example.com/console/#/approvals/{approval_id}"
+    assert granted["data"]["approver"] == "acme/ada"
+    assert granted["data"]["reason"] == "customer called"
+    assert consumed["data"]["approver"] == "acme/alice"
+    for event in (requested, granted, consumed):
+        ApprovalEvent.model_validate(event["data"])
+    raw = json.dumps(receiver.accepted["ops"])
+    assert CARD not in raw
+    assert receiver.rejected == []
+
+
+async def test_a_receiver_failing_twice_gets_the_event_on_the_third_attempt(
+    store: SqlStore,
+) -> None:
+    with receiving() as (receiver, base):
+        host = Host(
+            registry(),
+            store=store,
+            notifiers=[Webhook(f"{base}/fail/2", secret=SECRET, events=["requested"])],
+            notify_backoff=timedelta(milliseconds=20),
+        )
+        approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        event = await receiver.next("fail2")
+        await host.aclose()
+    assert event["data"]["approval_id"] == approval_id
+    assert receiver.attempts[("fail2", event["data"]["id"])] == 3
+    assert len(receiver.accepted["fail2"]) == 1
+
+
+async def test_events_go_only_to_the_notifiers_of_their_tenant(store: SqlStore) -> None:
+    with receiving() as (receiver, base):
+        host = Host(
+            registry(),
+            store=store,
+            notifiers=[
+                Webhook(f"{base}/hooks/acme", secret=SECRET, tenants=["acme"]),
+                Webhook(f"{base}/hooks/globex", secret=SECRET, tenants=["globex"]),
+            ],
+        )
+        # Same subject, two tenants: each approval goes to its own tenant's receiver.
+        acme_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        globex_id = approval_id_of(
+            await host.invoke("bookings.refund", refund(rid()), ALICE_GLOBEX)
+        )
+        assert not isinstance(await host.approvals.deny(globex_id, GUS, "no"), Failed)
+        acme_event = await receiver.next("acme")
+        globex_requested = await receiver.next("globex")
+        globex_denied = await receiver.next("globex")
+        await host.aclose()
+    assert acme_event["data"]["approval_id"] == acme_id
+    assert acme_event["data"]["tenant_id"] == "acme"
+    assert [globex_requested["type"], globex_denied["type"]] == [
+        "approval.requested",
+        "approval.denied",
+    ]
+    assert globex_denied["data"]["approver"] == "globex/gus"
+    assert all(e["data"]["tenant_id"] == "acme" for e in receiver.accepted["acme"])
+    assert all(e["data"]["tenant_id"] == "globex" for e in receiver.accepted["globex"])
+
+
+async def test_an_unused_approval_tells_it_expired(store: SqlStore) -> None:
+    with receiving() as (receiver, base):
+        host = Host(
+            registry(),
+            store=store,
+            notifiers=[Webhook(f"{base}/hooks/exp", secret=SECRET, events=["expired"])],
+            approval_ttl=timedelta(milliseconds=300),
+        )
+        approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        event = await receiver.next("exp")
+        await host.aclose()
+    assert event["type"] == "approval.expired"
+    assert event["data"]["approval_id"] == approval_id
+
+
+async def test_a_decided_approval_never_tells_it_expired(store: SqlStore) -> None:
+    host = Host(
+        registry(),
+        store=store,
+        notifiers=[Webhook("http://127.0.0.1:9/never", secret=SECRET, events=["expired"])],
+    )
+    approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+    record = await store.get_approval(approval_id)
+    assert record is not None
+    assert not isinstance(await host.approvals.deny(approval_id, ADA), Failed)
+    staged = await host.notifications.stage(None, "requested", record, by=None)  # type: ignore[arg-type]
+    expiry = [d for d in staged if getattr(d, "if_unused", False)]
+    assert len(expiry) == 1
+    # Nothing to send (and so nothing that could fail) once a person decided it.
+    assert await host.notifications.send(expiry[0]) is False  # type: ignore[arg-type]
+    await host.aclose()
+
+
+def test_the_webhook_id_is_stable_and_the_signature_verifies_with_the_reference_library() -> None:
+    webhook = Webhook("https://hooks.example.com/charter", secret=SECRET)
+    event = _event()
+    body = webhook.body(event)
+    first, second = webhook.headers(event, body), webhook.headers(event, body)
+    assert first["webhook-id"] == second["webhook-id"] == event.id
+    assert Verifier(SECRET).verify(body, first)["data"]["approval_id"] == event.approval_id
+    other = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
+    with pytest.raises(WebhookVerificationError):
+        Verifier(other).verify(body, first)
+    with pytest.raises(WebhookVerificationError):
+        Verifier(SECRET).verify(body.replace("bk_1", "bk_2"), first)
+
+
+@pytest.mark.parametrize("secret", ["", "whsec_", "whsec_%%%not-base64%%%"])
+def test_a_bad_secret_is_refused_without_echoing_it(secret: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Webhook("https://hooks.example.com/x", secret=secret)
+    if secret.removeprefix("whsec_"):
+        assert secret not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "ftp://hooks.example.com/x"}, "http:// or https://"),
+        ({"url": "https://x.example.com", "tenants": []}, "tenants is empty"),
+        ({"url": "https://x.example.com", "events": ["approved"]}, "unknown event kinds"),
+    ],
+)
+def test_bad_notifier_options_are_configuration_errors(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        Slack(**kwargs)
+
+
+def test_two_notifiers_with_one_name_are_refused() -> None:
+    url = "https://hooks.slack.com/services/T0/B0/secret"
+    with pytest.raises(ConfigurationError, match="two notifiers are named"):
+        Host(registry(), notifiers=[Slack(url), Slack(url)])
+    with pytest.raises(ConfigurationError, match="not a notifier"):
+        Host(registry(), notifiers=[object()])  # type: ignore[list-item]
+
+
+def test_a_notifier_never_shows_its_url() -> None:
+    url = "https://hooks.slack.com/services/T0/B0/very-secret-token"
+    slack = Slack(url)
+    assert "very-secret-token" not in repr(slack)
+    assert "very-secret-token" not in slack.name
+
+
+def _event(**changes: Any) -> ApprovalEvent:
+    from datetime import UTC, datetime
+
+    values: dict[str, Any] = {
+        "id": "evt_0123",
+        "kind": "requested",
+        "approval_id": "apr_1",
+        "tenant_id": "acme",
+        "request_id": "0b0c6f5e-4f0e-4b8e-9a57-0d9c5b1c9a11",
+        "tool": "bookings.refund",
+        "capability_version": "1.0.0",
+        "risk": "high",
+        "target": "bk_1",
+        "arguments": {"booking_id": "bk_1", "amount_cents": 1250},
+        "requester": "acme/alice",
+        "created_at": datetime(2030, 1, 1, tzinfo=UTC),
+        "expires_at": datetime(2030, 1, 1, 1, tzinfo=UTC),
+        "occurred_at": datetime(2030, 1, 1, tzinfo=UTC),
+        "url": "https://charter.example.com/console/#/approvals/apr_1",
+    }
+    values.update(changes)
+    return ApprovalEvent.model_validate(values)
