@@ -169,6 +169,10 @@ class Receiver:
         got = self._queue(name)
         return await anyio.to_thread.run_sync(lambda: got.get(True, timeout))
 
+    def next_sync(self, name: str, timeout: float = 30) -> dict[str, Any]:
+        """``next``, blocking this thread."""
+        return self._queue(name).get(True, timeout)
+
     def pending(self, name: str) -> int:
         """Events accepted at ``name`` and not yet taken with ``next``."""
         return self._queue(name).qsize()

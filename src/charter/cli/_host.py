@@ -9,7 +9,7 @@ factory of either, sync or async; a factory with a ``store`` parameter gets the 
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from charter.cli._common import (
 )
 from charter.errors import ConfigurationError
 from charter.host import Host
+from charter.notify import Notifier
 from charter.registry import Registry
 
 if TYPE_CHECKING:
@@ -55,8 +56,18 @@ class OpenedHost:
     """The URL of ``store``, for messages."""
 
 
-async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedHost:
+async def open_host(
+    spec: str,
+    db: str | None,
+    stack: AsyncExitStack,
+    *,
+    notifiers: Sequence[Notifier] = (),
+    console_url: str | None = None,
+) -> OpenedHost:
     """Import TARGET and turn it into a host, opening the store at ``db`` if it needs one.
+
+    ``notifiers`` and ``console_url`` go to the host built for a registry; a TARGET that
+    is a host (or makes one) takes them as ``Host(notifiers=, console_url=)`` itself.
 
     Raises:
         ConfigurationError: TARGET is malformed, is not a host, registry or factory, or
@@ -66,6 +77,7 @@ async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedH
     """
     target = import_target(spec)
     if isinstance(target, Host):
+        _no_notify_options(spec, notifiers, console_url)
         if db is not None:
             error_console().print(
                 f"note: --db is not used: {spec} is a Host with its own store", highlight=False
@@ -89,6 +101,7 @@ async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedH
         )
     if isinstance(built, Host):
         stack.push_async_callback(built.aclose)
+        _no_notify_options(spec, notifiers, console_url)
         return OpenedHost(host=built, store=opened[0] if opened else None, db_url=url)
     if not isinstance(built, Registry):
         raise ConfigurationError(
@@ -97,9 +110,23 @@ async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedH
     from charter.store import ApiKeyAuthenticator
 
     sql = await store()
-    host = Host(built, store=sql, authenticator=ApiKeyAuthenticator(sql))
+    host = Host(
+        built,
+        store=sql,
+        authenticator=ApiKeyAuthenticator(sql),
+        notifiers=notifiers,
+        console_url=console_url,
+    )
     stack.push_async_callback(host.aclose)
     return OpenedHost(host=host, store=sql, db_url=url)
+
+
+def _no_notify_options(spec: str, notifiers: Sequence[Notifier], console_url: str | None) -> None:
+    if notifiers or console_url is not None:
+        raise Unusable(
+            f"--notify and --public-url apply when TARGET is a Registry (or makes one); "
+            f"{spec} makes its own Host: pass Host(notifiers=..., console_url=...) there"
+        )
 
 
 async def _call_factory(
