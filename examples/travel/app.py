@@ -12,7 +12,7 @@ from charter.approval_tools import approval_tools
 from charter.store import ApiKeyAuthenticator, SqlStore
 
 from .db import MemoryService, PaymentProvider, TripService, create_tables, seed_demo_data
-from .tools import TOOLS, TravelContext
+from .tools import TOOLS, TravelContext, payment_effects
 
 DEMO_KEYS_FILE = Path(".charter/demo-keys.json")
 """Where the demo's API keys are kept after the first run (a local, git-ignored file);
@@ -82,7 +82,11 @@ async def host(store: SqlStore) -> Host:
 
 
 async def build_host(store: SqlStore) -> Host:
-    """Build the travel host on an open store: tables, demo data, tools, approval tools."""
+    """Build the travel host on an open store: tables, demo data, tools, effects, approvals.
+
+    ``charter worker examples.travel:host`` delivers the refunds a crash or a provider
+    outage left pending.
+    """
     await create_tables(store.engine)
     await seed_demo_data(store.engine)
     trips = TripService(store.engine)
@@ -95,6 +99,8 @@ async def build_host(store: SqlStore) -> Host:
         return TravelContext(trips=trips, memories=memories, payments=payments)
 
     registry = build_registry()
+    for registered in payment_effects(payments):
+        registry.register_effect(registered)
     travel = Host(
         registry,
         store=store,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .auth import AccessCatalog, Authenticator, Principal, has_permission
 from .context import CancelSignal, ResumeInfo, ToolContext
+from .effects import Effect, effect
 from .errors import CharterError, ConfigurationError, ErrorCode, ToolError
 from .host import CallOptions, Host
 from .limits import InFlight, RateLimit
@@ -65,6 +66,7 @@ __all__ = (
     "Denied",
     "DeploymentRisk",
     "Deprecation",
+    "Effect",
     "ErrorCode",
     "Failed",
     "FunctionInput",
@@ -92,6 +94,7 @@ __all__ = (
     "ToolOutcome",
     "__version__",
     "define_tool",
+    "effect",
     "has_permission",
     "tool",
 )

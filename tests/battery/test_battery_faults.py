@@ -64,7 +64,7 @@ from charter import ErrorCode, Failed, Registry, ToolContext, define_tool
 from charter.host import Host
 from charter.store import SqlStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.serial]
 
 AUDIT = "charter_audit_events"
 

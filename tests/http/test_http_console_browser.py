@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from charter import RateLimit
 from charter.http import create_app
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.serial]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -138,3 +138,47 @@ def test_serve_refuses_a_relative_public_url() -> None:
     )
     assert result.exit_code == 2
     assert "--public-url must be an absolute" in result.stderr
+
+
+def test_charter_worker_retries_notifications_with_the_notify_file(tmp_path: Path) -> None:
+    import asyncio
+    from datetime import timedelta
+
+    from notify_support import ALICE, approval_id_of, refund, registry, rid
+
+    from charter.host import Host
+    from charter.store import SqlStore
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 'worker.db'}"
+    _run("db", "upgrade", "--db", db)
+    with receiving() as (receiver, base):
+        url = f"{base}/fail/1"
+
+        async def serve_once() -> str:
+            # The serving process: its fast-path attempt meets a 503.
+            async with SqlStore(db) as store:
+                host = Host(
+                    registry(),
+                    store=store,
+                    notifiers=[Webhook(url, secret=SECRET, events=["requested"])],
+                    notify_backoff=timedelta(milliseconds=1),
+                )
+                outcome = await host.invoke("bookings.refund", refund(rid()), ALICE)
+                await host.notifications.drain()
+                await host.aclose()
+                return approval_id_of(outcome)
+
+        approval_id = asyncio.run(serve_once())
+        config = tmp_path / "notify.toml"
+        config.write_text(
+            f'[[webhook]]\nurl = "{url}"\nsecret_env = "OPS_SECRET"\nevents = ["requested"]\n'
+        )
+        result = CliRunner().invoke(
+            app,
+            ["worker", "notify_support:registry", "--db", db, "--notify", str(config), "--once"],
+            env={"CHARTER_DB": None, "OPS_SECRET": SECRET},
+        )
+        assert result.exit_code == 0, result.output
+        event = receiver.next_sync("fail1")
+    assert event["data"]["approval_id"] == approval_id
+    assert receiver.attempts[("fail1", event["data"]["id"])] == 2

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from notify_support import (
     ADA,
@@ -32,6 +33,19 @@ from charter.notify import ApprovalEvent, Slack, Webhook
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
+
+
+class Clock:
+    """The host's clock, moved on by the test (starts at the real time: signatures use it)."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, by: timedelta) -> None:
+        self.now += by
 
 
 @pytest.fixture
@@ -95,19 +109,59 @@ async def test_every_change_reaches_the_receiver_signed_in_order(store: SqlStore
 async def test_a_receiver_failing_twice_gets_the_event_on_the_third_attempt(
     store: SqlStore,
 ) -> None:
+    clock = Clock()
     with receiving() as (receiver, base):
         host = Host(
             registry(),
             store=store,
+            clock=clock,
             notifiers=[Webhook(f"{base}/fail/2", secret=SECRET, events=["requested"])],
-            notify_backoff=timedelta(milliseconds=20),
         )
         approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        await host.notifications.drain()  # the fast path: attempt 1 failed
+        (row,) = await host.effects.list(status="pending")
+        assert (row.name, row.attempts, row.request_id) == ("charter.notify", 1, row.request_id)
+        assert row.last_error is not None and "503" in row.last_error
+        clock.advance(timedelta(minutes=11))
+        assert await host.effects.run_due(worker="w1") == 1  # attempt 2 fails
+        clock.advance(timedelta(minutes=11))
+        assert await host.effects.run_due(worker="w1") == 1  # attempt 3 is taken
         event = await receiver.next("fail2")
+        delivered = await store.get_effect(row.key)
         await host.aclose()
     assert event["data"]["approval_id"] == approval_id
     assert receiver.attempts[("fail2", event["data"]["id"])] == 3
     assert len(receiver.accepted["fail2"]) == 1
+    assert delivered is not None and delivered.status == "delivered"
+    assert delivered.attempts == 3
+
+
+async def test_a_receiver_that_keeps_failing_parks_the_notification_dead_until_retried(
+    store: SqlStore,
+) -> None:
+    clock = Clock()
+    with receiving() as (receiver, base):
+        host = Host(
+            registry(),
+            store=store,
+            clock=clock,
+            notifiers=[Webhook(f"{base}/fail/2", secret=SECRET, events=["requested"])],
+            notify_attempts=2,
+        )
+        approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        await host.notifications.drain()
+        clock.advance(timedelta(minutes=11))
+        await host.effects.run_due(worker="w1")
+        (dead,) = await host.effects.list(status="dead")
+        assert dead.attempts == 2 and "503" in (dead.last_error or "")
+        events = await store.events(tenant="acme", limit=50)
+        assert "effect.dead" in {e.action for e in events}
+        # Re-driven by a person (charter effects retry KEY): the receiver has recovered.
+        assert await host.effects.retry(dead.key)
+        await host.effects.run_due(worker="w1")
+        event = await receiver.next("fail2")
+        await host.aclose()
+    assert event["type"] == "approval.requested"
 
 
 async def test_events_go_only_to_the_notifiers_of_their_tenant(store: SqlStore) -> None:
@@ -141,37 +195,33 @@ async def test_events_go_only_to_the_notifiers_of_their_tenant(store: SqlStore) 
     assert all(e["data"]["tenant_id"] == "globex" for e in receiver.accepted["globex"])
 
 
-async def test_an_unused_approval_tells_it_expired(store: SqlStore) -> None:
+async def test_an_unused_approval_tells_it_expired_and_a_decided_one_never_does(
+    store: SqlStore,
+) -> None:
+    clock = Clock()
     with receiving() as (receiver, base):
         host = Host(
             registry(),
             store=store,
+            clock=clock,
             notifiers=[Webhook(f"{base}/hooks/exp", secret=SECRET, events=["expired"])],
-            approval_ttl=timedelta(milliseconds=300),
         )
-        approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        unused = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        denied = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        assert not isinstance(await host.approvals.deny(denied, ADA), Failed)
+        # Nothing is due before the expiry.
+        assert await host.effects.run_due(worker="w1") == 0
+        clock.advance(timedelta(hours=1, seconds=1))
+        assert await host.effects.run_due(worker="w1") == 2
         event = await receiver.next("exp")
+        statuses = {r.status for r in await host.effects.list()}
         await host.aclose()
     assert event["type"] == "approval.expired"
-    assert event["data"]["approval_id"] == approval_id
-
-
-async def test_a_decided_approval_never_tells_it_expired(store: SqlStore) -> None:
-    host = Host(
-        registry(),
-        store=store,
-        notifiers=[Webhook("http://127.0.0.1:9/never", secret=SECRET, events=["expired"])],
-    )
-    approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
-    record = await store.get_approval(approval_id)
-    assert record is not None
-    assert not isinstance(await host.approvals.deny(approval_id, ADA), Failed)
-    staged = await host.notifications.stage(None, "requested", record, by=None)  # type: ignore[arg-type]
-    expiry = [d for d in staged if getattr(d, "if_unused", False)]
-    assert len(expiry) == 1
-    # Nothing to send (and so nothing that could fail) once a person decided it.
-    assert await host.notifications.send(expiry[0]) is False  # type: ignore[arg-type]
-    await host.aclose()
+    assert event["data"]["approval_id"] == unused
+    assert receiver.pending("exp") == 0
+    assert [e["data"]["approval_id"] for e in receiver.accepted["exp"]] == [unused]
+    # The denied approval's expiry effect ran and sent nothing: delivered, not retried.
+    assert statuses == {"delivered"}
 
 
 def test_the_webhook_id_is_stable_and_the_signature_verifies_with_the_reference_library() -> None:
@@ -248,3 +298,51 @@ def _event(**changes: Any) -> ApprovalEvent:
     }
     values.update(changes)
     return ApprovalEvent.model_validate(values)
+
+
+async def test_sigkill_between_commit_and_delivery_loses_no_notification(
+    store: SqlStore, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    here = Path(__file__).resolve().parent
+    request_id = rid()
+    with receiving() as (receiver, base):
+        url = f"{base}/hooks/crash"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1])])}
+        db = f"sqlite+aiosqlite:///{tmp_path / 'notify.db'}"  # the store fixture's file
+        command = [sys.executable, str(here / "notify_crash_child.py"), db, url, request_id]
+        child = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        )
+        assert child.returncode == -9, child.stderr
+        approval_id = child.stdout.strip()
+        # Committed: the call's outcome, the consumed approval and the notification row.
+        entry = await store.get_entry("acme", "acme/alice", request_id)
+        assert entry is not None and entry.status == "completed"
+        approval = await store.get_approval(approval_id)
+        assert approval is not None and approval.status == "consumed"
+        (row,) = await store.list_effects(request_id=request_id)
+        assert (row.name, row.status) == ("charter.notify", "pending")
+        assert receiver.pending("crash") == 0  # the dead process sent nothing
+
+        # After the dead process's lease, a worker (here, a new host's) delivers it once.
+        clock = Clock()
+        clock.advance(timedelta(seconds=61))
+        host = Host(
+            registry(),
+            store=store,
+            clock=clock,
+            notifiers=[Webhook(url, secret=SECRET, events=["consumed"])],
+        )
+        assert await host.effects.work(once=True) == 1
+        event = await receiver.next("crash")
+        assert await host.effects.work(once=True) == 0
+        delivered = await store.get_effect(row.key)
+        await host.aclose()
+    assert event["type"] == "approval.consumed"
+    assert event["data"]["approval_id"] == approval_id
+    assert delivered is not None and delivered.status == "delivered"
+    assert len(receiver.accepted["crash"]) == 1

@@ -300,6 +300,7 @@ async def test_opening_twice_is_refused(sql_store: SqlStore) -> None:
         await sql_store.open()
 
 
+@pytest.mark.serial
 async def test_a_pooled_connection_the_server_closed_is_replaced_before_it_is_used(
     make_sql_store: Any, store_backend: str
 ) -> None:

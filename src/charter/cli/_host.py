@@ -8,12 +8,13 @@ factory of either, sync or async; a factory with a ``store`` parameter gets the 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from charter._target import import_target, required_parameters
 from charter.auth import Credentials, Principal
@@ -30,12 +31,14 @@ from charter.notify import Notifier
 from charter.registry import Registry
 
 if TYPE_CHECKING:
+    from charter.gateway import Gateway
     from charter.store import SqlStore
 
 __all__ = (
     "OpenedHost",
     "driver_reason",
     "open_host",
+    "open_served",
     "open_store",
     "prepare_sqlite_folder",
     "principal_for",
@@ -54,6 +57,8 @@ class OpenedHost:
     """The store the command opened; None when the target is a `Host` with its own."""
     db_url: str | None
     """The URL of ``store``, for messages."""
+    gateway: Gateway | None = None
+    """The running gateway of ``--upstreams``, if any."""
 
 
 async def open_host(
@@ -83,6 +88,54 @@ async def open_host(
                 f"note: --db is not used: {spec} is a Host with its own store", highlight=False
             )
         return OpenedHost(host=target, store=None, db_url=None)
+    return await _open_target(spec, target, db, stack, notifiers=notifiers, console_url=console_url)
+
+
+async def open_served(
+    spec: str | None,
+    upstreams: str | None,
+    db: str | None,
+    stack: AsyncExitStack,
+    *,
+    notifiers: Sequence[Notifier] = (),
+    console_url: str | None = None,
+) -> OpenedHost:
+    """TARGET's host (or, without one, a host on the store), with the upstreams' tools.
+
+    ``upstreams`` names a gateway file (``charter.gateway.load_config``); its tools are
+    registered in the host's registry and stay in step until ``stack`` closes.
+    ``notifiers`` and ``console_url`` as for ``open_host``.
+
+    Raises:
+        ConfigurationError: TARGET or the upstreams file is not usable.
+        Unusable: Neither was given, or the database cannot be opened.
+    """
+    if spec is None and upstreams is None:
+        raise Unusable("give TARGET (module:attribute), --upstreams FILE, or both")
+    notify: dict[str, Any] = {"notifiers": notifiers, "console_url": console_url}
+    if spec is not None:
+        opened = await open_host(spec, db, stack, **notify)
+    else:
+        opened = await _open_target("--upstreams", Registry(), db, stack, **notify)
+    if upstreams is not None:
+        from charter.gateway import Gateway, load_config
+
+        config = load_config(upstreams)
+        gateway = Gateway(config, opened.host.registry)
+        await stack.enter_async_context(gateway)
+        opened = dataclasses.replace(opened, gateway=gateway)
+    return opened
+
+
+async def _open_target(
+    spec: str,
+    target: object,
+    db: str | None,
+    stack: AsyncExitStack,
+    *,
+    notifiers: Sequence[Notifier],
+    console_url: str | None,
+) -> OpenedHost:
     url = resolve_db(db)
     opened: list[SqlStore] = []
 

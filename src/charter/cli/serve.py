@@ -29,7 +29,7 @@ from charter.cli._common import (
     error_console,
     unusable_input,
 )
-from charter.cli._host import OpenedHost, open_host, principal_for
+from charter.cli._host import OpenedHost, open_served, principal_for
 from charter.cli._notify_config import load_notifiers
 from charter.cli._serve_options import (
     DEFAULT_BODY_TIMEOUT,
@@ -115,9 +115,22 @@ def _checked_public_url(url: str | None) -> str | None:
 
 def serve(
     target: Annotated[
-        str,
-        typer.Argument(help="module:attribute naming a Host, a Registry, or a factory of one."),
-    ],
+        str | None,
+        typer.Argument(
+            help="module:attribute naming a Host, a Registry, or a factory of one "
+            "(optional with --upstreams).",
+            show_default=False,
+        ),
+    ] = None,
+    upstreams: Annotated[
+        str | None,
+        typer.Option(
+            "--upstreams",
+            help="A TOML file of upstream MCP servers whose tools to serve under charter's "
+            "policy (docs/gateway.md).",
+            show_default=False,
+        ),
+    ] = None,
     host: Annotated[str, typer.Option("--host", help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="The port (0 picks a free one).")
@@ -218,9 +231,9 @@ def serve(
         )
         try:
             if stdio:
-                asyncio.run(_serve_stdio(target, db, principal_key, notifying))
+                asyncio.run(_serve_stdio(target, upstreams, db, principal_key, notifying))
             else:
-                asyncio.run(_serve_http(target, host, port, db, http, notifying))
+                asyncio.run(_serve_http(target, upstreams, host, port, db, http, notifying))
         except KeyboardInterrupt:
             # Ctrl+C: uvicorn finished its graceful shutdown and re-raised the signal so the
             # process stops; the store closed on the way out.
@@ -234,7 +247,13 @@ def serve(
 
 
 async def _serve_http(
-    target: str, address: str, port: int, db: str | None, http: _Http, notifying: _Notifying
+    target: str | None,
+    upstreams: str | None,
+    address: str,
+    port: int,
+    db: str | None,
+    http: _Http,
+    notifying: _Notifying,
 ) -> None:
     import uvicorn
 
@@ -242,8 +261,13 @@ async def _serve_http(
     from charter.http import create_app
 
     async with AsyncExitStack() as stack:
-        opened = await open_host(
-            target, db, stack, notifiers=notifying.notifiers, console_url=notifying.console_url
+        opened = await open_served(
+            target,
+            upstreams,
+            db,
+            stack,
+            notifiers=notifying.notifiers,
+            console_url=notifying.console_url,
         )
         app = create_app(
             opened.host,
@@ -252,6 +276,7 @@ async def _serve_http(
             body_timeout=http.limits.body_timeout,
             mcp_session_limits=http.session_limits(),
             mcp_request_state_keys=await _request_state_keys(opened, http.request_state_keys),
+            gateway=opened.gateway,
         )
         sock = bind(address, port)
         stack.callback(sock.close)
@@ -272,7 +297,10 @@ async def _serve_http(
         base = base_url(address, sock.getsockname()[1])
         keys = await _key_count(opened)
         server = _reporting_server(
-            config, lambda: _print_banner(console(), target, opened, base, http.stateless, keys)
+            config,
+            lambda: _print_banner(
+                console(), _served(target, upstreams), opened, base, http.stateless, keys
+            ),
         )
         await server.serve(sockets=[sock])
 
@@ -311,13 +339,24 @@ async def _request_state_keys(opened: OpenedHost, given: list[str]) -> list[byte
     return [await store.request_state_key()] if isinstance(store, SqlStore) else None
 
 
-async def _serve_stdio(target: str, db: str | None, key: str | None, notifying: _Notifying) -> None:
+async def _serve_stdio(
+    target: str | None,
+    upstreams: str | None,
+    db: str | None,
+    key: str | None,
+    notifying: _Notifying,
+) -> None:
     from charter.mcp import serve_stdio
 
     notes = error_console()  # stdout carries the protocol
     async with AsyncExitStack() as stack:
-        opened = await open_host(
-            target, db, stack, notifiers=notifying.notifiers, console_url=notifying.console_url
+        opened = await open_served(
+            target,
+            upstreams,
+            db,
+            stack,
+            notifiers=notifying.notifiers,
+            console_url=notifying.console_url,
         )
         try:
             principal = await principal_for(opened.host, key)
@@ -325,7 +364,8 @@ async def _serve_stdio(target: str, db: str | None, key: str | None, notifying: 
             raise Unusable(f"--principal-key was not accepted: {exc}") from exc
         who = f"{principal.subject} in tenant {principal.tenant_id}" if principal else "anonymous"
         count = len(opened.host.callable_tools(principal))
-        notes.print(Text(f"charter: serving {target} over MCP stdio as {who} ({_tools(count)})"))
+        served = _served(target, upstreams)
+        notes.print(Text(f"charter: serving {served} over MCP stdio as {who} ({_tools(count)})"))
         await serve_stdio(opened.host, principal)
 
 
@@ -395,6 +435,11 @@ async def _key_count(opened: OpenedHost) -> int | None:
     if opened.store is None:
         return None
     return len(await opened.store.list_api_keys())
+
+
+def _served(target: str | None, upstreams: str | None) -> str:
+    """What the banner says is served: TARGET, the upstreams file, or both."""
+    return " + ".join(part for part in (target, upstreams and f"upstreams of {upstreams}") if part)
 
 
 def _tools(count: int) -> str:

@@ -29,7 +29,7 @@ from charter.cli._common import (
     parse_request_id,
     unusable_input,
 )
-from charter.cli._host import open_host, principal_for
+from charter.cli._host import open_host, open_served, principal_for
 from charter.cli._outcome import render_outcome
 from charter.cli._remote import Remote, outcome_from_response, problem_outcome
 from charter.errors import ErrorCode
@@ -50,11 +50,21 @@ TargetArgument = Annotated[
 ]
 
 
-def _target_or_url(target: str | None, url: str | None) -> None:
-    if target is not None and url is not None:
-        raise Unusable("give TARGET or --url, not both")
-    if target is None and url is None:
+def _target_or_url(target: str | None, url: str | None, upstreams: str | None = None) -> None:
+    if (target is not None or upstreams is not None) and url is not None:
+        raise Unusable("give TARGET (or --upstreams) or --url, not both")
+    if target is None and url is None and upstreams is None:
         raise Unusable("give TARGET (module:attribute) or --url of a running server")
+
+
+UpstreamsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--upstreams",
+        help="A TOML file of upstream MCP servers: connect to them and list their tools too.",
+        show_default=False,
+    ),
+]
 
 
 # --- charter tools ----------------------------------------------------------------------------
@@ -66,20 +76,22 @@ def tools(
     key: KeyOption = None,
     db: DbOption = None,
     json_output: JsonOption = False,
+    upstreams: UpstreamsOption = None,
     debug: DebugOption = False,
 ) -> None:
     """List the tools: name, version, tier and risk, who may call, and policy.
 
-    TARGET lists every registered tool; `--url` lists what the server shows the caller of
-    `--key`. Deprecated tools and aliases past their sunset date get a warning.
+    TARGET lists every registered tool; `--upstreams` adds (or, alone, lists) the tools of
+    the upstream MCP servers in that file, as charter governs them; `--url` lists what the
+    server shows the caller of `--key`. Deprecated tools and aliases past their sunset date
+    get a warning.
     """
     with unusable_input(debug):
-        _target_or_url(target, url)
+        _target_or_url(target, url, upstreams)
         if url is not None:
             entries = _remote_entries(url, key)
         else:
-            assert target is not None
-            entries = asyncio.run(_local_entries(target, db))
+            entries = asyncio.run(_local_entries(target, upstreams, db))
     today = date.today()
     for entry in entries:
         warnings = entry.get("warnings") or deprecation_warnings(entry, today)
@@ -95,9 +107,11 @@ def tools(
             out.print(Text(f"warning: {warning}", style="yellow"))
 
 
-async def _local_entries(target: str, db: str | None) -> list[dict[str, Any]]:
+async def _local_entries(
+    target: str | None, upstreams: str | None, db: str | None
+) -> list[dict[str, Any]]:
     async with AsyncExitStack() as stack:
-        opened = await open_host(target, db, stack)
+        opened = await open_served(target, upstreams, db, stack)
         return [dict(entry) for entry in opened.host.registry.list()]
 
 

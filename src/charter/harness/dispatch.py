@@ -179,6 +179,7 @@ def call_options(
         call_id=call.call.call_id,
         invocation_id=call.invocation_id,
         state=state,
+        model_name=call.call.name,
     )
 
 
@@ -237,19 +238,26 @@ def settle(call: CallRecord, result: ToolResult) -> CallRecord:
 
 def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
     """The model-visible result of a terminal outcome."""
-    call_id, name = call.call.call_id, call.tool_name
+    call_id, name, called = call.call.call_id, call.tool_name, call.call.name
     if isinstance(outcome, Completed):
         return ToolResult(
             kind="completed",
             call_id=call_id,
             tool_name=name,
+            model_name=called,
             output=outcome.output,
             replayed=outcome.replayed,
         )
     if isinstance(outcome, Denied):
-        return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.reason)
+        return ToolResult(
+            kind="denied",
+            call_id=call_id,
+            tool_name=name,
+            model_name=called,
+            reason=outcome.reason,
+        )
     if isinstance(outcome, Failed):
-        return _failed_result(call_id, name, outcome)
+        return _failed_result(call_id, name, called, outcome)
     # Interactions and deferrals are not terminal; a settle that tries one is refused
     # before it gets here, so this is a tool answering with something it may not.
     return failure(
@@ -259,9 +267,15 @@ def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
     )
 
 
-def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
+def _failed_result(call_id: str, name: str, called: str, outcome: Failed) -> ToolResult:
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
-        return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.message)
+        return ToolResult(
+            kind="denied",
+            call_id=call_id,
+            tool_name=name,
+            model_name=called,
+            reason=outcome.message,
+        )
     code = _CODE_MAP.get(outcome.code, outcome.code.value)
     if outcome.code is ErrorCode.PROVIDER_ERROR and outcome.reason == "unhandled_exception":
         # The registry's answer to an unexpected exception (a raised ToolError keeps its
@@ -280,6 +294,7 @@ def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
         kind="failed",
         call_id=call_id,
         tool_name=name,
+        model_name=called,
         code=code,
         message=outcome.message,
         retryable=outcome.retryable,
@@ -295,6 +310,7 @@ def failure(call: CallRecord, code: str, message: str) -> ToolResult:
         kind="failed",
         call_id=call.call.call_id,
         tool_name=call.tool_name,
+        model_name=call.call.name,
         code=code,
         message=message,
     )

@@ -27,8 +27,9 @@ from ..auth import Principal
 from ..outcome import Denied, Failed, Interaction
 from ..policy import CONTROL_FIELD
 from ..registry import Registry
-from .definitions import BoundToolDefinition, SealedToolCall, lookup
+from .definitions import BoundToolDefinition, SealedToolCall, bound_names, lookup
 from .messages import ToolCall, ToolResult
+from .names import ModelNames
 
 __all__ = (
     "CallMiddleware",
@@ -96,10 +97,13 @@ async def seal_calls(
 ) -> list[PlannedCall]:
     """Seal one step's tool calls, in the model's order (see the module docstring)."""
     seen: set[str] = set()
+    names = bound_names(tools)
     planned: list[PlannedCall] = []
     for call in calls:
         planned.append(
-            await _seal_one(call, seen, tools, registry, limits, principal, middleware, new_id)
+            await _seal_one(
+                call, seen, tools, names, registry, limits, principal, middleware, new_id
+            )
         )
     return planned
 
@@ -108,6 +112,7 @@ async def _seal_one(
     call: ToolCall,
     seen: set[str],
     tools: Mapping[str, BoundToolDefinition],
+    names: ModelNames,
     registry: Registry,
     limits: PayloadLimits,
     principal: Principal | None,
@@ -124,13 +129,13 @@ async def _seal_one(
             f"The tool call id {call_id!r} was already used in this step.",
         )
     seen.add(call_id)
-    name = lookup(tools, registry, call.name)
+    name = lookup(tools, registry, call.name, names)
     if name is None:
         shown = call.name if len(call.name) <= 128 else call.name[:125] + "..."
         return _immediate(
             call,
             SealCodes.UNKNOWN,
-            f"Unknown tool {shown!r}. Available tools: {', '.join(sorted(tools))}.",
+            f"Unknown tool {shown!r}. Available tools: {', '.join(sorted(names.by_model))}.",
         )
     bound = tools[name]
     args = _arguments(call, bound, registry, limits)
@@ -143,7 +148,11 @@ async def _seal_one(
             return PlannedCall(
                 call=call,
                 result=ToolResult(
-                    kind="denied", call_id=call_id, tool_name=name, reason=verdict.reason
+                    kind="denied",
+                    call_id=call_id,
+                    tool_name=name,
+                    model_name=call.name,
+                    reason=verdict.reason,
                 ),
             )
         if isinstance(verdict, Interaction):
@@ -220,6 +229,7 @@ def _invalid(
         kind="failed",
         call_id=call.call_id,
         tool_name=bound.name,
+        model_name=call.name,
         code=SealCodes.INVALID_ARGUMENTS,
         message=text or "The arguments are invalid.",
         retryable=True,
@@ -235,6 +245,7 @@ def _immediate(call: ToolCall, code: str, message: str) -> PlannedCall:
             kind="failed",
             call_id=call.call_id,
             tool_name=call.name,
+            model_name=call.name,
             code=code,
             message=message,
             retryable=code != SealCodes.INVALID_CALL_ID,

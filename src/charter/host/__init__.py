@@ -7,6 +7,8 @@
 - the steps ``prepare`` runs, one idea each: ``_arguments`` (payload limits, reserved
   controls), ``_access`` (audience, auth mode, scopes, actor types), ``_tenancy``,
   ``_context`` (the handler's context); ``_trace`` and ``_ids`` for the audit event.
+- ``_effects``: ``Effects`` (``host.effects``), the outbox's delivery: the fast path after
+  commit, worker passes with retries, enqueueing from host code, listing and re-driving.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from ._calls import PreparedCall as PreparedCall
 from ._calls import Settlement as Settlement
 from ._calls import canonical_request_id as canonical_request_id
 from ._calls import derive_request_id as derive_request_id
+from ._effects import EffectBatch as EffectBatch
+from ._effects import Effects as Effects
 from ._host import Host as Host
 
 __all__ = (
     "CallOptions",
     "ContextFactory",
+    "EffectBatch",
+    "Effects",
     "Host",
     "PreparedCall",
     "Settlement",

@@ -29,7 +29,8 @@ settling a deferred call (``settle``) go through the same steps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -38,7 +39,8 @@ from pydantic import ValidationError
 
 from .._limits import PayloadLimits
 from .._refusals import RefusalAggregator
-from ..audit import AuditSink, AuditTrail, MemoryAuditSink
+from .._telemetry import Telemetry
+from ..audit import AuditLosses, AuditSink, AuditTrail, AuditWatch, MemoryAuditSink
 from ..auth import (
     AccessCatalog,
     AuthenticationUnavailable,
@@ -84,12 +86,16 @@ from ._calls import (
     Settlement,
     canonical_request_id,
 )
+from ._effects import Effects
 from ._notices import Notifications, Notifier
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)
 
 logger = logging.getLogger("charter")
+
+AUDIT_ALARM = timedelta(minutes=1)
+"""How long ``audit_losses().failing`` (and so ``/readyz``) stays on after a lost event."""
 
 
 class Host:
@@ -117,6 +123,7 @@ class Host:
         rate_limited_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
+        effect_lease: timedelta = timedelta(seconds=60),
         notifiers: Sequence[Notifier] = (),
         console_url: str | None = None,
         notify_attempts: int = 8,
@@ -155,18 +162,22 @@ class Host:
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
+            effect_lease: how long one attempt at an effect is owned by whoever started
+                it (this process right after commit, or a worker); a process that dies
+                mid-attempt leaves it to a worker once this has passed.
             notifiers: where approval events go (``charter.notify.Webhook``,
-                ``charter.notify.Slack``); each change is staged with the write that
-                makes it and sent once that committed (docs/notifications.md).
+                ``charter.notify.Slack``); each change's deliveries are effects written in
+                the change's own transaction (docs/notifications.md).
             console_url: the public base URL of this server; events link to the
                 approval's console card under it.
-            notify_attempts: attempts at one notification before giving it up.
+            notify_attempts: attempts at one notification before it is parked dead.
             notify_backoff: the delay before a notification's second attempt; it doubles
-                each time.
+                each time (with jitter).
 
         Raises:
             ConfigurationError: retention is shorter than the approval lifetime, a rate
-                limit is malformed, or two notifiers share a name.
+                limit is malformed, the effect lease is not positive, or two notifiers
+                share a name.
         """
         if retention < approval_ttl:
             raise ConfigurationError(
@@ -188,8 +199,20 @@ class Host:
             self.audit = store_sink
         else:
             self.audit = MemoryAuditSink()
+        # Every event the host writes goes through the watch, which counts the lost ones.
+        self._audit_watch = AuditWatch(self.audit, clock=self._clock, window=AUDIT_ALARM)
+        self.effects = Effects(
+            store=self.store,
+            registry=registry,
+            audit=self._audit_watch,
+            clock=self._clock,
+            lease=effect_lease,
+            telemetry=Telemetry(),
+        )
+        """The effect outbox: enqueue outside handlers, run workers, list and re-drive."""
         self.notifications = Notifications(
             notifiers,
+            effects=self.effects,
             store=self.store,
             console_url=console_url,
             clock=self._clock,
@@ -197,7 +220,7 @@ class Host:
             backoff=notify_backoff,
             wait=in_progress_wait,
         )
-        """The approval notifiers and their deliveries (docs/notifications.md)."""
+        """The approval notifiers; each delivery is an effect (docs/notifications.md)."""
         self.approvals = Approvals(
             self.store,
             registry=registry,
@@ -205,7 +228,7 @@ class Host:
             admin_scope=admin_scope,
             admin_may_approve=admin_may_approve,
             allow_self_approval=allow_self_approval,
-            audit=self.audit,
+            audit=self._audit_watch,
             clock=self._clock,
             notices=self.notifications if notifiers else None,
         )
@@ -220,6 +243,7 @@ class Host:
             # Audit rows commit with the action when the store is the audit sink.
             audit_in_transaction=store_sink is not None and self.audit is store_sink,
             fault_hook=fault_hook,
+            outbox=self.effects.outbox,
         )
         self._budgets = Budgets(
             store=self.store if isinstance(self.store, BudgetStore) else MemoryBudgets(),
@@ -232,7 +256,7 @@ class Host:
             access=ScopeChecks(catalog=access_catalog, admin_scope=admin_scope),
             limits=self.limits,
             context_factory=context_factory,
-            audit=self.audit,
+            audit=self._audit_watch,
             refusals=_aggregator(anonymous_audit_window, self._clock),
             rate_refusals=_aggregator(rate_limited_audit_window, self._clock),
             budgets=self._budgets,
@@ -581,6 +605,39 @@ class Host:
             ),
         )
 
+    def audit_losses(self) -> AuditLosses:
+        """The audit events this host could not record; ``/readyz`` fails while it loses them."""
+        return self._audit_watch.losses()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Host]:
+        """Serve with the store open: what an ASGI app's lifespan enters.
+
+        A store that must be opened (``SqlStore``) and was handed over unopened is opened
+        here, and closed on the way out, after the pending audit counts are recorded; a
+        store the application opened itself is left as it is (its owner closes it).
+
+        Raises:
+            RuntimeError: the store was already closed.
+            StoreError: opening it failed (``SqlStore.open``).
+        """
+        opened: list[_OpensOnce] = []
+        for resource in dict.fromkeys((self.store, self.audit)):
+            if isinstance(resource, _OpensOnce) and resource.state == "new":
+                await resource.open()
+                opened.append(resource)
+            elif isinstance(resource, _OpensOnce) and resource.state == "closed":
+                raise RuntimeError(
+                    f"{resource!r} is closed; give the host a new one to serve again"
+                )
+        try:
+            yield self
+        finally:
+            if opened:
+                await self._pipeline.drain()
+            for resource in reversed(opened):
+                await resource.aclose()
+
     async def aclose(self) -> None:
         """Record pending audit counts; release the store's connections and worker threads."""
         await self._pipeline.drain()
@@ -589,6 +646,24 @@ class Host:
         close = getattr(self.store, "aclose", None)
         if close is not None:
             await close()
+
+
+@runtime_checkable
+class _OpensOnce(Protocol):
+    """Protocol: a resource opened once before use and closed after (``SqlStore``)."""
+
+    @property
+    def state(self) -> str:
+        """``new`` (not opened yet), ``open`` or ``closed``."""
+        ...
+
+    async def open(self) -> None:
+        """Connect; allowed once, while ``new``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release everything; the resource cannot be reopened."""
+        ...
 
 
 @runtime_checkable

@@ -1,10 +1,10 @@
-"""Approval notifications: the event, what a notifier is, and how the host hands events on.
+"""Approval notifications: the event, what a notifier is, and how the host delivers it.
 
 Every approval change (``requested``, ``granted``, ``denied``, ``expired``,
-``consumed``) becomes one ``ApprovalEvent``, staged inside the transaction that writes
-the change and handed to each notifier that wants it (per tenant and per kind) once that
-transaction committed. A ``requested`` event also stages the approval's ``expired``
-event, due at its expiry, which is sent only if the approval was still unused then.
+``consumed``) becomes one ``ApprovalEvent``; each notifier that wants it (per tenant and
+per kind) gets it through a durable ``charter.notify`` effect written in the transaction
+that writes the change. A ``requested`` change also writes the approval's ``expired``
+deliveries, due at its expiry, which send only if the approval was still unused then.
 """
 
 from __future__ import annotations
@@ -14,19 +14,27 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
-from .._safe_log import log_exception
+from ..effects import EffectRecord, effect
 from ..errors import ConfigurationError
 from ..ledger import ApprovalRecord, LedgerStore, LedgerTransaction
 from ..ledger.approvals import ApprovalChange
+from ._effects import Effects
 
-__all__ = ("ApprovalEvent", "Notifications", "Notifier", "approval_link")
+__all__ = (
+    "NOTIFY_EFFECT",
+    "ApprovalEvent",
+    "Delivery",
+    "Notifications",
+    "Notifier",
+    "approval_link",
+    "event_id",
+)
 
 logger = logging.getLogger("charter")
 
@@ -100,38 +108,50 @@ def event_id(approval_id: str, kind: ApprovalChange) -> str:
     return "evt_" + digest.hexdigest()[:32]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Delivery:
-    """One event for one notifier, staged with the change it tells of."""
+NOTIFY_EFFECT = "charter.notify"
+"""The name of the effect every notification is delivered as."""
+
+
+class Delivery(BaseModel):
+    """One event for one notifier: the payload of a ``charter.notify`` effect."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     notifier: str
+    """The ``name`` of the notifier to send it with."""
     event: ApprovalEvent
-    due_at: datetime
-    """Not before: the commit for most, the expiry for an ``expired`` event."""
     if_unused: bool = False
-    """Send only if the approval is still unused (pending or granted) when due."""
+    """Send only if the approval is still unused (pending or granted) when it is due: the
+    ``expired`` event, due at the expiry."""
 
 
 class Notifications:
-    """The host's notifiers, and the ``ApprovalNotices`` that hands them every change."""
+    """The host's notifiers, and the ``ApprovalNotices`` that writes their deliveries.
+
+    Each delivery is a ``charter.notify`` effect written in the transaction of the change
+    it tells of, so it commits with it or not at all; the serving process then attempts
+    it at once, and ``charter worker`` (``host.effects.work``) retries it with backoff
+    until it is delivered or parked dead.
+    """
 
     def __init__(
         self,
         notifiers: Iterable[Notifier],
         *,
+        effects: Effects,
         store: LedgerStore,
         console_url: str | None,
         clock: Callable[[], datetime],
         attempts: int = 8,
         backoff: timedelta = timedelta(seconds=2),
-        max_backoff: timedelta = timedelta(minutes=10),
         wait: float = 5.0,
     ) -> None:
-        """Bind the notifiers to the store approvals are written in.
+        """Bind the notifiers to the host's outbox; register their effect when there are any.
 
         Raises:
-            ConfigurationError: two notifiers share a name, one is not a ``Notifier``, or
-                the retry settings are not positive.
+            ConfigurationError: two notifiers share a name, one is not a ``Notifier``, the
+                retry settings are not positive, or the registry already delivers another
+                host's notifications.
         """
         self.notifiers: dict[str, Notifier] = {}
         for notifier in notifiers:
@@ -146,18 +166,32 @@ class Notifications:
                     "distinct name="
                 )
             self.notifiers[notifier.name] = notifier
-        if attempts < 1 or min(backoff, max_backoff) <= timedelta(0):
-            raise ConfigurationError(
-                "notify_attempts must be at least 1 and notify_backoff positive"
-            )
+        self.effects = effects
         self.store = store
         self.console_url = console_url
         self.clock = clock
-        self.attempts = attempts
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.wait = wait
         self._tasks: set[asyncio.Task[None]] = set()
+        if self.notifiers:
+            self._register(attempts, backoff)
+
+    def _register(self, attempts: int, backoff: timedelta) -> None:
+        try:
+            existing = self.effects.registry.effect(NOTIFY_EFFECT)
+        except ConfigurationError:
+            existing = None
+        if existing is not None:
+            raise ConfigurationError(
+                f"this registry already delivers another host's notifications "
+                f"({NOTIFY_EFFECT!r}); give each host with notifiers its own registry"
+            )
+
+        async def deliver(payload: Delivery, key: str) -> None:
+            await self.send(payload)
+
+        self.effects.registry.register_effect(
+            effect(NOTIFY_EFFECT, max_attempts=attempts, backoff=backoff)(deliver)
+        )
 
     # -- ApprovalNotices ----------------------------------------------------------------------
 
@@ -173,29 +207,67 @@ class Notifications:
         *,
         by: str | None,
     ) -> Sequence[object]:
-        """The deliveries of one change, one per notifier that wants its event."""
+        """Write the deliveries of one change in ``tx``: one effect per notifier that wants it.
+
+        A ``requested`` change also writes its ``expired`` deliveries, due at the expiry.
+        Returns the rows to attempt once ``tx`` committed.
+        """
         event = self.event(change, record, by=by)
-        staged = [
-            Delivery(notifier=n.name, event=event, due_at=self.clock())
-            for n in self.notifiers.values()
-            if n.wants(event)
-        ]
+        now = [self._row(Delivery(notifier=n, event=event), record) for n in self._wanting(event)]
+        later: list[EffectRecord] = []
         if change == "requested":
             expired = self.event("expired", record, by=None)
-            staged += [
-                Delivery(notifier=n.name, event=expired, due_at=record.expires_at, if_unused=True)
-                for n in self.notifiers.values()
-                if n.wants(expired)
+            later = [
+                self._row(Delivery(notifier=n, event=expired, if_unused=True), record).model_copy(
+                    # Due at the expiry, leased to nobody: a worker attempts it then.
+                    update={
+                        "attempts": 0,
+                        "next_attempt_at": record.expires_at,
+                        "lease_until": None,
+                        "leased_by": None,
+                    }
+                )
+                for n in self._wanting(expired)
             ]
-        return staged
+        written: list[EffectRecord] = []
+        for row in now + later:
+            # An existing key (the same change told twice by racing writers) is a no-op.
+            if await tx.insert_effect(row) and row.leased_by is not None:
+                written.append(row)
+        return written
 
     async def release(self, staged: Sequence[object]) -> None:
-        """Start delivering committed events in this process (retried with backoff)."""
-        for delivery in staged:
-            if isinstance(delivery, Delivery):
-                task = asyncio.get_running_loop().create_task(self._deliver(delivery))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+        """Attempt the committed deliveries now, in the background (the fast path).
+
+        The caller does not wait for a receiver; a process that dies first leaves the rows
+        to a worker once their lease runs out.
+        """
+        rows = [row for row in staged if isinstance(row, EffectRecord)]
+        if not rows:
+            return
+        task = asyncio.get_running_loop().create_task(self.effects.deliver(rows))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _wanting(self, event: ApprovalEvent) -> list[str]:
+        return [name for name, n in self.notifiers.items() if n.wants(event)]
+
+    def _row(self, delivery: Delivery, record: ApprovalRecord) -> EffectRecord:
+        row = self.effects.record(
+            NOTIFY_EFFECT,
+            delivery,
+            tenant_id=record.tenant_id,
+            key=(delivery.notifier, delivery.event.id),
+        )
+        # Listed with the request that asked for the approval (charter effects list
+        # --request-id, the console's view of a call).
+        return row.model_copy(
+            update={
+                "request_id": record.request_id,
+                "principal_id": record.requester_id,
+                "tool": record.tool,
+            }
+        )
 
     # -- events and delivery ------------------------------------------------------------------
 
@@ -237,7 +309,8 @@ class Notifications:
         An ``expired`` event whose approval was decided or used in time is not sent.
 
         Raises:
-            Exception: whatever the notifier raised (the attempt failed; retry it).
+            ConfigurationError: no notifier of that name is configured in this process.
+            Exception: whatever the notifier raised (the attempt failed; it is retried).
         """
         notifier = self.notifiers.get(delivery.notifier)
         if notifier is None:
@@ -251,30 +324,13 @@ class Notifications:
         await notifier.send(delivery.event)
         return True
 
-    async def _deliver(self, delivery: Delivery) -> None:
-        """Deliver in this process: wait until due, then try up to ``attempts`` times."""
-        wait = (delivery.due_at - self.clock()).total_seconds()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        for attempt in range(1, self.attempts + 1):
-            try:
-                await self.send(delivery)
-                return
-            except Exception:
-                log_exception(
-                    logger,
-                    "approval notification %s to %r failed (attempt %d of %d)",
-                    delivery.event.type,
-                    delivery.notifier,
-                    attempt,
-                    self.attempts,
-                )
-            if attempt < self.attempts:
-                step = min(self.backoff * (2 ** (attempt - 1)), self.max_backoff)
-                await asyncio.sleep(step.total_seconds())
+    async def drain(self) -> None:
+        """Wait for the fast-path attempts this process started."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def aclose(self) -> None:
-        """Stop deliveries still running in this process."""
+        """Stop the fast-path attempts still running (their rows stay for a worker)."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

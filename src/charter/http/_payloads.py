@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from charter.audit import AuditEvent
+from charter.audit import AuditAction, AuditEvent
 from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
 
@@ -185,7 +185,7 @@ class AuditEventBody(_Wire):
 
     id: str
     time: datetime
-    action: Literal["call", "approval.grant", "approval.deny", "approval.revoke"] = "call"
+    action: AuditAction = "call"
     subject: str | None
     principal_tenant: str | None
     tenant: str | None
@@ -205,6 +205,8 @@ class AuditEventBody(_Wire):
     """For a decision: the reason the decider gave."""
     count: int = 1
     """How many calls the event stands for (anonymous refusals are aggregated)."""
+    model_name: str | None = None
+    """The name a model called the tool by (harness and bridges), beside ``tool``."""
 
     @classmethod
     def from_event(cls, event: AuditEvent) -> AuditEventBody:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import anyio
 from starlette.requests import Request
@@ -28,6 +29,9 @@ from ._problem import failed_problem, http_problem
 from ._responses import json_response
 from ._routes_approvals import int_query
 
+if TYPE_CHECKING:
+    from charter.gateway import Gateway
+
 __all__ = ("OpsRoutes",)
 
 logger = logging.getLogger("charter.http")
@@ -38,10 +42,13 @@ _READY_TIMEOUT_SECONDS = 2.0
 class OpsRoutes:
     """Actions, audit, whoami, health, readiness and OpenAPI for one host."""
 
-    def __init__(self, host: Host, openapi: OpenAPIDocument) -> None:
-        """Serve ``host``; ``openapi`` builds each caller's document."""
+    def __init__(
+        self, host: Host, openapi: OpenAPIDocument, gateway: Gateway | None = None
+    ) -> None:
+        """Serve ``host``; ``openapi`` builds each caller's document; ``gateway`` its upstreams."""
         self.host = host
         self.openapi = openapi
+        self.gateway = gateway
 
     async def action_status(self, request: Request) -> Response:
         """``GET /v1/actions/{request_id}?tenant=``: one of the caller's own requests.
@@ -134,7 +141,11 @@ class OpsRoutes:
         return json_response(HealthBody(status="ok"))
 
     async def readyz(self, request: Request) -> Response:
-        """``GET /readyz``: the store answers a cheap read within two seconds."""
+        """``GET /readyz``: the store answers, and audit events are not being lost.
+
+        The store must answer a cheap read within two seconds; an audit event lost in the
+        last minute, with none recorded since, is not ready (``Host.audit_losses``).
+        """
         try:
             with anyio.fail_after(_READY_TIMEOUT_SECONDS):
                 await self.host.store.get_approval("apr_readiness_probe")
@@ -148,7 +159,46 @@ class OpsRoutes:
                 reason="store_unreachable",
                 headers={"Retry-After": "1"},
             )
+        losses = self.host.audit_losses()
+        if losses.failing:
+            # Never silent: a replica that loses audit events leaves the rotation.
+            return http_problem(
+                503,
+                "Not ready",
+                f"Audit events are being lost: {losses.lost} could not be recorded since "
+                "start, the latest just now (see the log).",
+                code=ErrorCode.PROVIDER_UNAVAILABLE,
+                reason="audit_lost",
+                headers={"Retry-After": "1"},
+            )
+        if self.gateway is not None:
+            return self._upstreams_ready(self.gateway)
         return json_response(HealthBody(status="ok"))
+
+    def _upstreams_ready(self, gateway: Gateway) -> Response:
+        """Ready when every upstream MCP server is connected; the body shows each one."""
+        health = gateway.health()
+        down = [h.name for h in health if h.state != "connected"]
+        if down:
+            return http_problem(
+                503,
+                "Not ready",
+                f"Upstream MCP servers are not connected: {', '.join(down)}; charter is "
+                "reconnecting.",
+                code=ErrorCode.PROVIDER_UNAVAILABLE,
+                reason="upstream_unavailable",
+                meta={"upstreams": ", ".join(down)},
+                headers={"Retry-After": "1"},
+            )
+        return json_response({"status": "ok", "upstreams": [h.as_json() for h in health]})
+
+    async def upstreams(self, request: Request) -> Response:
+        """``GET /v1/upstreams``: each upstream MCP server's connection (for the console)."""
+        caller = required_caller(request)
+        if isinstance(caller, Response):
+            return caller
+        health = self.gateway.health() if self.gateway is not None else []
+        return json_response({"upstreams": [h.as_json() for h in health]})
 
     async def openapi_json(self, request: Request) -> Response:
         """``GET /v1/openapi.json``: the routes and the tools the caller may call."""

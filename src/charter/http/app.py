@@ -37,6 +37,7 @@ from ._routes_ops import OpsRoutes
 from ._routes_tools import ToolRoutes
 
 if TYPE_CHECKING:
+    from charter.gateway import Gateway
     from charter.mcp import SessionLimits
 
 __all__ = ("DEFAULT_BODY_TIMEOUT", "McpMount", "create_app")
@@ -85,6 +86,7 @@ def create_app(
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     mcp_session_limits: SessionLimits | None = None,
     mcp_request_state_keys: Sequence[bytes | str] | None = None,
+    gateway: Gateway | None = None,
 ) -> Starlette:
     """Build the HTTP app for a host: ``/v1`` REST, ``/console``, and MCP at ``/mcp``.
 
@@ -107,9 +109,12 @@ def create_app(
             timeout (``charter.mcp.SessionLimits``; default: its defaults).
         mcp_request_state_keys: secrets that seal MCP ``requestState`` (see
             ``charter.mcp.create_server``); give every replica the same ones.
+        gateway: the running ``charter.gateway.Gateway`` whose tools the host serves:
+            ``/readyz`` needs its upstreams connected, ``/v1/upstreams`` shows them.
 
     Returns:
-        A Starlette app; serve it with uvicorn.
+        A Starlette app; serve it with uvicorn. Its lifespan opens the host's store if it
+        was handed over unopened, and closes it at shutdown (``Host.running``).
 
     Raises:
         ValueError: ``max_body_bytes`` or ``body_timeout`` is not positive.
@@ -120,7 +125,7 @@ def create_app(
     openapi = OpenAPIDocument()
     tools = ToolRoutes(host)
     approvals = ApprovalRoutes(host)
-    ops = OpsRoutes(host, openapi)
+    ops = OpsRoutes(host, openapi, gateway)
     # Every /v1 route knows its caller before it runs (one
     # authentication middleware); a POST route reads its body only after that.
     signed = [authentication(host)]
@@ -152,6 +157,7 @@ def create_app(
         _Route("/v1/audit", ops.audit, methods=["GET"], middleware=signed),
         _Route("/v1/limits", ops.limits, methods=["GET"], middleware=signed),
         _Route("/v1/whoami", ops.whoami, methods=["GET"], middleware=signed),
+        _Route("/v1/upstreams", ops.upstreams, methods=["GET"], middleware=signed),
         _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"], middleware=signed),
         _Route("/healthz", ops.healthz, methods=["GET"]),
         _Route("/readyz", ops.readyz, methods=["GET"]),
@@ -209,7 +215,7 @@ def create_app(
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: _http_exception, Exception: _server_error},
-        lifespan=_lifespan(mounted),
+        lifespan=_lifespan(host, mounted),
     )
 
 
@@ -261,11 +267,14 @@ def _mcp_mount(
 
 
 def _lifespan(
-    mounted: McpMount | None,
+    host: Host, mounted: McpMount | None
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    # The host first: a store handed over unopened is opened before the first request
+    # and closed after the last (`uvicorn module:app` has no other place to do it).
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            await stack.enter_async_context(host.running())
             if mounted is not None:
                 await stack.enter_async_context(mounted.run())
             yield

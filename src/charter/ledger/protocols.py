@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from ..audit import AuditEvent
+from ..effects import EffectRecord
 from ..errors import ToolError
 from ..outcome import ApprovalStatus
 from .approvals import ApprovalDecision, ApprovalRecord, ApprovalStore
@@ -93,6 +94,13 @@ class LedgerTransaction(Protocol):
 
     async def record_audit(self, event: AuditEvent) -> None:
         """Write an audit event in this transaction."""
+        ...
+
+    async def insert_effect(self, record: EffectRecord) -> bool:
+        """Write an effect to the outbox in this transaction; False if its key exists.
+
+        An existing key is left alone (enqueueing the same effect twice is a no-op).
+        """
         ...
 
 

@@ -10,6 +10,7 @@ from ..ledger import ActionStatus
 from ..manifest import RegisteredTool
 from ..policy import CONTROL_FIELD, controls_schema
 from ..tool import JSON_SCHEMA_DIALECT
+from ._forwarded import forwarded_output_schema, is_forwarded
 from ._render import STATUS_TOOL
 
 __all__ = ("TOOL_META_KEY", "ToolListing", "status_tool")
@@ -49,7 +50,11 @@ def _listed(registered: RegisteredTool) -> types.Tool:
         title=annotations.get("title"),
         description=registered.tool.description,
         input_schema=_input_schema(registered),
-        output_schema=registered.tool.output_schema,
+        output_schema=(
+            forwarded_output_schema(registered.tool)
+            if is_forwarded(registered.tool)
+            else registered.tool.output_schema
+        ),
         annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
         meta={TOOL_META_KEY: contract},
     )

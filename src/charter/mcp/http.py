@@ -204,6 +204,8 @@ def create_asgi_app(
     """A standalone Starlette app serving MCP at ``path``, with its lifespan wired.
 
     The arguments are those of ``streamable_http_app``; ``path`` is where MCP answers.
+    The lifespan opens the host's store if it was handed over unopened, and closes it at
+    shutdown (``Host.running``), then runs the session manager.
     """
     mcp_app = streamable_http_app(
         host,
@@ -222,7 +224,7 @@ def create_asgi_app(
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
-        async with mcp_app.run():
+        async with host.running(), mcp_app.run():
             yield
 
     return Starlette(

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from .._nearmatch import near_matches, suggestion_text
 from ..auth import audience_allows
 from ..context import ToolContext
+from ..effects import Effect
 from ..errors import UNKNOWN_TOOL_NEXT_STEPS, ConfigurationError, ErrorCode
 from ..manifest import RegisteredTool, manifest_json
 from ..outcome import Failed, ToolOutcome, failed
@@ -47,6 +48,7 @@ class Registry:
         self._prepared: weakref.WeakSet[PreparedAction] = weakref.WeakSet()
         self._minted: weakref.WeakSet[HandlerActionPolicy] = weakref.WeakSet()
         self._runner = HandlerRunner(max_threads=max_threads)
+        self._effects: dict[str, Effect] = {}
 
     # -- registration -------------------------------------------------------------------
 
@@ -74,9 +76,54 @@ class Registry:
             self._names[name] = registered
         return registered
 
+    def unregister(self, name: str) -> RegisteredTool | None:
+        """Remove a tool (by canonical name) and its aliases; returns what was removed.
+
+        For tool sources whose tools come and go while serving (``charter.gateway``).
+        Calls already prepared for it may still run.
+        """
+        registered = self._tools.pop(name, None)
+        if registered is None:
+            return None
+        self._capabilities.pop((registered.capability_id, registered.capability_version), None)
+        for key in (registered.name, *registered.aliases):
+            self._names.pop(key, None)
+        return registered
+
     def register_all(self, tools: Iterable[Tool[Any, Any, Any]]) -> builtins.list[RegisteredTool]:
         """Register several tools without bindings, in order."""
         return [self.register(tool) for tool in tools]
+
+    def register_effect(self, effect: Effect) -> Effect:
+        """Register an effect (``@charter.effect``) that handlers stage with ``ctx.effect``.
+
+        Raises:
+            ConfigurationError: an effect with this name is already registered.
+        """
+        if effect.name in self._effects:
+            raise ConfigurationError(f"effect {effect.name!r} is already registered")
+        self._effects[effect.name] = effect
+        return effect
+
+    def effect(self, name: str) -> Effect:
+        """The registered effect called ``name``.
+
+        Raises:
+            ConfigurationError: no effect has this name (the message suggests near ones).
+        """
+        found = self._effects.get(name)
+        if found is None:
+            near = near_matches(name, list(self._effects)).did_you_mean
+            hint = f" Did you mean {near!r}?" if near else ""
+            raise ConfigurationError(
+                f"no effect {name!r} is registered; register it with "
+                f"registry.register_effect(...).{hint}"
+            )
+        return found
+
+    def effects(self) -> builtins.list[Effect]:
+        """The registered effects, in registration order."""
+        return list(self._effects.values())
 
     # -- lookup -------------------------------------------------------------------------
 

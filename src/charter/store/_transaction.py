@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
+from ..effects import EffectRecord
 from ..errors import StoreBusy, StoreError, ToolError
 from ..ledger import (
     ApprovalDecision,
@@ -18,6 +19,7 @@ from ..ledger import (
     LedgerEntry,
 )
 from . import _approval_rows as approval_rows
+from . import _effect_rows
 from ._connections import run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit
@@ -212,6 +214,12 @@ class SqlTransaction:
         """Write an audit event in this transaction (it commits with the action)."""
         with translated("recording an audit event"):
             await write_audit(self._conn, event)
+
+    @run_to_completion
+    async def insert_effect(self, record: EffectRecord) -> bool:
+        """Write an effect to the outbox in this transaction; False if its key exists."""
+        with translated("recording an effect"):
+            return await _effect_rows.insert_effect(self._conn, record)
 
 
 def _without_key(values: dict[str, Any]) -> dict[str, Any]:

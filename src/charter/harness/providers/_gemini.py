@@ -129,9 +129,9 @@ def gemini_tool_result(result: ToolResult) -> dict[str, Any]:
     response: dict[str, Any] = (
         {"output": result.output} if result.kind == "completed" else {"error": result_text(result)}
     )
-    return {
-        "functionResponse": {"id": result.call_id, "name": result.tool_name, "response": response}
-    }
+    # The name the model called: it pairs the response with the model's functionCall.
+    name = result.model_name or result.tool_name
+    return {"functionResponse": {"id": result.call_id, "name": name, "response": response}}
 
 
 def gemini_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 from ...manifest import RegisteredTool
 from ...tool import Tool
 from ..definitions import BoundToolDefinition, ToolSchema
+from ..names import ModelNames, model_name_for
 
 __all__ = (
     "ToolLike",
@@ -23,10 +24,27 @@ ToolLike = ToolSchema | BoundToolDefinition | RegisteredTool | Tool[Any, Any, An
 
 
 def tool_schemas(tools: Iterable[ToolLike]) -> list[ToolSchema]:
-    """Normalise tools to ``ToolSchema`` (name, description, parameters without ``$schema``)."""
+    """Normalise tools to ``ToolSchema``: model-facing name, description, parameters.
+
+    Names go through ``charter.harness.names``: a tool's (or a hand-built schema's) name
+    becomes its model-facing name, which the ``ToolSchema`` of a bound tool already is;
+    the canonical name stays in ``tool_name``. Parameters lose ``$schema``.
+
+    Raises:
+        ConfigurationError: two of the tools would have the same model-facing name.
+    """
     out: list[ToolSchema] = []
     for item in tools:
         if isinstance(item, ToolSchema):
+            if item.tool_name is None:
+                item = ToolSchema(
+                    name=model_name_for(item.name),
+                    description=item.description,
+                    parameters=item.parameters,
+                    tool_name=item.name,
+                )
+            else:
+                model_name_for(item.tool_name, item.name)  # a hand-built name must be valid
             out.append(item)
         elif isinstance(item, BoundToolDefinition):
             out.append(item.schema)
@@ -34,11 +52,13 @@ def tool_schemas(tools: Iterable[ToolLike]) -> list[ToolSchema]:
             tool = item.tool if isinstance(item, RegisteredTool) else item
             out.append(
                 ToolSchema(
-                    name=tool.name,
+                    name=model_name_for(tool.name, tool.model_name),
                     description=tool.description,
                     parameters={k: v for k, v in tool.input_schema.items() if k != "$schema"},
+                    tool_name=tool.name,
                 )
             )
+    ModelNames.build((s.tool_name or s.name, s.name) for s in out)
     return out
 
 

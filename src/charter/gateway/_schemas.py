@@ -1,0 +1,103 @@
+"""Input models from an upstream tool's JSON Schema, and result models per upstream tool.
+
+charter validates a tool's input once, with a pydantic model, before anything else
+touches it. An upstream tool has a JSON Schema instead, so its model keeps every
+argument as given (``extra="allow"``), checks them against that schema with
+``jsonschema`` (a dependency of the MCP SDK), and publishes the schema unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
+
+from ..errors import ConfigurationError
+from ..mcp import ForwardedResult
+
+__all__ = ("UpstreamInput", "input_model", "result_model")
+
+_MAX_ISSUES = 20
+
+
+class UpstreamInput(BaseModel):
+    """Arguments of an upstream tool: kept as given, checked against the upstream's schema."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    upstream_schema: ClassVar[dict[str, Any]] = {"type": "object"}
+    """The upstream tool's input schema, published unchanged."""
+    upstream_validator: ClassVar[Any] = None
+    """The ``jsonschema`` validator of ``upstream_schema``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _matches_upstream_schema(cls, data: Any) -> Any:
+        validator = cls.upstream_validator
+        if validator is None:
+            return data
+        problems = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        if problems:
+            text = "; ".join(_problem(p) for p in problems[:_MAX_ISSUES])
+            raise PydanticCustomError("upstream_schema", "{problems}", {"problems": text})
+        return data
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The upstream tool's input schema, unchanged."""
+        return copy.deepcopy(cls.upstream_schema)
+
+
+def _problem(error: jsonschema.ValidationError) -> str:
+    """Where and which rule, never the value (it may be a secret)."""
+    where = ".".join(str(part) for part in error.absolute_path) or "(root)"
+    if error.validator in ("required", "additionalProperties", "dependentRequired"):
+        return f"{where}: {error.message}"
+    rule = error.validator_value
+    shown = f" {rule!r}" if isinstance(rule, str | int | float | bool) else ""
+    return f"{where}: does not satisfy the schema's {error.validator!r}{shown} rule"
+
+
+def input_model(tool_name: str, schema: dict[str, Any]) -> type[UpstreamInput]:
+    """A model for one upstream tool's arguments.
+
+    Raises:
+        ConfigurationError: the upstream's schema is not a valid JSON Schema of an object.
+    """
+    if schema.get("type", "object") != "object":
+        raise ConfigurationError(
+            f"tool {tool_name!r}: the upstream's input schema is not an object"
+        )
+    validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except SchemaError as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: the upstream's input schema is invalid: {exc.message}"
+        ) from None
+    namespace = {
+        "upstream_schema": copy.deepcopy(schema),
+        "upstream_validator": validator_class(schema),
+        "__doc__": f"Arguments of {tool_name}, checked against the upstream's schema.",
+        "__module__": __name__,
+    }
+    return type(_class_name(tool_name, "Input"), (UpstreamInput,), namespace)
+
+
+def result_model(tool_name: str, output_schema: dict[str, Any] | None) -> type[ForwardedResult]:
+    """The output model of one upstream tool: its result, listing its own output schema."""
+    namespace = {
+        "mcp_output_schema": copy.deepcopy(output_schema) if output_schema else None,
+        "__doc__": f"The result of {tool_name}, as its upstream sent it.",
+        "__module__": __name__,
+    }
+    return type(_class_name(tool_name, "Result"), (ForwardedResult,), namespace)
+
+
+def _class_name(tool_name: str, suffix: str) -> str:
+    words = [part for part in tool_name.replace("-", ".").replace("_", ".").split(".") if part]
+    return "".join(word[:1].upper() + word[1:] for word in words) + suffix

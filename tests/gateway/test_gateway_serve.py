@@ -1,0 +1,154 @@
+"""`charter serve --upstreams` and `charter tools --upstreams`: the real server, real clients."""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+import httpx2
+import mcp.types as types
+import pytest
+from examples.gateway import upstreams_toml
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from typer.testing import CliRunner
+
+from charter.cli import app
+from live_server import charter_serve
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {"PYTHONPATH": str(ROOT)}
+
+
+def charter(*args: str, env: Mapping[str, str] | None = None) -> str:
+    result = CliRunner().invoke(app, list(args), env={"CHARTER_DB": None, **(env or {})})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def create_key(db: str, subject: str, kind: str, *scopes: str) -> str:
+    scope_args = [part for scope in scopes for part in ("--scope", scope)]
+    out = charter(
+        "keys", "create", "--db", db, "--tenant", "acme", "--subject", subject, "--kind", kind,
+        *scope_args, "--json",
+    )  # fmt: skip
+    key: str = json.loads(out)["key"]
+    return key
+
+
+@pytest.fixture
+def upstreams(npm_servers: dict[str, Path], files: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "upstreams.toml"
+    path.write_text(upstreams_toml(npm_servers["filesystem"], files))
+    return path
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}"
+
+
+@pytest.fixture
+def keys(db: str) -> dict[str, str]:
+    """An agent's key and an approver's, made before the test's event loop starts."""
+    return {
+        "agent": create_key(db, "agent", "agent", "files:read", "files:write"),
+        "approver": create_key(db, "bob", "person", "charter:approve"),
+    }
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.mark.anyio
+async def test_serve_with_only_upstreams_governs_the_filesystem_server_over_mcp_and_rest(
+    upstreams: Path, files: Path, db: str, keys: dict[str, str], tmp_path: Path
+) -> None:
+    agent, approver = keys["agent"], keys["approver"]
+    with charter_serve("--upstreams", str(upstreams), "--db", db, cwd=tmp_path, env=ENV) as served:
+        async with (
+            httpx2.AsyncClient(headers=bearer(agent), timeout=60) as http,
+            Client(streamable_http_client(served.url + "/mcp", http_client=http)) as client,
+        ):
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            read = await client.call_tool(
+                "fs.read_text_file", {"path": str(files / "itinerary.md")}
+            )
+        assert "fs.read_text_file" in names and "fs.write_file" in names
+        assert "fs.move_file" not in names  # hidden by the file
+        assert read.content == [
+            types.TextContent(type="text", text=(files / "itinerary.md").read_text())
+        ]
+
+        with httpx.Client(base_url=served.url, timeout=60) as rest:
+            ready = rest.get("/readyz")
+            assert ready.status_code == 200
+            [fs] = ready.json()["upstreams"]
+            assert fs["name"] == "fs" and fs["state"] == "connected"
+            listed = rest.get("/v1/upstreams", headers=bearer(agent)).json()["upstreams"]
+            assert [u["name"] for u in listed] == ["fs"]
+
+            request_id = str(uuid.uuid4())
+            body = {"path": str(files / "packing.txt"), "content": "Sunscreen."}
+            headers = {**bearer(agent), "Idempotency-Key": request_id, "Charter-Confirm": "true"}
+            asked = rest.post("/v1/tools/fs.write_file:call", json=body, headers=headers)
+            assert asked.status_code == 202, asked.text
+            approval_id = asked.json()["interaction"]["id"]
+            assert not (files / "packing.txt").exists()
+            granted = rest.post(
+                f"/v1/approvals/{approval_id}:grant", json={}, headers=bearer(approver)
+            )
+            assert granted.status_code == 200, granted.text
+            done = rest.post(
+                "/v1/tools/fs.write_file:call",
+                json=body,
+                headers={**headers, "Charter-Approval": approval_id},
+            )
+            assert done.status_code == 200, done.text
+            assert done.json()["output"]["isError"] is False
+    assert (files / "packing.txt").read_text() == "Sunscreen."
+
+
+def test_charter_tools_lists_a_targets_tools_and_the_upstreams_side_by_side(
+    upstreams: Path, db: str, tmp_path: Path
+) -> None:
+    out = charter(
+        "tools", "examples.travel:host", "--upstreams", str(upstreams), "--db", db, "--json",
+        env={"CHARTER_DEMO_KEYS": str(tmp_path / "keys.json")},
+    )  # fmt: skip
+    entries = {entry["name"]: entry for entry in json.loads(out)}
+    assert "trips.search" in entries and "fs.read_text_file" in entries
+    assert entries["fs.write_file"]["tier"] == "destructive"
+    assert entries["fs.write_file"]["requiredScopes"] == ["files:write"]
+    assert "fs.move_file" not in entries
+
+
+def test_readyz_is_503_while_an_upstream_is_unreachable(db: str, tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    path = tmp_path / "upstreams.toml"
+    path.write_text(f'[upstreams.remote]\nurl = "http://127.0.0.1:{port}/mcp"\n')
+    with (
+        charter_serve("--upstreams", str(path), "--db", db, cwd=tmp_path, env=ENV) as served,
+        httpx.Client(base_url=served.url, timeout=60) as rest,
+    ):
+        ready = rest.get("/readyz")
+    assert ready.status_code == 503
+    problem = ready.json()
+    assert problem["code"] == "PROVIDER_UNAVAILABLE"
+    assert problem["reason"] == "upstream_unavailable"
+    assert problem["meta"] == {"upstreams": "remote"}
+
+
+def test_an_upstreams_file_with_a_mistake_is_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "upstreams.toml"
+    path.write_text('[upstreams.fs]\ncommand = "npx server"\n')
+    result = CliRunner().invoke(app, ["tools", "--upstreams", str(path)], env={"CHARTER_DB": None})
+    assert result.exit_code == 2
+    assert "upstreams.fs.command" in result.stderr and "must be a list" in result.stderr
