@@ -20,11 +20,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from charter import ActionPolicy, InteractionRequired, Principal, Registry, RiskPolicy, tool
+from charter import (
+    ActionPolicy,
+    ErrorCode,
+    InteractionRequired,
+    Principal,
+    Registry,
+    RiskPolicy,
+    ToolError,
+    tool,
+)
 from charter.outcome import ToolOutcome
 
 SECRET = "whsec_" + base64.b64encode(b"charter-notify-test-secret-32by!").decode()
 CARD = "tok_4242_never_shown"
+
+PROVIDER_DOWN: list[bool] = []
+"""Push ``True`` to make the next ``bookings.refund`` fail (its transaction rolls back)."""
 
 SCOPES = frozenset({"bookings:refund"})
 ALICE = Principal(subject="alice", tenant_id="acme", scopes=SCOPES)
@@ -68,6 +80,9 @@ class Refund(BaseModel):
 )
 async def refund_booking(args: RefundRequest) -> Refund:
     """Refund part of a booking. Needs a person's approval before it runs."""
+    if PROVIDER_DOWN:
+        PROVIDER_DOWN.pop()
+        raise ToolError(ErrorCode.PROVIDER_UNAVAILABLE, "The payment provider is down.")
     return Refund(booking_id=args.booking_id, refunded_cents=args.amount_cents)
 
 

@@ -346,3 +346,53 @@ async def test_sigkill_between_commit_and_delivery_loses_no_notification(
     assert event["data"]["approval_id"] == approval_id
     assert delivered is not None and delivered.status == "delivered"
     assert len(receiver.accepted["crash"]) == 1
+
+
+async def test_a_call_that_rolls_back_tells_nothing_and_its_retry_tells_consumed_once() -> None:
+    from notify_support import PROVIDER_DOWN
+
+    # The default in-memory store keeps the outbox too.
+    host = Host(
+        registry(),
+        notifiers=[Webhook("http://127.0.0.1:9/unused", secret=SECRET, events=["consumed"])],
+    )
+    request_id = rid()
+    approval_id = approval_id_of(await host.invoke("bookings.refund", refund(request_id), ALICE))
+    assert not isinstance(await host.approvals.grant(approval_id, ADA), Failed)
+    PROVIDER_DOWN.append(True)
+    failed = await host.invoke("bookings.refund", refund(request_id, approval_id), ALICE)
+    assert isinstance(failed, Failed), failed
+    # Rolled back: the approval is still granted, and no notification was written.
+    assert await host.effects.list() == []
+    done = await host.invoke("bookings.refund", refund(request_id, approval_id), ALICE)
+    assert isinstance(done, Completed), done
+    replayed = await host.invoke("bookings.refund", refund(request_id, approval_id), ALICE)
+    assert isinstance(replayed, Completed) and replayed.replayed
+    await host.notifications.drain()
+    rows = await host.effects.list()
+    assert [(r.name, r.payload["event"]["kind"]) for r in rows] == [("charter.notify", "consumed")]
+    await host.aclose()
+
+
+async def test_the_same_decision_twice_tells_it_once() -> None:
+    host = Host(
+        registry(),
+        notifiers=[Webhook("http://127.0.0.1:9/unused", secret=SECRET, events=["granted"])],
+    )
+    approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+    for _ in range(2):
+        assert not isinstance(await host.approvals.grant(approval_id, ADA, "ok"), Failed)
+    await host.notifications.drain()
+    rows = await host.effects.list()
+    assert [r.payload["event"]["kind"] for r in rows] == ["granted"]
+    await host.aclose()
+
+
+def test_one_registry_delivers_the_notifications_of_one_host() -> None:
+    shared = registry()
+    webhook = Webhook("https://hooks.example.com/a", secret=SECRET)
+    Host(shared, notifiers=[webhook])
+    with pytest.raises(ConfigurationError, match="already delivers another host's"):
+        Host(shared, notifiers=[webhook])
+    # A host without notifiers on the same registry is fine.
+    Host(shared)
