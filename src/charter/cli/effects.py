@@ -25,7 +25,9 @@ from charter.cli._common import (
     unusable_input,
 )
 from charter.cli._host import open_host, open_store
+from charter.cli._notify_config import load_notifiers
 from charter.effects import EffectRecord, EffectStatus
+from charter.notify import Notifier
 
 __all__ = ("discard", "effects_app", "list_effects", "retry", "show", "worker")
 
@@ -63,6 +65,16 @@ def worker(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Effects attempted at once.")
     ] = 8,
+    notify: Annotated[
+        str | None,
+        typer.Option(
+            "--notify",
+            envvar="CHARTER_NOTIFY",
+            help="The approval notifiers' TOML file, as `charter serve --notify` has it: "
+            "this worker retries their notifications.",
+            show_default=False,
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Deliver due effects: claim them under a lease, retry with backoff, park dead ones.
@@ -72,12 +84,19 @@ def worker(
     flight; `--once` stops when nothing is due.
     """
     with unusable_input(debug):
-        done = asyncio.run(_work(target, db, once, poll, batch, concurrency))
+        notifiers = load_notifiers(notify) if notify is not None else []
+        done = asyncio.run(_work(target, db, once, poll, batch, concurrency, notifiers))
     error_console().print(f"{done} effect attempt{'s' if done != 1 else ''} made", highlight=False)
 
 
 async def _work(
-    target: str, db: str | None, once: bool, poll: float, batch: int, concurrency: int
+    target: str,
+    db: str | None,
+    once: bool,
+    poll: float,
+    batch: int,
+    concurrency: int,
+    notifiers: list[Notifier],
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -85,7 +104,7 @@ async def _work(
         loop.add_signal_handler(sig, stop.set)
     try:
         async with AsyncExitStack() as stack:
-            opened = await open_host(target, db, stack)
+            opened = await open_host(target, db, stack, notifiers=notifiers)
             return await opened.host.effects.work(
                 once=once, poll=poll, limit=batch, concurrency=concurrency, stop=stop
             )

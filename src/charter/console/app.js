@@ -15,6 +15,7 @@ const state = {
   tools: [],
   lastUpdate: null,
   timer: null,
+  linked: null, // the approval id of a deep link (#/approvals/{id}), else null
 };
 
 const $ = (id) => document.getElementById(id);
@@ -187,7 +188,8 @@ async function signIn(key) {
       "Your key cannot approve; you see the approvals you requested.";
   }
   $("main").focus();
-  await refreshApprovals();
+  if (linkedApproval() !== null) await followLink();
+  else await refreshApprovals();
   schedule();
 }
 
@@ -232,19 +234,69 @@ $("sign-out").addEventListener("click", () => signOut(""));
 
 // -- approvals ------------------------------------------------------------------------------
 
+// -- deep links: #/approvals/{id} opens that card alone -------------------------------------
+
+function linkedApproval() {
+  const match = /^#\/approvals\/([^/?#]+)$/.exec(window.location.hash);
+  if (!match) return null;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return null;
+  }
+}
+
+async function followLink() {
+  state.linked = linkedApproval();
+  $("linked").hidden = state.linked === null;
+  $("approval-filter").disabled = state.linked !== null;
+  if (!state.key) return; // signing in opens it
+  selectTab($("tab-approvals"), false);
+  const shown = await refreshApprovals();
+  const card = state.linked && document.getElementById(cardId(state.linked));
+  if (shown && card) {
+    card.setAttribute("tabindex", "-1");
+    card.focus();
+  }
+}
+
+window.addEventListener("hashchange", followLink);
+
+async function fetchApprovals() {
+  if (state.linked === null) {
+    const data = await api(`approvals?status=${encodeURIComponent(state.filter)}&limit=200`);
+    return data.approvals;
+  }
+  try {
+    return [await api(`approvals/${encodeURIComponent(state.linked)}`)];
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) {
+      throw new Error(
+        `there is no approval ${state.linked} that your key may see (another tenant's, or ` +
+          "someone else's request while your key is not an approver)"
+      );
+    }
+    throw error;
+  }
+}
+
 async function refreshApprovals() {
   try {
-    const data = await api(`approvals?status=${encodeURIComponent(state.filter)}&limit=200`);
+    const list = await fetchApprovals();
     $("approvals-error").textContent = "";
-    renderApprovals(data.approvals);
+    renderApprovals(list);
     state.lastUpdate = new Date();
     $("live").classList.remove("stale");
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;
     $("live").classList.add("stale");
     $("approvals-error").textContent = `Could not load approvals: ${error.message}`;
+    if (state.linked !== null) renderApprovals([]);
+    updateLiveText();
+    return false;
   }
   updateLiveText();
+  return true;
 }
 
 function renderApprovals(list) {
@@ -278,7 +330,7 @@ function renderApprovals(list) {
     state.seen.add(approval.id);
   });
   container.querySelectorAll(".empty").forEach((el) => el.remove());
-  if (list.length === 0 && !container.querySelector(".card")) {
+  if (list.length === 0 && state.linked === null && !container.querySelector(".card")) {
     container.append(
       state.filter === "pending"
         ? emptyState(
@@ -289,7 +341,7 @@ function renderApprovals(list) {
     );
   }
   const pending = list.filter((a) => a.status === "pending").length;
-  if (state.filter === "pending") setPendingCount(pending);
+  if (state.filter === "pending" && state.linked === null) setPendingCount(pending);
   if (fresh.length === 1) {
     const a = fresh[0];
     announce(`New approval request: ${a.tool}${a.target ? ` on ${a.target}` : ""}, ${a.risk} risk.`);
@@ -850,6 +902,10 @@ document.addEventListener("visibilitychange", () => {
 });
 
 // -- start ----------------------------------------------------------------------------------
+
+state.linked = linkedApproval();
+$("linked").hidden = state.linked === null;
+$("approval-filter").disabled = state.linked !== null;
 
 if (state.key) {
   signIn(state.key).catch(() => signOut("Your session ended. Sign in again."));

@@ -87,6 +87,7 @@ from ._calls import (
     canonical_request_id,
 )
 from ._effects import Effects
+from ._notices import Notifications, Notifier
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)
@@ -123,6 +124,10 @@ class Host:
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
         effect_lease: timedelta = timedelta(seconds=60),
+        notifiers: Sequence[Notifier] = (),
+        console_url: str | None = None,
+        notify_attempts: int = 8,
+        notify_backoff: timedelta = timedelta(seconds=2),
     ) -> None:
         """Build a host around a registry.
 
@@ -160,10 +165,19 @@ class Host:
             effect_lease: how long one attempt at an effect is owned by whoever started
                 it (this process right after commit, or a worker); a process that dies
                 mid-attempt leaves it to a worker once this has passed.
+            notifiers: where approval events go (``charter.notify.Webhook``,
+                ``charter.notify.Slack``); each change's deliveries are effects written in
+                the change's own transaction (docs/notifications.md).
+            console_url: the public base URL of this server; events link to the
+                approval's console card under it.
+            notify_attempts: attempts at one notification before it is parked dead.
+            notify_backoff: the delay before a notification's second attempt; it doubles
+                each time (with jitter).
 
         Raises:
             ConfigurationError: retention is shorter than the approval lifetime, a rate
-                limit is malformed, or the effect lease is not positive.
+                limit is malformed, the effect lease is not positive, or two notifiers
+                share a name.
         """
         if retention < approval_ttl:
             raise ConfigurationError(
@@ -187,16 +201,6 @@ class Host:
             self.audit = MemoryAuditSink()
         # Every event the host writes goes through the watch, which counts the lost ones.
         self._audit_watch = AuditWatch(self.audit, clock=self._clock, window=AUDIT_ALARM)
-        self.approvals = Approvals(
-            self.store,
-            registry=registry,
-            approver_scope=approver_scope,
-            admin_scope=admin_scope,
-            admin_may_approve=admin_may_approve,
-            allow_self_approval=allow_self_approval,
-            audit=self._audit_watch,
-            clock=self._clock,
-        )
         self.effects = Effects(
             store=self.store,
             registry=registry,
@@ -208,6 +212,28 @@ class Host:
             admin_scope=admin_scope,
         )
         """The effect outbox: enqueue outside handlers, run workers, list and re-drive."""
+        self.notifications = Notifications(
+            notifiers,
+            effects=self.effects,
+            store=self.store,
+            console_url=console_url,
+            clock=self._clock,
+            attempts=notify_attempts,
+            backoff=notify_backoff,
+            wait=in_progress_wait,
+        )
+        """The approval notifiers; each delivery is an effect (docs/notifications.md)."""
+        self.approvals = Approvals(
+            self.store,
+            registry=registry,
+            approver_scope=approver_scope,
+            admin_scope=admin_scope,
+            admin_may_approve=admin_may_approve,
+            allow_self_approval=allow_self_approval,
+            audit=self._audit_watch,
+            clock=self._clock,
+            notices=self.notifications if notifiers else None,
+        )
         self._gate = LedgerGate(
             self.store,
             registry=registry,
@@ -624,6 +650,7 @@ class Host:
     async def aclose(self) -> None:
         """Record pending audit counts; release the store's connections and worker threads."""
         await self._pipeline.drain()
+        await self.notifications.aclose()
         self.registry.close()
         close = getattr(self.store, "aclose", None)
         if close is not None:

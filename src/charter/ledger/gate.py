@@ -12,7 +12,7 @@ key is the arbiter; there is no check-then-act.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -35,7 +35,7 @@ from ._answers import (
 from ._claims import claim_factory
 from .approvals import ApprovalRecord, Approvals
 from .outbox import EffectOutbox, StagedEffects
-from .protocols import FaultHook, FaultPoint, LedgerStore
+from .protocols import FaultHook, FaultPoint, LedgerStore, LedgerTransaction
 from .records import ActionStatus, DeferredRecord, LedgerEntry
 
 __all__ = ("AuditBuilder", "LedgerGate", "LedgerKey")
@@ -280,6 +280,7 @@ class LedgerGate:
     ) -> tuple[ToolOutcome, bool]:
         registered = prepared.tool
         audited = False
+        noticed: Sequence[object] = ()
         staged: StagedEffects | None = None
         try:
             async with self.store.transaction(wait=self.in_progress_wait) as tx:
@@ -287,10 +288,7 @@ class LedgerGate:
                 if existing is not None:
                     raise _Rollback(replay(existing, entry.fingerprint))
                 self._fault("after_claim")
-                if entry.approval_id is not None and not await tx.consume_approval(
-                    entry.approval_id, entry.request_id, self.clock()
-                ):
-                    raise _ApprovalUnusable
+                noticed = await self._consume(tx, entry)
                 ctx.db = tx.connection
                 ctx.db_error = tx.transient_error
                 staged = self._staging(entry)
@@ -350,8 +348,30 @@ class LedgerGate:
         self._fault("after_commit_before_response")
         if staged is not None and staged.records and self.outbox is not None:
             await self.outbox.deliver(staged.records)
+        notices = self.approvals.notices
+        if notices is not None and noticed:
+            await notices.release(noticed)
         await run_after_commit(ctx.after_commit, registered.name)
         return outcome, audited
+
+    async def _consume(self, tx: LedgerTransaction, entry: LedgerEntry) -> Sequence[object]:
+        """Consume the call's approval and stage its notices, in the call's transaction.
+
+        Raises:
+            _ApprovalUnusable: the approval is no longer granted and unexpired.
+        """
+        if entry.approval_id is None:
+            return ()
+        if not await tx.consume_approval(entry.approval_id, entry.request_id, self.clock()):
+            raise _ApprovalUnusable
+        notices = self.approvals.notices
+        if notices is None:
+            return ()
+        record = await self.store.get_approval(entry.approval_id)
+        if record is None:
+            return ()
+        consumed = record.model_copy(update={"status": "consumed", "consumed_by": entry.request_id})
+        return await notices.stage(tx, "consumed", consumed, by=entry.principal_id)
 
     def _staging(self, entry: LedgerEntry) -> StagedEffects | None:
         """Where this call's ``ctx.effect`` stages its effects (None: no outbox)."""

@@ -319,7 +319,8 @@ class _MemoryTransaction:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
         self._entries: dict[_Key, LedgerEntry] = {}
-        self._consumed: dict[str, ApprovalRecord] = {}
+        self._approvals: dict[str, ApprovalRecord] = {}
+        """Approvals written (inserted, decided or consumed) in this transaction."""
         self._claims: dict[_Key, ClaimRecord] = {}
         self._deferred: dict[str, DeferredRecord] = {}
         self._audit: list[AuditEvent] = []
@@ -351,12 +352,48 @@ class _MemoryTransaction:
         self._entries[(entry.tenant_id, entry.principal_id, entry.request_id)] = entry
 
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
-        # This transaction's own consumption first: an approval is consumed once.
-        record = self._consumed.get(approval_id) or self._store.approvals.get(approval_id)
+        # This transaction's own writes first: an approval is consumed once.
+        record = self._approval(approval_id)
         if record is None or record.status != "approved" or record.expires_at <= now:
             return False
-        self._consumed[approval_id] = record.model_copy(
+        self._approvals[approval_id] = record.model_copy(
             update={"status": "consumed", "consumed_by": request_id}
+        )
+        return True
+
+    def _approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._approvals.get(approval_id) or self._store.approvals.get(approval_id)
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        key = (record.tenant_id, record.requester_id, record.request_id)
+        for existing in (*self._approvals.values(), *self._store.approvals.values()):
+            if (existing.tenant_id, existing.requester_id, existing.request_id) == key:
+                return self._approval(existing.id) or existing
+        self._approvals[record.id] = record
+        return record
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        record = self._approval(approval_id)
+        if record is None or record.status not in expected:
+            return False
+        self._approvals[approval_id] = record.model_copy(
+            update={
+                "status": status,
+                "decided_by": decided_by,
+                "decided_at": at,
+                "decision_reason": reason,
+                "history": history,
+            }
         )
         return True
 
@@ -395,7 +432,7 @@ class _MemoryTransaction:
         for key in self._dropped:
             store.claims.pop(key, None)
         store.entries.update(self._entries)
-        store.approvals.update(self._consumed)
+        store.approvals.update(self._approvals)
         store.claims.update(self._claims)
         store.deferred.update(self._deferred)
         store.effects.update(self._effects)

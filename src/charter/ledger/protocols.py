@@ -15,7 +15,8 @@ from typing import Literal, Protocol
 from ..audit import AuditEvent
 from ..effects import EffectRecord
 from ..errors import ToolError
-from .approvals import ApprovalStore
+from ..outcome import ApprovalStatus
+from .approvals import ApprovalDecision, ApprovalRecord, ApprovalStore
 from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
 __all__ = ("FaultHook", "FaultPoint", "LedgerStore", "LedgerTransaction")
@@ -51,6 +52,24 @@ class LedgerTransaction(Protocol):
 
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
         """Mark an approved, unexpired approval consumed; False if it no longer is."""
+        ...
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """``ApprovalStore.insert_approval`` in this transaction (what follows commits with it)."""
+        ...
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """``ApprovalStore.decide_approval`` in this transaction."""
         ...
 
     async def get_claim(
