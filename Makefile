@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run run-gateway test lint typecheck bench clean
 
 # The venv is rebuilt whenever pyproject.toml changes (the stamp is older).
 $(STAMP): pyproject.toml
@@ -17,6 +17,13 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m examples.travel
 	$(BIN)/charter serve examples.travel:host
+
+# The same demo in front of the official filesystem MCP server (npm), serving a temporary
+# folder as the fs.* tools under charter's policy (docs/gateway.md).
+run-gateway: $(STAMP)
+	$(BIN)/python -m examples.travel
+	@dir="$$(mktemp -d)" && $(BIN)/python -m examples.gateway "$$dir" \
+		&& $(BIN)/charter serve examples.travel:host --upstreams "$$dir/upstreams.toml"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench

@@ -103,6 +103,9 @@ tier = "destructive"      # a confirmation and a person's approval, bound to the
 scopes = ["files:write"]
 tier = "destructive"
 
+[upstreams.fs.tools.create_directory]
+scopes = ["files:write"]
+
 [upstreams.fs.tools.move_file]
 hidden = true
 """

@@ -471,3 +471,22 @@ def test_the_toml_file_and_python_describe_the_same_upstreams(tmp_path: Path) ->
     assert in_python.policy_for("write_file").hidden is True
     with pytest.raises(ConfigurationError, match="no such upstreams file"):
         load_config(tmp_path / "missing.toml")
+
+
+async def test_an_upstreams_changed_tool_list_is_followed_in_the_registry() -> None:
+    script = Path(__file__).with_name("changing_server.py")
+    changing = UpstreamConfig(
+        name="changing", command=(sys.executable, str(script)), default=ToolPolicy(tier="read")
+    )
+    async with governed(changing) as (host, gateway):
+        assert sorted(host.registry.names()) == ["changing.unlock"]
+        changed = anyio.Event()
+        gateway.on_change(changed.set)
+        unlocked = await host.invoke("changing.unlock", {}, ALICE)
+        assert isinstance(unlocked, Completed)
+        with anyio.fail_after(60):
+            await changed.wait()
+        assert sorted(host.registry.names()) == ["changing.secret", "changing.unlock"]
+        told = await host.invoke("changing.secret", {}, ALICE)
+    assert isinstance(told, Completed) and isinstance(told.output, dict)
+    assert "swordfish" in json.dumps(told.output["content"])
