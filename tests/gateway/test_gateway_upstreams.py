@@ -297,6 +297,37 @@ async def test_an_approval_binds_the_exact_upstream_arguments(
     assert not (files / "notes.txt").exists()
 
 
+async def test_another_tenant_can_neither_decide_nor_use_the_approval(
+    npm_servers: dict[str, Path], files: Path
+) -> None:
+    # The same subjects, in another tenant.
+    bob_elsewhere = Principal(
+        subject="bob", tenant_id="globex", scopes=frozenset({"charter:approve"})
+    )
+    alice_elsewhere = Principal(
+        subject="alice", tenant_id="globex", scopes=frozenset({"files:read", "files:write"})
+    )
+    arguments = {"path": str(files / "notes.txt"), "content": "one"}
+    request_id = str(uuid.uuid4())
+    async with governed(fs_config(npm_servers["filesystem"], files)) as (host, gateway):
+        asked = await host.invoke(
+            "fs.write_file", {**arguments, **controls(request_id, confirmed=True)}, ALICE
+        )
+        assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+        refused = await host.approvals.grant(asked.approval_id, bob_elsewhere)
+        assert isinstance(refused, Failed)
+        await host.approvals.grant(asked.approval_id, BOB)
+        used_elsewhere = await host.invoke(
+            "fs.write_file",
+            {**arguments, **controls(request_id, confirmed=True, approvalId=asked.approval_id)},
+            alice_elsewhere,
+        )
+        assert calls(gateway, "fs") == 0
+    assert isinstance(used_elsewhere, Failed)
+    assert used_elsewhere.code is ErrorCode.AUTHORIZATION_DENIED
+    assert not (files / "notes.txt").exists()
+
+
 # -- an upstream that dies ----------------------------------------------------------------------
 
 
