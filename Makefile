@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run setup test lint typecheck bench clean
+.PHONY: run run-gateway setup test lint typecheck bench clean
 
 # Parallel pytest workers for `make test` (pytest-xdist). More than cores: most tests wait on
 # servers and subprocesses, not on the CPU. `TEST_WORKERS=0` runs in one process.
@@ -22,6 +22,13 @@ setup:
 run: $(STAMP)
 	$(BIN)/python -m examples.travel
 	$(BIN)/charter serve examples.travel:host
+
+# The same demo in front of the official filesystem MCP server (npm), serving a temporary
+# folder as the fs.* tools under charter's policy (docs/gateway.md).
+run-gateway: $(STAMP)
+	$(BIN)/python -m examples.travel
+	@dir="$$(mktemp -d)" && $(BIN)/python -m examples.gateway "$$dir" \
+		&& $(BIN)/charter serve examples.travel:host --upstreams "$$dir/upstreams.toml"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench

@@ -1,17 +1,19 @@
 """The travel demo in front of the official filesystem MCP server: ``make run-gateway``.
 
-    python -m examples.gateway DIR   # install the server, write DIR/upstreams.toml
+    python -m examples.gateway DIR   # install the server, write DIR/upstreams.toml, make a key
 
 Installs ``@modelcontextprotocol/server-filesystem`` (and ``server-everything``, which the
 tests use) from npm into a cache folder on first use, makes ``DIR/files`` with a note in
 it, and writes ``DIR/upstreams.toml``, which serves that folder as the ``fs.*`` tools:
 reads for any caller with ``files:read``; writes need ``files:write``, a confirmation and
-a person's approval. Then ``charter serve examples.travel:host --upstreams
-DIR/upstreams.toml`` serves the demo's tools and the upstream's side by side.
+a person's approval. It prints a new API key for an agent that may do both (in the store
+``$CHARTER_DB``, else ``.charter/charter.db``). Then ``charter serve examples.travel:host
+--upstreams DIR/upstreams.toml`` serves the demo's tools and the upstream's side by side.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -27,6 +29,9 @@ __all__ = (
     "upstreams_toml",
     "write_demo",
 )
+
+DEFAULT_DB = "sqlite+aiosqlite:///.charter/charter.db"
+"""The store ``charter serve`` uses by default (``make run`` made it)."""
 
 NPM_VERSION = "2026.8.31"
 """The servers' release (both are published from modelcontextprotocol/servers together)."""
@@ -103,6 +108,9 @@ tier = "destructive"      # a confirmation and a person's approval, bound to the
 scopes = ["files:write"]
 tier = "destructive"
 
+[upstreams.fs.tools.create_directory]
+scopes = ["files:write"]
+
 [upstreams.fs.tools.move_file]
 hidden = true
 """
@@ -119,6 +127,21 @@ def write_demo(directory: Path) -> Path:
     return path
 
 
+async def files_agent_key(url: str) -> str:
+    """A new API key for an agent in tenant acme that may read and write the files."""
+    from charter.store import SqlStore
+
+    async with SqlStore(url) as store:
+        secret, _ = await store.create_api_key(
+            tenant_id="acme",
+            subject="files-agent",
+            scopes=["files:read", "files:write"],
+            kind="agent",
+            name="demo files-agent (make run-gateway)",
+        )
+    return secret
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the demo's upstreams file into the folder named on the command line."""
     args = sys.argv[1:] if argv is None else argv
@@ -130,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     except RegistryUnreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    key = asyncio.run(files_agent_key(os.environ.get("CHARTER_DB") or DEFAULT_DB))
     print(f"Upstreams: {path} (the filesystem server on {path.parent / 'files'})")
+    print(
+        f"  files-agent      an agent with files:read files:write in tenant acme\n  {'':<16} {key}"
+    )
+    print("  Approve its fs.write_file calls in the console with the staff-approver key.")
     return 0
 
 

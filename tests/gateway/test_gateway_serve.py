@@ -152,3 +152,33 @@ def test_an_upstreams_file_with_a_mistake_is_one_clear_line(tmp_path: Path) -> N
     result = CliRunner().invoke(app, ["tools", "--upstreams", str(path)], env={"CHARTER_DB": None})
     assert result.exit_code == 2
     assert "upstreams.fs.command" in result.stderr and "must be a list" in result.stderr
+
+
+@pytest.mark.browser
+def test_the_console_shows_each_upstreams_health(
+    upstreams: Path, db: str, keys: dict[str, str], tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    with (
+        charter_serve("--upstreams", str(upstreams), "--db", db, cwd=tmp_path, env=ENV) as served,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=args)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(20_000)
+            page.goto(f"{served.url}/console/")
+            page.get_by_label("API key").fill(keys["approver"])
+            page.get_by_label("API key").press("Enter")
+            tab = page.get_by_role("tab", name="Upstreams")
+            tab.click()
+            row = page.get_by_role("tabpanel", name="Upstreams").get_by_role("row", name="fs")
+            expect(row).to_contain_text("connected")
+            expect(row).to_contain_text("fs.*")
+            # The arrow keys walk the visible tabs, this one included.
+            tab.press("ArrowRight")
+            expect(page.get_by_role("tab", name="Approvals")).to_be_focused()
+        finally:
+            browser.close()

@@ -297,6 +297,37 @@ async def test_an_approval_binds_the_exact_upstream_arguments(
     assert not (files / "notes.txt").exists()
 
 
+async def test_another_tenant_can_neither_decide_nor_use_the_approval(
+    npm_servers: dict[str, Path], files: Path
+) -> None:
+    # The same subjects, in another tenant.
+    bob_elsewhere = Principal(
+        subject="bob", tenant_id="globex", scopes=frozenset({"charter:approve"})
+    )
+    alice_elsewhere = Principal(
+        subject="alice", tenant_id="globex", scopes=frozenset({"files:read", "files:write"})
+    )
+    arguments = {"path": str(files / "notes.txt"), "content": "one"}
+    request_id = str(uuid.uuid4())
+    async with governed(fs_config(npm_servers["filesystem"], files)) as (host, gateway):
+        asked = await host.invoke(
+            "fs.write_file", {**arguments, **controls(request_id, confirmed=True)}, ALICE
+        )
+        assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+        refused = await host.approvals.grant(asked.approval_id, bob_elsewhere)
+        assert isinstance(refused, Failed)
+        await host.approvals.grant(asked.approval_id, BOB)
+        used_elsewhere = await host.invoke(
+            "fs.write_file",
+            {**arguments, **controls(request_id, confirmed=True, approvalId=asked.approval_id)},
+            alice_elsewhere,
+        )
+        assert calls(gateway, "fs") == 0
+    assert isinstance(used_elsewhere, Failed)
+    assert used_elsewhere.code is ErrorCode.AUTHORIZATION_DENIED
+    assert not (files / "notes.txt").exists()
+
+
 # -- an upstream that dies ----------------------------------------------------------------------
 
 
@@ -471,3 +502,22 @@ def test_the_toml_file_and_python_describe_the_same_upstreams(tmp_path: Path) ->
     assert in_python.policy_for("write_file").hidden is True
     with pytest.raises(ConfigurationError, match="no such upstreams file"):
         load_config(tmp_path / "missing.toml")
+
+
+async def test_an_upstreams_changed_tool_list_is_followed_in_the_registry() -> None:
+    script = Path(__file__).with_name("changing_server.py")
+    changing = UpstreamConfig(
+        name="changing", command=(sys.executable, str(script)), default=ToolPolicy(tier="read")
+    )
+    async with governed(changing) as (host, gateway):
+        assert sorted(host.registry.names()) == ["changing.unlock"]
+        changed = anyio.Event()
+        gateway.on_change(changed.set)
+        unlocked = await host.invoke("changing.unlock", {}, ALICE)
+        assert isinstance(unlocked, Completed)
+        with anyio.fail_after(60):
+            await changed.wait()
+        assert sorted(host.registry.names()) == ["changing.secret", "changing.unlock"]
+        told = await host.invoke("changing.secret", {}, ALICE)
+    assert isinstance(told, Completed) and isinstance(told.output, dict)
+    assert "swordfish" in json.dumps(told.output["content"])

@@ -190,6 +190,7 @@ async function signIn(key) {
   $("main").focus();
   if (linkedApproval() !== null) await followLink();
   else await refreshApprovals();
+  await refreshUpstreams();
   schedule();
 }
 
@@ -750,6 +751,64 @@ function renderLimits(budgets) {
   );
 }
 
+// -- upstreams (charter.gateway) -------------------------------------------------------------
+
+async function refreshUpstreams() {
+  try {
+    const data = await api("upstreams");
+    $("upstreams-error").textContent = "";
+    // The tab appears only on a server that governs upstream MCP servers.
+    $("tab-upstreams").hidden = data.upstreams.length === 0;
+    renderUpstreams(data.upstreams);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) {
+      $("upstreams-error").textContent = `Could not load upstreams: ${error.message}`;
+    }
+  }
+}
+
+function renderUpstreams(upstreams) {
+  const levels = { connected: "badge-ok", connecting: "badge-warn", down: "badge-danger" };
+  const rows = upstreams.map((u) => {
+    const since = new Date(u.since);
+    return h(
+      "tr",
+      {},
+      h("td", { class: "mono", text: u.name }),
+      h("td", { class: "mono", text: `${u.namespace}.*` }),
+      h("td", {}, h("span", { class: `badge ${levels[u.state] || "badge-warn"}`, text: u.state })),
+      h("td", {}, h("time", { datetime: u.since, title: since.toLocaleString(), text: relative(since) })),
+      h("td", { class: "num", text: String(u.tools) }),
+      h("td", { class: "num", text: String(u.calls) }),
+      h("td", { class: "num", text: String(u.reconnects) }),
+      h("td", { text: u.lastError || "" })
+    );
+  });
+  $("upstreams").replaceChildren(
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        {},
+        h("caption", { class: "sr-only", text: "Upstream MCP servers" }),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ["Upstream", "Tools as", "State", "Since", "Tools", "Calls", "Reconnects", "Last error"].map(
+              (t) => h("th", { scope: "col", text: t })
+            )
+          )
+        ),
+        h("tbody", {}, rows)
+      )
+    )
+  );
+}
+
 // -- tools ----------------------------------------------------------------------------------
 
 async function refreshTools() {
@@ -845,6 +904,7 @@ function selectTab(tab, focus) {
   if (focus) tab.focus();
   if (tab.id === "tab-activity") refreshActivity();
   if (tab.id === "tab-limits") refreshLimits();
+  if (tab.id === "tab-upstreams") refreshUpstreams();
   if (tab.id === "tab-tools") refreshTools();
   if (tab.id === "tab-approvals") refreshApprovals();
 }
@@ -852,16 +912,17 @@ function selectTab(tab, focus) {
 for (const tab of tabs) {
   tab.addEventListener("click", () => selectTab(tab, false));
   tab.addEventListener("keydown", (event) => {
-    const i = tabs.indexOf(tab);
+    const shown = tabs.filter((t) => !t.hidden);
+    const i = shown.indexOf(tab);
     const moves = {
-      ArrowRight: (i + 1) % tabs.length,
-      ArrowLeft: (i - 1 + tabs.length) % tabs.length,
+      ArrowRight: (i + 1) % shown.length,
+      ArrowLeft: (i - 1 + shown.length) % shown.length,
       Home: 0,
-      End: tabs.length - 1,
+      End: shown.length - 1,
     };
     if (event.key in moves) {
       event.preventDefault();
-      selectTab(tabs[moves[event.key]], true);
+      selectTab(shown[moves[event.key]], true);
     }
   });
 }
@@ -883,6 +944,7 @@ function schedule() {
       if (active.id === "tab-approvals") await refreshApprovals();
       else if (active.id === "tab-activity") await refreshActivity();
       else if (active.id === "tab-limits") await refreshLimits();
+      else if (active.id === "tab-upstreams") await refreshUpstreams();
     }
     schedule();
   }, POLL_MS);

@@ -19,10 +19,13 @@ from typing import Any, Literal
 import anyio
 import httpx2
 import mcp.types as types
+from anyio.abc import TaskStatus
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic_core import to_json
 
 from ..context import ToolContext
 from ..errors import ErrorCode, ToolError
@@ -119,7 +122,11 @@ class Upstream:
         self._ping_interval = ping_interval
         self._client: Client | None = None
         self._lost = anyio.Event()
-        self._changed = anyio.Event()
+        self._wake = anyio.Event()
+        """Set when the connection is lost or the tools changed (the watcher looks)."""
+        self._changed = False
+        self._listing: bytes | None = None
+        """The latest listing handed to the gateway, as JSON."""
         self._attempted = anyio.Event()
         self._moved = anyio.Event()
         self._state: UpstreamState = "connecting"
@@ -157,6 +164,7 @@ class Upstream:
     def _lose(self) -> None:
         """The connection broke: down at once (calls fail fast), and the supervisor reconnects."""
         self._lost.set()
+        self._wake.set()
         self._enter("down")
 
     async def reach(self, state: UpstreamState) -> None:
@@ -202,19 +210,27 @@ class Upstream:
     async def _connection(self) -> None:
         """One connection, from the handshake until it is lost."""
         self._lost = anyio.Event()
+        self._wake = anyio.Event()
+        self._changed = False
         async with AsyncExitStack() as stack:
             client = await stack.enter_async_context(self._new_client(stack))
-            await self._list(client)
-            self._client = client
-            self._connections += 1
-            self._last_error = None
-            self._enter("connected")
-            self._attempted.set()
-            logger.info("upstream %s: connected (%d tools)", self.name, self._tools)
-            try:
-                await self._watch(client)
-            finally:
-                self._client = None
+            modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            async with anyio.create_task_group() as group:
+                if modern:
+                    # Listening before listing: no change falls between the two.
+                    await group.start(self._listen, client)
+                await self._list(client)
+                self._client = client
+                self._connections += 1
+                self._last_error = None
+                self._enter("connected")
+                self._attempted.set()
+                logger.info("upstream %s: connected (%d tools)", self.name, self._tools)
+                try:
+                    await self._watch(client, modern)
+                finally:
+                    self._client = None
+                    group.cancel_scope.cancel()
 
     def _new_client(self, stack: AsyncExitStack) -> Client:
         config = self.config
@@ -251,29 +267,54 @@ class Upstream:
             if cursor is None:
                 break
         self._tools = len(tools)
-        await self._on_tools(self, tools)
+        listing = to_json([tool.model_dump(mode="json", by_alias=True) for tool in tools])
+        if listing != self._listing:
+            await self._on_tools(self, tools)
+            self._listing = listing
 
-    async def _watch(self, client: Client) -> None:
+    async def _watch(self, client: Client, modern: bool) -> None:
         """Return when the connection is lost; list again whenever the tools change."""
         while True:
             with anyio.move_on_after(self._ping_interval):
-                async with anyio.create_task_group() as group:
-
-                    async def changed() -> None:
-                        await self._changed.wait()
-                        group.cancel_scope.cancel()
-
-                    group.start_soon(changed)
-                    await self._lost.wait()
-                    group.cancel_scope.cancel()
+                await self._wake.wait()
+            self._wake = anyio.Event()
             if self._lost.is_set():
                 raise ConnectionError("the connection closed")
-            if self._changed.is_set():
-                self._changed = anyio.Event()
+            if self._changed:
+                self._changed = False
                 await self._list(client)
                 continue
             with anyio.fail_after(self._ping_interval):
-                await client.send_ping()
+                if modern:
+                    # 2026-07-28 has no ping: listing again checks the connection, and
+                    # catches a change a server without a listen stream did not announce.
+                    await self._list(client)
+                else:
+                    await client.send_ping()
+
+    async def _listen(
+        self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """2026-07-28 servers announce list changes on a ``subscriptions/listen`` stream."""
+        capabilities = client.server_capabilities.tools
+        if capabilities is None or not capabilities.list_changed:
+            task_status.started()
+            return
+        started = False
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                task_status.started()
+                started = True
+                async for _ in events:
+                    self._mark_changed()
+        except Exception as exc:  # no stream: the periodic listing still sees changes
+            logger.info("upstream %s: no tools/list_changed stream (%s)", self.name, _describe(exc))
+            if not started:
+                task_status.started()
+
+    def _mark_changed(self) -> None:
+        self._changed = True
+        self._wake.set()
 
     async def _on_message(self, message: types.ServerNotification | Exception) -> None:
         """Notifications from the upstream: a changed tool list, or a broken transport."""
@@ -281,7 +322,7 @@ class Upstream:
             logger.warning("upstream %s: transport error: %s", self.name, _describe(message))
             self._lose()
         elif isinstance(message, types.ToolListChangedNotification):
-            self._changed.set()
+            self._mark_changed()
         await anyio.lowlevel.checkpoint()
 
     # -- calls ------------------------------------------------------------------------------

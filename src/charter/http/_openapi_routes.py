@@ -20,7 +20,9 @@ from ._payloads import (
     EffectsBody,
     HealthBody,
     ProblemBody,
+    ReadyBody,
     ToolListBody,
+    UpstreamsBody,
     WhoamiBody,
 )
 from ._problem import PROBLEM_MEDIA_TYPE
@@ -67,7 +69,9 @@ def payload_schemas() -> dict[str, Any]:
         EffectsBody,
         HealthBody,
         ProblemBody,
+        ReadyBody,
         ToolListBody,
+        UpstreamsBody,
         WhoamiBody,
     ]
     _, top = models_json_schema(
@@ -414,6 +418,15 @@ def fixed_paths() -> dict[str, Any]:
                 ],
             )
         },
+        "/v1/upstreams": {
+            "get": _operation(
+                "listUpstreams",
+                "The upstream MCP servers whose tools this server governs, and their health.",
+                tag="operations",
+                ok="Upstreams",
+                problems=(401,),
+            )
+        },
         "/v1/whoami": {
             "get": _operation(
                 "whoami",
@@ -455,9 +468,9 @@ def fixed_paths() -> dict[str, Any]:
         "/readyz": {
             "get": _operation(
                 "readyz",
-                "The store answers.",
+                "The store answers and, with a gateway, every upstream MCP server is connected.",
                 tag="operations",
-                ok="Health",
+                ok="Ready",
                 problems=(503,),
                 secured=None,
             )

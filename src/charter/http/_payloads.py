@@ -26,7 +26,10 @@ __all__ = (
     "DecisionBody",
     "HealthBody",
     "ProblemBody",
+    "ReadyBody",
     "ToolListBody",
+    "UpstreamBody",
+    "UpstreamsBody",
     "WhoamiBody",
 )
 
@@ -308,3 +311,31 @@ class HealthBody(_Wire):
     """Liveness or readiness."""
 
     status: Literal["ok"]
+
+
+class UpstreamBody(_Wire):
+    """One upstream MCP server the gateway governs (``charter.gateway.UpstreamHealth``)."""
+
+    name: str
+    namespace: str
+    transport: Literal["stdio", "http"]
+    state: Literal["connecting", "connected", "down", "closed"]
+    since: datetime
+    tools: int
+    calls: int
+    reconnects: int
+    last_error: str | None = None
+
+
+class UpstreamsBody(_Wire):
+    """Every upstream MCP server the gateway governs (none without one)."""
+
+    upstreams: list[UpstreamBody]
+
+
+class ReadyBody(_Wire):
+    """Readiness: the store answers and, with a gateway, every upstream is connected."""
+
+    status: Literal["ok"]
+    upstreams: list[UpstreamBody] | None = None
+    """Each upstream MCP server, when the server runs a gateway."""

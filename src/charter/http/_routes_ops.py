@@ -26,6 +26,9 @@ from ._payloads import (
     EffectBody,
     EffectsBody,
     HealthBody,
+    ReadyBody,
+    UpstreamBody,
+    UpstreamsBody,
     WhoamiBody,
 )
 from ._problem import failed_problem, http_problem
@@ -33,7 +36,7 @@ from ._responses import json_response
 from ._routes_approvals import bad_query, int_query
 
 if TYPE_CHECKING:
-    from charter.gateway import Gateway
+    from charter.gateway import Gateway, UpstreamHealth
 
 __all__ = ("OpsRoutes",)
 
@@ -225,7 +228,7 @@ class OpsRoutes:
                 meta={"upstreams": ", ".join(down)},
                 headers={"Retry-After": "1"},
             )
-        return json_response({"status": "ok", "upstreams": [h.as_json() for h in health]})
+        return json_response(ReadyBody(status="ok", upstreams=_upstream_bodies(health)))
 
     async def upstreams(self, request: Request) -> Response:
         """``GET /v1/upstreams``: each upstream MCP server's connection (for the console)."""
@@ -233,7 +236,7 @@ class OpsRoutes:
         if isinstance(caller, Response):
             return caller
         health = self.gateway.health() if self.gateway is not None else []
-        return json_response({"upstreams": [h.as_json() for h in health]})
+        return json_response(UpstreamsBody(upstreams=_upstream_bodies(health)))
 
     async def openapi_json(self, request: Request) -> Response:
         """``GET /v1/openapi.json``: the routes and the tools the caller may call."""
@@ -242,3 +245,20 @@ class OpsRoutes:
             self.host.callable_tools(caller), server_url=request.scope.get("root_path") or "/"
         )
         return json_response(document)
+
+
+def _upstream_bodies(health: list[UpstreamHealth]) -> list[UpstreamBody]:
+    return [
+        UpstreamBody(
+            name=h.name,
+            namespace=h.namespace,
+            transport=h.transport,
+            state=h.state,
+            since=h.since,
+            tools=h.tools,
+            calls=h.calls,
+            reconnects=h.reconnects,
+            last_error=h.last_error,
+        )
+        for h in health
+    ]
