@@ -186,8 +186,10 @@ def create_app(
     )
     if mounted is not None:
         # A Route, not a Mount: MCP clients post to /mcp itself, and a Mount would answer
-        # that with a redirect to /mcp/.
-        routes.append(Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"))
+        # that with a redirect to /mcp/. First, so that an MCP request (most of the
+        # traffic of an MCP server) is not matched against every REST route before it; no
+        # other route's path is /mcp, so the order changes no answer.
+        routes.insert(0, Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"))
     middleware: list[Middleware] = []
     if body_timeout is not None:
         middleware.append(Middleware(BodyDeadline, seconds=body_timeout))
