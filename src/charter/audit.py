@@ -12,8 +12,11 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = ("AuditAction", "AuditEvent", "AuditSink", "AuditTrail", "MemoryAuditSink")
 
-AuditAction: TypeAlias = Literal["call", "approval.grant", "approval.deny", "approval.revoke"]
-"""What an audit event records: a tool call, or a decision on an approval (made or refused)."""
+AuditAction: TypeAlias = Literal[
+    "call", "approval.grant", "approval.deny", "approval.revoke", "resource.read", "prompt.get"
+]
+"""What an audit event records: a tool call, a decision on an approval (made or refused), a
+resource read (``tool`` is the URI) or a prompt got (``tool`` is its name)."""
 
 
 class AuditEvent(BaseModel):

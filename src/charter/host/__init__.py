@@ -7,6 +7,8 @@
 - the steps ``prepare`` runs, one idea each: ``_arguments`` (payload limits, reserved
   controls), ``_access`` (audience, auth mode, scopes, actor types), ``_tenancy``,
   ``_context`` (the handler's context); ``_trace`` and ``_ids`` for the audit event.
+- ``_content``: ``HostContent`` (``Host.content``): resources, resource templates and
+  prompts under the same authority as tools.
 """
 
 from __future__ import annotations
@@ -17,13 +19,19 @@ from ._calls import PreparedCall as PreparedCall
 from ._calls import Settlement as Settlement
 from ._calls import canonical_request_id as canonical_request_id
 from ._calls import derive_request_id as derive_request_id
+from ._content import ContentContextFactory as ContentContextFactory
+from ._content import HostContent as HostContent
+from ._content import ResourceListener as ResourceListener
 from ._host import Host as Host
 
 __all__ = (
     "CallOptions",
+    "ContentContextFactory",
     "ContextFactory",
     "Host",
+    "HostContent",
     "PreparedCall",
+    "ResourceListener",
     "Settlement",
     "canonical_request_id",
     "derive_request_id",

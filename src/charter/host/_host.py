@@ -84,6 +84,7 @@ from ._calls import (
     Settlement,
     canonical_request_id,
 )
+from ._content import ContentContextFactory, HostContent
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)
@@ -116,6 +117,7 @@ class Host:
         rate_limited_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
+        content_context: ContentContextFactory | None = None,
     ) -> None:
         """Build a host around a registry.
 
@@ -150,6 +152,9 @@ class Host:
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
+            content_context: builds the domain context of resource, prompt and completion
+                handlers from the caller (``host.content``); defaults to a plain
+                ``ToolContext``.
 
         Raises:
             ConfigurationError: retention is shorter than the approval lifetime, or a
@@ -214,6 +219,16 @@ class Host:
             budgets=self._budgets,
             clock=self._clock,
         )
+
+        self.content = HostContent(
+            registry.content,
+            context_factory=content_context,
+            audit=self.audit,
+            admin_scope=admin_scope,
+            access_catalog=access_catalog,
+            clock=self._clock,
+        )
+        """Resources, resource templates and prompts under this host's authority."""
 
     # -- authentication and discovery -------------------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from charter.audit import AuditEvent
+from charter.audit import AuditAction, AuditEvent
 from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
 
@@ -185,7 +185,7 @@ class AuditEventBody(_Wire):
 
     id: str
     time: datetime
-    action: Literal["call", "approval.grant", "approval.deny", "approval.revoke"] = "call"
+    action: AuditAction = "call"
     subject: str | None
     principal_tenant: str | None
     tenant: str | None

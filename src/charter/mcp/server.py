@@ -1,8 +1,9 @@
 """charter's MCP server: the SDK's low-level ``Server`` over ``Host.discover`` and ``Host.invoke``.
 
 ``tools/list`` lists the tools the caller may call with their precomputed schemas;
-``tools/call`` runs ``Host.invoke`` and renders the outcome. Policy, validation,
-scopes and the ledger all stay in the host.
+``tools/call`` runs ``Host.invoke`` and renders the outcome. Resources, prompts and
+completions are ``Host.content`` (``_content``). Policy, validation, scopes and the
+ledger all stay in the host.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..outcome import Completed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
+from ._content import NO_SESSION, ContentHandlers
 from ._interact import Ask, ConnectionState
 from ._listing import ToolListing, status_tool
 from ._render import STATUS_TOOL, Presenter, render_outcome
@@ -77,6 +79,7 @@ def create_server(
     if host.registry.get(STATUS_TOOL) is not None:
         raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
     adapter = _Adapter(host, principal=principal, presenters=presenters)
+    content = ContentHandlers(host, principal_of=adapter.principal, session_of=_session_key)
     server: Server[ConnectionState] = Server(
         name,
         version=version,
@@ -85,6 +88,14 @@ def create_server(
         on_list_tools=adapter.list_tools,
         on_call_tool=adapter.call_tool,
         get_tool_input_schema=adapter.input_schema,
+        on_list_resources=content.list_resources,
+        on_list_resource_templates=content.list_templates,
+        on_read_resource=content.read_resource,
+        on_subscribe_resource=content.subscribe,
+        on_unsubscribe_resource=content.unsubscribe,
+        on_list_prompts=content.list_prompts,
+        on_get_prompt=content.get_prompt,
+        on_completion=content.complete,
     )
     # Registered directly: the constructor's on_set_logging_level warns that logging is
     # deprecated at 2026-07-28, but handshake-era clients still set levels.
@@ -320,7 +331,7 @@ class _Adapter:
         return Completed(output=status.model_dump(mode="json"))
 
 
-_NO_SESSION = "\x00no-session"
+_NO_SESSION = NO_SESSION
 """A stateless HTTP request: it belongs to no session that could remember a log level."""
 
 

@@ -22,6 +22,7 @@ from ..errors import UNKNOWN_TOOL_NEXT_STEPS, ConfigurationError, ErrorCode
 from ..manifest import RegisteredTool, manifest_json
 from ..outcome import Failed, ToolOutcome, failed
 from ..policy import ClaimFactory, HandlerActionPolicy, InvocationControls
+from ..resources import ContentCatalog, Prompt, Resource
 from ..tool import Tool, ToolBinding
 from ._binding import resolve_binding, version_key
 from ._execution import HandlerRunner
@@ -47,6 +48,8 @@ class Registry:
         self._prepared: weakref.WeakSet[PreparedAction] = weakref.WeakSet()
         self._minted: weakref.WeakSet[HandlerActionPolicy] = weakref.WeakSet()
         self._runner = HandlerRunner(max_threads=max_threads)
+        self.content = ContentCatalog()
+        """The resources, resource templates and prompts served beside the tools."""
 
     # -- registration -------------------------------------------------------------------
 
@@ -77,6 +80,15 @@ class Registry:
     def register_all(self, tools: Iterable[Tool[Any, Any, Any]]) -> builtins.list[RegisteredTool]:
         """Register several tools without bindings, in order."""
         return [self.register(tool) for tool in tools]
+
+    def register_content(self, *items: Resource | Prompt) -> None:
+        """Register resources, resource templates and prompts (``charter.resources``).
+
+        Raises:
+            ConfigurationError: a URI or prompt name is taken.
+        """
+        for item in items:
+            self.content.add(item)
 
     # -- lookup -------------------------------------------------------------------------
 
