@@ -33,7 +33,7 @@ from charter import (
     tool,
 )
 from charter.host import Host
-from charter.mcp import Presenter, create_asgi_app
+from charter.mcp import Presenter, Resumability, create_asgi_app
 from charter.resources import (
     PromptImage,
     PromptMessage,
@@ -499,7 +499,14 @@ def build_host() -> Host:
 
 def build_app() -> Starlette:
     """The streamable HTTP app the suite talks to, at ``/mcp``."""
-    return create_asgi_app(build_host(), name="charter-conformance", presenters=PRESENTERS)
+    # SSE polling (server-sse-polling): a call still running after 0.1 s has its stream
+    # closed; the client resumes it with Last-Event-ID from the in-memory event store.
+    return create_asgi_app(
+        build_host(),
+        name="charter-conformance",
+        presenters=PRESENTERS,
+        resumability=Resumability(poll_after=0.1),
+    )
 
 
 def main() -> None:

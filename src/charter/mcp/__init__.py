@@ -13,6 +13,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("charter.mcp needs the MCP SDK: pip install 'charter[mcp]'") from exc
 
+from ._events import MemoryEventStore, Resumability
 from ._interact import ConnectionState
 from ._listing import TOOL_META_KEY
 from ._render import OUTCOME_META_KEY, RESOLUTION, STATUS_TOOL, Presenter, Resolution
@@ -28,8 +29,10 @@ __all__ = (
     "STATUS_TOOL",
     "TOOL_META_KEY",
     "ConnectionState",
+    "MemoryEventStore",
     "Presenter",
     "Resolution",
+    "Resumability",
     "SessionLimits",
     "StreamableHTTPApp",
     "create_asgi_app",

@@ -8,6 +8,7 @@ ledger all stay in the host.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -50,6 +51,7 @@ def create_server(
     presenters: Mapping[str, Presenter] | None = None,
     request_state_keys: Sequence[bytes | str] | None = None,
     instructions: str | None = None,
+    sse_poll_after: float | None = None,
 ) -> Server[ConnectionState]:
     """Build an MCP server that exposes ``host``'s tools.
 
@@ -67,6 +69,9 @@ def create_server(
             ``requestState`` of 2026-07-28 elicitation round trips; give every replica
             the same keys. Default: a key held by this process only.
         instructions: optional server instructions for the client.
+        sse_poll_after: over streamable HTTP with an event store, close a
+            ``tools/call``'s SSE stream once the call has run this many seconds; the
+            client reconnects with ``Last-Event-ID`` and gets the rest (SSE polling).
 
     Raises:
         ConfigurationError: a presenter names an unknown tool, or a registered tool uses
@@ -78,7 +83,7 @@ def create_server(
         raise ConfigurationError(f"presenters name unknown tool(s) {unknown}; use canonical names")
     if host.registry.get(STATUS_TOOL) is not None:
         raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
-    adapter = _Adapter(host, principal=principal, presenters=presenters)
+    adapter = _Adapter(host, principal=principal, presenters=presenters, poll_after=sse_poll_after)
     content = ContentHandlers(host, principal_of=adapter.principal, session_of=_session_key)
     server: Server[ConnectionState] = Server(
         name,
@@ -117,9 +122,16 @@ class _Adapter:
     """The handlers behind one server."""
 
     def __init__(
-        self, host: Host, *, principal: Principal | None, presenters: dict[str, Presenter]
+        self,
+        host: Host,
+        *,
+        principal: Principal | None,
+        presenters: dict[str, Presenter],
+        poll_after: float | None = None,
     ) -> None:
         self.host = host
+        self.poll_after = poll_after
+        self._closing: set[asyncio.Future[None]] = set()
         self.default_principal = principal
         self.presenters = presenters
         self.listing = ToolListing()
@@ -184,14 +196,34 @@ class _Adapter:
             sampler=_interact.sampler(ctx),
             call_id=None if ctx.request_id is None else str(ctx.request_id),
         )
-        if params.request_state is not None:
-            result = await self._answered(ctx, params, arguments, principal, call)
-        else:
-            outcome = await self.host.invoke(name, arguments, principal, call=call)
-            result = await self._interact(ctx, name, arguments, principal, call, outcome)
+        poll = self._poll(ctx)
+        try:
+            if params.request_state is not None:
+                result = await self._answered(ctx, params, arguments, principal, call)
+            else:
+                outcome = await self.host.invoke(name, arguments, principal, call=call)
+                result = await self._interact(ctx, name, arguments, principal, call, outcome)
+        finally:
+            if poll is not None:
+                poll.cancel()
         if isinstance(result, types.InputRequiredResult):
             return result
         return self._render(name, arguments, result)
+
+    def _poll(self, ctx: Context) -> asyncio.TimerHandle | None:
+        """Close this call's SSE stream after ``poll_after`` seconds, if it can resume."""
+        close = ctx.close_sse_stream
+        if self.poll_after is None or close is None:
+            return None
+        loop = asyncio.get_running_loop()
+
+        # A timer, not a task group: the call's own errors must not become exception groups.
+        def fire() -> None:
+            task = asyncio.ensure_future(close())
+            self._closing.add(task)  # held until done, so it is not collected mid-way
+            task.add_done_callback(self._closing.discard)
+
+        return loop.call_later(self.poll_after, fire)
 
     # -- interactions -------------------------------------------------------------------
 
