@@ -241,3 +241,25 @@ def test_a_revoked_grant_shows_every_decision_on_its_card(console: Live, page: P
     expect(history.get_by_role("listitem").nth(0)).to_contain_text("looks fine")
     expect(history.get_by_role("listitem").nth(1)).to_contain_text("Revoked by acme/ana")
     expect(history.get_by_role("listitem").nth(1)).to_contain_text("wrong card")
+
+
+def test_the_tools_tab_lists_the_resources_and_prompts_the_key_may_use(
+    browser: Browser, page: Page
+) -> None:
+    from content_support import build_content_host
+
+    with serve(create_app(build_content_host(), mcp=False)) as url:
+        sign_in(page, url, "ada-token")
+        page.get_by_role("tab", name="Tools").click()
+        tools = page.get_by_role("tabpanel", name="Tools")
+        expect(tools).to_contain_text("trip://{trip_id}")
+        expect(tools).to_contain_text("trips.summary")
+        expect(tools).to_contain_text("handbook://travel")
+        expect(tools).not_to_contain_text("audit://export")  # admin only
+        page.get_by_role("searchbox", name="Search").fill("summary")
+        expect(tools).not_to_contain_text("handbook://travel")
+        page.get_by_role("button", name="Sign out").click()
+        sign_in(page, url, "newt-token")
+        page.get_by_role("tab", name="Tools").click()
+        expect(tools).not_to_contain_text("trip://{trip_id}")
+        expect(tools).to_contain_text("handbook://travel")
