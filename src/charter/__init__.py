@@ -31,6 +31,7 @@ from .policy import (
     InvocationControls,
 )
 from .registry import PreparedAction, Registry
+from .resources import Prompt, PromptMessage, Resource, prompt, resource
 from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
 from .tool import (
     Alias,
@@ -77,9 +78,12 @@ __all__ = (
     "InvocationControls",
     "PreparedAction",
     "Principal",
+    "Prompt",
+    "PromptMessage",
     "RateLimit",
     "RegisteredTool",
     "Registry",
+    "Resource",
     "ResumeInfo",
     "RiskPolicy",
     "RiskTier",
@@ -93,5 +97,7 @@ __all__ = (
     "__version__",
     "define_tool",
     "has_permission",
+    "prompt",
+    "resource",
     "tool",
 )
