@@ -11,6 +11,7 @@ from charter import Host, InvocationControls, Principal, RegisteredTool, Registr
 from charter.approval_tools import approval_tools
 from charter.store import ApiKeyAuthenticator, SqlStore
 
+from .content import CONTENT
 from .db import MemoryService, PaymentProvider, TripService, create_tables, seed_demo_data
 from .tools import TOOLS, TravelContext, payment_effects
 
@@ -64,9 +65,13 @@ DEMO_PRINCIPALS: tuple[dict[str, Any], ...] = (
 
 
 def build_registry() -> Registry:
-    """Register the travel tools (two capability versions of trips.rename)."""
+    """Register the travel tools, the trip resource template and the summary prompt.
+
+    trips.rename is registered in two capability versions.
+    """
     registry = Registry()
     registry.register_all(TOOLS)
+    registry.register_content(*CONTENT)
     return registry
 
 
@@ -98,6 +103,9 @@ async def build_host(store: SqlStore) -> Host:
     ) -> TravelContext:
         return TravelContext(trips=trips, memories=memories, payments=payments)
 
+    def content_context(principal: Principal | None) -> TravelContext:
+        return TravelContext(trips=trips, memories=memories, payments=payments)
+
     registry = build_registry()
     for registered in payment_effects(payments):
         registry.register_effect(registered)
@@ -106,6 +114,7 @@ async def build_host(store: SqlStore) -> Host:
         store=store,
         authenticator=ApiKeyAuthenticator(store),
         context_factory=context,
+        content_context=content_context,
     )
     registry.register_all(approval_tools(travel))
     return travel

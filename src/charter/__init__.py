@@ -32,6 +32,7 @@ from .policy import (
     InvocationControls,
 )
 from .registry import PreparedAction, Registry
+from .resources import Prompt, PromptMessage, Resource, prompt, resource
 from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
 from .tool import (
     Alias,
@@ -79,9 +80,12 @@ __all__ = (
     "InvocationControls",
     "PreparedAction",
     "Principal",
+    "Prompt",
+    "PromptMessage",
     "RateLimit",
     "RegisteredTool",
     "Registry",
+    "Resource",
     "ResumeInfo",
     "RiskPolicy",
     "RiskTier",
@@ -96,5 +100,7 @@ __all__ = (
     "define_tool",
     "effect",
     "has_permission",
+    "prompt",
+    "resource",
     "tool",
 )

@@ -29,9 +29,12 @@ AuditAction: TypeAlias = Literal[
     "effect.delivered",
     "effect.retried",
     "effect.dead",
+    "resource.read",
+    "prompt.get",
 ]
 """What an audit event records: a tool call, a decision on an approval (made or refused),
-or an attempt at an effect (``tool`` is the effect's name, ``note`` its key)."""
+an attempt at an effect (``tool`` is the effect's name, ``note`` its key), a resource read
+(``tool`` is the URI) or a prompt got (``tool`` is its name)."""
 
 
 class AuditEvent(BaseModel):

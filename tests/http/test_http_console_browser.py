@@ -298,3 +298,25 @@ def test_a_deep_link_shows_a_requester_its_card_without_the_buttons(
     expect(card).to_contain_text("bkg_8")
     # The requester's key is not an approver's: no way to decide from the link.
     expect(card.get_by_role("button", name="Approve bookings.refund on bkg_8")).to_have_count(0)
+
+
+def test_the_tools_tab_lists_the_resources_and_prompts_the_key_may_use(
+    browser: Browser, page: Page
+) -> None:
+    from content_support import build_content_host
+
+    with serve(create_app(build_content_host(), mcp=False)) as url:
+        sign_in(page, url, "ada-token")
+        page.get_by_role("tab", name="Tools").click()
+        tools = page.get_by_role("tabpanel", name="Tools")
+        expect(tools).to_contain_text("trip://{trip_id}")
+        expect(tools).to_contain_text("trips.summary")
+        expect(tools).to_contain_text("handbook://travel")
+        expect(tools).not_to_contain_text("audit://export")  # admin only
+        page.get_by_role("searchbox", name="Search").fill("summary")
+        expect(tools).not_to_contain_text("handbook://travel")
+        page.get_by_role("button", name="Sign out").click()
+        sign_in(page, url, "newt-token")
+        page.get_by_role("tab", name="Tools").click()
+        expect(tools).not_to_contain_text("trip://{trip_id}")
+        expect(tools).to_contain_text("handbook://travel")

@@ -816,12 +816,54 @@ async function refreshTools() {
     const data = await api("tools");
     $("tools-error").textContent = "";
     state.tools = data.tools;
+    const [resources, prompts] = await Promise.all([api("resources"), api("prompts")]);
+    state.content = { resources, prompts };
     renderTools();
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
       $("tools-error").textContent = `Could not load tools: ${error.message}`;
     }
   }
+}
+
+function renderContent(query) {
+  const content = state.content || { resources: { resources: [], resourceTemplates: [] }, prompts: { prompts: [] } };
+  const matches = (...texts) => !query || texts.some((t) => (t || "").toLowerCase().includes(query));
+  const entries = [
+    ...content.resources.resources
+      .filter((r) => matches(r.uri, r.name))
+      .map((r) => contentEntry(r.uri, "resource", r.description, [fact("Name", r.name), fact("Type", r.mimeType)])),
+    ...content.resources.resourceTemplates
+      .filter((r) => matches(r.uriTemplate, r.name))
+      .map((r) => contentEntry(r.uriTemplate, "template", r.description, [fact("Name", r.name), fact("Type", r.mimeType)])),
+    ...content.prompts.prompts
+      .filter((p) => matches(p.name))
+      .map((p) =>
+        contentEntry(p.name, "prompt", p.description, [
+          fact("Arguments", p.arguments.map((a) => (a.required ? a.name : `${a.name} (optional)`)).join(", ") || "none"),
+        ])
+      ),
+  ];
+  $("content").replaceChildren(
+    entries.length
+      ? h("div", { class: "tools" }, entries)
+      : emptyState("No resources or prompts", "This key may not read any resource or get any prompt.")
+  );
+}
+
+function contentEntry(title, kind, description, facts) {
+  return h(
+    "details",
+    { class: "tool" },
+    h(
+      "summary",
+      {},
+      h("span", { class: "tool-name", text: title }),
+      h("span", { class: "tool-badges" }, h("span", { class: "badge badge-tier", text: kind })),
+      h("p", { class: "tool-summary", text: description })
+    ),
+    h("div", { class: "tool-body" }, h("dl", { class: "facts" }, ...facts))
+  );
 }
 
 function renderTools() {
@@ -833,6 +875,7 @@ function renderTools() {
       (t.aliases || []).some((a) => a.toLowerCase().includes(query)) ||
       (t.requiredScopes || []).some((s) => s.toLowerCase().includes(query))
   );
+  renderContent(query);
   const container = $("tools");
   if (shown.length === 0) {
     container.replaceChildren(

@@ -88,6 +88,7 @@ from ._calls import (
 )
 from ._effects import Effects
 from ._notices import Notifications, Notifier
+from ._content import ContentContextFactory, HostContent
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)
@@ -128,6 +129,7 @@ class Host:
         console_url: str | None = None,
         notify_attempts: int = 8,
         notify_backoff: timedelta = timedelta(seconds=2),
+        content_context: ContentContextFactory | None = None,
     ) -> None:
         """Build a host around a registry.
 
@@ -173,6 +175,9 @@ class Host:
             notify_attempts: attempts at one notification before it is parked dead.
             notify_backoff: the delay before a notification's second attempt; it doubles
                 each time (with jitter).
+            content_context: builds the domain context of resource, prompt and completion
+                handlers from the caller (``host.content``); defaults to a plain
+                ``ToolContext``.
 
         Raises:
             ConfigurationError: retention is shorter than the approval lifetime, a rate
@@ -264,6 +269,16 @@ class Host:
             budgets=self._budgets,
             clock=self._clock,
         )
+
+        self.content = HostContent(
+            registry.content,
+            context_factory=content_context,
+            audit=self.audit,
+            admin_scope=admin_scope,
+            access_catalog=access_catalog,
+            clock=self._clock,
+        )
+        """Resources, resource templates and prompts under this host's authority."""
 
     # -- authentication and discovery -------------------------------------------------------
 

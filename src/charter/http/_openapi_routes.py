@@ -25,6 +25,12 @@ from ._payloads import (
     UpstreamsBody,
     WhoamiBody,
 )
+from ._payloads_content import (
+    PromptListBody,
+    PromptResultBody,
+    ResourceListBody,
+    ResourceReadBody,
+)
 from ._problem import PROBLEM_MEDIA_TYPE
 
 __all__ = (
@@ -70,6 +76,10 @@ def payload_schemas() -> dict[str, Any]:
         HealthBody,
         ProblemBody,
         ReadyBody,
+        PromptListBody,
+        PromptResultBody,
+        ResourceListBody,
+        ResourceReadBody,
         ToolListBody,
         UpstreamsBody,
         WhoamiBody,
@@ -278,6 +288,62 @@ def fixed_paths() -> dict[str, Any]:
                     **problem_refs((400, 401, 404)),
                 },
             }
+        },
+        "/v1/resources": {
+            "get": _operation(
+                "listResources",
+                "The resources and resource templates the caller may read.",
+                tag="resources",
+                ok="ResourceList",
+                problems=(401,),
+                secured=False,
+            )
+        },
+        "/v1/resources/{uri}": {
+            "get": _operation(
+                "readResource",
+                "Read one resource (or a URI a resource template matches).",
+                tag="resources",
+                ok="ResourceRead",
+                problems=(401, 403, 404, 422),
+                parameters=[
+                    _path_param("uri", "The resource URI, percent-encoded (trip%3A%2F%2FT-1).")
+                ],
+                secured=False,
+            )
+        },
+        "/v1/prompts": {
+            "get": _operation(
+                "listPrompts",
+                "The prompts the caller may get.",
+                tag="prompts",
+                ok="PromptList",
+                problems=(401,),
+                secured=False,
+            )
+        },
+        "/v1/prompts/{name}:get": {
+            "post": _operation(
+                "getPrompt",
+                "A prompt's messages, built from its string arguments.",
+                tag="prompts",
+                ok="PromptResult",
+                problems=(401, 403, 404, 413, 422),
+                parameters=[_path_param("name", "The prompt's name.")],
+                secured=False,
+                request={
+                    "required": False,
+                    "description": "The arguments: an object of strings (empty: none).",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": {"type": "string"},
+                            }
+                        }
+                    },
+                },
+            )
         },
         "/v1/actions/{request_id}": {
             "get": _operation(

@@ -33,6 +33,7 @@ from ._payloads import ProblemBody
 from ._problem import http_problem, problem_response
 from ._request import CONTROL_HEADERS
 from ._routes_approvals import ApprovalRoutes
+from ._routes_content import ContentRoutes
 from ._routes_ops import OpsRoutes
 from ._routes_tools import ToolRoutes
 
@@ -124,6 +125,7 @@ def create_app(
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
     openapi = OpenAPIDocument()
     tools = ToolRoutes(host)
+    content = ContentRoutes(host)
     approvals = ApprovalRoutes(host)
     ops = OpsRoutes(host, openapi, gateway)
     # Every /v1 route knows its caller before it runs (one
@@ -134,6 +136,15 @@ def create_app(
         _Route("/v1/tools", tools.list_tools, methods=["GET"], middleware=signed),
         _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"], middleware=signed),
         _Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=with_body),
+        _Route("/v1/resources", content.list_resources, methods=["GET"], middleware=signed),
+        # A plain Route: a resource URI holds ':' (trip://T-1), percent-encoded or not.
+        Route(
+            "/v1/resources/{uri:path}", content.read_resource, methods=["GET"], middleware=signed
+        ),
+        _Route("/v1/prompts", content.list_prompts, methods=["GET"], middleware=signed),
+        _Route(
+            "/v1/prompts/{name}:get", content.get_prompt, methods=["POST"], middleware=with_body
+        ),
         _Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"], middleware=signed),
         _Route("/v1/approvals", approvals.list_approvals, methods=["GET"], middleware=signed),
         _Route(

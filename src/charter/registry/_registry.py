@@ -23,6 +23,7 @@ from ..errors import UNKNOWN_TOOL_NEXT_STEPS, ConfigurationError, ErrorCode
 from ..manifest import RegisteredTool, manifest_json
 from ..outcome import Failed, ToolOutcome, failed
 from ..policy import ClaimFactory, HandlerActionPolicy, InvocationControls
+from ..resources import ContentCatalog, Prompt, Resource
 from ..tool import Tool, ToolBinding
 from ._binding import resolve_binding, version_key
 from ._execution import HandlerRunner
@@ -49,6 +50,8 @@ class Registry:
         self._minted: weakref.WeakSet[HandlerActionPolicy] = weakref.WeakSet()
         self._runner = HandlerRunner(max_threads=max_threads)
         self._effects: dict[str, Effect] = {}
+        self.content = ContentCatalog()
+        """The resources, resource templates and prompts served beside the tools."""
 
     # -- registration -------------------------------------------------------------------
 
@@ -124,6 +127,14 @@ class Registry:
     def effects(self) -> builtins.list[Effect]:
         """The registered effects, in registration order."""
         return list(self._effects.values())
+    def register_content(self, *items: Resource | Prompt) -> None:
+        """Register resources, resource templates and prompts (``charter.resources``).
+
+        Raises:
+            ConfigurationError: a URI or prompt name is taken.
+        """
+        for item in items:
+            self.content.add(item)
 
     # -- lookup -------------------------------------------------------------------------
 
