@@ -8,18 +8,10 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
-from charter import (
-    CONTRACT_VERSION,
-    ActionPolicy,
-    CreatedTarget,
-    Deprecation,
-    Registry,
-    RiskPolicy,
-    Tool,
-    ToolBinding,
-    ToolContext,
-    define_tool,
-)
+from charter import CONTRACT_VERSION, Deprecation, Registry, Tool, ToolBinding, define_tool
+from charter.context import ToolContext
+from charter.policy import ActionPolicy, CreatedTarget
+from charter.risk import RiskPolicy
 
 SAFE_WRITE = RiskPolicy(
     destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)

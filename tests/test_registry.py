@@ -10,32 +10,22 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import BaseModel, field_validator
+from tests.builders import WRITE_RISK
 
-from charter import (
-    ActionPolicy,
+from charter import PreparedAction, Registry, Tool, ToolBinding, ToolContext, define_tool
+from charter.errors import ConfigurationError, ErrorCode, ToolError
+from charter.outcome import (
     Completed,
-    ConfigurationError,
     Deferred,
     Denied,
-    ErrorCode,
     Failed,
-    HandlerActionPolicy,
     Interaction,
     InteractionRequired,
-    InvocationControls,
-    PreparedAction,
-    Registry,
-    RiskPolicy,
-    Tool,
-    ToolBinding,
-    ToolContext,
-    ToolError,
-    define_tool,
+    outcome_adapter,
 )
-from charter.outcome import outcome_adapter
+from charter.policy import ActionPolicy, HandlerActionPolicy, InvocationControls
 
 CANARY = "canary-7f3a9c-secret"
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class EchoIn(BaseModel):

@@ -11,24 +11,13 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ConfigurationError,
-    ErrorCode,
-    Failed,
-    InFlight,
-    InteractionRequired,
-    Principal,
-    RateLimit,
-    Registry,
-    RiskPolicy,
-    define_tool,
-)
+from charter import ActionPolicy, InFlight, Principal, RateLimit, Registry, RiskPolicy, define_tool
 from charter._telemetry import RATE_LIMITED_METRIC
+from charter.errors import ConfigurationError, ErrorCode
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.ledger.budgets import bucket_key
+from charter.outcome import Completed, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 

@@ -13,21 +13,12 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field, SecretStr
+from tests.builders import WRITE_RISK
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    RiskTier,
-    define_tool,
-)
+from charter import ActionPolicy, ErrorCode, Principal, Registry, RiskPolicy, RiskTier, define_tool
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 
@@ -170,7 +161,7 @@ async def test_a_value_without_a_canonical_form_is_refused_before_the_ledger() -
             output_schema=Sent,
             handler=record,
             tier=RiskTier.WRITE,
-            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+            risk_policy=WRITE_RISK,
         )
     )
     store = MemoryStore()

@@ -7,18 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import BaseModel
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import ActionPolicy, Principal, Registry, RiskPolicy, ToolContext, define_tool
+from charter.errors import ErrorCode
 from charter.host import Host
+from charter.outcome import Completed, Failed
 
 pytestmark = pytest.mark.anyio
 

@@ -12,25 +12,17 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, JsonValue
+from tests.builders import WRITE_RISK
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    Principal,
-    Registry,
-    RiskPolicy,
-    RiskTier,
-    define_tool,
-)
+from charter import ErrorCode, Principal, Registry, RiskTier, define_tool
 from charter._limits import PayloadLimits
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed
 
 pytestmark = pytest.mark.anyio
 
 PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset())
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class Payload(BaseModel):

@@ -9,29 +9,20 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import WRITE_RISK
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    InvocationControls,
-    Principal,
-    RegisteredTool,
-    Registry,
-    RiskPolicy,
-    RiskTier,
-    ToolContext,
-    ToolError,
-    define_tool,
-)
+from charter import Principal, RegisteredTool, Registry, ToolContext, define_tool
+from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed
+from charter.policy import InvocationControls
+from charter.risk import RiskPolicy, RiskTier
 
 pytestmark = pytest.mark.anyio
 
 CANARY = "CANARY-7f3c9b1e"
 DSN = f"postgresql://app:{CANARY}@db.internal:5432/prod"
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset())
 
 

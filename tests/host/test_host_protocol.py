@@ -8,22 +8,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    Deferred,
-    Denied,
-    ErrorCode,
-    Failed,
-    Host,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import ActionPolicy, Host, Principal, Registry, RiskPolicy, ToolContext, define_tool
+from charter.errors import ErrorCode
 from charter.host import PreparedCall, derive_request_id
+from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 

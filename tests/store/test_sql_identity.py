@@ -15,20 +15,11 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import ActionPolicy, Principal, Registry, RiskPolicy, ToolContext, define_tool
+from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import ApprovalRecord
+from charter.outcome import Completed, Failed, InteractionRequired
 from charter.store import SqlStore
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
