@@ -188,30 +188,22 @@ class Battery:
         self.after_write: Callable[[ToolContext], Awaitable[None]] | None = None
         """Extra work a handler does in its transaction after writing (tests only)."""
         self.registry = Registry()
-        self.registry.register(
-            define_tool(
-                name="create_widget",
-                description="Create a widget; the handler makes its id (a created target).",
-                input_schema=NewWidget,
-                output_schema=Widget,
-                handler=self.create_widget,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["widgets:write"],
+        for name, description in (
+            ("create_widget", "Create a widget; the handler makes its id (a created target)."),
+            ("rename_widget", "Another write tool with the same input, for cross-tool replays."),
+        ):
+            self.registry.register(
+                define_tool(
+                    name=name,
+                    description=description,
+                    input_schema=NewWidget,
+                    output_schema=Widget,
+                    handler=self.create_widget,
+                    tier="write",
+                    risk_policy=WRITE_RISK,
+                    required_scopes=["widgets:write"],
+                )
             )
-        )
-        self.registry.register(
-            define_tool(
-                name="rename_widget",
-                description="Another write tool with the same input, for cross-tool replays.",
-                input_schema=NewWidget,
-                output_schema=Widget,
-                handler=self.create_widget,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["widgets:write"],
-            )
-        )
         self.registry.register(
             define_tool(
                 name="list_widgets",

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field, SecretStr
-from tests.builders import WRITE_RISK
+from tests.builders import WRITE_RISK, risk, tiered_tool
 
-from charter import ActionPolicy, ErrorCode, Principal, Registry, RiskPolicy, RiskTier, define_tool
+from charter import ActionPolicy, ErrorCode, Principal, Registry, RiskTier, define_tool
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.outcome import Completed, Failed, InteractionRequired
@@ -55,19 +55,18 @@ class Bank:
             ("pay_big", RiskTier.SENSITIVE, "required"),
         )
         for name, tier, approval in tools:
+            policy = ActionPolicy(target_type="account", approval=approval)
+            irreversible = risk(reversible=False)
             registry.register(
-                define_tool(
-                    name=name,
-                    description="Pay out.",
-                    input_schema=Payout,
-                    output_schema=Sent,
-                    handler=pay,
-                    tier=tier,
-                    risk_policy=RiskPolicy(
-                        destructive=False, reversible=False, dry_run_supported=False
-                    ),
+                tiered_tool(
+                    name,
+                    tier,
+                    pay,
+                    Payout,
+                    Sent,
+                    risk_policy=irreversible,
                     required_scopes=["payouts:send"],
-                    action_policy=ActionPolicy(target_type="account", approval=approval),
+                    action_policy=policy,
                 )
             )
         self.host = Host(registry)

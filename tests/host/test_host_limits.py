@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, JsonValue
-from tests.builders import WRITE_RISK
+from tests.builders import tiered_tool
 
-from charter import ErrorCode, Principal, Registry, RiskTier, define_tool
+from charter import ErrorCode, Principal, Registry, RiskTier
 from charter._limits import PayloadLimits
 from charter.host import Host
 from charter.ledger import MemoryStore
@@ -44,19 +44,8 @@ class Kit:
             self.calls += 1
             return Ok(ok=True)
 
-        tools = (("store_data", RiskTier.WRITE, WRITE_RISK), ("read_data", RiskTier.READ, None))
-        for name, tier, risk in tools:
-            registry.register(
-                define_tool(
-                    name=name,
-                    description="Takes any JSON.",
-                    input_schema=Payload,
-                    output_schema=Ok,
-                    handler=handler,
-                    tier=tier,
-                    risk_policy=risk,
-                )
-            )
+        for name, tier in (("store_data", RiskTier.WRITE), ("read_data", RiskTier.READ)):
+            registry.register(tiered_tool(name, tier, handler, Payload, Ok))
         self.host = Host(registry, store=self.store, limits=limits)
 
     async def rejected(self, arguments: object, reason: str, tool: str = "store_data") -> Failed:

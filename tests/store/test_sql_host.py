@@ -11,17 +11,20 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
-from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
+from tests.builders import DESTRUCTIVE_RISK, tiered_tool
 from tests.store.store_records import all_at_once
 
-from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter import ActionPolicy, Principal, Registry, ToolContext
 from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.outcome import Completed, Deferred, Failed, InteractionRequired
 from charter.policy import CreatedTarget
+from charter.risk import RiskTier
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
+
+WRITE = RiskTier.WRITE
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 
@@ -66,93 +69,61 @@ class App:
         self.fail_next = False
         self.winner_may_commit: anyio.Event | None = None
         self.registry = Registry()
-        self.registry.register(
-            define_tool(
-                name="create_note",
-                description="Create a note.",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.create_note,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["notes:write"],
-            )
+        delete_policy = ActionPolicy(
+            target_type="note",
+            command_target_field="note_id",
+            approval="required",
+            confirmation="required",
         )
-        self.registry.register(
-            define_tool(
-                name="delete_note",
-                description="Delete a note.",
-                input_schema=DeleteIn,
-                output_schema=Deleted,
-                handler=self.delete_note,
-                tier="destructive",
-                risk_policy=DESTRUCTIVE_RISK,
-                required_scopes=["notes:delete"],
-                action_policy=ActionPolicy(
-                    target_type="note",
-                    command_target_field="note_id",
-                    approval="required",
-                    confirmation="required",
+        import_policy = ActionPolicy(
+            target_type="note",
+            target_lifecycle="created",
+            created_target=CreatedTarget(
+                command_target_type="note-import-command", result_reference_type="note"
+            ),
+        )
+        archive_policy = ActionPolicy(target_type="note", command_target_field="note_id")
+        write = {"required_scopes": ["notes:write"]}
+        self.registry.register_all(
+            [
+                tiered_tool("create_note", WRITE, self.create_note, NoteIn, NoteOut, **write),
+                tiered_tool(
+                    "delete_note",
+                    RiskTier.DESTRUCTIVE,
+                    self.delete_note,
+                    DeleteIn,
+                    Deleted,
+                    risk_policy=DESTRUCTIVE_RISK,
+                    required_scopes=["notes:delete"],
+                    action_policy=delete_policy,
                 ),
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="slow_note",
-                description="Create a note, then run a statement that outlasts the timeout.",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.slow_note,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["notes:write"],
-                timeout=0.3,
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="archive_note",
-                description="Archive a note.",
-                input_schema=DeleteIn,
-                output_schema=Deleted,
-                handler=self.delete_note,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["notes:write"],
-                action_policy=ActionPolicy(target_type="note", command_target_field="note_id"),
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="import_note",
-                description="Create a note whose id the handler generates (created target).",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.import_note,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["notes:write"],
-                enforcement="handler",
-                action_policy=ActionPolicy(
-                    target_type="note",
-                    target_lifecycle="created",
-                    created_target=CreatedTarget(
-                        command_target_type="note-import-command", result_reference_type="note"
-                    ),
+                # Creates a note, then runs a statement that outlasts the timeout.
+                tiered_tool(
+                    "slow_note", WRITE, self.slow_note, NoteIn, NoteOut, timeout=0.3, **write
                 ),
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="export_notes",
-                description="Start an export that finishes later.",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.export_notes,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["notes:write"],
-            )
+                tiered_tool(
+                    "archive_note",
+                    WRITE,
+                    self.delete_note,
+                    DeleteIn,
+                    Deleted,
+                    action_policy=archive_policy,
+                    **write,
+                ),
+                # The handler generates the note's id (a created target).
+                tiered_tool(
+                    "import_note",
+                    WRITE,
+                    self.import_note,
+                    NoteIn,
+                    NoteOut,
+                    enforcement="handler",
+                    action_policy=import_policy,
+                    **write,
+                ),
+                # Starts an export that finishes later.
+                tiered_tool("export_notes", WRITE, self.export_notes, NoteIn, NoteOut, **write),
+            ]
         )
 
     async def create_note(self, note: NoteIn, ctx: ToolContext) -> NoteOut:
