@@ -21,12 +21,12 @@ from ._calls import PreparedCall as PreparedCall
 from ._calls import Settlement as Settlement
 from ._calls import canonical_request_id as canonical_request_id
 from ._calls import derive_request_id as derive_request_id
-from ._effects import EffectBatch as EffectBatch
-from ._effects import EffectListing as EffectListing
-from ._effects import Effects as Effects
 from ._content import ContentContextFactory as ContentContextFactory
 from ._content import HostContent as HostContent
 from ._content import ResourceListener as ResourceListener
+from ._effects import EffectBatch as EffectBatch
+from ._effects import EffectListing as EffectListing
+from ._effects import Effects as Effects
 from ._host import Host as Host
 
 __all__ = (

@@ -86,9 +86,9 @@ from ._calls import (
     Settlement,
     canonical_request_id,
 )
+from ._content import ContentContextFactory, HostContent
 from ._effects import Effects
 from ._notices import Notifications, Notifier
-from ._content import ContentContextFactory, HostContent
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)

@@ -13,8 +13,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("charter.mcp needs the MCP SDK: pip install 'charter[mcp]'") from exc
 
-from ._forwarded import ForwardedResult
 from ._events import MemoryEventStore, Resumability
+from ._forwarded import ForwardedResult
 from ._interact import ConnectionState
 from ._listing import TOOL_META_KEY
 from ._render import OUTCOME_META_KEY, RESOLUTION, STATUS_TOOL, Presenter, Resolution

@@ -29,8 +29,8 @@ from ..outcome import Completed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
-from ._forwarded import is_forwarded, render_forwarded
 from ._content import NO_SESSION, ContentHandlers
+from ._forwarded import is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
 from ._listing import ToolListing, status_tool
 from ._render import STATUS_TOOL, Presenter, render_outcome

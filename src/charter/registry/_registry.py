@@ -127,6 +127,7 @@ class Registry:
     def effects(self) -> builtins.list[Effect]:
         """The registered effects, in registration order."""
         return list(self._effects.values())
+
     def register_content(self, *items: Resource | Prompt) -> None:
         """Register resources, resource templates and prompts (``charter.resources``).
 
