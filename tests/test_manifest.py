@@ -217,10 +217,10 @@ def test_deprecation_audience_tenant_field_and_aliases_are_listed() -> None:
     tool = trips_rename(
         aliases=["trip_rename"],
         deprecation=Deprecation(
-            since_version="2",
-            message="Use trips.update.",
-            replacement_capability_id="trips.update",
-            sunset_date=date(2027, 1, 31),
+            since_version="2.1",
+            message="Use trips.edit.",
+            replacement_capability_id="trips.edit",
+            sunset_date=date(2027, 6, 30),
         ),
         audience=["staff"],
         tenant_field="tenant_id",
@@ -230,10 +230,10 @@ def test_deprecation_audience_tenant_field_and_aliases_are_listed() -> None:
     got = entry(tool, ToolBinding(aliases=("rename_trip",)))
     assert got["aliases"] == ["rename_trip", "trip_rename"]
     assert got["deprecation"] == {
-        "sinceVersion": "2",
-        "message": "Use trips.update.",
-        "replacementCapabilityId": "trips.update",
-        "sunsetDate": "2027-01-31",
+        "sinceVersion": "2.1",
+        "message": "Use trips.edit.",
+        "replacementCapabilityId": "trips.edit",
+        "sunsetDate": "2027-06-30",
     }
     assert got["audience"] == ["staff"]
     assert got["tenantField"] == "tenant_id"

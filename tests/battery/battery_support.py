@@ -513,6 +513,17 @@ def completed(outcome: object) -> Completed:
     return outcome
 
 
+def executed_once(outcomes: Sequence[ToolOutcome]) -> Completed:
+    """Every outcome completed, exactly one ran the handler, all carry the same output."""
+    assert all(isinstance(o, Completed) for o in outcomes), [
+        o for o in outcomes if not isinstance(o, Completed)
+    ]
+    done = [completed(o) for o in outcomes]
+    [first] = [o for o in done if not o.replayed]
+    assert {str(o.output) for o in done} == {str(first.output)}
+    return first
+
+
 def failure(outcome: object, code: ErrorCode, reason: str | None = None) -> Failed:
     """The outcome as ``Failed`` with ``code`` (and ``reason`` when given)."""
     assert isinstance(outcome, Failed), outcome

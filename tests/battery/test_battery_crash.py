@@ -29,12 +29,13 @@ from battery_support import (
     approved,
     burst,
     completed,
+    executed_once,
     refund,
     rid,
     widget,
 )
 
-from charter import Completed, ToolOutcome
+from charter import Completed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.serial]
 
@@ -71,11 +72,18 @@ async def child(
     assert process.returncode == expected, (process.returncode, out.decode(), err.decode())
 
 
-def same_call_twice(outcomes: list[ToolOutcome]) -> Completed:
-    """The first retry executed, the second replayed the same result."""
-    first, second = (completed(o) for o in outcomes)
+async def nothing_left_then_retried_once(
+    env: Env, observer: Observer, arguments: dict[str, Any]
+) -> None:
+    """The crashed call left no row; of two retries the first runs, the second replays it."""
+    assert await observer.count(LEDGER) == 0
+    assert await observer.count(EFFECTS) == 0
+    first, second = [
+        completed(await env.host.invoke("create_widget", arguments, ALICE)) for _ in range(2)
+    ]
     assert not first.replayed and second == first.model_copy(update={"replayed": True})
-    return first
+    assert isinstance(first.output, dict)
+    assert await observer.effect_ids() == [first.output["widget_id"]]
 
 
 @pytest.mark.parametrize("point", ["after_claim", "after_mutation", "before_commit"])
@@ -85,12 +93,7 @@ async def test_K01_crash_between_claim_and_commit(
     env = await make_env(in_progress_wait=30)
     arguments = widget("w", rid())
     await child(env, store_url, point, "create_widget", arguments, kill=False)
-    assert await observer.count(LEDGER) == 0
-    assert await observer.count(EFFECTS) == 0
-    retries = [await env.host.invoke("create_widget", arguments, ALICE) for _ in range(2)]
-    done = same_call_twice(retries)
-    assert isinstance(done.output, dict)
-    assert await observer.effect_ids() == [done.output["widget_id"]]
+    await nothing_left_then_retried_once(env, observer, arguments)
 
 
 async def test_K02_crash_after_commit_before_response(
@@ -126,12 +129,7 @@ async def test_K05_sqlite_kill9_recovery(
         with sqlite3.connect(path) as raw:
             assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         raw.close()
-    assert await observer.count(LEDGER) == 0
-    assert await observer.count(EFFECTS) == 0
-    retries = [await env.host.invoke("create_widget", arguments, ALICE) for _ in range(2)]
-    done = same_call_twice(retries)
-    assert isinstance(done.output, dict)
-    assert await observer.effect_ids() == [done.output["widget_id"]]
+    await nothing_left_then_retried_once(env, observer, arguments)
 
 
 async def resume_together(env: Env, arguments: dict[str, Any], *, hold: bool) -> Completed:
@@ -139,13 +137,7 @@ async def resume_together(env: Env, arguments: dict[str, Any], *, hold: bool) ->
     outcomes = await burst(
         env.host, env.battery, [("refund_order", arguments, ALICE)] * RESUMERS, hold=hold
     )
-    assert all(isinstance(o, Completed) for o in outcomes), [
-        o for o in outcomes if not isinstance(o, Completed)
-    ]
-    done = [completed(o) for o in outcomes]
-    [first] = [o for o in done if not o.replayed]
-    assert {str(o.output) for o in done} == {str(first.output)}
-    return first
+    return executed_once(outcomes)
 
 
 async def test_K07_deferred_resume_exactly_once(

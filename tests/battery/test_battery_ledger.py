@@ -47,6 +47,7 @@ from battery_support import (
     completed,
     create_tables,
     effects,
+    executed_once,
     failure,
     payout,
     payout_detail,
@@ -70,17 +71,6 @@ pytestmark = pytest.mark.anyio
 CALLERS = 64
 ITERATIONS = 20
 """Bursts per concurrency test: one lucky run proves nothing (reliability.md §6.1)."""
-
-
-def executed_once(outcomes: list[ToolOutcome]) -> Completed:
-    """Every outcome completed, exactly one ran the handler, all carry the same output."""
-    assert all(isinstance(o, Completed) for o in outcomes), [
-        o for o in outcomes if not isinstance(o, Completed)
-    ]
-    done = [completed(o) for o in outcomes]
-    [first] = [o for o in done if not o.replayed]
-    assert {str(o.output) for o in done} == {str(first.output)}
-    return first
 
 
 def no_errors_logged(caplog: pytest.LogCaptureFixture) -> None:

@@ -182,21 +182,12 @@ def test_debug_shows_the_underlying_exception(tmp_path: Path) -> None:
 def server(tmp_path: Path) -> Iterator[str]:
     """A real HTTP server on localhost that serves files from tmp_path (and 404s)."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            file = tmp_path / self.path.lstrip("/")
-            if not file.is_file():
-                self.send_error(404)
-                return
-            body = file.read_bytes()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(tmp_path), **kwargs)
 
         def log_message(self, format: str, *args: Any) -> None:
-            pass
+            pass  # keep the test output clean
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)

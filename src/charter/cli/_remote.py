@@ -14,16 +14,7 @@ from pydantic import ValidationError
 
 from charter.cli._common import Unusable
 from charter.errors import ErrorCode
-from charter.outcome import (
-    Completed,
-    Continuation,
-    Deferred,
-    Denied,
-    Failed,
-    Interaction,
-    InteractionRequired,
-    ToolOutcome,
-)
+from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
 
 if TYPE_CHECKING:
     import httpx
@@ -122,17 +113,19 @@ def outcome_from_response(remote: Remote, response: httpx.Response) -> ToolOutco
         if response.status_code == 202 and body.get("kind") == "deferred":
             return Deferred(token=body.get("token"))
         if response.status_code == 202:
-            retry_with = body.get("retryWith")
-            return InteractionRequired(
-                interaction=Interaction.model_validate(body["interaction"]),
-                token=body.get("token"),
-                gate=body.get("gate") or "handler",
-                request_id=body.get("requestId"),
-                approval_id=body.get("approvalId"),
-                approval_status=body.get("approvalStatus"),
-                expires_at=body.get("expiresAt"),
-                continuation=Continuation.model_validate(retry_with) if retry_with else None,
-                next_steps=tuple(body.get("nextSteps") or ()),
+            # The nested interaction and continuation are validated from their JSON too.
+            return InteractionRequired.model_validate(
+                {
+                    "interaction": body["interaction"],
+                    "token": body.get("token"),
+                    "gate": body.get("gate") or "handler",
+                    "request_id": body.get("requestId"),
+                    "approval_id": body.get("approvalId"),
+                    "approval_status": body.get("approvalStatus"),
+                    "expires_at": body.get("expiresAt"),
+                    "continuation": body.get("retryWith") or None,
+                    "next_steps": tuple(body.get("nextSteps") or ()),
+                }
             )
     except (KeyError, TypeError, ValidationError) as exc:
         raise Unusable(
