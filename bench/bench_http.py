@@ -114,7 +114,7 @@ class _Client:
         if self.client is None:
             self.client = httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=self.app),
-                base_url="http://bench",
+                base_url="http://127.0.0.1",
                 headers={"Authorization": f"Bearer {_TOKEN}", "Content-Type": "application/json"},
             )
         return self.client

@@ -457,6 +457,10 @@ def test_a_tuple_and_a_list_with_the_same_items_are_the_same_array() -> None:
 class Opaque:
     """A type form 1 does not know."""
 
+    def __repr__(self) -> str:
+        # Stable across processes: pytest-xdist workers must collect the same test ids.
+        return "Opaque()"
+
 
 class Odd(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)

@@ -18,7 +18,14 @@ from dataclasses import dataclass, fields
 from itertools import accumulate
 from typing import Literal, NoReturn, TypeAlias
 
-__all__ = ("PayloadLimits", "PayloadRejected", "RejectionReason", "check_value", "parse_json")
+__all__ = (
+    "PayloadLimits",
+    "PayloadRejected",
+    "RejectionReason",
+    "check_unique_keys",
+    "check_value",
+    "parse_json",
+)
 
 RejectionReason: TypeAlias = Literal[
     "input_too_large",
@@ -266,6 +273,24 @@ def _check_int_digits(number: int, max_digits: int) -> None:
     if magnitude.bit_length() <= 3 * max_digits or magnitude < 10**max_digits:
         return
     _reject_int_digits(max_digits)
+
+
+def check_unique_keys(raw: bytes | str) -> None:
+    """Refuse JSON in which an object repeats a key, as ``parse_json`` does.
+
+    For a transport that must hand the raw text to a library whose parser lets the last
+    duplicate win (the MCP SDK): a caller could otherwise send two values for one field
+    and have a check read one while the tool runs with the other. Text that is not JSON
+    passes; the library answers it.
+
+    Raises:
+        PayloadRejected: an object has the same key twice (reason ``duplicate_key``).
+    """
+    try:
+        json.loads(raw, object_pairs_hook=_reject_duplicate_keys)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, PayloadRejected):
+            raise
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:

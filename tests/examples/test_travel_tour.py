@@ -276,24 +276,53 @@ def test_the_tour_with_the_cli(server: Server) -> None:
 BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
+def runnable(blocks: list[str]) -> list[str]:
+    """The blocks this machine can run: the MCP Inspector's needs Node and its package."""
+    return [block for block in blocks if not block.lstrip().startswith("npx ")]
+
+
+def run_blocks(server: Server, blocks: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run shell blocks in order with bash -euo pipefail, against ``server``'s port."""
+    port = server.url.rsplit(":", 1)[1]
+    script = "\n".join(blocks).replace("127.0.0.1:8700", f"127.0.0.1:{port}")
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env={**server.env, "CHARTER_DB": server.db},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_http_pages_curl_tour_runs_as_written(server: Server) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("the tour uses curl")
+    text = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
+    tour = text[text.index("## With curl") :]
+    blocks = BASH_BLOCK.findall(tour)[:1]
+    assert blocks and "uuidgen" not in blocks[0]
+    result = run_blocks(server, blocks)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "'trips.search'" in out and "'bookings.refund'" in out
+    assert '"id":"trp_lisbon01"' in out
+    first, second = out.split("HTTP/1.1 200")[1:3]
+    assert '"name":"Kyoto research week"' in first and '"replayed":false' in first
+    assert "idempotent-replayed: true" in second.lower()
+    assert '"status":"approved"' in out and '"decisionReason":"customer called"' in out
+    assert '"refunded_cents":1250' in out
+    assert out.rstrip().endswith("}") and '"status":"completed"' in out.rsplit("\n", 1)[-1]
+
+
 def test_the_readmes_tour_commands_run_as_written(server: Server) -> None:
     """Every bash block of the README, in order (the console step has a CLI twin), then the
     last one again: the refund completes once, then replays."""
     if shutil.which("curl") is None:
         pytest.skip("the tour uses curl")
-    blocks = BASH_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    blocks = runnable(BASH_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8")))
     assert len(blocks) >= 5
-    port = server.url.rsplit(":", 1)[1]
-    script = "\n".join([*blocks, blocks[-1]]).replace("127.0.0.1:8700", f"127.0.0.1:{port}")
-    env = {**server.env, "CHARTER_DB": server.db}
-    result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_blocks(server, [*blocks, blocks[-1]])
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert '"id":"trp_lisbon01"' in out

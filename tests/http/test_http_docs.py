@@ -31,7 +31,7 @@ async def test_the_example_app_serves_its_tool() -> None:
     app = module.__dict__["app"]
     assert isinstance(app, Starlette)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://docs") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         response = await client.post(
             "/v1/tools/notes.search:call",
             json={"text": "hi"},

@@ -266,7 +266,7 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
     app = create_app(
         host,
         mcp_stateless=True,
-        allowed_hosts=["charter.local:*"],
+        allowed_hosts=["charter.local:*", "127.0.0.1:*"],
         mcp_session_limits=limits,  # type: ignore[arg-type]
         mcp_request_state_keys=["k" * 32],
     )
@@ -277,7 +277,7 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
     assert seen == {
         "host": host,
         "stateless": True,
-        "allowed_hosts": ["charter.local:*"],
+        "allowed_hosts": ["charter.local:*", "127.0.0.1:*"],
         "session_limits": limits,
         "request_state_keys": ["k" * 32],
     }

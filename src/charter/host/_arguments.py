@@ -56,9 +56,11 @@ def split_controls(
     arguments = dict(payload)
     if CONTROL_FIELD not in arguments and given is None:
         return arguments, NO_CONTROLS
+    sent = CONTROL_FIELD in arguments
     raw = arguments.pop(CONTROL_FIELD, None)
     try:
-        body = NO_CONTROLS if raw is None else InvocationControls.model_validate(raw)
+        # Sent, it must be an object, as the manifest publishes it: ``null`` is refused.
+        body = InvocationControls.model_validate(raw) if sent else NO_CONTROLS
     except ValidationError as exc:
         return failed(
             ErrorCode.INVALID_INPUT,

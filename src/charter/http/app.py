@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from charter._asgi import DEFAULT_ALLOWED_HOSTS, BodyLimit, HostCheck
 from charter._safe_log import log_exception
 from charter._wording import new_error_id
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
@@ -27,7 +28,6 @@ from charter.host import Host
 
 from ._authentication import authentication
 from ._body_deadline import BodyDeadline
-from ._body_limit import BodyLimit
 from ._openapi import OpenAPIDocument
 from ._payloads import ProblemBody
 from ._problem import http_problem, problem_response
@@ -99,10 +99,13 @@ def create_app(
         mcp: mount MCP streamable HTTP at ``/mcp`` when ``charter.mcp`` is installed.
         console: serve the approvals console at ``/console``.
         cors_origins: origins allowed to call the API from a browser; none by default.
-        max_body_bytes: largest request body; defaults to ``host.limits.max_bytes``.
-            Larger bodies are refused with 413 before they are read in full.
+        max_body_bytes: largest request body, REST and MCP; defaults to
+            ``host.limits.max_bytes``. Larger bodies are refused with 413 before they are
+            read in full.
         mcp_stateless: run MCP without sessions (for several replicas on one store).
-        allowed_hosts: ``Host`` headers MCP accepts (DNS-rebinding protection).
+        allowed_hosts: ``Host`` headers the app answers (REST, console and MCP; DNS-
+            rebinding protection); ``name:*`` allows any port. Default: loopback only
+            (``DEFAULT_ALLOWED_HOSTS``); other hosts get 421.
         body_timeout: seconds a request's body may take to arrive after its head; later
             it is answered 408 and the connection closed. None: wait as long as the
             client keeps the connection open.
@@ -200,8 +203,21 @@ def create_app(
         # that with a redirect to /mcp/. First, so that an MCP request (most of the
         # traffic of an MCP server) is not matched against every REST route before it; no
         # other route's path is /mcp, so the order changes no answer.
-        routes.insert(0, Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"))
-    middleware: list[Middleware] = []
+        routes.insert(
+            0,
+            Route(
+                "/mcp",
+                mounted.app,
+                methods=["GET", "POST", "DELETE"],
+                name="mcp",
+                middleware=[Middleware(BodyLimit, max_bytes=limit)],
+            ),
+        )
+    # Outermost: the Host check (DNS rebinding) every route gets, REST and MCP alike.
+    hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
+    middleware: list[Middleware] = [
+        Middleware(HostCheck, allowed_hosts=hosts, exempt=("/healthz", "/readyz"))
+    ]
     if body_timeout is not None:
         middleware.append(Middleware(BodyDeadline, seconds=body_timeout))
     if cors_origins:

@@ -14,18 +14,21 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
+from .._asgi import DEFAULT_ALLOWED_HOSTS, BodyLimit, HostCheck, problem
 from .._credentials import (
     AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
     AMBIGUOUS_CREDENTIALS_REASON,
     AmbiguousCredentials,
     credentials_from_headers,
 )
+from .._limits import PayloadRejected, check_unique_keys
 from ..auth import AuthenticationUnavailable, Principal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import Host
@@ -37,16 +40,6 @@ from ._sessions import SessionLimiter, SessionLimits
 from .server import create_server
 
 __all__ = ("DEFAULT_ALLOWED_HOSTS", "StreamableHTTPApp", "create_asgi_app", "streamable_http_app")
-
-DEFAULT_ALLOWED_HOSTS: tuple[str, ...] = (
-    "127.0.0.1:*",
-    "localhost:*",
-    "[::1]:*",
-    "127.0.0.1",
-    "localhost",
-    "[::1]",
-)
-"""Host headers accepted by default: loopback only (DNS-rebinding protection)."""
 
 
 class StreamableHTTPApp:
@@ -177,7 +170,8 @@ def streamable_http_app(
         event_store=_event_store(resume),
         retry_interval=None if resume is None else resume.retry_ms,
     )
-    app: ASGIApp = StreamableHTTPASGIApp(manager)
+    # Innermost: the body is read only once the caller is known (as on REST).
+    app: ASGIApp = _UniqueKeys(StreamableHTTPASGIApp(manager))
     limiter: SessionLimiter | None = None
     if not stateless and limits.per_principal is not None:
         # Inside the bearer middleware below, so it sees who each request is from.
@@ -225,10 +219,14 @@ def create_asgi_app(
     request_state_keys: Sequence[bytes | str] | None = None,
     session_limits: SessionLimits | None = None,
     resumability: Resumability | bool = True,
+    max_body_bytes: int | None = None,
 ) -> Starlette:
     """A standalone Starlette app serving MCP at ``path``, with its lifespan wired.
 
     The arguments are those of ``streamable_http_app``; ``path`` is where MCP answers.
+    Every request first passes the checks REST makes too (``charter._asgi``): its
+    ``Host`` header must be one of ``allowed_hosts``, and its body at most
+    ``max_body_bytes`` (default ``host.limits.max_bytes``, 1 MiB), else 421 or 413.
     The lifespan opens the host's store if it was handed over unopened, and closes it at
     shutdown (``Host.running``), then runs the session manager.
     """
@@ -253,10 +251,76 @@ def create_asgi_app(
         async with host.running(), mcp_app.run():
             yield
 
+    hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
     return Starlette(
-        routes=[Route(path, endpoint=mcp_app, methods=["GET", "POST", "DELETE"])],
+        routes=[
+            Route(
+                path,
+                endpoint=mcp_app,
+                methods=["GET", "POST", "DELETE"],
+                middleware=[
+                    Middleware(BodyLimit, max_bytes=max_body_bytes or host.limits.max_bytes)
+                ],
+            )
+        ],
+        # The Host check every charter HTTP app makes (charter._asgi), before routing.
+        middleware=[Middleware(HostCheck, allowed_hosts=hosts)],
         lifespan=lifespan,
     )
+
+
+class _UniqueKeys:
+    """ASGI middleware: a JSON-RPC body in which an object repeats a key is a 400.
+
+    The SDK's parser keeps the last duplicate; REST's (the host's) refuses them. Reading
+    the body here, whole, costs nothing more: the SDK reads it whole before parsing, and
+    a ``BodyLimit`` outside bounds it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            check_unique_keys(body)
+        except PayloadRejected as exc:
+            await problem(
+                scope,
+                receive,
+                send,
+                status=400,
+                title="Malformed request",
+                detail=f"The request body was rejected: {exc}.",
+                reason=exc.reason,
+            )
+            return
+        replayed: Message = {"type": "http.request", "body": body, "more_body": False}
+        await self.app(scope, _replay([replayed], receive), send)
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that returns ``messages`` first, then what ``receive`` returns."""
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
 
 
 class _OneCredential:

@@ -1,6 +1,9 @@
 """Validating data against a tool's models: input once, output always, never echoed.
 
-Input is parsed with the tool's closed input model; output is validated against its
+Input is parsed with the tool's closed input model, strictly and as JSON: a value must
+already have the JSON type its schema publishes (``true`` or ``"2"`` is no integer), as
+a JSON Schema validator would decide, unless the input model's config says
+``strict=False`` (docs/contract.md, "Strict input"). Output is validated against its
 closed output model and returned in its serialised, by-alias form. Issues name where and
 what kind of problem, never the values. Numbers must be finite (NaN and infinities are
 refused even where pydantic would let them through).
@@ -16,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from .._shortcuts import built
 from .._wording import new_error_id
@@ -47,10 +50,23 @@ def validate_input(registered: RegisteredTool, arguments: object) -> BaseModel |
             reason="not_an_object",
             issues=[],
         )
+    validator = registered.tool.validator
     try:
-        # The model's own validator: what ``model_validate`` calls, minus its overhead.
-        parsed: BaseModel = registered.tool.validator.__pydantic_validator__.validate_python(
-            arguments
+        # JSON mode, so strict means JSON's types: a date-time is a string, an enum its
+        # value. Arguments from the host are JSON already; Python callers' dates, UUIDs
+        # or models are written as JSON first, as a client would send them.
+        document = to_json(arguments, inf_nan_mode="constants")
+    except PydanticSerializationError:
+        return failed(
+            ErrorCode.INVALID_INPUT,
+            f"Invalid input for tool {registered.name!r}: the arguments are not JSON data.",
+            reason="not_json",
+            issues=[],
+        )
+    try:
+        # The model's own validator: what ``model_validate_json`` calls, minus its overhead.
+        parsed: BaseModel = validator.__pydantic_validator__.validate_json(
+            document, strict=_strict(validator)
         )
     except ValidationError as exc:
         return failed(
@@ -123,6 +139,16 @@ def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
 
 
 _FINITE_MSG = "Input should be a finite number"
+
+
+def _strict(model: type[BaseModel]) -> bool | None:
+    """True (strict), or None (each model's and field's own setting) for a lax model.
+
+    A tool opts out of strict input with ``model_config = ConfigDict(strict=False)`` on
+    its input model; its fields then coerce as pydantic does by default, except those
+    declared ``Field(strict=True)``.
+    """
+    return None if model.model_config.get("strict") is False else True
 
 
 def _completed(output: object) -> Completed:

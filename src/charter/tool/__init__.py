@@ -21,6 +21,7 @@ Import every name from ``charter.tool`` (or ``charter``); the modules behind it 
   ``check_action_policy``).
 - ``_signature``: reading a handler: async or not, its arity, its annotations.
 - ``_closed_models``: the validators, closed copies of the models, cached on each model.
+- ``_lax``: ``Lax``, the mark of an input field that coerces in a strict tool.
 - ``_schemas``: the JSON Schemas of the models (``JSON_SCHEMA_DIALECT``).
 """
 
@@ -36,6 +37,7 @@ from ._function_models import RESULT_FIELD as RESULT_FIELD
 from ._function_models import WRAP_RESULT_KEYWORD as WRAP_RESULT_KEYWORD
 from ._function_models import FunctionInput as FunctionInput
 from ._function_models import FunctionOutput as FunctionOutput
+from ._lax import Lax as Lax
 from ._metadata import Alias as Alias
 from ._metadata import Deprecation as Deprecation
 from ._metadata import ToolAnnotations as ToolAnnotations
@@ -56,6 +58,7 @@ __all__ = (
     "FunctionInput",
     "FunctionOutput",
     "Handler",
+    "Lax",
     "TargetResolver",
     "Tool",
     "ToolAnnotations",

@@ -1,0 +1,225 @@
+"""What every HTTP transport refuses before a request reaches it: one policy, one place.
+
+REST (``charter.http``) and MCP over streamable HTTP (``charter.mcp``) are both wrapped in
+these ASGI middlewares, so hostile input gets the same answer whichever door it takes:
+
+- ``HostCheck``: a ``Host`` header outside the allowed ones (DNS-rebinding protection) is
+  421, before anything else runs.
+- ``BodyLimit``: a body over the limit (by default ``PayloadLimits.max_bytes``, 1 MiB) is
+  413, refused by its declared length or as soon as the streamed body passes it.
+- Duplicate JSON object keys: REST hands the raw body to the host, whose parser refuses
+  them (``charter._limits.parse_json``); MCP checks the raw JSON-RPC body with the same
+  rule (``charter._limits.check_unique_keys``) before the SDK parses it.
+
+Refusals are RFC 9457 problems (``application/problem+json``) with charter's ``code``,
+``reason`` and ``next_steps``, as REST renders every error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import DEFAULT_NEXT_STEPS, ErrorCode
+
+__all__ = (
+    "DEFAULT_ALLOWED_HOSTS",
+    "BodyLimit",
+    "HostCheck",
+    "host_allowed",
+    "problem",
+)
+
+DEFAULT_ALLOWED_HOSTS: tuple[str, ...] = (
+    "127.0.0.1:*",
+    "localhost:*",
+    "[::1]:*",
+    "127.0.0.1",
+    "localhost",
+    "[::1]",
+)
+"""Host headers accepted by default: loopback only (DNS-rebinding protection)."""
+
+
+async def problem(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    status: int,
+    title: str,
+    detail: str,
+    reason: str,
+    next_steps: Sequence[str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Answer with an ``INVALID_INPUT`` problem (the shape of ``charter.http``'s problems).
+
+    ``next_steps`` default to the code's.
+    """
+    if next_steps is None:
+        next_steps = DEFAULT_NEXT_STEPS[ErrorCode.INVALID_INPUT]
+    body = json.dumps(
+        {
+            "type": f"urn:charter:error:{ErrorCode.INVALID_INPUT.value}",
+            "title": title,
+            "status": status,
+            "detail": detail,
+            "code": ErrorCode.INVALID_INPUT.value,
+            "reason": reason,
+            "next_steps": list(next_steps),
+            "retryable": False,
+        },
+        separators=(",", ":"),
+    ).encode()
+    raw_headers = [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode()),
+        *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def host_allowed(host: str, allowed: Sequence[str]) -> bool:
+    """Whether a ``Host`` header value is one of ``allowed`` (``name:*``: any port).
+
+    The rule of the MCP SDK's DNS-rebinding protection, which MCP also applies.
+    """
+    if host in allowed:
+        return True
+    for pattern in allowed:
+        if pattern.endswith(":*") and host.startswith(pattern[:-1]):
+            port = host[len(pattern) - 1 :]
+            if port.isdigit():
+                return True
+    return False
+
+
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` header is not allowed is 421.
+
+    Why: a page on another site can point a name it controls at 127.0.0.1 (DNS
+    rebinding) and have the victim's browser call a local server; the ``Host`` header
+    still carries the attacker's name.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, allowed_hosts: Sequence[str], exempt: Sequence[str] = ()
+    ) -> None:
+        """Wrap ``app``, accepting only ``allowed_hosts`` (see ``host_allowed``).
+
+        ``exempt`` paths answer any ``Host``: probes (``/healthz``) that an orchestrator
+        sends to the replica's own address, and that tell a page nothing.
+        """
+        self.app = app
+        self.allowed_hosts = tuple(allowed_hosts)
+        self.exempt = frozenset(exempt)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        values = [v for k, v in scope.get("headers", ()) if k == b"host"]
+        host = values[0].decode("latin-1") if len(values) == 1 else None
+        if host is not None and host_allowed(host, self.allowed_hosts):
+            await self.app(scope, receive, send)
+            return
+        await problem(
+            scope,
+            receive,
+            send,
+            status=421,
+            title="Misdirected request",
+            detail="The Host header is not one this server answers to.",
+            reason="host_not_allowed",
+            next_steps=(
+                "Call the server by a name it serves; its operator lists them "
+                "(charter serve --allow-host, create_app(allowed_hosts=...)).",
+            ),
+        )
+
+
+class BodyLimit:
+    """ASGI middleware: let the endpoint read at most ``max_bytes`` of the body, else 413.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read. The
+    body is otherwise read only when the endpoint asks for it, after it authenticated the
+    caller, so an unauthenticated request is answered without waiting for its body; a
+    streamed (chunked) body is refused as soon as it passes the limit, so memory stays
+    bounded by the limit plus one chunk.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        """Wrap ``app``; ``max_bytes`` must be positive."""
+        if max_bytes < 1:
+            raise ValueError("max_body_bytes must be a positive number of bytes")
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._too_large(scope, receive, send)
+            return
+        size = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal size
+            message = await receive()
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except _TooLarge:
+            if started:  # pragma: no cover - endpoints read the body before answering
+                raise
+            await self._too_large(scope, receive, send)
+        except BaseExceptionGroup as group:
+            # The MCP SDK reads the body inside a task group, which wraps the signal.
+            rest = group.subgroup(lambda exc: not isinstance(exc, _TooLarge))
+            if rest is not None or started:
+                raise
+            await self._too_large(scope, receive, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await problem(
+            scope,
+            receive,
+            send,
+            status=413,
+            title="Content too large",
+            detail=f"The request body is larger than {self.max_bytes} bytes.",
+            reason="input_too_large",
+            # The rest of the body is not read; the connection cannot be reused.
+            headers={"Connection": "close"},
+        )
+
+
+class _TooLarge(Exception):
+    """Raised into the endpoint when the body it reads passes the limit."""
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
