@@ -46,3 +46,14 @@ async def test_another_tenants_agent_neither_reads_nor_completes_acme_trips(
         )
     assert foreign.value.code == -32002
     assert "trp_lisbon01" not in ids.completion.values and ids.completion.values
+
+
+async def test_reads_and_prompts_are_audit_rows_in_the_sql_store(travel: Travel) -> None:
+    async with Client(create_server(travel.host, principal=AGENT)) as client:
+        await client.read_resource("trip://trp_lisbon01")
+        await client.get_prompt("trips.summary", {"trip_id": "trp_lisbon01"})
+    events = await travel.store.events(tenant="acme", limit=10)
+    assert [(e.action, e.tool, e.outcome) for e in events[:2]] == [
+        ("prompt.get", "trips.summary", "completed"),
+        ("resource.read", "trip://trp_lisbon01", "completed"),
+    ]
