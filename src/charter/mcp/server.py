@@ -27,6 +27,7 @@ from ..outcome import Completed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
+from ._changes import ToolListChanges
 from ._forwarded import is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
 from ._listing import ToolListing, status_tool
@@ -78,6 +79,8 @@ def create_server(
     if host.registry.get(STATUS_TOOL) is not None:
         raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
     adapter = _Adapter(host, principal=principal, presenters=presenters)
+    # Tools registered or removed while serving (charter.gateway): clients are told.
+    host.registry.on_change(adapter.changes.listener())
     server: Server[ConnectionState] = Server(
         name,
         version=version,
@@ -114,6 +117,7 @@ class _Adapter:
         self.presenters = presenters
         self.listing = ToolListing()
         self.status = status_tool()
+        self.changes = ToolListChanges()
 
     # -- who is calling -----------------------------------------------------------------
 
@@ -140,6 +144,9 @@ class _Adapter:
     ) -> types.ListToolsResult:
         """``tools/list``: the tools this caller may call."""
         principal = self.principal(ctx)
+        key = _session_key(ctx)
+        if key != _NO_SESSION:  # stateless HTTP has no channel to notify on
+            self.changes.remember(ctx, key)
         tools = [self.listing.tool(t) for t in self.host.callable_tools(principal)]
         if principal is not None:
             tools.append(self.status)
