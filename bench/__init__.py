@@ -9,6 +9,10 @@ Times are CPU time of the benchmark process (all its threads) by default, which 
 machine disturbs far less than wall-clock time; ``--clock wall`` measures elapsed time
 instead, for cases that wait on I/O.
 
+A ``throughput`` case loads servers in processes of their own with wrk (``bench/_load.py``)
+and compares requests per second, higher being better; an ``rss`` case compares a server's
+resident memory after many calls with its memory after a few.
+
 Timed assertions never go in the test suite: a loaded CI machine would make them flaky.
 """
 
@@ -23,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ("CLOCKS", "Case", "Clock", "Measure", "Result", "run_case")
+__all__ = ("CLOCKS", "Case", "Clock", "Load", "Measure", "Result", "run_case")
 
 Clock = Literal["cpu", "wall"]
 """What a case is timed with: the process's CPU time, or elapsed time."""
@@ -33,8 +37,29 @@ CLOCKS: dict[str, Callable[[], int]] = {
     "wall": time.perf_counter_ns,
 }
 
-Measure = Literal["time", "memory"]
-"""What a case compares: time per operation, or memory per item."""
+Measure = Literal["time", "memory", "throughput", "rss"]
+"""What a case compares: time per operation, memory per item, requests per second under
+load (the operations return a ``Load``), or a server's resident memory in bytes (the
+operations return it; ``baseline`` runs first, then ``run`` on the same server)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Load:
+    """What one load run measured: throughput and latency percentiles."""
+
+    requests_per_second: float
+    p50_ms: float
+    p99_ms: float
+
+    @staticmethod
+    def median(loads: list[Load]) -> Load:
+        """The median of each figure over rounds."""
+        return Load(
+            requests_per_second=statistics.median(x.requests_per_second for x in loads),
+            p50_ms=statistics.median(x.p50_ms for x in loads),
+            p99_ms=statistics.median(x.p99_ms for x in loads),
+        )
+
 
 Operation = Callable[[], Awaitable[object]]
 """One timed operation: an async callable run many times per round."""
@@ -53,7 +78,8 @@ class Case:
     baseline: Operation
     """The baseline operation."""
     target: float
-    """The ratio (charter / baseline) the case should stay under."""
+    """The ratio (charter / baseline) the case should stay under; for ``throughput``, the
+    ratio of requests per second it should reach."""
     check: Callable[[], Awaitable[None]] | None = None
     """Runs once before timing and raises if either operation does not do what the case
     claims (so a case never times a fast failure)."""
@@ -87,11 +113,16 @@ class Result:
     rounds: int
     iterations: int
     clock: Clock
+    charter_load: Load | None = None
+    """``throughput``: the median load (``charter_us`` is then its requests per second)."""
+    baseline_load: Load | None = None
 
     @property
     def unit(self) -> str:
-        """``µs`` for time, ``B`` for memory."""
-        return "B" if self.case.measure == "memory" else "µs"
+        """``µs`` for time, ``B`` for memory, ``req/s`` for throughput."""
+        if self.case.measure == "throughput":
+            return "req/s"
+        return "B" if self.case.measure in ("memory", "rss") else "µs"
 
     @property
     def ratio(self) -> float:
@@ -100,7 +131,9 @@ class Result:
 
     @property
     def within_target(self) -> bool:
-        """Whether the ratio is at most the case's target."""
+        """Whether the ratio is within the case's target (at least it, for throughput)."""
+        if self.case.measure == "throughput":
+            return self.ratio >= self.case.target
         return self.ratio <= self.case.target
 
 
@@ -182,6 +215,49 @@ async def _measure_memory(case: Case, *, rounds: int) -> Result:
     )
 
 
+async def _measure_load(case: Case, *, rounds: int) -> Result:
+    """Interleaved load rounds (a short warm-up run of each side first)."""
+    try:
+        if case.check is not None:
+            await case.check()
+        if case.measure == "rss":
+            baseline_bytes = await case.baseline()
+            charter_bytes = await case.run()
+            assert isinstance(baseline_bytes, int) and isinstance(charter_bytes, int)
+            return Result(
+                case=case,
+                charter_us=charter_bytes,
+                baseline_us=baseline_bytes,
+                rounds=1,
+                iterations=1,
+                clock="wall",
+            )
+        await case.run()
+        await case.baseline()
+        charter: list[Load] = []
+        baseline: list[Load] = []
+        for index in range(rounds):
+            sides = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
+            for side in sides:
+                load = await side()
+                assert isinstance(load, Load), f"a throughput operation returned {load!r}"
+                (charter if side is case.run else baseline).append(load)
+        mine, theirs = Load.median(charter), Load.median(baseline)
+        return Result(
+            case=case,
+            charter_us=mine.requests_per_second,
+            baseline_us=theirs.requests_per_second,
+            rounds=rounds,
+            iterations=1,
+            clock="wall",
+            charter_load=mine,
+            baseline_load=theirs,
+        )
+    finally:
+        if case.close is not None:
+            await case.close()
+
+
 def run_case(
     case: Case, *, rounds: int = 21, iterations: int = 300, clock: Clock = "cpu"
 ) -> Result:
@@ -195,6 +271,8 @@ def run_case(
     clock = case.clock or clock
     if case.measure == "memory":
         return asyncio.run(_measure_memory(case, rounds=rounds))
+    if case.measure in ("throughput", "rss"):
+        return asyncio.run(_measure_load(case, rounds=rounds))
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()

@@ -59,7 +59,11 @@ def machine() -> list[tuple[str, str]]:
 def shown(value: float, unit: str) -> str:
     """A median with its unit: microseconds, or memory in KiB (B under 1 KiB)."""
     if unit == "B":
+        if value >= 1024 * 1024:
+            return f"{value / 1024 / 1024:.1f} MiB"
         return f"{value / 1024:.1f} KiB" if value >= 1024 else f"{value:.0f} B"
+    if unit == "req/s":
+        return f"{value:,.0f} req/s"
     if value >= 1000:
         return f"{value / 1000:.1f} ms"
     return f"{value:.1f} µs"
@@ -89,6 +93,8 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
         "leaves allocated (tracemalloc, after a full collection) per item built, median of "
         "its rounds."
     )
+    loaded = [r for r in results if r.case.measure == "throughput"]
+    results = [r for r in results if r.case.measure != "throughput"]
     lines = [
         "# Benchmarks",
         "",
@@ -109,7 +115,9 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
             f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
             f"{shown(r.baseline_us, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | {met} |"
         )
-    notes = [r for r in results if r.case.note]
+    if loaded:
+        lines += ["", *_throughput(loaded)]
+    notes = [r for r in [*results, *loaded] if r.case.note]
     if notes:
         lines += ["", "## What each case measures", ""]
         lines += [f"- **{r.case.name}** (vs {r.case.baseline_name}): {r.case.note}" for r in notes]
@@ -119,6 +127,45 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
             f"- **{case.name}** (vs {case.baseline_name}): {error}" for case, error in failures
         ]
     return "\n".join(lines) + "\n"
+
+
+def _throughput(results: Sequence[Result]) -> list[str]:
+    """The throughput section: how it is measured, then one table."""
+    seconds = os.environ.get("CHARTER_BENCH_LOAD_SECONDS", "5")
+    rounds = "/".join(str(r) for r in sorted({r.rounds for r in results}))
+    method = (
+        "Each server runs alone in a process of its own on 127.0.0.1 (uvicorn, one worker, "
+        "its defaults), loaded by wrk (Debian's, a C load generator; `bench/load.lua` "
+        "checks every answer) with "
+        f"{os.environ.get('CHARTER_BENCH_LOAD_CONNECTIONS', '16')} connections unless the "
+        f"case says otherwise, for {seconds} s per run: a warm-up run of each side, then "
+        f"{rounds} interleaved rounds alternating which side goes first. The table shows "
+        "the medians of requests per second and of the p50 and p99 latencies; the ratio "
+        "is charter's requests per second over the baseline's, and the target is the "
+        "least it should reach. wrk and the server share the machine's CPUs, and so does "
+        "anyone else working on it: absolute numbers move with the load, the ratio much "
+        "less."
+    )
+    lines = [
+        "## Throughput under load",
+        "",
+        *textwrap.wrap(method, width=90),
+        "",
+        "| Case | Baseline | charter | baseline | charter p50 / p99 | baseline p50 / p99 "
+        "| ratio | target | met |",
+        "|---|---|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for r in results:
+        assert r.charter_load is not None and r.baseline_load is not None
+        mine, theirs = r.charter_load, r.baseline_load
+        met = "yes" if r.within_target else "**no**"
+        lines.append(
+            f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
+            f"{shown(r.baseline_us, r.unit)} | {mine.p50_ms:.1f} / {mine.p99_ms:.1f} ms | "
+            f"{theirs.p50_ms:.1f} / {theirs.p99_ms:.1f} ms | {r.ratio:.2f}x | "
+            f"≥ {r.case.target:g}x | {met} |"
+        )
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"{case.name}: {shown(result.charter_us, result.unit)} vs "
                 f"{shown(result.baseline_us, result.unit)} "
-                f"({result.ratio:.2f}x, target ≤ {case.target:g}x)",
+                f"({result.ratio:.2f}x, target {'≥' if case.measure == 'throughput' else '≤'}"
+                f" {case.target:g}x)",
                 file=sys.stderr,
             )
             results.append(result)

@@ -20,10 +20,9 @@ from pydantic import BaseModel
 from bench import Case
 from charter import Principal, Registry, define_tool
 from charter.audit import MemoryAuditSink
-from charter.context import CancelSignal
 from charter.harness import Harness, MemorySessionStore, ModelRequest, ModelResponse, ToolCall
 from charter.harness.definitions import bind_tools
-from charter.harness.dispatch import absorb, call_options, invoke_call, request_id_for
+from charter.harness.dispatch import HostPreparer, absorb, execute_prepared, request_id_for
 from charter.harness.seal import PlannedCall, seal_calls
 from charter.harness.store import CallRecord
 from charter.harness.testing import FunctionModel
@@ -72,12 +71,15 @@ def _host() -> Host:
 
 
 def _charter_call(host: Host) -> Any:
-    """One model tool call: seal, invoke through the host, map to a tool result."""
+    """One model tool call as a turn runs it: seal (prepared once on the host), execute, map."""
     tools = bind_tools(host.registry, host.callable_tools(PRINCIPAL), (), None)
     raw = [ToolCall(call_id="x", name="aadd", arguments=ARGS_JSON)]
     counter = iter(range(1 << 62))
 
     async def one() -> object:
+        preparer = HostPreparer(
+            host, principal=PRINCIPAL, session_id="ses", turn_id="t", step_id="s", audience=None
+        )
         (planned,) = await seal_calls(
             raw,
             tools=tools,
@@ -85,6 +87,7 @@ def _charter_call(host: Host) -> Any:
             limits=host.limits,
             principal=PRINCIPAL,
             new_id=lambda: f"inv_{next(counter)}",
+            preparer=preparer,
         )
         assert isinstance(planned, PlannedCall) and planned.sealed is not None
         record = CallRecord(
@@ -95,20 +98,9 @@ def _charter_call(host: Host) -> Any:
             request_id=request_id_for("ses", planned.invocation_id or ""),
             status="pending",
         )
-        outcome = await invoke_call(
-            host,
-            record,
-            principal=PRINCIPAL,
-            options=call_options(
-                record,
-                session_id="ses",
-                turn_id="t",
-                step_id="s",
-                cancel=CancelSignal(),
-                audience=None,
-                state=None,
-            ),
-        )
+        kept = preparer.take(record.invocation_id)
+        assert kept is not None
+        outcome = await execute_prepared(host, record, kept[0])
         return absorb(record, outcome).result
 
     return one
@@ -233,9 +225,10 @@ def cases() -> list[Case]:
                 check=check,
                 note=(
                     f"one `add(a, b)` call from the model: the harness seals it (JSON parse "
-                    f"under payload limits, input validation), runs it through `Host.invoke` "
-                    f"(scopes, audit event, output validation) and maps the outcome to a tool "
-                    f"result, against {framework}'s own per-call machinery for the same async "
+                    f"under payload limits, then `Host.prepare`: scopes and the one input "
+                    f"validation), runs the prepared call with `Host.execute` (audit event, "
+                    f"output validation) and maps the outcome to a tool result, against "
+                    f"{framework}'s own per-call machinery for the same async "
                     f"function, which validates input and calls it (no scopes, no audit, no "
                     f"output validation)."
                 ),

@@ -33,7 +33,16 @@ from charter import (
     tool,
 )
 from charter.host import Host
-from charter.mcp import Presenter, create_asgi_app
+from charter.mcp import Presenter, Resumability, create_asgi_app
+from charter.resources import (
+    PromptImage,
+    PromptMessage,
+    PromptResource,
+    PromptText,
+    TextContents,
+    prompt,
+    resource,
+)
 
 # A 1x1 red PNG and a 1-sample silent WAV: the smallest valid media the suite accepts.
 RED_PIXEL_PNG = (
@@ -188,6 +197,13 @@ def test_error_handling(_: NoInput) -> Done:
         "This tool intentionally returns an error for testing",
         next_steps=("This tool always fails; there is nothing to fix.",),
     )
+
+
+@tool(tier="read", auth="public")
+async def test_reconnection(_: NoInput) -> Text:
+    """Answers after a moment: long enough for the server to close the SSE stream (polling)."""
+    await asyncio.sleep(0.5)
+    return Text(text="Reconnection test completed successfully")
 
 
 @tool(tier="read", auth="public")
@@ -350,6 +366,7 @@ def _mixed(output: Mapping[str, Any]) -> list[types.ContentBlock]:
 
 PRESENTERS: dict[str, Presenter] = {
     "test_simple_text": _text,
+    "test_reconnection": _text,
     "test_image_content": _media("image"),
     "test_audio_content": _media("audio"),
     "test_embedded_resource": lambda output: [_resource(output)],
@@ -359,6 +376,91 @@ PRESENTERS: dict[str, Presenter] = {
     "test_elicitation_sep1034_defaults": _text,
     "test_elicitation_sep1330_enums": _text,
 }
+
+
+# -- resources and prompts (resources-*, prompts-*, completion-complete) ---------------------
+# The suite's client is anonymous, so these are public, like the tools.
+
+
+@resource("test://static-text", auth="public")
+def static_text() -> str:
+    """A fixed text resource."""
+    return "This is the content of the static text resource."
+
+
+@resource("test://static-binary", auth="public", mime_type="image/png")
+def static_binary() -> bytes:
+    """A fixed binary resource (a 1x1 PNG)."""
+    return base64.b64decode(RED_PIXEL_PNG)
+
+
+class TemplateId(BaseModel):
+    """The variable of ``test://template/{id}/data``."""
+
+    id: str = Field(max_length=64)
+
+
+@resource("test://template/{id}/data", auth="public", mime_type="application/json")
+def template_data(params: TemplateId) -> str:
+    """Data for one id, read through a resource template."""
+    return json.dumps({"id": params.id, "templateTest": True, "data": f"Data for ID: {params.id}"})
+
+
+@resource("test://watched-resource", auth="public")
+def watched_resource() -> str:
+    """A resource clients may subscribe to."""
+    return "Watched resource content"
+
+
+@prompt(auth="public")
+def test_simple_prompt() -> str:
+    """A simple prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+class TwoArgs(BaseModel):
+    """The arguments of ``test_prompt_with_arguments``."""
+
+    arg1: str = Field(description="First test argument")
+    arg2: str = Field(description="Second test argument")
+
+
+def _complete_arg1(typed: str, ctx: ToolContext) -> list[str]:
+    return [v for v in ("testValue1", "testValue2", "other") if v.startswith(typed)]
+
+
+@prompt(auth="public", complete={"arg1": _complete_arg1})
+def test_prompt_with_arguments(args: TwoArgs) -> str:
+    """A prompt with two required arguments."""
+    return f"Prompt with arguments: arg1='{args.arg1}', arg2='{args.arg2}'"
+
+
+class ResourceArg(BaseModel):
+    """The argument of ``test_prompt_with_embedded_resource``."""
+
+    resourceUri: str = Field(description="URI of the resource to embed", max_length=200)
+
+
+@prompt(auth="public")
+def test_prompt_with_embedded_resource(args: ResourceArg) -> list[PromptMessage]:
+    """A prompt that embeds a resource."""
+    embedded = TextContents(uri=args.resourceUri, text="Embedded resource content for testing.")
+    return [
+        PromptMessage(role="user", content=PromptResource(resource=embedded)),
+        PromptMessage(
+            role="user", content=PromptText(text="Please process the embedded resource above.")
+        ),
+    ]
+
+
+@prompt(auth="public")
+def test_prompt_with_image() -> list[PromptMessage]:
+    """A prompt with an image."""
+    image = PromptImage(data=base64.b64decode(RED_PIXEL_PNG), mime_type="image/png")
+    return [
+        PromptMessage(role="user", content=image),
+        PromptMessage(role="user", content=PromptText(text="Please analyze the image above.")),
+    ]
 
 
 def build_host() -> Host:
@@ -374,6 +476,7 @@ def build_host() -> Host:
             test_tool_with_logging,
             test_error_handling,
             test_tool_with_progress,
+            test_reconnection,
             test_sampling,
             test_elicitation,
             test_elicitation_sep1034_defaults,
@@ -381,12 +484,29 @@ def build_host() -> Host:
             json_schema_2020_12_tool,
         ]
     )
+    registry.register_content(
+        static_text,
+        static_binary,
+        template_data,
+        watched_resource,
+        test_simple_prompt,
+        test_prompt_with_arguments,
+        test_prompt_with_embedded_resource,
+        test_prompt_with_image,
+    )
     return Host(registry)
 
 
 def build_app() -> Starlette:
     """The streamable HTTP app the suite talks to, at ``/mcp``."""
-    return create_asgi_app(build_host(), name="charter-conformance", presenters=PRESENTERS)
+    # SSE polling (server-sse-polling): a call still running after 0.1 s has its stream
+    # closed; the client resumes it with Last-Event-ID from the in-memory event store.
+    return create_asgi_app(
+        build_host(),
+        name="charter-conformance",
+        presenters=PRESENTERS,
+        resumability=Resumability(poll_after=0.1),
+    )
 
 
 def main() -> None:

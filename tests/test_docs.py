@@ -24,7 +24,7 @@ PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 JSON_BLOCK = re.compile(r"^```json\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
-@pytest.mark.parametrize("page", ["contract.md", "limits.md"])
+@pytest.mark.parametrize("page", ["contract.md", "limits.md", "notifications.md"])
 def test_the_code_in_the_docs_runs_as_written(page: str) -> None:
     blocks = PYTHON_BLOCK.findall((DOCS / page).read_text(encoding="utf-8"))
     assert blocks

@@ -7,26 +7,15 @@ from typing import Any
 import jsonschema
 import pytest
 from pydantic import BaseModel
+from tests.builders import destructive_risk, risk
 
-from charter import (
-    CONTRACT_VERSION,
-    ActionPolicy,
-    CreatedTarget,
-    Deprecation,
-    Registry,
-    RiskPolicy,
-    Tool,
-    ToolBinding,
-    ToolContext,
-    define_tool,
-)
+from charter import CONTRACT_VERSION, Deprecation, Registry, Tool, ToolBinding, define_tool
+from charter.context import ToolContext
+from charter.policy import ActionPolicy, CreatedTarget
+from charter.risk import RiskPolicy
 
-SAFE_WRITE = RiskPolicy(
-    destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
-)
-DESTROY = RiskPolicy(
-    destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
-)
+SAFE_WRITE = risk("data-write")
+DESTROY = destructive_risk("data-delete")
 
 
 class TripRef(BaseModel):
@@ -165,10 +154,7 @@ def test_the_default_policy_per_tier_sets_the_controls(
 
 
 def test_a_confirmation_required_risk_requires_confirmed_on_a_write() -> None:
-    risk = RiskPolicy(
-        destructive=False, reversible=True, dry_run_supported=False, confirmation_required=True
-    )
-    got = entry(trips_rename(risk_policy=risk))
+    got = entry(trips_rename(risk_policy=risk(confirmation_required=True)))
     assert got["controls"]["required"] == ["requestId", "confirmed"]
     assert got["actionPolicy"]["confirmation"] == "required"
 
@@ -326,9 +312,7 @@ def test_manifest_json_snapshot() -> None:
             output_schema=Pong,
             handler=pong,
             tier="write",
-            risk_policy=RiskPolicy(
-                destructive=False, reversible=False, dry_run_supported=False, side_effects=("push",)
-            ),
+            risk_policy=risk("push", reversible=False),
             action_policy=ActionPolicy(target_type="ping", command_target_field="message"),
         ),
         ToolBinding(capability_id="demo.pong", owner="demo", capability_version="2.1.0"),

@@ -5,37 +5,28 @@ import dataclasses
 import logging
 import re
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import pytest
 from pydantic import BaseModel, field_validator
+from tests.builders import WRITE_RISK
 
-from charter import (
-    ActionPolicy,
+from charter import PreparedAction, Registry, Tool, ToolBinding, ToolContext, define_tool
+from charter.errors import ConfigurationError, ErrorCode, ToolError
+from charter.outcome import (
     Completed,
-    ConfigurationError,
     Deferred,
     Denied,
-    ErrorCode,
     Failed,
-    HandlerActionPolicy,
     Interaction,
     InteractionRequired,
-    InvocationControls,
-    PreparedAction,
-    Registry,
-    RiskPolicy,
-    Tool,
-    ToolBinding,
-    ToolContext,
-    ToolError,
-    define_tool,
+    outcome_adapter,
 )
-from charter.outcome import outcome_adapter
+from charter.policy import ActionPolicy, HandlerActionPolicy, InvocationControls
 
 CANARY = "canary-7f3a9c-secret"
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class EchoIn(BaseModel):
@@ -86,6 +77,28 @@ def ctx(**fields: Any) -> ToolContext:
 
 def failure(outcome: object) -> Failed:
     assert isinstance(outcome, Failed), outcome
+    return outcome
+
+
+async def cancelled_once_started(
+    tool: Tool[Any, Any, Any], started: Callable[[], Awaitable[object]]
+) -> object:
+    """Dispatch ``tool`` and set its context's cancel signal once ``started()`` returns."""
+    registry = Registry()
+    registry.register(tool)
+    call_ctx = ctx()
+    outcomes: list[object] = []
+
+    async def call() -> None:
+        outcomes.append(await registry.dispatch(tool.name, {"text": "x"}, call_ctx))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            await started()
+            call_ctx.cancel.set()
+    registry.close()
+    [outcome] = outcomes
     return outcome
 
 
@@ -698,20 +711,7 @@ async def test_cancelling_an_async_handler_through_the_context_is_cancelled() ->
         await anyio.Event().wait()
         return EchoOut(text="never")
 
-    registry = Registry()
-    registry.register(make("wait", handler))
-    call_ctx = ctx()
-    outcomes: list[object] = []
-
-    async def call() -> None:
-        outcomes.append(await registry.dispatch("wait", {"text": "x"}, call_ctx))
-
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:
-            group.start_soon(call)
-            await started.wait()
-            call_ctx.cancel.set()
-    [outcome] = outcomes
+    outcome = await cancelled_once_started(make("wait", handler), started.wait)
     assert failure(outcome).code is ErrorCode.CANCELLED
     assert failure(outcome).retryable is False
 
@@ -727,23 +727,12 @@ async def test_cancelling_a_sync_handler_through_the_context_is_cancelled() -> N
             saw_cancel.set()
         return EchoOut(text="stopped")
 
-    registry = Registry()
-    registry.register(make("wait", handler))
-    call_ctx = ctx()
-    outcomes: list[object] = []
+    async def handler_started() -> None:
+        assert await anyio.to_thread.run_sync(started.wait, 5)
 
-    async def call() -> None:
-        outcomes.append(await registry.dispatch("wait", {"text": "x"}, call_ctx))
-
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:
-            group.start_soon(call)
-            assert await anyio.to_thread.run_sync(started.wait, 5)
-            call_ctx.cancel.set()
-        assert await anyio.to_thread.run_sync(saw_cancel.wait, 5)
-    [outcome] = outcomes
+    outcome = await cancelled_once_started(make("wait", handler), handler_started)
+    assert await anyio.to_thread.run_sync(saw_cancel.wait, 5)
     assert failure(outcome).code is ErrorCode.CANCELLED
-    registry.close()
 
 
 @pytest.mark.anyio

@@ -11,8 +11,9 @@ from charter import Host, InvocationControls, Principal, RegisteredTool, Registr
 from charter.approval_tools import approval_tools
 from charter.store import ApiKeyAuthenticator, SqlStore
 
+from .content import CONTENT
 from .db import MemoryService, PaymentProvider, TripService, create_tables, seed_demo_data
-from .tools import TOOLS, TravelContext
+from .tools import TOOLS, TravelContext, payment_effects
 
 DEMO_KEYS_FILE = Path(".charter/demo-keys.json")
 """Where the demo's API keys are kept after the first run (a local, git-ignored file);
@@ -64,9 +65,13 @@ DEMO_PRINCIPALS: tuple[dict[str, Any], ...] = (
 
 
 def build_registry() -> Registry:
-    """Register the travel tools (two capability versions of trips.rename)."""
+    """Register the travel tools, the trip resource template and the summary prompt.
+
+    trips.rename is registered in two capability versions.
+    """
     registry = Registry()
     registry.register_all(TOOLS)
+    registry.register_content(*CONTENT)
     return registry
 
 
@@ -82,7 +87,11 @@ async def host(store: SqlStore) -> Host:
 
 
 async def build_host(store: SqlStore) -> Host:
-    """Build the travel host on an open store: tables, demo data, tools, approval tools."""
+    """Build the travel host on an open store: tables, demo data, tools, effects, approvals.
+
+    ``charter worker examples.travel:host`` delivers the refunds a crash or a provider
+    outage left pending.
+    """
     await create_tables(store.engine)
     await seed_demo_data(store.engine)
     trips = TripService(store.engine)
@@ -94,12 +103,18 @@ async def build_host(store: SqlStore) -> Host:
     ) -> TravelContext:
         return TravelContext(trips=trips, memories=memories, payments=payments)
 
+    def content_context(principal: Principal | None) -> TravelContext:
+        return TravelContext(trips=trips, memories=memories, payments=payments)
+
     registry = build_registry()
+    for registered in payment_effects(payments):
+        registry.register_effect(registered)
     travel = Host(
         registry,
         store=store,
         authenticator=ApiKeyAuthenticator(store),
         context_factory=context,
+        content_context=content_context,
     )
     registry.register_all(approval_tools(travel))
     return travel

@@ -51,11 +51,13 @@ memories = sa.Table(
 payment_calls = sa.Table(
     "travel_payment_calls",
     metadata,
-    # The fake payment provider's own record of refunds, keyed by the idempotency key
-    # charter derives from the request id: a retried call never refunds twice.
+    # The fake payment provider's own record of refunds, keyed by the idempotency key of
+    # charter's effect: a repeated delivery never refunds twice. ``calls`` counts how often
+    # the provider was asked with the key.
     sa.Column("idempotency_key", sa.String(200), primary_key=True),
     sa.Column("booking_id", sa.String(40), nullable=False),
     sa.Column("amount_cents", sa.Integer, nullable=False),
+    sa.Column("calls", sa.Integer, nullable=False, default=1),
 )
 
 
@@ -181,7 +183,7 @@ class PaymentProvider:
         self.engine = engine
 
     async def refund(self, idempotency_key: str, booking_id: str, amount_cents: int) -> bool:
-        """Refund once per key; returns False when the key was already used."""
+        """Refund once per key; returns False when the key was already used (counted)."""
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(
@@ -189,11 +191,28 @@ class PaymentProvider:
                         idempotency_key=idempotency_key,
                         booking_id=booking_id,
                         amount_cents=amount_cents,
+                        calls=1,
                     )
                 )
         except sa.exc.IntegrityError:
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    payment_calls.update()
+                    .where(payment_calls.c.idempotency_key == idempotency_key)
+                    .values(calls=payment_calls.c.calls + 1)
+                )
             return False
         return True
+
+    async def calls(self, idempotency_key: str) -> int:
+        """How many times the provider was asked with one key (0 for never)."""
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                sa.select(payment_calls.c.calls).where(
+                    payment_calls.c.idempotency_key == idempotency_key
+                )
+            )
+            return int(result.scalar_one_or_none() or 0)
 
     async def refunds(self, booking_id: str) -> int:
         """How many refunds the provider made for a booking."""

@@ -13,10 +13,12 @@ from charter import (
     Alias,
     CreatedTarget,
     Deprecation,
+    Effect,
     ErrorCode,
     RiskPolicy,
     ToolContext,
     ToolError,
+    effect,
     tool,
 )
 
@@ -111,7 +113,14 @@ class Refund(BaseModel):
     booking_id: str
     refunded_cents: int
     provider_key: str
-    """The idempotency key sent to the payment provider after commit."""
+    """The idempotency key charter gives the payment provider (the effect's key)."""
+
+
+class RefundPayment(BaseModel):
+    """What the payment provider is asked to refund: the ``payments.refund`` effect's payload."""
+
+    booking_id: str
+    amount_cents: int
 
 
 class MemoryQuery(BaseModel):
@@ -352,11 +361,25 @@ async def refund_booking(args: RefundRequest, ctx: TravelContext) -> Refund:
             f"At most {remaining} cents can still be refunded on {args.booking_id!r}.",
         )
     refunded = await ctx.trips.refund(ctx.db, ctx.tenant_id, args.booking_id, args.amount_cents)
-    # The payment provider is outside our transaction: call it only after commit, with a
-    # key derived from the request id so a retry can never refund twice.
-    key = f"refund:{ctx.request_id}"
-    ctx.wait_until(lambda: ctx.payments.refund(key, args.booking_id, args.amount_cents))
+    # The payment provider is outside our transaction: the effect commits with the refund
+    # above and runs after the commit (retried by `charter worker` if it fails or this
+    # process dies), always with the same key, so the provider refunds once.
+    key = ctx.effect(
+        "payments.refund",
+        RefundPayment(booking_id=args.booking_id, amount_cents=args.amount_cents),
+    )
     return Refund(booking_id=args.booking_id, refunded_cents=refunded, provider_key=key)
+
+
+def payment_effects(payments: PaymentProvider) -> tuple[Effect, ...]:
+    """The travel effects, bound to the payment provider they call."""
+
+    @effect("payments.refund")
+    async def refund_at_provider(payment: RefundPayment, key: str) -> None:
+        """Refund at the provider; it deduplicates by the key."""
+        await payments.refund(key, payment.booking_id, payment.amount_cents)
+
+    return (refund_at_provider,)
 
 
 # -- delegable memory tools ------------------------------------------------------------------

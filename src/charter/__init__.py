@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .auth import AccessCatalog, Authenticator, Principal, has_permission
 from .context import CancelSignal, ResumeInfo, ToolContext
+from .effects import Effect, effect
 from .errors import CharterError, ConfigurationError, ErrorCode, ToolError
 from .host import CallOptions, Host
 from .limits import InFlight, RateLimit
@@ -31,6 +32,7 @@ from .policy import (
     InvocationControls,
 )
 from .registry import PreparedAction, Registry
+from .resources import Prompt, PromptMessage, Resource, prompt, resource
 from .risk import READ_ONLY_RISK, DeploymentRisk, RiskPolicy, RiskTier, SideEffect
 from .tool import (
     Alias,
@@ -65,6 +67,7 @@ __all__ = (
     "Denied",
     "DeploymentRisk",
     "Deprecation",
+    "Effect",
     "ErrorCode",
     "Failed",
     "FunctionInput",
@@ -77,9 +80,12 @@ __all__ = (
     "InvocationControls",
     "PreparedAction",
     "Principal",
+    "Prompt",
+    "PromptMessage",
     "RateLimit",
     "RegisteredTool",
     "Registry",
+    "Resource",
     "ResumeInfo",
     "RiskPolicy",
     "RiskTier",
@@ -92,6 +98,9 @@ __all__ = (
     "ToolOutcome",
     "__version__",
     "define_tool",
+    "effect",
     "has_permission",
+    "prompt",
+    "resource",
     "tool",
 )

@@ -11,6 +11,9 @@ from ._shortcuts import tracer_provider_reader
 
 __all__ = (
     "DURATION_METRIC",
+    "EFFECT_AGE_METRIC",
+    "EFFECT_ATTEMPTS_METRIC",
+    "EFFECT_DEPTH_METRIC",
     "INVOCATIONS_METRIC",
     "RATE_LIMITED_METRIC",
     "UNKNOWN_TOOL",
@@ -28,6 +31,15 @@ RATE_LIMITED_METRIC = "charter.rate_limit.refusals"
 
 The limit label is declared in code (``RateLimit.label``), so its cardinality is bounded.
 """
+
+EFFECT_ATTEMPTS_METRIC = "charter.effect.attempts"
+"""Counter of effect attempts, by ``charter.effect.name`` and ``charter.effect.status``."""
+
+EFFECT_DEPTH_METRIC = "charter.effect.queue.depth"
+"""Gauge of pending effects, as the last worker pass saw it."""
+
+EFFECT_AGE_METRIC = "charter.effect.queue.oldest_age"
+"""Gauge of the age in seconds of the oldest pending effect, as the last worker pass saw it."""
 
 UNKNOWN_TOOL = "(unknown)"
 """The metrics' tool label for a name that matched no tool the caller may see.
@@ -78,6 +90,15 @@ class Telemetry:
         )
         self._rate_limited = meter.create_counter(
             RATE_LIMITED_METRIC, unit="{invocation}", description="Calls refused by a budget"
+        )
+        self._effect_attempts = meter.create_counter(
+            EFFECT_ATTEMPTS_METRIC, unit="{attempt}", description="Effect attempts"
+        )
+        self._effect_depth = meter.create_gauge(
+            EFFECT_DEPTH_METRIC, unit="{effect}", description="Pending effects"
+        )
+        self._effect_age = meter.create_gauge(
+            EFFECT_AGE_METRIC, unit="s", description="Age of the oldest pending effect"
         )
 
     def span(self, tool: str, call_id: str | None) -> AbstractContextManager[Any]:
@@ -145,3 +166,34 @@ class Telemetry:
         if self._tracer is None:
             return
         self._rate_limited.add(1, {"gen_ai.tool.name": tool, "charter.limit": limit})
+
+    def effect_span(self, name: str, key: str, attempt: int) -> AbstractContextManager[Any]:
+        """Open the ``effect <name>`` span around one attempt (yields None when not tracing)."""
+        if self._tracer is None or not self._tracing():
+            return _NO_SPAN
+        return self._tracer.start_as_current_span(  # type: ignore[no-any-return]
+            f"effect {name}",
+            kind=self._trace.SpanKind.CLIENT,
+            attributes={
+                "charter.effect.name": name,
+                "charter.effect.key": key,
+                "charter.effect.attempt": attempt,
+            },
+        )
+
+    def effect_attempted(self, span: Any, *, name: str, status: str, error: str | None) -> None:
+        """Record one attempt's result on its span and in the attempts counter."""
+        if self._tracer is None:
+            return
+        if span is not None:
+            span.set_attribute("charter.effect.status", status)
+            if error is not None:
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
+        self._effect_attempts.add(1, {"charter.effect.name": name, "charter.effect.status": status})
+
+    def effect_backlog(self, *, depth: int, oldest_age: float) -> None:
+        """Report the outbox's pending depth and its oldest pending effect's age."""
+        if self._tracer is None:
+            return
+        self._effect_depth.set(depth)
+        self._effect_age.set(oldest_age)

@@ -4,16 +4,37 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ("AuditAction", "AuditEvent", "AuditSink", "AuditTrail", "MemoryAuditSink")
+__all__ = (
+    "AuditAction",
+    "AuditEvent",
+    "AuditLosses",
+    "AuditSink",
+    "AuditTrail",
+    "AuditWatch",
+    "MemoryAuditSink",
+)
 
-AuditAction: TypeAlias = Literal["call", "approval.grant", "approval.deny", "approval.revoke"]
-"""What an audit event records: a tool call, or a decision on an approval (made or refused)."""
+AuditAction: TypeAlias = Literal[
+    "call",
+    "approval.grant",
+    "approval.deny",
+    "approval.revoke",
+    "effect.delivered",
+    "effect.retried",
+    "effect.dead",
+    "resource.read",
+    "prompt.get",
+]
+"""What an audit event records: a tool call, a decision on an approval (made or refused),
+an attempt at an effect (``tool`` is the effect's name, ``note`` its key), a resource read
+(``tool`` is the URI) or a prompt got (``tool`` is its name)."""
 
 
 class AuditEvent(BaseModel):
@@ -48,6 +69,8 @@ class AuditEvent(BaseModel):
     """For a decision: the reason the decider gave."""
     count: int = 1
     """How many calls this event stands for (anonymous refusals are aggregated)."""
+    model_name: str | None = None
+    """The name a model called the tool by (harness and bridges), beside the canonical ``tool``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,3 +127,65 @@ class MemoryAuditSink:
             if tenant is None or tenant in (e.tenant, e.principal_tenant)
         ]
         return selected[:limit]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditLosses:
+    """The audit events a host could not record since it started (``Host.audit_losses``)."""
+
+    lost: int
+    """How many events the sink refused (each was logged at ERROR, with the tool)."""
+    last_lost_at: datetime | None
+    """When the latest one was lost."""
+    failing: bool
+    """The latest write failed and no later one succeeded: ``/readyz`` answers 503."""
+
+
+class AuditWatch:
+    """The audit sink as the host writes to it: every lost event counted, never only logged.
+
+    A write that fails still raises (the caller logs it with the call's details); the
+    watch remembers it, so a health check fails while audit events are being lost
+    (docs/host.md, "Audit events that cannot be recorded").
+    """
+
+    def __init__(
+        self, sink: AuditSink, *, clock: Callable[[], datetime], window: timedelta
+    ) -> None:
+        """Watch ``sink``; a loss keeps ``failing`` true for at most ``window`` after it."""
+        self.sink = sink
+        self._clock = clock
+        self._window = window
+        self._lost = 0
+        self._last_lost_at: datetime | None = None
+        self._last_failed = False
+
+    async def record(self, event: AuditEvent) -> None:
+        """Store ``event`` in the sink; count it as lost when the sink raises (and re-raise)."""
+        try:
+            await self.sink.record(event)
+        except Exception:
+            self._lost += 1
+            self._last_lost_at = self._clock()
+            self._last_failed = True
+            raise
+        self._last_failed = False
+
+    async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
+        """Return recent events from the sink, newest first."""
+        return await self.sink.events(tenant=tenant, limit=limit)
+
+    def losses(self) -> AuditLosses:
+        """What was lost; ``failing`` while the latest write failed, within the window.
+
+        The window ends the alarm of a replica that gets no more calls (a load balancer
+        stopped sending any once it was not ready); the count stays.
+        """
+        recent = (
+            self._last_lost_at is not None and self._clock() - self._last_lost_at < self._window
+        )
+        return AuditLosses(
+            lost=self._lost,
+            last_lost_at=self._last_lost_at,
+            failing=self._last_failed and recent,
+        )

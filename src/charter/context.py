@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._safe_log import log_exception
-from .errors import ErrorCode, ToolError
+from .errors import ConfigurationError, ErrorCode, ToolError
 
 if TYPE_CHECKING:
     from .auth import Principal
@@ -23,6 +23,7 @@ logger = logging.getLogger("charter")
 __all__ = (
     "AfterCommit",
     "CancelSignal",
+    "EffectStager",
     "LogLevel",
     "LogSink",
     "ProgressSink",
@@ -77,6 +78,10 @@ It raises ``ToolError`` when the caller refuses or fails.
 
 AfterCommit = Callable[[], Awaitable[object]]
 """Work to run once the call's transaction has committed."""
+
+EffectStager = Callable[[str, object], str]
+"""Stages one effect (name, payload) in the call's transaction and returns its key; set by
+the ledger gate."""
 
 
 async def run_after_commit(work: list[AfterCommit | Awaitable[object]], tool: str) -> None:
@@ -249,10 +254,43 @@ class ToolContext:
     """Set by transports that can ask the caller's model (MCP sampling); see ``sample()``."""
     after_commit: list[AfterCommit | Awaitable[object]] = field(default_factory=list)
     """Work registered with ``wait_until``; the host runs it after commit."""
+    effect_stager: EffectStager | None = None
+    """Set by the ledger gate for a ledgered call; never taken from a context factory."""
 
     def wait_until(self, work: AfterCommit | Awaitable[object]) -> None:
-        """Run ``work`` after the call's transaction commits (never if it rolls back)."""
+        """Run ``work`` after the call's transaction commits (never if it rolls back).
+
+        Best effort: lost if the process dies after the commit. Work that must happen
+        (a refund, an email) is an effect: ``ctx.effect`` (docs/effects.md).
+        """
         self.after_commit.append(work)
+
+    def effect(self, name: str, payload: object = None) -> str:
+        """Record the effect ``name`` with ``payload`` in this call's transaction.
+
+        The row commits with the ledger entry and the handler's writes, or not at all;
+        charter then runs the registered ``@charter.effect`` function after the commit
+        and, should that fail or the process die, from ``charter worker`` with retries,
+        passing an idempotency key derived from the tenant, the caller, the request id,
+        the name and the effect's place in the call (docs/effects.md).
+
+        Args:
+            name: a registered effect's name (``payments.refund``).
+            payload: JSON data or a pydantic model (dumped as JSON; secrets stay masked).
+
+        Returns:
+            The effect's idempotency key (the one its function will be given).
+
+        Raises:
+            ConfigurationError: the call is not ledgered (no request id, so nothing to
+                commit with), the name is not registered, or the payload is not JSON.
+        """
+        if self.effect_stager is None:
+            raise ConfigurationError(
+                f"ctx.effect({name!r}) needs a ledgered call: the tool's action policy must "
+                "ledger it and the caller must send a request id (docs/effects.md)"
+            )
+        return self.effect_stager(name, payload)
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -136,6 +136,9 @@ def build_entry(
         entry["audience"] = list(tool.audience)
     if tool.tenant_field is not None:
         entry["tenantField"] = tool.tenant_field
+    if tool.model_name is not None:
+        # Only the author's own choice: the derived name is the harness's, not the contract's.
+        entry["modelName"] = tool.model_name
     if action_policy is not None:
         entry["actionPolicy"] = _action_policy(
             action_policy, tool, deployment_risk, target_resolution, controls

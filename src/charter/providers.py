@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .harness.providers import (
     AnthropicModel,
+    ModelNames,
     OpenAIApi,
     OpenAIChatModel,
     ToolLike,
@@ -21,6 +22,7 @@ from .harness.providers import (
     gemini_tool_result,
     gemini_tools,
     inline_refs,
+    model_names,
     openai_messages,
     openai_tool_calls,
     openai_tool_result,
@@ -31,6 +33,7 @@ from .harness.providers import (
 
 __all__ = (
     "AnthropicModel",
+    "ModelNames",
     "OpenAIApi",
     "OpenAIChatModel",
     "ToolLike",
@@ -44,6 +47,7 @@ __all__ = (
     "gemini_tool_result",
     "gemini_tools",
     "inline_refs",
+    "model_names",
     "openai_messages",
     "openai_tool_calls",
     "openai_tool_result",

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from _transports import (
     AGENT,
@@ -123,18 +123,33 @@ class ProtocolSite:
     site: TravelSite
 
 
-class ProtocolCaller(Protocol):
-    """Makes the scenario's moves over one transport (see the module docstring)."""
+@dataclass(frozen=True)
+class Move:
+    """A call the agent makes, as ``ProtocolCaller.call`` was given it."""
+
+    request: str
+    tool: str
+    arguments: dict[str, Any]
+    confirmed: bool = False
+    approval: str | None = None
+
+
+class ProtocolCaller:
+    """Makes the scenario's moves over one transport (see the module docstring).
+
+    A transport's caller implements ``make`` (the agent's call), ``decide`` and
+    ``request_approval``.
+    """
 
     name: str
 
     def shows(self, seen: Seen) -> Seen:
         """What this transport's caller can read of an outcome (the rest it never sees)."""
-        ...
+        return full_view(seen)
 
     def request_ids(self) -> dict[str, str]:
         """The request id each request label stood for."""
-        ...
+        raise NotImplementedError
 
     async def call(
         self,
@@ -144,13 +159,21 @@ class ProtocolCaller(Protocol):
         *,
         confirmed: bool = False,
         approval: str | None = None,
-    ) -> Seen: ...
+    ) -> Seen:
+        """The agent makes a call as the request labelled ``request``."""
+        return await self.make(Move(request, tool, arguments, confirmed, approval))
 
-    async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen: ...
+    async def make(self, move: Move) -> Seen:
+        """Make ``move`` over this transport; what its caller was shown."""
+        raise NotImplementedError
 
-    async def request_approval(
-        self, request: str, tool: str, arguments: dict[str, Any]
-    ) -> Seen: ...
+    async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
+        """The approver grants or denies an approval."""
+        raise NotImplementedError
+
+    async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
+        """The agent asks approval of a call first."""
+        raise NotImplementedError
 
 
 # -- what a caller can read -----------------------------------------------------------------
@@ -249,39 +272,76 @@ class _RequestIds:
         return self.ids.setdefault(label, str(uuid.uuid4()))
 
 
+class _SendsControls(ProtocolCaller):
+    """A caller that sends the controls itself, under request ids it makes up."""
+
+    def __init__(self) -> None:
+        self.request = _RequestIds()
+
+    def request_ids(self) -> dict[str, str]:
+        return dict(self.request.ids)
+
+    async def make(self, move: Move) -> Seen:
+        controls = charter_controls(self.request(move.request), move.confirmed, move.approval)
+        return await self.send(move.tool, {**move.arguments, **controls})
+
+    async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
+        asked = {"tool": tool, "arguments": arguments, "request_id": self.request(request)}
+        return await self.send("request_action_approval", asked)
+
+    async def send(self, tool: str, arguments: dict[str, Any]) -> Seen:
+        """The agent's call of ``tool`` with ``arguments`` (controls and all)."""
+        raise NotImplementedError
+
+
+async def decide_at_host(
+    host: Host, approver: Principal, approval_id: str, grant: bool, reason: str | None
+) -> Seen:
+    """The approver's decision through ``host.approvals`` (a person, not a model)."""
+    decide = host.approvals.grant if grant else host.approvals.deny
+    return seen_from_approval(await decide(approval_id, approver, reason))
+
+
+class _ModelCaller(ProtocolCaller):
+    """The harness and the bridges: a model makes the calls, under derived request ids
+    (``ids``, learnt as they are made); the approver decides through ``host.approvals``."""
+
+    def __init__(self, host: Host, agent: Principal, approver: Principal) -> None:
+        self.host, self.agent, self.approver = host, agent, approver
+        self.ids: dict[str, str] = {}
+        self.made_up = _RequestIds()
+
+    def shows(self, seen: Seen) -> Seen:
+        return model_view(seen)
+
+    def request_ids(self) -> dict[str, str]:
+        return {**self.made_up.ids, **self.ids}
+
+    async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
+        return await decide_at_host(self.host, self.approver, approval_id, grant, reason)
+
+    def asked(self, request: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What the model gives the approval tool: the call, under a request id it made up."""
+        return {"tool": tool, "arguments": arguments, "request_id": self.made_up(request)}
+
+
 # -- in process -----------------------------------------------------------------------------
 
 
-class InProcessCaller:
+class InProcessCaller(_SendsControls):
     """``Host.invoke``, ``host.approvals`` and ``Host.request_approval`` on a host in this loop."""
 
     name = "in-process"
 
     def __init__(self, host: Host, agent: Principal, approver: Principal) -> None:
+        super().__init__()
         self.host, self.agent, self.approver = host, agent, approver
-        self.request = _RequestIds()
 
-    def shows(self, seen: Seen) -> Seen:
-        return full_view(seen)
-
-    def request_ids(self) -> dict[str, str]:
-        return dict(self.request.ids)
-
-    async def call(
-        self,
-        request: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        confirmed: bool = False,
-        approval: str | None = None,
-    ) -> Seen:
-        sent = {**arguments, **charter_controls(self.request(request), confirmed, approval)}
-        return seen_from_outcome(await self.host.invoke(tool, sent, self.agent))
+    async def send(self, tool: str, arguments: dict[str, Any]) -> Seen:
+        return seen_from_outcome(await self.host.invoke(tool, arguments, self.agent))
 
     async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
-        decide = self.host.approvals.grant if grant else self.host.approvals.deny
-        return seen_from_approval(await decide(approval_id, self.approver, reason))
+        return await decide_at_host(self.host, self.approver, approval_id, grant, reason)
 
     async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
         asked = await self.host.request_approval(
@@ -295,32 +355,17 @@ class InProcessCaller:
 # -- REST -----------------------------------------------------------------------------------
 
 
-class RestCaller:
+class RestCaller(_SendsControls):
     """``POST /v1/tools/{name}:call`` (``_charter`` in the body), ``/v1/approvals/{id}:grant``."""
 
     name = "rest"
 
     def __init__(self, http: HttpCaller) -> None:
+        super().__init__()
         self.http = http
-        self.request = _RequestIds()
 
-    def shows(self, seen: Seen) -> Seen:
-        return full_view(seen)
-
-    def request_ids(self) -> dict[str, str]:
-        return dict(self.request.ids)
-
-    async def call(
-        self,
-        request: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        confirmed: bool = False,
-        approval: str | None = None,
-    ) -> Seen:
-        sent = {**arguments, **charter_controls(self.request(request), confirmed, approval)}
-        return seen_from_http(await self.http.post(AGENT, tool, sent))
+    async def send(self, tool: str, arguments: dict[str, Any]) -> Seen:
+        return seen_from_http(await self.http.post(AGENT, tool, arguments))
 
     async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
         response = await self.http.decide(APPROVER, approval_id, grant=grant, reason=reason)
@@ -328,39 +373,20 @@ class RestCaller:
             return seen_from_http(response)
         return seen_from_approval_body(response.json())
 
-    async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
-        asked = {"tool": tool, "arguments": arguments, "request_id": self.request(request)}
-        return seen_from_http(await self.http.post(AGENT, "request_action_approval", asked))
-
 
 # -- MCP ------------------------------------------------------------------------------------
 
 
-class McpProtocolCaller:
+class McpProtocolCaller(_SendsControls):
     """``tools/call`` through the SDK client; the approver uses the approval tools."""
 
     def __init__(self, mcp: McpCaller) -> None:
+        super().__init__()
         self.name = mcp.name
         self.mcp = mcp
-        self.request = _RequestIds()
 
-    def shows(self, seen: Seen) -> Seen:
-        return full_view(seen)
-
-    def request_ids(self) -> dict[str, str]:
-        return dict(self.request.ids)
-
-    async def call(
-        self,
-        request: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        confirmed: bool = False,
-        approval: str | None = None,
-    ) -> Seen:
-        sent = {**arguments, **charter_controls(self.request(request), confirmed, approval)}
-        return await self.mcp.call(AGENT, tool, sent)
+    async def send(self, tool: str, arguments: dict[str, Any]) -> Seen:
+        return await self.mcp.call(AGENT, tool, arguments)
 
     async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
         client = await self.mcp.client(APPROVER)
@@ -380,10 +406,6 @@ class McpProtocolCaller:
             decision_reason=view.get("reason"),
         )
 
-    async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
-        asked = {"tool": tool, "arguments": arguments, "request_id": self.request(request)}
-        return await self.mcp.call(AGENT, "request_action_approval", asked)
-
 
 # -- the CLI --------------------------------------------------------------------------------
 
@@ -391,7 +413,7 @@ EXIT_STATUS = {"completed": 0, "failed": 1, "interaction-required": 3, "denied":
 """``charter call``'s exit status for each kind of outcome (docs: 0, 1, 3 pending, 4 denied)."""
 
 
-class CliCaller:
+class CliCaller(_SendsControls):
     """``charter call --url`` and ``charter approvals grant|deny --url`` in subprocesses.
 
     The controls go as options (sent as the ``Idempotency-Key``, ``Charter-Confirm`` and
@@ -402,30 +424,16 @@ class CliCaller:
     name = "cli"
 
     def __init__(self, url: str, keys: dict[str, str], cwd: Path) -> None:
+        super().__init__()
         self.url, self.keys, self.cwd = url, keys, cwd
-        self.request = _RequestIds()
 
-    def shows(self, seen: Seen) -> Seen:
-        return full_view(seen)
-
-    def request_ids(self) -> dict[str, str]:
-        return dict(self.request.ids)
-
-    async def call(
-        self,
-        request: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        confirmed: bool = False,
-        approval: str | None = None,
-    ) -> Seen:
-        options = ["--request-id", self.request(request)]
-        if confirmed:
+    async def make(self, move: Move) -> Seen:
+        options = ["--request-id", self.request(move.request)]
+        if move.confirmed:
             options.append("--confirm")
-        if approval is not None:
-            options += ["--approval", approval]
-        return await self._call(tool, arguments, options)
+        if move.approval is not None:
+            options += ["--approval", move.approval]
+        return await self._call(move.tool, move.arguments, options)
 
     async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
         options = ["--reason", reason] if reason is not None else []
@@ -445,9 +453,8 @@ class CliCaller:
             return Seen(kind=f"exit {done.exit_code}", reason=done.stdout[-500:])
         return seen_from_approval_body(json.loads(done.stdout))
 
-    async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
-        asked = {"tool": tool, "arguments": arguments, "request_id": self.request(request)}
-        return await self._call("request_action_approval", asked, [])
+    async def send(self, tool: str, arguments: dict[str, Any]) -> Seen:
+        return await self._call(tool, arguments, [])
 
     async def _call(self, tool: str, arguments: dict[str, Any], options: list[str]) -> Seen:
         done = await run_charter(
@@ -473,7 +480,7 @@ class CliCaller:
 # -- the harness ----------------------------------------------------------------------------
 
 
-class HarnessCaller:
+class HarnessCaller(_ModelCaller):
     """A ``charter.harness`` session per request, its model scripted (``ScriptedModel``).
 
     The harness derives a call's request id from the session id and the invocation id it
@@ -494,17 +501,12 @@ class HarnessCaller:
     name = "harness"
 
     def __init__(self, host: Host, agent: Principal, approver: Principal) -> None:
-        self.host, self.agent, self.approver = host, agent, approver
+        super().__init__(host, agent, approver)
         self.store = MemorySessionStore()
         self.paused: dict[str, TurnResult] = {}
-        self.ids: dict[str, str] = {}
-        self.made_up = _RequestIds()
 
     def shows(self, seen: Seen) -> Seen:
         return harness_view(seen)
-
-    def request_ids(self) -> dict[str, str]:
-        return {**self.made_up.ids, **self.ids}
 
     def _session(self, request: str, *steps: ModelResponse) -> Session:
         counter = itertools.count(1)
@@ -513,21 +515,14 @@ class HarnessCaller:
         )
         return harness.session(self.agent, f"x04-{request}")
 
-    async def call(
-        self,
-        request: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        confirmed: bool = False,
-        approval: str | None = None,
-    ) -> Seen:
+    async def make(self, move: Move) -> Seen:
+        request, approval = move.request, move.approval
         result = self.paused.pop(request, None)
         if result is None:
             calling = ModelResponse(
-                tool_calls=[ToolCall(call_id="c1", name=tool, arguments=arguments)]
+                tool_calls=[ToolCall(call_id="c1", name=move.tool, arguments=move.arguments)]
             )
-            result = await self._session(request, calling).run(f"Please call {tool}.")
+            result = await self._session(request, calling).run(f"Please call {move.tool}.")
         presented = False
         while result.status == "paused":
             (pending,) = result.interactions
@@ -535,7 +530,7 @@ class HarnessCaller:
             if approval is not None and not presented:
                 decision = Approve(interaction_id=approval)
                 presented = True
-            elif approval is None and confirmed and pending.gate == "confirmation":
+            elif approval is None and move.confirmed and pending.gate == "confirmation":
                 decision = Approve(interaction_id=pending.interaction.id)
             else:
                 self.paused[request] = result
@@ -565,13 +560,8 @@ class HarnessCaller:
     def _learn(self, request: str, pending: PendingInteraction) -> None:
         self.ids[request] = derive_request_id(f"x04-{request}", pending.invocation_id)
 
-    async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
-        decide = self.host.approvals.grant if grant else self.host.approvals.deny
-        return seen_from_approval(await decide(approval_id, self.approver, reason))
-
     async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
-        # The model calls the approval tool, naming a request id it made up.
-        asked = {"tool": tool, "arguments": arguments, "request_id": self.made_up(request)}
+        asked = self.asked(request, tool, arguments)
         calling = ModelResponse(
             tool_calls=[ToolCall(call_id="c1", name="request_action_approval", arguments=asked)]
         )
@@ -601,7 +591,7 @@ def seen_from_result(result: ToolResult) -> Seen:
 PYDANTIC_AI_SESSION = "x04-pydantic-ai"
 
 
-class PydanticAiCaller:
+class PydanticAiCaller(_ModelCaller):
     """``CharterToolset`` under a pydantic-ai ``Agent`` driven by its ``FunctionModel``.
 
     A request is a tool call id (``call-R1``) in one toolset session: its request id is
@@ -620,19 +610,11 @@ class PydanticAiCaller:
     name = "pydantic-ai"
 
     def __init__(self, host: Host, agent: Principal, approver: Principal) -> None:
-        self.host, self.approver = host, approver
+        super().__init__(host, agent, approver)
         self.toolset = CharterToolset(host, agent, session_id=PYDANTIC_AI_SESSION)
         self.open: dict[str, tuple[Agent[None, str | DeferredToolRequests], Any]] = {}
         self.requests: dict[str, dict[str, Any]] = {}
         """The approval requests' metadata, by the approval id they name."""
-        self.ids: dict[str, str] = {}
-        self.made_up = _RequestIds()
-
-    def shows(self, seen: Seen) -> Seen:
-        return model_view(seen)
-
-    def request_ids(self) -> dict[str, str]:
-        return {**self.made_up.ids, **self.ids}
 
     def _agent(
         self, tool: str, arguments: dict[str, Any], call_id: str
@@ -649,21 +631,13 @@ class PydanticAiCaller:
             output_type=[str, DeferredToolRequests],
         )
 
-    async def call(
-        self,
-        request: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        confirmed: bool = False,
-        approval: str | None = None,
-    ) -> Seen:
-        call_id = f"call-{request}"
-        self.ids[request] = derive_request_id(PYDANTIC_AI_SESSION, call_id)
-        opened = self.open.pop(request, None)
+    async def make(self, move: Move) -> Seen:
+        call_id = f"call-{move.request}"
+        self.ids[move.request] = derive_request_id(PYDANTIC_AI_SESSION, call_id)
+        opened = self.open.pop(move.request, None)
         if opened is None:
-            agent = self._agent(tool, arguments, call_id)
-            run = await agent.run(f"Please call {tool}.")
+            agent = self._agent(move.tool, move.arguments, call_id)
+            run = await agent.run(f"Please call {move.tool}.")
         else:
             agent, run = opened
         presented = False
@@ -671,25 +645,20 @@ class PydanticAiCaller:
             metadata = run.output.metadata[call_id]
             if metadata.get("approvalId"):
                 self.requests.setdefault(metadata["approvalId"], metadata)
-            if approval is not None and not presented:
-                given = self.requests[approval]
+            if move.approval is not None and not presented:
+                given = self.requests[move.approval]
                 presented = True
-            elif approval is None and confirmed and metadata["gate"] == "confirmation":
+            elif move.approval is None and move.confirmed and metadata["gate"] == "confirmation":
                 given = metadata
             else:
-                self.open[request] = (agent, run)
+                self.open[move.request] = (agent, run)
                 return seen_paused(metadata["gate"], metadata.get("approvalId"))
             results = DeferredToolResults(approvals={call_id: True}, metadata={call_id: given})
             run = await agent.run(message_history=run.all_messages(), deferred_tool_results=results)
         return seen_from_pydantic_ai(run.new_messages(), call_id)
 
-    async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
-        decide = self.host.approvals.grant if grant else self.host.approvals.deny
-        return seen_from_approval(await decide(approval_id, self.approver, reason))
-
     async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
-        # The model calls the approval tool, naming a request id it made up.
-        asked = {"tool": tool, "arguments": arguments, "request_id": self.made_up(request)}
+        asked = self.asked(request, tool, arguments)
         call_id = f"call-{request}"
         run = await self._agent("request_action_approval", asked, call_id).run("Ask first.")
         return seen_from_pydantic_ai(run.new_messages(), call_id)
@@ -722,7 +691,7 @@ class _FakeToolModel(GenericFakeChatModel):
         return self
 
 
-class LangChainCaller:
+class LangChainCaller(_ModelCaller):
     """``charter_tools`` in a LangGraph agent (``create_agent``) on LangChain's fake model.
 
     A request is a tool call id (``call-R1``) in one ``charter_tools`` session: its request
@@ -743,21 +712,13 @@ class LangChainCaller:
     name = "langchain"
 
     def __init__(self, host: Host, agent: Principal, approver: Principal) -> None:
-        self.host, self.agent, self.approver = host, agent, approver
+        super().__init__(host, agent, approver)
         self.tools = charter_tools(host, agent, session_id=LANGCHAIN_SESSION)
         self.checkpointer = InMemorySaver()
         self.threads = itertools.count(1)
         self.open: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {}
         self.owners: dict[str, str] = {}
         """The request each approval id was asked for."""
-        self.ids: dict[str, str] = {}
-        self.made_up = _RequestIds()
-
-    def shows(self, seen: Seen) -> Seen:
-        return model_view(seen)
-
-    def request_ids(self) -> dict[str, str]:
-        return {**self.made_up.ids, **self.ids}
 
     def _graph(self, tool: str, arguments: dict[str, Any], call_id: str) -> Any:
         first = AIMessage(content="", tool_calls=[{"name": tool, "args": arguments, "id": call_id}])
@@ -776,20 +737,13 @@ class LangChainCaller:
         )
         return graph, config, state
 
-    async def call(
-        self,
-        request: str,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        confirmed: bool = False,
-        approval: str | None = None,
-    ) -> Seen:
+    async def make(self, move: Move) -> Seen:
+        request, approval = move.request, move.approval
         call_id = f"call-{request}"
         self.ids[request] = derive_request_id(LANGCHAIN_SESSION, call_id)
         opened = self.open.pop(request, None)
         if opened is None:
-            opened = await self._start(request, tool, arguments, call_id)
+            opened = await self._start(request, move.tool, move.arguments, call_id)
         graph, config, state = opened
         presented = False
         while state.get("__interrupt__"):
@@ -800,9 +754,9 @@ class LangChainCaller:
             if approval is not None and not presented:
                 if self.owners.get(approval) != request:
                     self.open[request] = (graph, config, state)
-                    return await self._at_host(request, tool, arguments, approval)
+                    return await self._at_host(request, move.tool, move.arguments, approval)
                 presented = True
-            elif not (approval is None and confirmed and payload["gate"] == "confirmation"):
+            elif not (approval is None and move.confirmed and payload["gate"] == "confirmation"):
                 self.open[request] = (graph, config, state)
                 return seen_paused(payload["gate"], payload.get("approvalId"))
             state = await graph.ainvoke(Command(resume=True), config)
@@ -815,13 +769,8 @@ class LangChainCaller:
         sent = {**arguments, **charter_controls(self.ids[request], True, approval)}
         return seen_from_outcome(await self.host.invoke(tool, sent, self.agent))
 
-    async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
-        decide = self.host.approvals.grant if grant else self.host.approvals.deny
-        return seen_from_approval(await decide(approval_id, self.approver, reason))
-
     async def request_approval(self, request: str, tool: str, arguments: dict[str, Any]) -> Seen:
-        # The model calls the approval tool, naming a request id it made up.
-        asked = {"tool": tool, "arguments": arguments, "request_id": self.made_up(request)}
+        asked = self.asked(request, tool, arguments)
         call_id = f"call-{request}"
         _, _, state = await self._start(request, "request_action_approval", asked, call_id)
         return seen_from_langchain(state, call_id)

@@ -20,22 +20,11 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    Denied,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    ToolError,
-    ToolOutcome,
-    define_tool,
-)
+from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter.errors import ErrorCode, ToolError
 from charter.host import Host
+from charter.outcome import Completed, Denied, Failed, InteractionRequired, ToolOutcome
+from charter.risk import RiskPolicy
 from charter.store import SqlStore
 
 EFFECTS = "battery_effects"
@@ -53,8 +42,8 @@ effects = sa.Table(
     sa.Column("detail", sa.Text, nullable=False),
 )
 
-WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-DESTRUCTIVE = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
+WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
+DESTRUCTIVE_RISK = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
 SCOPES = frozenset(
     {"widgets:write", "widgets:read", "orders:refund", "orders:ship", "payouts:send"}
 )
@@ -199,30 +188,22 @@ class Battery:
         self.after_write: Callable[[ToolContext], Awaitable[None]] | None = None
         """Extra work a handler does in its transaction after writing (tests only)."""
         self.registry = Registry()
-        self.registry.register(
-            define_tool(
-                name="create_widget",
-                description="Create a widget; the handler makes its id (a created target).",
-                input_schema=NewWidget,
-                output_schema=Widget,
-                handler=self.create_widget,
-                tier="write",
-                risk_policy=WRITE,
-                required_scopes=["widgets:write"],
+        for name, description in (
+            ("create_widget", "Create a widget; the handler makes its id (a created target)."),
+            ("rename_widget", "Another write tool with the same input, for cross-tool replays."),
+        ):
+            self.registry.register(
+                define_tool(
+                    name=name,
+                    description=description,
+                    input_schema=NewWidget,
+                    output_schema=Widget,
+                    handler=self.create_widget,
+                    tier="write",
+                    risk_policy=WRITE_RISK,
+                    required_scopes=["widgets:write"],
+                )
             )
-        )
-        self.registry.register(
-            define_tool(
-                name="rename_widget",
-                description="Another write tool with the same input, for cross-tool replays.",
-                input_schema=NewWidget,
-                output_schema=Widget,
-                handler=self.create_widget,
-                tier="write",
-                risk_policy=WRITE,
-                required_scopes=["widgets:write"],
-            )
-        )
         self.registry.register(
             define_tool(
                 name="list_widgets",
@@ -243,7 +224,7 @@ class Battery:
                     output_schema=RefundDone,
                     handler=self.refund_order,
                     tier="destructive",
-                    risk_policy=DESTRUCTIVE,
+                    risk_policy=DESTRUCTIVE_RISK,
                     required_scopes=["orders:refund"],
                     delegable=True,
                     action_policy=ActionPolicy(
@@ -262,7 +243,7 @@ class Battery:
                 output_schema=Shipped,
                 handler=self.ship_order,
                 tier="sensitive",
-                risk_policy=WRITE,
+                risk_policy=WRITE_RISK,
                 required_scopes=["orders:ship"],
                 action_policy=ActionPolicy(
                     target_type="order", command_target_field="order_id", confirmation="required"
@@ -278,7 +259,7 @@ class Battery:
                 output_schema=PayoutSent,
                 handler=self.send_payout,
                 tier="write",
-                risk_policy=WRITE,
+                risk_policy=WRITE_RISK,
                 required_scopes=["payouts:send"],
                 action_policy=ActionPolicy(target_type="order", command_target_field="order_id"),
             )
@@ -297,7 +278,7 @@ class Battery:
                     approval="required",
                     confirmation="required",
                 ),
-                risk_policy=DESTRUCTIVE,
+                risk_policy=DESTRUCTIVE_RISK,
                 required_scopes=["payouts:send"],
             )
         )

@@ -36,7 +36,7 @@ from battery_support import (
 
 from charter import Completed, ToolOutcome
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.serial]
 
 CHILD = Path(__file__).with_name("crash_child.py")
 CRASHED = 3

@@ -40,7 +40,7 @@ from battery_support import (
     ALICE,
     EFFECTS,
     LEDGER,
-    WRITE,
+    WRITE_RISK,
     Clock,
     EnvFactory,
     Observer,
@@ -64,7 +64,7 @@ from charter import ErrorCode, Failed, Registry, ToolContext, define_tool
 from charter.host import Host
 from charter.store import SqlStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.serial]
 
 AUDIT = "charter_audit_events"
 
@@ -495,7 +495,7 @@ def charge_registry(downstream: Downstream) -> Registry:
             output_schema=Charged,
             handler=charge_card,
             tier="write",
-            risk_policy=WRITE,
+            risk_policy=WRITE_RISK,
             required_scopes=["orders:refund"],
         )
     )

@@ -58,19 +58,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from charter import (
-    Completed,
-    ConfigurationError,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    ToolOutcome,
-)
+from charter import ConfigurationError, ErrorCode, Principal
 from charter.audit import MemoryAuditSink
 from charter.host import Host
 from charter.ledger import LedgerEntry
-from charter.outcome import outcome_adapter
+from charter.outcome import Completed, Failed, InteractionRequired, ToolOutcome, outcome_adapter
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio

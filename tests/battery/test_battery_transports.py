@@ -83,6 +83,22 @@ def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databa
         dbs.close()
 
 
+@dataclass(frozen=True)
+class Travel:
+    """A new database holding the travel demo's tables, data and API keys."""
+
+    url: str
+    keys: dict[str, str]
+    """Each role's API key."""
+
+
+@pytest.fixture
+async def travel(databases: Databases, tmp_path: Path) -> Travel:
+    """The travel demo on a new database of the test's backend."""
+    url = databases.new()
+    return Travel(url, await prepare_travel(url, tmp_path / "keys.json"))
+
+
 # -- X01 --------------------------------------------------------------------------------------
 
 
@@ -294,13 +310,10 @@ async def test_X03_a_retry_with_a_new_jsonrpc_id_is_a_replay(
     assert await scalar(url, audit, r=request_id) == 2
 
 
-async def test_X03_a_retry_after_the_first_answer_was_lost_runs_once(
-    databases: Databases, tmp_path: Path
-) -> None:
+async def test_X03_a_retry_after_the_first_answer_was_lost_runs_once(travel: Travel) -> None:
     # The stream breaks before the answer arrives; the client retries with a new JSON-RPC
     # id. Whether the first call finished or was cut off, the action happens once.
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+    url, keys = travel.url, travel.keys
     request_id = rid()
     arguments = {"name": "Faro", "destination": "Faro", "nights": 3, **controls(request_id)}
     with travel_site(url, keys) as site:
@@ -382,11 +395,8 @@ class BadKeys:
         )
 
 
-async def test_S05_bad_keys_are_401_over_rest_before_anything_runs(
-    databases: Databases, tmp_path: Path
-) -> None:
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+async def test_S05_bad_keys_are_401_over_rest_before_anything_runs(travel: Travel) -> None:
+    url, keys = travel.url, travel.keys
     bad = await BadKeys.make(url, keys[AGENT])
     contexts: list[str] = []
     rename = {"trip_id": "trp_kyoto001", "name": "Hijacked"}
@@ -443,11 +453,8 @@ async def test_S05_bad_keys_are_401_over_rest_before_anything_runs(
     assert keys[AGENT] not in contexts[0] and secret not in contexts[0]
 
 
-async def test_S05_bad_keys_are_401_over_mcp_before_a_session_starts(
-    databases: Databases, tmp_path: Path
-) -> None:
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+async def test_S05_bad_keys_are_401_over_mcp_before_a_session_starts(travel: Travel) -> None:
+    url, keys = travel.url, travel.keys
     bad = await BadKeys.make(url, keys[AGENT])
     contexts: list[str] = []
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE_PARAMS}
@@ -478,13 +485,12 @@ async def test_S05_bad_keys_are_401_over_mcp_before_a_session_starts(
 
 @pytest.mark.parametrize("transport", ["http", "mcp-http"])
 async def test_S06_a_replay_after_the_scope_was_revoked_is_denied(
-    databases: Databases, tmp_path: Path, transport: str
+    travel: Travel, transport: str
 ) -> None:
     # Documented policy (docs/reliability.md): authentication, scopes and tenancy are
     # checked before the ledger is looked up, so a stored outcome is only ever replayed
     # to a caller who may make the call now.
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+    url, keys = travel.url, travel.keys
     request_id = rid()
     arguments = {"trip_id": "trp_lisbon01", "name": "Before the revocation", **controls(request_id)}
     with travel_site(url, keys) as site:
@@ -536,10 +542,9 @@ async def caller_for(transport: str, site: TravelSite) -> AsyncIterator[CallFn]:
 
 @pytest.mark.parametrize("transport", ["http", "mcp-http"])
 async def test_T05_another_tenants_object_answers_like_a_missing_one(
-    databases: Databases, tmp_path: Path, transport: str
+    travel: Travel, transport: str
 ) -> None:
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+    url, keys = travel.url, travel.keys
     with travel_site(url, keys) as site:
         answers = await raw_answers(
             transport,
@@ -586,11 +591,8 @@ async def raw_answers(
     return answers
 
 
-async def test_T06_another_tenants_request_and_approval_ids_are_not_found(
-    databases: Databases, tmp_path: Path
-) -> None:
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+async def test_T06_another_tenants_request_and_approval_ids_are_not_found(travel: Travel) -> None:
+    url, keys = travel.url, travel.keys
     async with SqlStore(url) as store:
         keys["globex-approver"], _ = await store.create_api_key(
             tenant_id="globex", subject="gus", scopes=["charter:approve", "trips:read"]
@@ -899,10 +901,9 @@ MEGABYTE_FIELD = "A" * 1_000_000
 
 @pytest.mark.parametrize("transport", ["http", "mcp-http"])
 async def test_O03_a_validation_error_on_a_megabyte_field_is_small_and_echoes_nothing(
-    databases: Databases, tmp_path: Path, transport: str
+    travel: Travel, transport: str
 ) -> None:
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+    url, keys = travel.url, travel.keys
     request_id = rid()
     with travel_site(url, keys) as site:
         [answer, too_long] = await raw_answers(
@@ -934,13 +935,12 @@ async def test_O03_a_validation_error_on_a_megabyte_field_is_small_and_echoes_no
 
 @pytest.mark.parametrize("transport", ["http", "mcp-http"])
 async def test_O04_a_failure_is_not_stored_and_its_retry_gets_the_same_sanitised_error(
-    databases: Databases, tmp_path: Path, transport: str
+    travel: Travel, transport: str
 ) -> None:
     # Documented policy (docs/reliability.md, docs/ledger.md): a failed call rolls back and
     # stores nothing, so its request id stays free. Retried unchanged, it fails again with
     # the same answer, byte for byte, never marked as a replay; corrected, it runs.
-    url = databases.new()
-    keys = await prepare_travel(url, tmp_path / "keys.json")
+    url, keys = travel.url, travel.keys
     request_id = rid()
     missing = {"trip_id": "trp_nowhere01", "name": "Ghost", **controls(request_id)}
     with travel_site(url, keys) as site:

@@ -85,6 +85,14 @@ def test_make_run_serves_the_travel_example(clone: Path) -> None:
     assert (clone / "examples" / "travel" / "__main__.py").is_file()
 
 
+def test_make_test_and_ci_run_the_same_setup_script(clone: Path) -> None:
+    # One place installs what the suite needs (the venv, Chromium): a fresh clone's
+    # `make test` must not depend on having run `.ci/run` first.
+    assert any(line.endswith("scripts/setup") for line in make_dry_run(clone, "test"))
+    assert "\nscripts/setup\n" in (clone / ".ci" / "run").read_text()
+    assert os.access(clone / "scripts" / "setup", os.X_OK)
+
+
 def test_ci_and_pyproject_name_only_committed_files(clone: Path) -> None:
     ci = clone / ".ci" / "run"
     assert ci.is_file() and os.access(ci, os.X_OK)

@@ -290,17 +290,23 @@ async def test_bookings_refund_waits_for_an_approval_then_refunds_once_after_com
     assert isinstance(granted, ApprovalRecord) and granted.status == "approved"
     retried = {**args, **charter(requestId=rid, confirmed=True, approvalId=approval_id)}
     done = await travel.host.invoke("bookings.refund", retried, AGENT)
+    key = output(done)["provider_key"]
     assert output(done) == {
         "booking_id": "bkg_hotel001",
         "refunded_cents": 5_000,
-        "provider_key": f"refund:{rid}",
+        "provider_key": key,
     }
+    assert key.startswith("eff_")
     assert await travel.payments.refunds("bkg_hotel001") == 1
+    assert await travel.payments.calls(key) == 1
+    [effect] = await travel.host.effects.list(request_id=rid)
+    assert effect.key == key and effect.status == "delivered"
 
     replayed = await travel.host.invoke("bookings.refund", retried, AGENT)
     assert isinstance(replayed, Completed) and replayed.replayed is True
     assert replayed.output == output(done)
     assert await travel.payments.refunds("bkg_hotel001") == 1
+    assert await travel.payments.calls(key) == 1
     assert await refunded_cents(travel, "bkg_hotel001") == 5_000
 
 

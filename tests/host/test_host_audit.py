@@ -8,26 +8,17 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import WRITE_RISK
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolBinding,
-    ToolError,
-    define_tool,
-)
+from charter import ErrorCode, Principal, Registry, ToolBinding, ToolError, define_tool
 from charter.audit import AuditEvent, MemoryAuditSink
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed
 
 pytestmark = pytest.mark.anyio
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 USER = Principal(
     subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:read", "notes:write"})
 )

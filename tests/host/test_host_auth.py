@@ -11,28 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
 
-from charter import (
-    AccessCatalog,
-    Completed,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import AccessCatalog, Principal, Registry, ToolContext, define_tool
 from charter.audit import AuditEvent
 from charter.auth import AuthenticationFailed, Credentials, StaticAuthenticator
+from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
-
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-DESTRUCTIVE_RISK = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
 
 
 class Note(BaseModel):

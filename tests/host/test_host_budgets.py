@@ -10,25 +10,15 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import BaseModel
+from tests.builders import risk
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ConfigurationError,
-    ErrorCode,
-    Failed,
-    InFlight,
-    InteractionRequired,
-    Principal,
-    RateLimit,
-    Registry,
-    RiskPolicy,
-    define_tool,
-)
+from charter import ActionPolicy, InFlight, Principal, RateLimit, Registry, define_tool
 from charter._telemetry import RATE_LIMITED_METRIC
+from charter.errors import ConfigurationError, ErrorCode
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.ledger.budgets import bucket_key
+from charter.outcome import Completed, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 
@@ -62,9 +52,7 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
-REFUND_RISK = RiskPolicy(
-    destructive=False, reversible=False, dry_run_supported=False, side_effects=("refund",)
-)
+REFUND_RISK = risk("refund", reversible=False)
 
 
 def registry(

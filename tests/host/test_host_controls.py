@@ -8,28 +8,17 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
+from tests.builders import WRITE_RISK
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    HandlerActionPolicy,
-    InteractionRequired,
-    InvocationControls,
-    Principal,
-    RegisteredTool,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import Principal, RegisteredTool, Registry, ToolContext, define_tool
+from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed, InteractionRequired
+from charter.policy import ActionPolicy, HandlerActionPolicy, InvocationControls
 
 pytestmark = pytest.mark.anyio
 
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:write"}))
 
 

@@ -13,21 +13,12 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field, SecretStr
+from tests.builders import WRITE_RISK, risk, tiered_tool
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    RiskTier,
-    define_tool,
-)
+from charter import ActionPolicy, ErrorCode, Principal, Registry, RiskTier, define_tool
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 
@@ -64,19 +55,18 @@ class Bank:
             ("pay_big", RiskTier.SENSITIVE, "required"),
         )
         for name, tier, approval in tools:
+            policy = ActionPolicy(target_type="account", approval=approval)
+            irreversible = risk(reversible=False)
             registry.register(
-                define_tool(
-                    name=name,
-                    description="Pay out.",
-                    input_schema=Payout,
-                    output_schema=Sent,
-                    handler=pay,
-                    tier=tier,
-                    risk_policy=RiskPolicy(
-                        destructive=False, reversible=False, dry_run_supported=False
-                    ),
+                tiered_tool(
+                    name,
+                    tier,
+                    pay,
+                    Payout,
+                    Sent,
+                    risk_policy=irreversible,
                     required_scopes=["payouts:send"],
-                    action_policy=ActionPolicy(target_type="account", approval=approval),
+                    action_policy=policy,
                 )
             )
         self.host = Host(registry)
@@ -170,7 +160,7 @@ async def test_a_value_without_a_canonical_form_is_refused_before_the_ledger() -
             output_schema=Sent,
             handler=record,
             tier=RiskTier.WRITE,
-            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+            risk_policy=WRITE_RISK,
         )
     )
     store = MemoryStore()

@@ -6,19 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import risk
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter.errors import ErrorCode
 from charter.host import Host
+from charter.outcome import Completed, Failed
 
 pytestmark = pytest.mark.anyio
 
@@ -69,12 +62,7 @@ def build(**options: object) -> tuple[Host, list[str]]:
             output_schema=Found,
             handler=lookup,
             tier="write",
-            risk_policy=RiskPolicy(
-                destructive=False,
-                reversible=True,
-                dry_run_supported=False,
-                side_effects=("refund",),
-            ),
+            risk_policy=risk("refund"),
             required_scopes=["refunds:write"],
             action_policy=ActionPolicy(
                 target_type="voucher",

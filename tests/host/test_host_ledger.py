@@ -8,28 +8,17 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    RiskTier,
-    ToolContext,
-    ToolError,
-    define_tool,
-)
+from charter import Principal, Registry, RiskPolicy, RiskTier, ToolContext, define_tool
+from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed, InteractionRequired
+from charter.policy import ActionPolicy
 
 pytestmark = pytest.mark.anyio
 
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-DESTRUCTIVE_RISK = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
 WRITER = Principal(
     subject="user-1",
     tenant_id="tenant-a",

@@ -12,25 +12,17 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, JsonValue
+from tests.builders import tiered_tool
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    Principal,
-    Registry,
-    RiskPolicy,
-    RiskTier,
-    define_tool,
-)
+from charter import ErrorCode, Principal, Registry, RiskTier
 from charter._limits import PayloadLimits
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed
 
 pytestmark = pytest.mark.anyio
 
 PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset())
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class Payload(BaseModel):
@@ -52,19 +44,8 @@ class Kit:
             self.calls += 1
             return Ok(ok=True)
 
-        tools = (("store_data", RiskTier.WRITE, WRITE_RISK), ("read_data", RiskTier.READ, None))
-        for name, tier, risk in tools:
-            registry.register(
-                define_tool(
-                    name=name,
-                    description="Takes any JSON.",
-                    input_schema=Payload,
-                    output_schema=Ok,
-                    handler=handler,
-                    tier=tier,
-                    risk_policy=risk,
-                )
-            )
+        for name, tier in (("store_data", RiskTier.WRITE), ("read_data", RiskTier.READ)):
+            registry.register(tiered_tool(name, tier, handler, Payload, Ok))
         self.host = Host(registry, store=self.store, limits=limits)
 
     async def rejected(self, arguments: object, reason: str, tool: str = "store_data") -> Failed:

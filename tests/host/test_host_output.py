@@ -9,29 +9,20 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import WRITE_RISK, tiered_tool
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    InvocationControls,
-    Principal,
-    RegisteredTool,
-    Registry,
-    RiskPolicy,
-    RiskTier,
-    ToolContext,
-    ToolError,
-    define_tool,
-)
+from charter import Principal, RegisteredTool, Registry, ToolContext, define_tool
+from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed
+from charter.policy import InvocationControls
+from charter.risk import RiskTier
 
 pytestmark = pytest.mark.anyio
 
 CANARY = "CANARY-7f3c9b1e"
 DSN = f"postgresql://app:{CANARY}@db.internal:5432/prod"
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset())
 
 
@@ -75,23 +66,13 @@ def _registry() -> Registry:
     def sync_handler(ask: Ask) -> User:
         return _bad_output(ask.mode)  # type: ignore[no-any-return]
 
-    handlers: tuple[tuple[str, Any, RiskTier, RiskPolicy | None], ...] = (
-        ("get_user", async_handler, RiskTier.READ, None),
-        ("get_user_sync", sync_handler, RiskTier.READ, None),
-        ("save_user", async_handler, RiskTier.WRITE, WRITE_RISK),
+    handlers: tuple[tuple[str, Any, RiskTier], ...] = (
+        ("get_user", async_handler, RiskTier.READ),
+        ("get_user_sync", sync_handler, RiskTier.READ),
+        ("save_user", async_handler, RiskTier.WRITE),
     )
-    for name, handler, tier, risk in handlers:
-        registry.register(
-            define_tool(
-                name=name,
-                description="Returns a user.",
-                input_schema=Ask,
-                output_schema=User,
-                handler=handler,
-                tier=tier,
-                risk_policy=risk,
-            )
-        )
+    for name, handler, tier in handlers:
+        registry.register(tiered_tool(name, tier, handler, Ask, User))
     return registry
 
 
@@ -111,6 +92,17 @@ async def _no_leak(host: Host, outcome: object) -> Failed:
     return outcome
 
 
+async def _failed_call(
+    tool: str, mode: str, caplog: pytest.LogCaptureFixture
+) -> tuple[Failed, MemoryStore]:
+    """Call ``tool`` in ``mode`` on a new host, logging errors: its failure, and its store."""
+    store = MemoryStore()
+    host = Host(_registry(), store=store)
+    with caplog.at_level(logging.ERROR, logger="charter"):
+        outcome = await host.invoke(tool, _arguments(tool, mode), PRINCIPAL)
+    return await _no_leak(host, outcome), store
+
+
 @pytest.mark.parametrize("tool", ["get_user", "get_user_sync", "save_user"])
 @pytest.mark.parametrize(
     "mode", ["extra_field", "extra_attribute", "wrong_type", "missing_field", "not_a_model"]
@@ -118,11 +110,7 @@ async def _no_leak(host: Host, outcome: object) -> Failed:
 async def test_output_that_breaks_the_schema_is_invalid_output_and_never_shown(
     tool: str, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = MemoryStore()
-    host = Host(_registry(), store=store)
-    with caplog.at_level(logging.ERROR, logger="charter"):
-        outcome = await host.invoke(tool, _arguments(tool, mode), PRINCIPAL)
-    failed = await _no_leak(host, outcome)
+    failed, store = await _failed_call(tool, mode, caplog)
     assert failed.code is ErrorCode.INVALID_OUTPUT
     assert failed.retryable is False
     # The error id ties the caller's answer to the server's log, which names the problem
@@ -138,11 +126,7 @@ async def test_output_that_breaks_the_schema_is_invalid_output_and_never_shown(
 async def test_a_handler_exception_is_a_generic_provider_error_without_its_message(
     tool: str, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = MemoryStore()
-    host = Host(_registry(), store=store)
-    with caplog.at_level(logging.ERROR, logger="charter"):
-        outcome = await host.invoke(tool, _arguments(tool, mode), PRINCIPAL)
-    failed = await _no_leak(host, outcome)
+    failed, store = await _failed_call(tool, mode, caplog)
     assert failed.code is ErrorCode.PROVIDER_ERROR
     assert failed.reason == "unhandled_exception"
     assert "postgresql" not in failed.message and "SELECT" not in failed.message
@@ -260,21 +244,11 @@ def _after_commit_registry(ran: list[str]) -> Registry:
         ctx.wait_until(succeeding)
         return User(user_id="u1", name="Ada")
 
-    for name, tier, risk in (
-        ("notify_read", RiskTier.READ, None),
-        ("notify_write", RiskTier.WRITE, WRITE_RISK),
+    for name, tier in (
+        ("notify_read", RiskTier.READ),
+        ("notify_write", RiskTier.WRITE),
     ):
-        registry.register(
-            define_tool(
-                name=name,
-                description="Registers follow-up work.",
-                input_schema=Ask,
-                output_schema=User,
-                handler=handler,
-                tier=tier,
-                risk_policy=risk,
-            )
-        )
+        registry.register(tiered_tool(name, tier, handler, Ask, User))
     return registry
 
 

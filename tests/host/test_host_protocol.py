@@ -7,32 +7,17 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import destructive_risk, risk
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    Deferred,
-    Denied,
-    ErrorCode,
-    Failed,
-    Host,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import ActionPolicy, Host, Principal, Registry, ToolContext, define_tool
+from charter.errors import ErrorCode
 from charter.host import PreparedCall, derive_request_id
+from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 
-WRITE = RiskPolicy(
-    destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
-)
-DESTRUCTIVE = RiskPolicy(
-    destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
-)
+WRITE = risk("data-write")
+DESTRUCTIVE = destructive_risk("data-delete")
 ALICE = Principal(subject="alice", tenant_id="acme", scopes=frozenset({"notes:write"}))
 APPROVER = Principal(subject="ada", tenant_id="acme", scopes=frozenset({"charter:approve"}))
 

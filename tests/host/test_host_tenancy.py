@@ -8,24 +8,15 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import WRITE_RISK
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import ErrorCode, Principal, Registry, ToolContext, define_tool
 from charter.audit import AuditEvent
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.outcome import Completed, Failed
 
 pytestmark = pytest.mark.anyio
-
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class ForTenant(BaseModel):

@@ -10,24 +10,16 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
+from tests.builders import WRITE_RISK
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    define_tool,
-)
+from charter import ErrorCode, Principal, Registry, define_tool
 from charter._telemetry import DURATION_METRIC, INVOCATIONS_METRIC, UNKNOWN_TOOL
 from charter.host import CallOptions, Host
+from charter.outcome import Completed, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 
 PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"x:read"}))
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class In(BaseModel):

@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from charter import RateLimit
 from charter.http import create_app
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.serial]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -241,3 +241,82 @@ def test_a_revoked_grant_shows_every_decision_on_its_card(console: Live, page: P
     expect(history.get_by_role("listitem").nth(0)).to_contain_text("looks fine")
     expect(history.get_by_role("listitem").nth(1)).to_contain_text("Revoked by acme/ana")
     expect(history.get_by_role("listitem").nth(1)).to_contain_text("wrong card")
+
+
+def test_a_deep_link_opens_that_approval_after_signing_in_and_still_needs_an_approver(
+    console: Live, page: Page
+) -> None:
+    """``/console/#/approvals/{id}`` (the link notifications carry) opens that one card."""
+    with console.client("agent-token") as agent:
+        _, linked_id = ask(agent, "bookings.refund", {"booking_id": "bkg_7", "amount_cents": 500})
+        _, other_id = ask(agent, "trips.transfer", {"trip_id": "trp_7", "to_traveller": "tvl_9"})
+    # Not signed in: the link waits for the sign-in, then opens the card with focus on it.
+    page.goto(f"{console.url}/console/#/approvals/{linked_id}")
+    key = page.get_by_label("API key")
+    expect(key).to_be_focused()
+    key.fill("approver-token")
+    key.press("Enter")
+    card = page.locator(f"#approval-{linked_id}")
+    expect(card).to_be_visible()
+    expect(card).to_be_focused()
+    expect(card).to_contain_text("bkg_7")
+    expect(page.locator(f"#approval-{other_id}")).to_have_count(0)
+    expect(page.locator("#linked")).to_contain_text("opened from a link")
+    expect(page.get_by_label("Show")).to_be_disabled()
+
+    # Approving from the link is an approver's decision like any other.
+    card.get_by_role("button", name="Approve bookings.refund on bkg_7").click()
+    expect(page.locator("#toast")).to_contain_text("Approved bookings.refund on bkg_7")
+    expect(page.locator(f"#approval-{linked_id}")).to_contain_text("Approved by")
+
+    # The way back: every pending approval again.
+    page.get_by_role("link", name="Show all approvals").click()
+    expect(page.locator(f"#approval-{other_id}")).to_be_visible()
+    expect(page.locator(f"#approval-{linked_id}")).to_have_count(0)
+    expect(page.get_by_label("Show")).to_be_enabled()
+
+    # A link to another tenant's approval shows nothing of it, like a missing one.
+    with console.client("globex-token") as globex:
+        _, foreign_id = ask(globex, "bookings.refund", {"booking_id": "bkg_9", "amount_cents": 9})
+    for hidden in (foreign_id, "apr_missing"):
+        page.goto(f"{console.url}/console/#/approvals/{hidden}")
+        expect(page.locator("#approvals-error")).to_contain_text(f"no approval {hidden}")
+        expect(page.locator("#approvals .card")).to_have_count(0)
+
+
+def test_a_deep_link_shows_a_requester_its_card_without_the_buttons(
+    console: Live, page: Page
+) -> None:
+    with console.client("agent-token") as agent:
+        _, linked_id = ask(agent, "bookings.refund", {"booking_id": "bkg_8", "amount_cents": 700})
+    page.goto(f"{console.url}/console/#/approvals/{linked_id}")
+    key = page.get_by_label("API key")
+    key.fill("agent-token")
+    key.press("Enter")
+    card = page.locator(f"#approval-{linked_id}")
+    expect(card).to_be_visible()
+    expect(card).to_contain_text("bkg_8")
+    # The requester's key is not an approver's: no way to decide from the link.
+    expect(card.get_by_role("button", name="Approve bookings.refund on bkg_8")).to_have_count(0)
+
+
+def test_the_tools_tab_lists_the_resources_and_prompts_the_key_may_use(
+    browser: Browser, page: Page
+) -> None:
+    from content_support import build_content_host
+
+    with serve(create_app(build_content_host(), mcp=False)) as url:
+        sign_in(page, url, "ada-token")
+        page.get_by_role("tab", name="Tools").click()
+        tools = page.get_by_role("tabpanel", name="Tools")
+        expect(tools).to_contain_text("trip://{trip_id}")
+        expect(tools).to_contain_text("trips.summary")
+        expect(tools).to_contain_text("handbook://travel")
+        expect(tools).not_to_contain_text("audit://export")  # admin only
+        page.get_by_role("searchbox", name="Search").fill("summary")
+        expect(tools).not_to_contain_text("handbook://travel")
+        page.get_by_role("button", name="Sign out").click()
+        sign_in(page, url, "newt-token")
+        page.get_by_role("tab", name="Tools").click()
+        expect(tools).not_to_contain_text("trip://{trip_id}")
+        expect(tools).to_contain_text("handbook://travel")

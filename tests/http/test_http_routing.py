@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from http_support import Lab, build_host, serve
+
+from charter.http import create_app
 
 PROBLEM = "application/problem+json"
 
@@ -57,3 +60,15 @@ def test_the_routes_still_serve_their_own_methods(agent: httpx.Client) -> None:
     unknown = agent.get("/v1/tools/catalog.ping:list")
     assert unknown.status_code == 404
     assert unknown.json()["reason"] == "route_not_found"
+
+
+def test_the_mcp_endpoint_answers_other_methods_with_405_and_rest_paths_are_unchanged() -> None:
+    # /mcp is matched before the REST routes (an MCP request skips them): a method it
+    # does not take is still its own 405, and the REST routes answer as before.
+    with serve(create_app(build_host(Lab()))) as url:
+        with httpx.Client(base_url=url, headers={"Authorization": "Bearer agent-token"}) as c:
+            response = c.request("PUT", "/mcp")
+            assert response.status_code == 405
+            assert allowed(response) == {"GET", "HEAD", "POST", "DELETE"}
+            assert c.get("/v1/tools").status_code == 200
+            assert c.request("PUT", "/v1/tools/catalog.ping:call").status_code == 405

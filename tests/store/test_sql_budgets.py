@@ -9,15 +9,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from charter import (
-    Completed,
-    ErrorCode,
-    Failed,
-    Principal,
-    RateLimit,
-    Registry,
-    define_tool,
-)
+from charter import Completed, ErrorCode, Failed, Principal, RateLimit, Registry, define_tool
 from charter.host import Host
 from charter.ledger.budgets import Bucket, BudgetStore
 from charter.store import SqlStore

@@ -7,26 +7,36 @@ the transaction; PostgreSQL's meet inside it, so their statements race for the s
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 import pytest
 import sqlalchemy as sa
 from anyio import wait_all_tasks_blocked
+from tests.store.store_records import (
+    NOW,
+    all_at_once,
+    approval,
+    audit_event,
+    claim_record,
+    completed,
+    decide,
+    entry,
+    holding,
+    holding_the_lock,
+)
 
-from charter.audit import AuditEvent
 from charter.errors import StoreBusy
-from charter.ledger import ApprovalRecord, ClaimRecord, DeferredRecord, LedgerEntry
+from charter.ledger import ApprovalRecord, DeferredRecord, LedgerEntry
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 CALLERS = 64
 ITERATIONS = 3
 """Bursts per concurrency test (the reliability battery loops 20 times)."""
@@ -37,25 +47,6 @@ side_effects = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("request_id", sa.Text, nullable=False),
 )
-
-
-def entry(request_id: str | None = None, **overrides: Any) -> LedgerEntry:
-    values: dict[str, Any] = {
-        "tenant_id": "acme",
-        "principal_id": "alice",
-        "request_id": request_id or str(uuid.uuid4()),
-        "tool": "create_note",
-        "capability_id": "notes.create",
-        "capability_version": "1",
-        "target": None,
-        "fingerprint": "sha256:aaa",
-        "status": "in_progress",
-        "invocation_id": uuid.uuid4().hex,
-        "created_at": NOW,
-        "expires_at": NOW + timedelta(hours=1),
-    }
-    values.update(overrides)
-    return LedgerEntry(**values)
 
 
 async def create_side_effects(store: SqlStore) -> None:
@@ -82,28 +73,21 @@ async def burst(
     Given several stores (on one database), the callers take turns among them.
     """
     stores = store if isinstance(store, list) else [store]
-    results: list[object] = []
-    go = anyio.Event()
+    turns = itertools.count()
     begun = 0
     all_begun = anyio.Event()
 
-    async def caller(store: SqlStore) -> None:
+    async def caller() -> object:
         nonlocal begun
-        await go.wait()
-        async with store.transaction(wait=wait) as tx:
+        async with stores[next(turns) % len(stores)].transaction(wait=wait) as tx:
             if backend == "postgres":
                 begun += 1
                 if begun == CALLERS:
                     all_begun.set()
                 await all_begun.wait()
-            results.append(await work(tx))
+            return await work(tx)
 
-    with anyio.fail_after(60):
-        async with anyio.create_task_group() as tg:
-            for index in range(CALLERS):
-                tg.start_soon(caller, stores[index % len(stores)])
-            go.set()
-    return results
+    return await all_at_once(caller, CALLERS)
 
 
 # -- BEGIN IMMEDIATE ------------------------------------------------------------------------
@@ -120,45 +104,13 @@ async def test_every_sqlite_write_transaction_begins_immediate(
         "before_cursor_execute",
         lambda conn, cursor, statement, *rest: statements.append(statement),
     )
-    approval = ApprovalRecord(
-        id="apr_1",
-        tenant_id="acme",
-        requester_id="alice",
-        request_id="r",
-        tool="t",
-        capability_id="c",
-        capability_version="1",
-        target=None,
-        fingerprint="f",
-        arguments={},
-        risk="destructive",
-        created_at=NOW,
-        expires_at=NOW + timedelta(hours=1),
-    )
+    pending = approval()
     writes: list[Callable[[], Awaitable[object]]] = [
-        lambda: sql_store.insert_approval(approval),
-        lambda: sql_store.decide_approval(
-            "apr_1",
-            expected=("pending",),
-            status="approved",
-            decided_by="b",
-            reason=None,
-            at=NOW,
-            history=(),
-        ),
+        lambda: sql_store.insert_approval(pending),
+        lambda: decide(sql_store, pending.id, "approved"),
         lambda: sql_store.settle_deferred("inv", "{}", NOW),
         lambda: sql_store.prune(NOW),
-        lambda: sql_store.record(
-            AuditEvent(
-                id="aud_1",
-                time=NOW,
-                subject=None,
-                principal_tenant=None,
-                tenant=None,
-                tool="t",
-                outcome="completed",
-            )
-        ),
+        lambda: sql_store.record(audit_event(subject=None, principal_tenant=None, tenant=None)),
         lambda: sql_store.create_api_key(tenant_id="acme", subject="bot", scopes=[]),
         lambda: sql_store.revoke_api_key("0123456789abcdef"),
     ]
@@ -240,32 +192,17 @@ async def test_writers_of_one_sqlite_store_take_the_write_lock_in_arrival_order(
 
 
 async def test_a_transaction_that_cannot_get_the_lock_within_wait_raises_store_busy(
-    make_sql_store: SqlStoreFactory,
+    sql_store: SqlStore,
 ) -> None:
-    store = await make_sql_store()
     record = entry()
-    holding = anyio.Event()
-    release = anyio.Event()
-
-    async def holder() -> None:
-        async with store.transaction(wait=5) as tx:
-            assert await tx.claim(record, NOW) is None
-            holding.set()
-            await release.wait()
-            await tx.complete(record.model_copy(update={"status": "completed", "outcome": "{}"}))
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(holder)
-            await holding.wait()
-            started = anyio.current_time()
-            with pytest.raises(StoreBusy):
-                # SQLite fails at BEGIN IMMEDIATE; PostgreSQL in the claim's INSERT (55P03).
-                async with store.transaction(wait=0.2) as tx:
-                    await tx.claim(record, NOW)
-            assert anyio.current_time() - started < 5
-            release.set()
-    async with store.transaction(wait=5) as tx:
+    async with holding_the_lock(sql_store, record):
+        started = anyio.current_time()
+        with pytest.raises(StoreBusy):
+            # SQLite fails at BEGIN IMMEDIATE; PostgreSQL in the claim's INSERT (55P03).
+            async with sql_store.transaction(wait=0.2) as tx:
+                await tx.claim(record, NOW)
+        assert anyio.current_time() - started < 5
+    async with sql_store.transaction(wait=5) as tx:
         existing = await tx.claim(record, NOW)
     assert existing is not None and existing.status == "completed"
 
@@ -274,49 +211,17 @@ async def test_a_write_outside_the_gate_waits_busy_timeout_then_raises_store_bus
     make_sql_store: SqlStoreFactory, store_backend: str
 ) -> None:
     store = await make_sql_store(busy_timeout=0.2)
-    approval = ApprovalRecord(
-        id="apr_busy",
-        tenant_id="acme",
-        requester_id="alice",
-        request_id="r",
-        tool="t",
-        capability_id="c",
-        capability_version="1",
-        target=None,
-        fingerprint="f",
-        arguments={},
-        risk="destructive",
-        created_at=NOW,
-        expires_at=NOW + timedelta(hours=1),
-    )
-    await store.insert_approval(approval)
-    holding = anyio.Event()
-    release = anyio.Event()
+    await store.insert_approval(approval(id="apr_busy"))
 
-    async def holder() -> None:
-        async with store.transaction(wait=5) as tx:
-            # Locks the approval's row on PostgreSQL, the database on SQLite.
-            await tx.connection.execute(
-                sa.text("UPDATE charter_approvals SET status = 'approved' WHERE id = 'apr_busy'")
-            )
-            holding.set()
-            await release.wait()
+    async def lock_the_approval(tx: Any) -> None:
+        # Locks the approval's row on PostgreSQL, the database on SQLite.
+        await tx.connection.execute(
+            sa.text("UPDATE charter_approvals SET status = 'approved' WHERE id = 'apr_busy'")
+        )
 
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(holder)
-            await holding.wait()
-            with pytest.raises(StoreBusy):
-                await store.decide_approval(
-                    "apr_busy",
-                    expected=("pending", "approved"),
-                    status="denied",
-                    decided_by="bob",
-                    reason=None,
-                    at=NOW,
-                    history=(),
-                )
-            release.set()
+    async with holding(store, lock_the_approval):
+        with pytest.raises(StoreBusy):
+            await decide(store, "apr_busy", "denied", expected=("pending", "approved"))
 
 
 # -- compare-and-set under concurrency --------------------------------------------------------
@@ -327,39 +232,17 @@ async def test_64_concurrent_consumers_of_one_approval_see_exactly_one_true(
 ) -> None:
     store = await make_sql_store(pool_size=CALLERS)
     for _ in range(ITERATIONS):
-        approval = ApprovalRecord(
-            id="apr_" + uuid.uuid4().hex,
-            tenant_id="acme",
-            requester_id="alice",
-            request_id=str(uuid.uuid4()),
-            tool="t",
-            capability_id="c",
-            capability_version="1",
-            target=None,
-            fingerprint="f",
-            arguments={},
-            risk="destructive",
-            created_at=NOW,
-            expires_at=NOW + timedelta(hours=1),
-        )
-        await store.insert_approval(approval)
-        assert await store.decide_approval(
-            approval.id,
-            expected=("pending",),
-            status="approved",
-            decided_by="b",
-            reason=None,
-            at=NOW,
-            history=(),
-        )
+        granted = approval()
+        await store.insert_approval(granted)
+        assert await decide(store, granted.id, "approved")
 
-        async def consume(tx: Any, approval_id: str = approval.id) -> object:
+        async def consume(tx: Any, approval_id: str = granted.id) -> object:
             return await tx.consume_approval(approval_id, uuid.uuid4().hex, NOW)
 
         results = await burst(store, store_backend, consume)
         assert results.count(True) == 1
         assert results.count(False) == CALLERS - 1
-        stored = await store.get_approval(approval.id)
+        stored = await store.get_approval(granted.id)
         assert stored is not None and stored.status == "consumed"
 
 
@@ -371,10 +254,10 @@ async def test_64_concurrent_claims_of_one_key_give_one_winner_and_63_committed_
         request_id = str(uuid.uuid4())
 
         async def claim(tx: Any, request_id: str = request_id) -> LedgerEntry | None:
-            mine = entry(request_id)
+            mine = entry(request_id=request_id)
             existing = await tx.claim(mine, NOW)
             if existing is None:
-                await tx.complete(mine.model_copy(update={"status": "completed", "outcome": "{}"}))
+                await tx.complete(completed(mine))
             return existing  # type: ignore[no-any-return]
 
         results = await burst(store, store_backend, claim)
@@ -399,27 +282,8 @@ async def test_an_exception_rolls_back_the_claim_the_handlers_writes_and_the_aud
         async with sql_store.transaction(wait=5) as tx:
             assert await tx.claim(record, NOW) is None
             await tx.connection.execute(sa.insert(side_effects).values(request_id="x"))
-            await tx.insert_claim(
-                ClaimRecord(
-                    tenant_id="acme",
-                    principal_id="alice",
-                    request_id=record.request_id,
-                    capability_id="c",
-                    fingerprint="f",
-                    created_at=NOW,
-                )
-            )
-            await tx.record_audit(
-                AuditEvent(
-                    id="aud_lost",
-                    time=NOW,
-                    subject="alice",
-                    principal_tenant="acme",
-                    tenant="acme",
-                    tool="t",
-                    outcome="completed",
-                )
-            )
+            await tx.insert_claim(claim_record(record))
+            await tx.record_audit(audit_event(id="aud_lost"))
             raise RuntimeError("handler failed")
     assert await sql_store.get_entry("acme", "alice", record.request_id) is None
     assert await count_side_effects(sql_store) == 0
@@ -468,51 +332,20 @@ async def test_a_caller_cancelled_while_it_waits_for_the_lock_stops_when_the_wai
 ) -> None:
     store = await make_sql_store()
     record = entry()
-    holding = anyio.Event()
-    release = anyio.Event()
-
-    async def holder() -> None:
-        async with store.transaction(wait=5) as tx:
-            assert await tx.claim(record, NOW) is None
-            holding.set()
-            await release.wait()
-            await tx.complete(record.model_copy(update={"status": "completed", "outcome": "{}"}))
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(holder)
-            await holding.wait()
-            started = anyio.current_time()
-            with anyio.move_on_after(0.1) as scope:
-                # Waits at BEGIN IMMEDIATE (SQLite) or in the claim's INSERT (PostgreSQL);
-                # a statement in flight is never interrupted, so the cancellation lands
-                # when the lock wait gives up, and the connection goes back clean.
-                async with store.transaction(wait=1) as tx:
-                    await tx.claim(record, NOW)
-            assert scope.cancelled_caught
-            assert anyio.current_time() - started < 10
-            release.set()
+    async with holding_the_lock(store, record):
+        started = anyio.current_time()
+        with anyio.move_on_after(0.1) as scope:
+            # Waits at BEGIN IMMEDIATE (SQLite) or in the claim's INSERT (PostgreSQL);
+            # a statement in flight is never interrupted, so the cancellation lands
+            # when the lock wait gives up, and the connection goes back clean.
+            async with store.transaction(wait=1) as tx:
+                await tx.claim(record, NOW)
+        assert scope.cancelled_caught
+        assert anyio.current_time() - started < 10
     async with store.transaction(wait=5) as tx:
         existing = await tx.claim(record, NOW)
     assert existing is not None and existing.status == "completed"
     assert await store.get_entry("acme", "alice", record.request_id) == existing
-
-
-async def gather(store: SqlStore, work: Callable[[], Awaitable[object]]) -> list[object]:
-    """Run ``work()`` ``CALLERS`` times at once (store methods open their own transactions)."""
-    results: list[object] = []
-    go = anyio.Event()
-
-    async def caller() -> None:
-        await go.wait()
-        results.append(await work())
-
-    with anyio.fail_after(60):
-        async with anyio.create_task_group() as tg:
-            for _ in range(CALLERS):
-                tg.start_soon(caller)
-            go.set()
-    return results
 
 
 async def test_64_concurrent_approval_requests_for_one_request_make_one_approval(
@@ -522,25 +355,9 @@ async def test_64_concurrent_approval_requests_for_one_request_make_one_approval
     request_id = str(uuid.uuid4())
 
     async def request() -> object:
-        return await store.insert_approval(
-            ApprovalRecord(
-                id="apr_" + uuid.uuid4().hex,
-                tenant_id="acme",
-                requester_id="alice",
-                request_id=request_id,
-                tool="t",
-                capability_id="c",
-                capability_version="1",
-                target=None,
-                fingerprint="f",
-                arguments={},
-                risk="destructive",
-                created_at=NOW,
-                expires_at=NOW + timedelta(hours=1),
-            )
-        )
+        return await store.insert_approval(approval(request_id=request_id))
 
-    results = await gather(store, request)
+    results = await all_at_once(request, CALLERS)
     assert len({r.id for r in results if isinstance(r, ApprovalRecord)}) == 1
     assert len(await store.list_approvals("acme", None, 100)) == 1
 
@@ -563,8 +380,8 @@ async def test_64_concurrent_settlements_of_one_deferred_call_settle_it_once(
             )
         )
         await tx.complete(record.model_copy(update={"status": "deferred", "outcome": "{}"}))
-    results = await gather(
-        store, lambda: store.settle_deferred(record.invocation_id, '{"n":1}', NOW)
+    results = await all_at_once(
+        lambda: store.settle_deferred(record.invocation_id, '{"n":1}', NOW), CALLERS
     )
     assert results.count(True) == 1
     assert results.count(False) == CALLERS - 1

@@ -11,33 +11,25 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
+from tests.builders import DESTRUCTIVE_RISK, tiered_tool
+from tests.store.store_records import all_at_once
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    Deferred,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    ToolError,
-    define_tool,
-)
+from charter import ActionPolicy, Principal, Registry, ToolContext
+from charter.errors import ErrorCode, ToolError
 from charter.host import Host
+from charter.outcome import Completed, Deferred, Failed, InteractionRequired
 from charter.policy import CreatedTarget
+from charter.risk import RiskTier
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
+
+WRITE = RiskTier.WRITE
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 
 CALLERS = 64
 ITERATIONS = 3
-WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-DESTRUCTIVE = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
 ALICE = Principal(
     subject="alice", tenant_id="acme", scopes=frozenset({"notes:write", "notes:delete"})
 )
@@ -77,93 +69,61 @@ class App:
         self.fail_next = False
         self.winner_may_commit: anyio.Event | None = None
         self.registry = Registry()
-        self.registry.register(
-            define_tool(
-                name="create_note",
-                description="Create a note.",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.create_note,
-                tier="write",
-                risk_policy=WRITE,
-                required_scopes=["notes:write"],
-            )
+        delete_policy = ActionPolicy(
+            target_type="note",
+            command_target_field="note_id",
+            approval="required",
+            confirmation="required",
         )
-        self.registry.register(
-            define_tool(
-                name="delete_note",
-                description="Delete a note.",
-                input_schema=DeleteIn,
-                output_schema=Deleted,
-                handler=self.delete_note,
-                tier="destructive",
-                risk_policy=DESTRUCTIVE,
-                required_scopes=["notes:delete"],
-                action_policy=ActionPolicy(
-                    target_type="note",
-                    command_target_field="note_id",
-                    approval="required",
-                    confirmation="required",
+        import_policy = ActionPolicy(
+            target_type="note",
+            target_lifecycle="created",
+            created_target=CreatedTarget(
+                command_target_type="note-import-command", result_reference_type="note"
+            ),
+        )
+        archive_policy = ActionPolicy(target_type="note", command_target_field="note_id")
+        write = {"required_scopes": ["notes:write"]}
+        self.registry.register_all(
+            [
+                tiered_tool("create_note", WRITE, self.create_note, NoteIn, NoteOut, **write),
+                tiered_tool(
+                    "delete_note",
+                    RiskTier.DESTRUCTIVE,
+                    self.delete_note,
+                    DeleteIn,
+                    Deleted,
+                    risk_policy=DESTRUCTIVE_RISK,
+                    required_scopes=["notes:delete"],
+                    action_policy=delete_policy,
                 ),
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="slow_note",
-                description="Create a note, then run a statement that outlasts the timeout.",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.slow_note,
-                tier="write",
-                risk_policy=WRITE,
-                required_scopes=["notes:write"],
-                timeout=0.3,
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="archive_note",
-                description="Archive a note.",
-                input_schema=DeleteIn,
-                output_schema=Deleted,
-                handler=self.delete_note,
-                tier="write",
-                risk_policy=WRITE,
-                required_scopes=["notes:write"],
-                action_policy=ActionPolicy(target_type="note", command_target_field="note_id"),
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="import_note",
-                description="Create a note whose id the handler generates (created target).",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.import_note,
-                tier="write",
-                risk_policy=WRITE,
-                required_scopes=["notes:write"],
-                enforcement="handler",
-                action_policy=ActionPolicy(
-                    target_type="note",
-                    target_lifecycle="created",
-                    created_target=CreatedTarget(
-                        command_target_type="note-import-command", result_reference_type="note"
-                    ),
+                # Creates a note, then runs a statement that outlasts the timeout.
+                tiered_tool(
+                    "slow_note", WRITE, self.slow_note, NoteIn, NoteOut, timeout=0.3, **write
                 ),
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="export_notes",
-                description="Start an export that finishes later.",
-                input_schema=NoteIn,
-                output_schema=NoteOut,
-                handler=self.export_notes,
-                tier="write",
-                risk_policy=WRITE,
-                required_scopes=["notes:write"],
-            )
+                tiered_tool(
+                    "archive_note",
+                    WRITE,
+                    self.delete_note,
+                    DeleteIn,
+                    Deleted,
+                    action_policy=archive_policy,
+                    **write,
+                ),
+                # The handler generates the note's id (a created target).
+                tiered_tool(
+                    "import_note",
+                    WRITE,
+                    self.import_note,
+                    NoteIn,
+                    NoteOut,
+                    enforcement="handler",
+                    action_policy=import_policy,
+                    **write,
+                ),
+                # Starts an export that finishes later.
+                tiered_tool("export_notes", WRITE, self.export_notes, NoteIn, NoteOut, **write),
+            ]
         )
 
     async def create_note(self, note: NoteIn, ctx: ToolContext) -> NoteOut:
@@ -276,28 +236,29 @@ async def test_a_failing_handler_leaves_no_row_in_either_table_and_the_id_free(
 
 async def burst(host: Host, application: App, request_id: str) -> list[object]:
     """``CALLERS`` concurrent identical calls, released together."""
-    outcomes: list[object] = []
-    go = anyio.Event()
     entered = 0
     everyone_in = anyio.Event()
     # The winner holds its transaction open until every caller has called invoke, so the
     # others really race it (on PostgreSQL they wait on its uncommitted key).
     application.winner_may_commit = everyone_in
 
-    async def caller() -> None:
+    async def caller() -> object:
         nonlocal entered
-        await go.wait()
         entered += 1
         if entered == CALLERS:
             everyone_in.set()
-        outcomes.append(await host.invoke("create_note", call("once", request_id), ALICE))
+        return await host.invoke("create_note", call("once", request_id), ALICE)
 
-    with anyio.fail_after(120):
-        async with anyio.create_task_group() as tg:
-            for _ in range(CALLERS):
-                tg.start_soon(caller)
-            go.set()
-    return outcomes
+    return await all_at_once(caller, CALLERS, timeout=120)
+
+
+async def rolled_back_and_usable(store: SqlStore, host: Host, application: App) -> None:
+    """Neither the handler's row nor a ledger entry is left, and the next call completes."""
+    assert await rows(store, "app_notes") == 0
+    assert await rows(store, "charter_ledger_entries") == 0
+    done = await host.invoke("create_note", call("after", str(uuid.uuid4())), ALICE)
+    assert isinstance(done, Completed)
+    assert application.runs == 2
 
 
 async def test_a_handler_timed_out_mid_statement_rolls_back_and_the_store_stays_usable(
@@ -307,11 +268,7 @@ async def test_a_handler_timed_out_mid_statement_rolls_back_and_the_store_stays_
     request_id = str(uuid.uuid4())
     timed_out = await host.invoke("slow_note", call("slow", request_id), ALICE)
     assert isinstance(timed_out, Failed) and timed_out.code is ErrorCode.TIMEOUT
-    assert await rows(sql_store, "app_notes") == 0
-    assert await rows(sql_store, "charter_ledger_entries") == 0
-    done = await host.invoke("create_note", call("after", str(uuid.uuid4())), ALICE)
-    assert isinstance(done, Completed)
-    assert application.runs == 2
+    await rolled_back_and_usable(sql_store, host, application)
 
 
 async def test_a_call_cancelled_by_its_caller_mid_statement_rolls_back(
@@ -324,11 +281,7 @@ async def test_a_call_cancelled_by_its_caller_mid_statement_rolls_back(
         with anyio.move_on_after(0.2) as scope:
             await host.invoke("slow_note", call("slow", str(uuid.uuid4())), ALICE)
     assert scope.cancelled_caught
-    assert await rows(sql_store, "app_notes") == 0
-    assert await rows(sql_store, "charter_ledger_entries") == 0
-    done = await host.invoke("create_note", call("after", str(uuid.uuid4())), ALICE)
-    assert isinstance(done, Completed)
-    assert application.runs == 2
+    await rolled_back_and_usable(sql_store, host, application)
 
 
 async def test_64_concurrent_callers_with_one_request_id_make_one_effect_and_no_errors(

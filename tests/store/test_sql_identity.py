@@ -14,21 +14,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
+from tests.builders import destructive_risk
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    ErrorCode,
-    Failed,
-    InteractionRequired,
-    Principal,
-    Registry,
-    RiskPolicy,
-    ToolContext,
-    define_tool,
-)
+from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import ApprovalRecord
+from charter.outcome import Completed, Failed, InteractionRequired
 from charter.store import SqlStore
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
@@ -77,12 +69,7 @@ def build(store: Any, **options: Any) -> tuple[Host, list[dict[str, Any]]]:
             output_schema=Paid,
             handler=pay,
             tier="destructive",
-            risk_policy=RiskPolicy(
-                destructive=True,
-                reversible=False,
-                dry_run_supported=False,
-                side_effects=("payment",),
-            ),
+            risk_policy=destructive_risk("payment"),
             required_scopes=["payouts:send"],
             delegable=True,
             tenant_field="tenant_id",

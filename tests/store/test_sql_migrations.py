@@ -28,6 +28,7 @@ CHARTER_TABLES = {
     "charter_budgets",
     "charter_claims",
     "charter_deferred",
+    "charter_effects",
     "charter_ledger_entries",
     "charter_secrets",
 }

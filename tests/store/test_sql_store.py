@@ -7,75 +7,19 @@ transaction lock) is the store contract, run on ``SqlStore`` and ``MemoryStore``
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from tests.store.conftest import POSTGRES_URL
+from tests.store.store_records import NOW, approval, audit_event, claim_record, decide, entry
 
-from charter.audit import AuditEvent
 from charter.errors import ConfigurationError, ErrorCode
-from charter.ledger import ApprovalRecord, ClaimRecord, LedgerEntry
+from charter.ledger import LedgerEntry
 from charter.store import SqlStore, StoreError, UnstorableValue, sqlite_url
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-
-
-def entry(**overrides: Any) -> LedgerEntry:
-    values: dict[str, Any] = {
-        "tenant_id": "acme",
-        "principal_id": "alice",
-        "request_id": str(uuid.uuid4()),
-        "tool": "create_note",
-        "capability_id": "notes.create",
-        "capability_version": "1",
-        "target": "note:1",
-        "fingerprint": "sha256:aaa",
-        "status": "in_progress",
-        "invocation_id": uuid.uuid4().hex,
-        "created_at": NOW,
-        "expires_at": NOW + timedelta(hours=24),
-    }
-    values.update(overrides)
-    return LedgerEntry(**values)
-
-
-def approval(**overrides: Any) -> ApprovalRecord:
-    values: dict[str, Any] = {
-        "id": "apr_" + uuid.uuid4().hex,
-        "tenant_id": "acme",
-        "requester_id": "alice",
-        "request_id": str(uuid.uuid4()),
-        "tool": "delete_note",
-        "capability_id": "notes.delete",
-        "capability_version": "1",
-        "target": "note:1",
-        "fingerprint": "sha256:bbb",
-        "arguments": {"note_id": "1", "nested": {"list": [1, 2.5, None, True]}, "é": "ü"},
-        "risk": "destructive",
-        "created_at": NOW,
-        "expires_at": NOW + timedelta(hours=1),
-    }
-    values.update(overrides)
-    return ApprovalRecord(**values)
-
-
-def audit_event(**overrides: Any) -> AuditEvent:
-    values: dict[str, Any] = {
-        "id": "aud_" + uuid.uuid4().hex,
-        "time": NOW,
-        "subject": "alice",
-        "principal_tenant": "acme",
-        "tenant": "acme",
-        "tool": "create_note",
-        "outcome": "completed",
-    }
-    values.update(overrides)
-    return AuditEvent(**values)
 
 
 async def claim_and_complete(store: SqlStore, record: LedgerEntry, outcome: str = "{}") -> None:
@@ -144,16 +88,7 @@ async def test_the_transaction_stays_usable_after_a_refused_value(sql_store: Sql
     record = entry()
     async with sql_store.transaction(wait=5) as tx:
         assert await tx.claim(record, NOW) is None
-        await tx.insert_claim(
-            ClaimRecord(
-                tenant_id="acme",
-                principal_id="alice",
-                request_id=record.request_id,
-                capability_id="c",
-                fingerprint="f",
-                created_at=NOW,
-            )
-        )
+        await tx.insert_claim(claim_record(record))
         with pytest.raises(UnstorableValue):
             await tx.record_claim_result("acme", "alice", record.request_id, "note:\x00")
         await tx.record_claim_result("acme", "alice", record.request_id, "note:1")
@@ -238,30 +173,13 @@ async def test_prune_commits_each_batch_in_a_short_transaction_of_its_own(
         record = entry(expires_at=past)
         async with sql_store.transaction(wait=5) as tx:
             assert await tx.claim(record, NOW) is None
-            await tx.insert_claim(
-                ClaimRecord(
-                    tenant_id="acme",
-                    principal_id="alice",
-                    request_id=record.request_id,
-                    capability_id="c",
-                    fingerprint="f",
-                    result_reference="note:1",
-                    created_at=past,
-                )
-            )
+            claim = claim_record(record, result_reference="note:1", created_at=past)
+            await tx.insert_claim(claim)
             await tx.complete(record.model_copy(update={"status": "completed", "outcome": "{}"}))
     for _ in range(3):
         denied = approval(expires_at=past)
         await sql_store.insert_approval(denied)
-        assert await sql_store.decide_approval(
-            denied.id,
-            expected=("pending",),
-            status="denied",
-            decided_by="bob",
-            reason=None,
-            at=past,
-            history=(),
-        )
+        assert await decide(sql_store, denied.id, "denied", at=past)
     commits: list[None] = []
     sa.event.listen(sql_store.engine.sync_engine, "commit", lambda conn: commits.append(None))
 
@@ -300,6 +218,7 @@ async def test_opening_twice_is_refused(sql_store: SqlStore) -> None:
         await sql_store.open()
 
 
+@pytest.mark.serial
 async def test_a_pooled_connection_the_server_closed_is_replaced_before_it_is_used(
     make_sql_store: Any, store_backend: str
 ) -> None:

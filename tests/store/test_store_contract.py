@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from tests.store.conftest import postgres_schema, require_postgres
 
-from charter.ledger import ApprovalDecision, ApprovalStatus, LedgerEntry, LedgerStore
+from charter.ledger import LedgerEntry, LedgerStore
 from charter.ledger.memory import MemoryStore, _MemoryTransaction
 from charter.store import SqlStore, sqlite_url
 from charter.testing import STORE_CHECKS, StoreCheck, check_store_contract
@@ -138,26 +138,9 @@ class SettlesWhateverHoldsTheKey(MemoryStore):
 class DecidesWithoutComparing(MemoryStore):
     """``decide_approval`` overwrites any status: a blind set, not a compare-and-set."""
 
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        return await super().decide_approval(
-            approval_id,
-            expected=("pending", "approved", "denied", "consumed"),  # the defect
-            status=status,
-            decided_by=decided_by,
-            reason=reason,
-            at=at,
-            history=history,
-        )
+    async def decide_approval(self, approval_id: str, **change: Any) -> bool:
+        change["expected"] = ("pending", "approved", "denied", "consumed")  # the defect
+        return await super().decide_approval(approval_id, **change)
 
 
 class PrunesOpenApprovals(MemoryStore):

@@ -15,6 +15,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from charter.cli.approvals import approvals_app
 from charter.cli.diff import diff, lock
+from charter.cli.effects import effects_app, worker
 from charter.cli.limits import limits
 from charter.cli.serve import serve
 from charter.cli.store import db_app, keys_app
@@ -38,6 +39,8 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(keys_app, name="keys")
 app.add_typer(db_app, name="db")
 app.command("limits")(limits)
+app.command("worker")(worker)
+app.add_typer(effects_app, name="effects")
 app.command("diff")(diff)
 app.command("lock")(lock)
 

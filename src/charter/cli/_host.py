@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from charter._target import import_target, required_parameters
 from charter.auth import Credentials, Principal
@@ -27,6 +27,7 @@ from charter.cli._common import (
 )
 from charter.errors import ConfigurationError
 from charter.host import Host
+from charter.notify import Notifier
 from charter.registry import Registry
 
 if TYPE_CHECKING:
@@ -60,8 +61,18 @@ class OpenedHost:
     """The running gateway of ``--upstreams``, if any."""
 
 
-async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedHost:
+async def open_host(
+    spec: str,
+    db: str | None,
+    stack: AsyncExitStack,
+    *,
+    notifiers: Sequence[Notifier] = (),
+    console_url: str | None = None,
+) -> OpenedHost:
     """Import TARGET and turn it into a host, opening the store at ``db`` if it needs one.
+
+    ``notifiers`` and ``console_url`` go to the host built for a registry; a TARGET that
+    is a host (or makes one) takes them as ``Host(notifiers=, console_url=)`` itself.
 
     Raises:
         ConfigurationError: TARGET is malformed, is not a host, registry or factory, or
@@ -71,21 +82,29 @@ async def open_host(spec: str, db: str | None, stack: AsyncExitStack) -> OpenedH
     """
     target = import_target(spec)
     if isinstance(target, Host):
+        _no_notify_options(spec, notifiers, console_url)
         if db is not None:
             error_console().print(
                 f"note: --db is not used: {spec} is a Host with its own store", highlight=False
             )
         return OpenedHost(host=target, store=None, db_url=None)
-    return await _open_target(spec, target, db, stack)
+    return await _open_target(spec, target, db, stack, notifiers=notifiers, console_url=console_url)
 
 
 async def open_served(
-    spec: str | None, upstreams: str | None, db: str | None, stack: AsyncExitStack
+    spec: str | None,
+    upstreams: str | None,
+    db: str | None,
+    stack: AsyncExitStack,
+    *,
+    notifiers: Sequence[Notifier] = (),
+    console_url: str | None = None,
 ) -> OpenedHost:
     """TARGET's host (or, without one, a host on the store), with the upstreams' tools.
 
     ``upstreams`` names a gateway file (``charter.gateway.load_config``); its tools are
     registered in the host's registry and stay in step until ``stack`` closes.
+    ``notifiers`` and ``console_url`` as for ``open_host``.
 
     Raises:
         ConfigurationError: TARGET or the upstreams file is not usable.
@@ -93,10 +112,11 @@ async def open_served(
     """
     if spec is None and upstreams is None:
         raise Unusable("give TARGET (module:attribute), --upstreams FILE, or both")
+    notify: dict[str, Any] = {"notifiers": notifiers, "console_url": console_url}
     if spec is not None:
-        opened = await open_host(spec, db, stack)
+        opened = await open_host(spec, db, stack, **notify)
     else:
-        opened = await _open_target("--upstreams", Registry(), db, stack)
+        opened = await _open_target("--upstreams", Registry(), db, stack, **notify)
     if upstreams is not None:
         from charter.gateway import Gateway, load_config
 
@@ -108,7 +128,13 @@ async def open_served(
 
 
 async def _open_target(
-    spec: str, target: object, db: str | None, stack: AsyncExitStack
+    spec: str,
+    target: object,
+    db: str | None,
+    stack: AsyncExitStack,
+    *,
+    notifiers: Sequence[Notifier],
+    console_url: str | None,
 ) -> OpenedHost:
     url = resolve_db(db)
     opened: list[SqlStore] = []
@@ -128,6 +154,7 @@ async def _open_target(
         )
     if isinstance(built, Host):
         stack.push_async_callback(built.aclose)
+        _no_notify_options(spec, notifiers, console_url)
         return OpenedHost(host=built, store=opened[0] if opened else None, db_url=url)
     if not isinstance(built, Registry):
         raise ConfigurationError(
@@ -136,9 +163,23 @@ async def _open_target(
     from charter.store import ApiKeyAuthenticator
 
     sql = await store()
-    host = Host(built, store=sql, authenticator=ApiKeyAuthenticator(sql))
+    host = Host(
+        built,
+        store=sql,
+        authenticator=ApiKeyAuthenticator(sql),
+        notifiers=notifiers,
+        console_url=console_url,
+    )
     stack.push_async_callback(host.aclose)
     return OpenedHost(host=host, store=sql, db_url=url)
+
+
+def _no_notify_options(spec: str, notifiers: Sequence[Notifier], console_url: str | None) -> None:
+    if notifiers or console_url is not None:
+        raise Unusable(
+            f"--notify and --public-url apply when TARGET is a Registry (or makes one); "
+            f"{spec} makes its own Host: pass Host(notifiers=..., console_url=...) there"
+        )
 
 
 async def _call_factory(

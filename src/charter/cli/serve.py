@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
@@ -29,6 +30,7 @@ from charter.cli._common import (
     unusable_input,
 )
 from charter.cli._host import OpenedHost, open_served, principal_for
+from charter.cli._notify_config import load_notifiers
 from charter.cli._serve_options import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEAD_TIMEOUT,
@@ -49,6 +51,7 @@ from charter.cli._serve_options import (
     RequestStateKeyOption,
     ServeLimits,
 )
+from charter.notify import Notifier
 
 if TYPE_CHECKING:
     import uvicorn
@@ -86,6 +89,28 @@ class _Http:
             idle_timeout=self.session_idle_timeout or None,
             max_sessions=self.max_sessions or None,
         )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Notifying:
+    """Where approval events go, as ``--notify`` and ``--public-url`` say."""
+
+    notifiers: list[Notifier]
+    console_url: str | None
+
+
+def _checked_public_url(url: str | None) -> str | None:
+    """``--public-url`` if it is an absolute http(s) URL.
+
+    Raises:
+        Unusable: it is not.
+    """
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise Unusable("--public-url must be an absolute http:// or https:// URL")
+    return url
 
 
 def serve(
@@ -135,6 +160,26 @@ def serve(
         ),
     ] = None,
     request_state_key: RequestStateKeyOption = None,
+    notify: Annotated[
+        str | None,
+        typer.Option(
+            "--notify",
+            envvar="CHARTER_NOTIFY",
+            help="A TOML file of approval notifiers ([[webhook]], [[slack]]); their secrets "
+            "come from the environment variables it names (docs/notifications.md).",
+            show_default=False,
+        ),
+    ] = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            envvar="CHARTER_PUBLIC_URL",
+            help="This server's public base URL; notifications link to the console card "
+            "under it (/console/#/approvals/{id}).",
+            show_default=False,
+        ),
+    ] = None,
     timeout_header: HeadTimeoutOption = DEFAULT_HEAD_TIMEOUT,
     timeout_body: BodyTimeoutOption = DEFAULT_BODY_TIMEOUT,
     timeout_keep_alive: KeepAliveTimeoutOption = DEFAULT_KEEP_ALIVE_TIMEOUT,
@@ -164,6 +209,10 @@ def serve(
         if principal_key is not None and not stdio:
             raise Unusable("--principal-key applies to --stdio; over HTTP each caller sends a key")
         keys = _checked_keys(request_state_key or [])
+        notifying = _Notifying(
+            notifiers=load_notifiers(notify) if notify is not None else [],
+            console_url=_checked_public_url(public_url),
+        )
         http = _Http(
             stateless=stateless,
             extra_hosts=allow_host or [],
@@ -182,9 +231,9 @@ def serve(
         )
         try:
             if stdio:
-                asyncio.run(_serve_stdio(target, upstreams, db, principal_key))
+                asyncio.run(_serve_stdio(target, upstreams, db, principal_key, notifying))
             else:
-                asyncio.run(_serve_http(target, upstreams, host, port, db, http))
+                asyncio.run(_serve_http(target, upstreams, host, port, db, http, notifying))
         except KeyboardInterrupt:
             # Ctrl+C: uvicorn finished its graceful shutdown and re-raised the signal so the
             # process stops; the store closed on the way out.
@@ -198,7 +247,13 @@ def serve(
 
 
 async def _serve_http(
-    target: str | None, upstreams: str | None, address: str, port: int, db: str | None, http: _Http
+    target: str | None,
+    upstreams: str | None,
+    address: str,
+    port: int,
+    db: str | None,
+    http: _Http,
+    notifying: _Notifying,
 ) -> None:
     import uvicorn
 
@@ -206,7 +261,14 @@ async def _serve_http(
     from charter.http import create_app
 
     async with AsyncExitStack() as stack:
-        opened = await open_served(target, upstreams, db, stack)
+        opened = await open_served(
+            target,
+            upstreams,
+            db,
+            stack,
+            notifiers=notifying.notifiers,
+            console_url=notifying.console_url,
+        )
         app = create_app(
             opened.host,
             mcp_stateless=http.stateless,
@@ -278,13 +340,24 @@ async def _request_state_keys(opened: OpenedHost, given: list[str]) -> list[byte
 
 
 async def _serve_stdio(
-    target: str | None, upstreams: str | None, db: str | None, key: str | None
+    target: str | None,
+    upstreams: str | None,
+    db: str | None,
+    key: str | None,
+    notifying: _Notifying,
 ) -> None:
     from charter.mcp import serve_stdio
 
     notes = error_console()  # stdout carries the protocol
     async with AsyncExitStack() as stack:
-        opened = await open_served(target, upstreams, db, stack)
+        opened = await open_served(
+            target,
+            upstreams,
+            db,
+            stack,
+            notifiers=notifying.notifiers,
+            console_url=notifying.console_url,
+        )
         try:
             principal = await principal_for(opened.host, key)
         except AuthenticationFailed as exc:

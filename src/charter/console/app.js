@@ -15,6 +15,7 @@ const state = {
   tools: [],
   lastUpdate: null,
   timer: null,
+  linked: null, // the approval id of a deep link (#/approvals/{id}), else null
 };
 
 const $ = (id) => document.getElementById(id);
@@ -187,7 +188,8 @@ async function signIn(key) {
       "Your key cannot approve; you see the approvals you requested.";
   }
   $("main").focus();
-  await refreshApprovals();
+  if (linkedApproval() !== null) await followLink();
+  else await refreshApprovals();
   await refreshUpstreams();
   schedule();
 }
@@ -233,19 +235,69 @@ $("sign-out").addEventListener("click", () => signOut(""));
 
 // -- approvals ------------------------------------------------------------------------------
 
+// -- deep links: #/approvals/{id} opens that card alone -------------------------------------
+
+function linkedApproval() {
+  const match = /^#\/approvals\/([^/?#]+)$/.exec(window.location.hash);
+  if (!match) return null;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return null;
+  }
+}
+
+async function followLink() {
+  state.linked = linkedApproval();
+  $("linked").hidden = state.linked === null;
+  $("approval-filter").disabled = state.linked !== null;
+  if (!state.key) return; // signing in opens it
+  selectTab($("tab-approvals"), false);
+  const shown = await refreshApprovals();
+  const card = state.linked && document.getElementById(cardId(state.linked));
+  if (shown && card) {
+    card.setAttribute("tabindex", "-1");
+    card.focus();
+  }
+}
+
+window.addEventListener("hashchange", followLink);
+
+async function fetchApprovals() {
+  if (state.linked === null) {
+    const data = await api(`approvals?status=${encodeURIComponent(state.filter)}&limit=200`);
+    return data.approvals;
+  }
+  try {
+    return [await api(`approvals/${encodeURIComponent(state.linked)}`)];
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) {
+      throw new Error(
+        `there is no approval ${state.linked} that your key may see (another tenant's, or ` +
+          "someone else's request while your key is not an approver)"
+      );
+    }
+    throw error;
+  }
+}
+
 async function refreshApprovals() {
   try {
-    const data = await api(`approvals?status=${encodeURIComponent(state.filter)}&limit=200`);
+    const list = await fetchApprovals();
     $("approvals-error").textContent = "";
-    renderApprovals(data.approvals);
+    renderApprovals(list);
     state.lastUpdate = new Date();
     $("live").classList.remove("stale");
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;
     $("live").classList.add("stale");
     $("approvals-error").textContent = `Could not load approvals: ${error.message}`;
+    if (state.linked !== null) renderApprovals([]);
+    updateLiveText();
+    return false;
   }
   updateLiveText();
+  return true;
 }
 
 function renderApprovals(list) {
@@ -279,7 +331,7 @@ function renderApprovals(list) {
     state.seen.add(approval.id);
   });
   container.querySelectorAll(".empty").forEach((el) => el.remove());
-  if (list.length === 0 && !container.querySelector(".card")) {
+  if (list.length === 0 && state.linked === null && !container.querySelector(".card")) {
     container.append(
       state.filter === "pending"
         ? emptyState(
@@ -290,7 +342,7 @@ function renderApprovals(list) {
     );
   }
   const pending = list.filter((a) => a.status === "pending").length;
-  if (state.filter === "pending") setPendingCount(pending);
+  if (state.filter === "pending" && state.linked === null) setPendingCount(pending);
   if (fresh.length === 1) {
     const a = fresh[0];
     announce(`New approval request: ${a.tool}${a.target ? ` on ${a.target}` : ""}, ${a.risk} risk.`);
@@ -506,9 +558,14 @@ $("approval-filter").addEventListener("change", (event) => {
 
 async function refreshActivity() {
   try {
-    const data = await api("audit?limit=100");
+    // The effect outbox beside the calls: a call whose refund or email is still pending,
+    // retrying or dead shows it on its row. A server without effects answers an empty list.
+    const [data, outbox] = await Promise.all([
+      api("audit?limit=100"),
+      api("effects?limit=500").catch(() => ({ effects: [] })),
+    ]);
     $("activity-error").textContent = "";
-    renderActivity(data.events);
+    renderActivity(data.events, effectsByRequest(outbox.effects));
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
       $("activity-error").textContent = `Could not load activity: ${error.message}`;
@@ -528,7 +585,51 @@ function outcomeBadge(outcome) {
   return h("span", { class: `badge ${map[outcome] || "badge-tier"}`, text });
 }
 
-function renderActivity(events) {
+function effectsByRequest(effects) {
+  const byRequest = new Map();
+  for (const effect of effects) {
+    if (!effect.requestId) continue;
+    if (!byRequest.has(effect.requestId)) byRequest.set(effect.requestId, []);
+    byRequest.get(effect.requestId).push(effect);
+  }
+  return byRequest;
+}
+
+function effectBadges(effects) {
+  if (!effects || effects.length === 0) return "—";
+  const open = effects.filter((e) => e.status !== "delivered");
+  if (open.length === 0) {
+    return h("span", { class: "badge badge-ok", text: `${effects.length} delivered` });
+  }
+  return open
+    .sort((a, b) => a.seq - b.seq)
+    .map((e) => {
+      const [style, label] =
+        e.status === "dead"
+          ? ["badge-danger", "dead"]
+          : e.status === "discarded"
+            ? ["badge-tier", "discarded"]
+            : e.lastError
+              ? ["badge-warn", "failed, retrying"]
+              : ["badge-info", "pending"];
+      const detail = `${e.attempts}/${e.maxAttempts} attempts${e.lastError ? ` · ${e.lastError}` : ""}`;
+      return h("span", {
+        class: `badge ${style}`,
+        title: detail,
+        text: `${e.name} ${label}`,
+      });
+    });
+}
+
+function activityBadge(e) {
+  // An effect attempt's event: delivered, retried or dead, rather than completed/failed.
+  if (!e.action.startsWith("effect.")) return outcomeBadge(e.outcome);
+  const kind = e.action.slice("effect.".length);
+  const style = { delivered: "badge-ok", retried: "badge-warn", dead: "badge-danger" }[kind];
+  return h("span", { class: `badge ${style || "badge-tier"}`, text: `effect ${kind}` });
+}
+
+function renderActivity(events, effects = new Map()) {
   const container = $("activity");
   if (events.length === 0) {
     container.replaceChildren(
@@ -543,10 +644,11 @@ function renderActivity(events) {
       {},
       h("td", {}, h("time", { datetime: e.time, title: time.toLocaleString(), text: relative(time) })),
       h("td", { class: "mono", text: e.tool }),
-      h("td", {}, outcomeBadge(e.outcome), e.replayed ? h("span", { class: "badge badge-tier", text: "replay" }) : null),
+      h("td", {}, activityBadge(e), e.replayed ? h("span", { class: "badge badge-tier", text: "replay" }) : null),
       h("td", { class: "mono", text: [e.code, e.reason].filter(Boolean).join(" · ") || "—" }),
-      h("td", { text: e.subject || "anonymous" }),
+      h("td", { text: e.action.startsWith("effect.") ? "effect worker" : e.subject || "anonymous" }),
       h("td", { class: "mono", title: e.requestId || "", text: e.requestId ? `${e.requestId.slice(0, 8)}…` : "—" }),
+      h("td", {}, e.action === "call" && e.requestId ? effectBadges(effects.get(e.requestId)) : "—"),
       h("td", { class: "num", text: `${Math.round(e.durationMs)} ms` })
     );
   });
@@ -564,7 +666,7 @@ function renderActivity(events) {
           h(
             "tr",
             {},
-            ["When", "Tool", "Outcome", "Code", "Caller", "Request", "Time"].map((t) =>
+            ["When", "Tool", "Outcome", "Code", "Caller", "Request", "Effects", "Time"].map((t) =>
               h("th", { scope: "col", text: t })
             )
           )
@@ -714,12 +816,54 @@ async function refreshTools() {
     const data = await api("tools");
     $("tools-error").textContent = "";
     state.tools = data.tools;
+    const [resources, prompts] = await Promise.all([api("resources"), api("prompts")]);
+    state.content = { resources, prompts };
     renderTools();
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
       $("tools-error").textContent = `Could not load tools: ${error.message}`;
     }
   }
+}
+
+function renderContent(query) {
+  const content = state.content || { resources: { resources: [], resourceTemplates: [] }, prompts: { prompts: [] } };
+  const matches = (...texts) => !query || texts.some((t) => (t || "").toLowerCase().includes(query));
+  const entries = [
+    ...content.resources.resources
+      .filter((r) => matches(r.uri, r.name))
+      .map((r) => contentEntry(r.uri, "resource", r.description, [fact("Name", r.name), fact("Type", r.mimeType)])),
+    ...content.resources.resourceTemplates
+      .filter((r) => matches(r.uriTemplate, r.name))
+      .map((r) => contentEntry(r.uriTemplate, "template", r.description, [fact("Name", r.name), fact("Type", r.mimeType)])),
+    ...content.prompts.prompts
+      .filter((p) => matches(p.name))
+      .map((p) =>
+        contentEntry(p.name, "prompt", p.description, [
+          fact("Arguments", p.arguments.map((a) => (a.required ? a.name : `${a.name} (optional)`)).join(", ") || "none"),
+        ])
+      ),
+  ];
+  $("content").replaceChildren(
+    entries.length
+      ? h("div", { class: "tools" }, entries)
+      : emptyState("No resources or prompts", "This key may not read any resource or get any prompt.")
+  );
+}
+
+function contentEntry(title, kind, description, facts) {
+  return h(
+    "details",
+    { class: "tool" },
+    h(
+      "summary",
+      {},
+      h("span", { class: "tool-name", text: title }),
+      h("span", { class: "tool-badges" }, h("span", { class: "badge badge-tier", text: kind })),
+      h("p", { class: "tool-summary", text: description })
+    ),
+    h("div", { class: "tool-body" }, h("dl", { class: "facts" }, ...facts))
+  );
 }
 
 function renderTools() {
@@ -731,6 +875,7 @@ function renderTools() {
       (t.aliases || []).some((a) => a.toLowerCase().includes(query)) ||
       (t.requiredScopes || []).some((s) => s.toLowerCase().includes(query))
   );
+  renderContent(query);
   const container = $("tools");
   if (shown.length === 0) {
     container.replaceChildren(
@@ -862,6 +1007,10 @@ document.addEventListener("visibilitychange", () => {
 });
 
 // -- start ----------------------------------------------------------------------------------
+
+state.linked = linkedApproval();
+$("linked").hidden = state.linked === null;
+$("approval-filter").disabled = state.linked !== null;
 
 if (state.key) {
   signIn(state.key).catch(() => signOut("Your session ended. Sign in again."));

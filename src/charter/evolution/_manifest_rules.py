@@ -42,7 +42,7 @@ _RULED = frozenset(
         *("name", "description", "aliases", "deprecation", "capabilityId", "capabilityVersion"),
         *("inputSchema", "outputSchema", "requiredScopes", "audience", "tier", "deploymentRisk"),
         *("riskPolicy", "annotations", "auth", "delegable", "tenantField", "actionPolicy"),
-        *("controls", "aliasDeprecations"),
+        *("controls", "aliasDeprecations", "modelName"),
         "warnings",  # only in Host.discover output, and it changes with the date
     }
 )
@@ -99,6 +99,18 @@ def _aliases(old: Entry, new: Entry) -> list[Finding]:
                 Finding("aliases", "alias-added", "compatible", f"alias {alias!r} added")
             )
     return findings
+
+
+def _model_name(old: Entry, new: Entry) -> list[Finding]:
+    before, after = old.get("modelName"), new.get("modelName")
+    if before == after:
+        return []
+    # Only model-facing exports (providers, harness, bridges) use it; MCP and HTTP callers
+    # keep the canonical name. A model whose transcript has the old name is told the new one.
+    was = _show(before) if before is not None else "derived"
+    now = _show(after) if after is not None else "derived"
+    detail = f"model-facing name {was} → {now}; models see the tool under the new name"
+    return [Finding("modelName", "model-name-changed", "compatible", detail)]
 
 
 def _deprecation(old: Entry, new: Entry) -> list[Finding]:
@@ -423,6 +435,7 @@ _RULES: tuple[Callable[[Entry, Entry], list[Finding]], ...] = (
     _action_policy,
     _controls,
     _description,
+    _model_name,
     _deprecation,
     _alias_deprecations,
     _annotations,

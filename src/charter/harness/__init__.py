@@ -14,7 +14,7 @@ Where things live, from the top down:
   session keeps in this process; ``runtime``: the protocol sessions see a harness by.
 - ``store``: session records and stores; ``turns``: results, decisions and events;
   ``messages``: the transcript and the ``Model`` protocol; ``definitions``: tools as a
-  model sees them.
+  model sees them; ``names``: the model-facing name of each tool, and back.
 - ``providers``: OpenAI, Anthropic and Gemini formats (re-exported as
   ``charter.providers``); ``testing``: scripted models.
 """
@@ -44,6 +44,7 @@ from .messages import (
     UserMessage,
     result_text,
 )
+from .names import MODEL_NAME_PATTERN, ModelNames, model_name_for, model_names
 from .seal import CallMiddleware, SealCodes
 from .session import Session
 from .store import MemorySessionStore, SessionRecord, SessionStore, SqliteSessionStore
@@ -61,6 +62,7 @@ from .turns import (
 )
 
 __all__ = (
+    "MODEL_NAME_PATTERN",
     "Approve",
     "AssistantMessage",
     "BoundToolDefinition",
@@ -74,6 +76,7 @@ __all__ = (
     "MemorySessionStore",
     "Message",
     "Model",
+    "ModelNames",
     "ModelRequest",
     "ModelResponse",
     "Observer",
@@ -95,6 +98,8 @@ __all__ = (
     "ToolSchema",
     "TurnResult",
     "UserMessage",
+    "model_name_for",
+    "model_names",
     "result_text",
     "tool",
 )

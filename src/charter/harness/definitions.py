@@ -14,6 +14,7 @@ from ..context import ToolContext
 from ..errors import ConfigurationError
 from ..risk import RiskPolicy, RiskTier
 from ..tool import Tool, define_tool
+from .names import ModelNames, model_name_for, model_names
 
 if TYPE_CHECKING:
     from ..manifest import RegisteredTool
@@ -28,6 +29,7 @@ __all__ = (
     "ToolOwner",
     "ToolSchema",
     "bind_tools",
+    "bound_names",
     "lookup",
     "tool",
 )
@@ -66,9 +68,12 @@ class ToolSchema:
     """What a model is told about one tool: name, description and parameter JSON Schema."""
 
     name: str
+    """The model-facing name (``charter.harness.names``): what the model calls it."""
     description: str
     parameters: dict[str, Any]
     """The input JSON Schema (draft 2020-12, without ``$schema``)."""
+    tool_name: str | None = None
+    """The canonical tool name, when known (None: a schema built by hand, named ``name``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,7 +92,7 @@ class Capability(Generic[StateT]):
     """Tools that belong together and share session-local state.
 
     Each tool of a capability sees the capability's state as ``ctx.state``; the state is
-    created by ``state_factory`` (sync or async) the first time one of its tools runs in a
+    created by ``state_factory`` (sync or async) the first time one of its tools is called in a
     session, and lives as long as that session does in this process.
     """
 
@@ -132,18 +137,24 @@ class BoundToolDefinition:
     registered: RegisteredTool
     owner: ToolOwner
     capability: Capability[Any] | None = None
+    model_name: str | None = None
+    """The model-facing name; None derives it from the tool alone (``model_name_for``)."""
     schema: ToolSchema = field(init=False)
     """The model-visible definition, computed once."""
 
     def __post_init__(self) -> None:
-        parameters = {k: v for k, v in self.registered.tool.input_schema.items() if k != "$schema"}
+        tool = self.registered.tool
+        parameters = {k: v for k, v in tool.input_schema.items() if k != "$schema"}
+        called = self.model_name or model_name_for(tool.name, tool.model_name)
+        object.__setattr__(self, "model_name", called)
         object.__setattr__(
             self,
             "schema",
             ToolSchema(
-                name=self.registered.name,
-                description=self.registered.tool.description,
+                name=called,
+                description=tool.description,
                 parameters=parameters,
+                tool_name=tool.name,
             ),
         )
 
@@ -214,9 +225,14 @@ def bind_tools(
 ) -> dict[str, BoundToolDefinition]:
     """Bind the tools a session may use: capability tools first, then the registry's.
 
+    Model-facing names are those of the whole registry, so a tool is called the same in
+    every session whatever else the session may see.
+
     Raises:
-        ConfigurationError: a capability tool is not registered in ``registry``.
+        ConfigurationError: a capability tool is not registered in ``registry``, or two
+            registered tools would have the same model-facing name.
     """
+    called = model_names(registry.tools())
     allowed = {t.name for t in visible}
     bound: dict[str, BoundToolDefinition] = {}
     for capability in capabilities:
@@ -229,19 +245,39 @@ def bind_tools(
                 )
             if registered.name in allowed:
                 bound[registered.name] = BoundToolDefinition(
-                    registered=registered, owner=capability.owner, capability=capability
+                    registered=registered,
+                    owner=capability.owner,
+                    capability=capability,
+                    model_name=called.model_name(registered.name),
                 )
     wanted = set(names) if names is not None else None
     for registered in visible:
         if registered.name in bound:
             continue
         if wanted is None or registered.name in wanted:
-            bound[registered.name] = BoundToolDefinition(registered=registered, owner=HOST_OWNER)
+            bound[registered.name] = BoundToolDefinition(
+                registered=registered,
+                owner=HOST_OWNER,
+                model_name=called.model_name(registered.name),
+            )
     return bound
 
 
-def lookup(bound: Mapping[str, BoundToolDefinition], registry: Registry, name: str) -> str | None:
-    """The canonical name of a bound tool called by name or alias, else None."""
+def bound_names(bound: Mapping[str, BoundToolDefinition]) -> ModelNames:
+    """The model-facing names of bound tools, both ways."""
+    return ModelNames.build((name, b.schema.name) for name, b in bound.items())
+
+
+def lookup(
+    bound: Mapping[str, BoundToolDefinition],
+    registry: Registry,
+    name: str,
+    names: ModelNames | None = None,
+) -> str | None:
+    """The canonical name of a bound tool called by model-facing name, name or alias, else None."""
+    canonical = (names or bound_names(bound)).tool_name(name)
+    if canonical is not None:
+        return canonical
     if name in bound:
         return name
     registered = registry.get(name)

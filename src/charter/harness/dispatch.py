@@ -23,9 +23,12 @@ How a charter outcome becomes a harness call state (seed-semantics §7.14):
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from pydantic import JsonValue
 
 from .._redaction import redact
 from .._safe_log import log_exception
@@ -33,7 +36,7 @@ from .._wording import new_error_id
 from ..auth import Principal
 from ..context import CancelSignal
 from ..errors import ErrorCode
-from ..host import CallOptions, Host, derive_request_id
+from ..host import CallOptions, Host, PreparedCall, derive_request_id
 from ..outcome import (
     Completed,
     Deferred,
@@ -45,16 +48,19 @@ from ..outcome import (
     outcome_adapter,
 )
 from ..policy import InvocationControls
-from .messages import ToolResult
+from .definitions import BoundToolDefinition
+from .messages import ToolCall, ToolResult
 from .seal import PlannedCall, SealCodes
 from .store import CallRecord
 
 __all__ = (
+    "HostPreparer",
     "absorb",
     "call_options",
     "call_record",
     "cancelled",
     "committed",
+    "execute_prepared",
     "failure",
     "invoke_call",
     "outcome_result",
@@ -71,11 +77,13 @@ _CODE_MAP = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def request_id_for(session_id: str, invocation_id: str) -> str:
     """The ledger request id of a call, derived from the session and invocation ids.
 
     The invocation id stays the same across pauses, resumes and restarts (it is in the
     session record), so a re-invocation reaches the same ledger row and replays.
+    Cached: sealing (``HostPreparer``) and the call's record both ask for it.
     """
     return derive_request_id(session_id, invocation_id)
 
@@ -118,6 +126,113 @@ def _with_id(interaction: Interaction, invocation_id: str) -> Interaction:
     if interaction.id:
         return interaction
     return interaction.model_copy(update={"id": "int_" + invocation_id})
+
+
+class HostPreparer:
+    """Prepares a step's sealed calls on the host once, keeping them for ``execute``.
+
+    The ``CallPreparer`` the harness's turns seal with: ``host.prepare`` parses the
+    arguments (already JSON), validates them, resolves the target and passes the gates;
+    the ``PreparedCall`` (or the outcome that ended the call) is kept under the call's
+    invocation id until ``take`` hands it to ``execute_prepared``.
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        principal: Principal | None,
+        session_id: str,
+        turn_id: str,
+        step_id: str,
+        audience: str | None,
+        state: Callable[[BoundToolDefinition], Awaitable[object]] | None = None,
+    ) -> None:
+        """Prepare calls of one step of ``session_id`` for ``principal``."""
+        self.host = host
+        self.principal = principal
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.step_id = step_id
+        self.audience = audience
+        self.state = state
+        self._kept: dict[str, tuple[PreparedCall | ToolOutcome, CancelSignal]] = {}
+
+    async def prepare(
+        self,
+        call: ToolCall,
+        tool: BoundToolDefinition,
+        arguments: dict[str, JsonValue],
+        invocation_id: str,
+    ) -> Failed | None:
+        """Prepare the call; the ``INVALID_INPUT`` failure of bad arguments, else None."""
+        try:
+            state = await self.state(tool) if self.state is not None else None
+        except Exception:
+            # The call runs (and fails) the ordinary way, which reports the factory's error.
+            return None
+        request_id = request_id_for(self.session_id, invocation_id)
+        cancel = CancelSignal()
+        options = CallOptions(
+            cancel=cancel,
+            audience=self.audience,
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            step_id=self.step_id,
+            call_id=call.call_id,
+            invocation_id=invocation_id,
+            state=state,
+            model_name=call.name,
+        )
+        controls = InvocationControls.model_validate({"requestId": request_id})
+        try:
+            prepared = await self.host.prepare(
+                tool.name, arguments, self.principal, controls, call=options
+            )
+        except Exception:
+            return None  # invoked later the ordinary way, which reports the fault
+        if isinstance(prepared, Failed) and prepared.code is ErrorCode.INVALID_INPUT:
+            return prepared
+        self._kept[invocation_id] = (prepared, cancel)
+        return None
+
+    def take(
+        self, invocation_id: str | None
+    ) -> tuple[PreparedCall | ToolOutcome, CancelSignal] | None:
+        """The prepared call (or its outcome) and its cancel signal, once."""
+        return self._kept.pop(invocation_id, None) if invocation_id is not None else None
+
+    def discard(self, invocation_id: str) -> None:
+        """Drop a kept call that will not run."""
+        kept = self._kept.pop(invocation_id, None)
+        if kept is not None and isinstance(kept[0], PreparedCall):
+            self.host.discard(kept[0])
+
+    def discard_all(self) -> None:
+        """Drop every call still kept (the step paused or was cancelled before they ran)."""
+        for invocation_id in list(self._kept):
+            self.discard(invocation_id)
+
+
+async def execute_prepared(
+    host: Host, call: CallRecord, prepared: PreparedCall | ToolOutcome
+) -> ToolOutcome:
+    """Run a call ``HostPreparer`` prepared (or answer the outcome that ended it)."""
+    if not isinstance(prepared, PreparedCall):
+        return prepared
+    try:
+        return await host.execute(prepared)
+    except Exception:
+        # As in invoke_call: one failing call never crashes the loop.
+        error_id = new_error_id()
+        log_exception(
+            logger, "harness: executing %r failed (error id %s)", call.tool_name, error_id
+        )
+        return Failed(
+            code=ErrorCode.PROVIDER_ERROR,
+            message=f"Tool {call.tool_name!r} failed. Error id: {error_id}.",
+            meta={"errorId": error_id},
+        )
 
 
 async def invoke_call(
@@ -179,6 +294,7 @@ def call_options(
         call_id=call.call.call_id,
         invocation_id=call.invocation_id,
         state=state,
+        model_name=call.call.name,
     )
 
 
@@ -237,19 +353,26 @@ def settle(call: CallRecord, result: ToolResult) -> CallRecord:
 
 def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
     """The model-visible result of a terminal outcome."""
-    call_id, name = call.call.call_id, call.tool_name
+    call_id, name, called = call.call.call_id, call.tool_name, call.call.name
     if isinstance(outcome, Completed):
         return ToolResult(
             kind="completed",
             call_id=call_id,
             tool_name=name,
+            model_name=called,
             output=outcome.output,
             replayed=outcome.replayed,
         )
     if isinstance(outcome, Denied):
-        return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.reason)
+        return ToolResult(
+            kind="denied",
+            call_id=call_id,
+            tool_name=name,
+            model_name=called,
+            reason=outcome.reason,
+        )
     if isinstance(outcome, Failed):
-        return _failed_result(call_id, name, outcome)
+        return _failed_result(call_id, name, called, outcome)
     # Interactions and deferrals are not terminal; a settle that tries one is refused
     # before it gets here, so this is a tool answering with something it may not.
     return failure(
@@ -259,9 +382,15 @@ def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
     )
 
 
-def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
+def _failed_result(call_id: str, name: str, called: str, outcome: Failed) -> ToolResult:
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
-        return ToolResult(kind="denied", call_id=call_id, tool_name=name, reason=outcome.message)
+        return ToolResult(
+            kind="denied",
+            call_id=call_id,
+            tool_name=name,
+            model_name=called,
+            reason=outcome.message,
+        )
     code = _CODE_MAP.get(outcome.code, outcome.code.value)
     if outcome.code is ErrorCode.PROVIDER_ERROR and outcome.reason == "unhandled_exception":
         # The registry's answer to an unexpected exception (a raised ToolError keeps its
@@ -280,6 +409,7 @@ def _failed_result(call_id: str, name: str, outcome: Failed) -> ToolResult:
         kind="failed",
         call_id=call_id,
         tool_name=name,
+        model_name=called,
         code=code,
         message=outcome.message,
         retryable=outcome.retryable,
@@ -295,6 +425,7 @@ def failure(call: CallRecord, code: str, message: str) -> ToolResult:
         kind="failed",
         call_id=call.call.call_id,
         tool_name=call.tool_name,
+        model_name=call.call.name,
         code=code,
         message=message,
     )

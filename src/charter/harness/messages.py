@@ -53,6 +53,9 @@ class ToolResult(BaseModel):
     kind: Literal["completed", "denied", "failed"]
     call_id: str
     tool_name: str
+    """The canonical tool name (what the host ran)."""
+    model_name: str | None = None
+    """The name the model called the tool by (``charter.harness.names``), when known."""
     output: JsonValue = None
     """Completed: the validated output."""
     reason: str | None = None

@@ -129,6 +129,7 @@ def _apply(
             kind="denied",
             call_id=call.call.call_id,
             tool_name=call.tool_name,
+            model_name=call.call.name,
             reason="Approval rejected",
         )
         return settle(call, rejected), None

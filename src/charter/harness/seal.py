@@ -11,6 +11,9 @@ Immediate results are decided in this order (the seed's ``seal.ts``):
 5. a middleware denies the call → ``denied`` with its reason.
 
 Everything else is executable, with a fresh invocation id. The model's order is kept.
+With a ``CallPreparer`` (the harness's turns use ``HostPreparer``) step 4's input check is
+the host's ``prepare``, and the prepared call is what runs: each call is parsed once and
+validated once.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from ..auth import Principal
 from ..outcome import Denied, Failed, Interaction
 from ..policy import CONTROL_FIELD
 from ..registry import Registry
-from .definitions import BoundToolDefinition, SealedToolCall, lookup
+from .definitions import BoundToolDefinition, SealedToolCall, bound_names, lookup
 from .messages import ToolCall, ToolResult
+from .names import ModelNames
 
 __all__ = (
     "CallMiddleware",
+    "CallPreparer",
     "PlannedCall",
     "SealCodes",
     "seal_calls",
@@ -70,6 +75,29 @@ class CallMiddleware(Protocol):
         ...
 
 
+class CallPreparer(Protocol):
+    """Protocol: validates a sealed call once, on the host, and keeps it for execution.
+
+    ``prepare`` returns the ``Failed`` (``INVALID_INPUT``) that makes the arguments
+    invalid, or None when the call was prepared (or answered) and is kept under its
+    invocation id; ``discard`` drops a kept call that will not run.
+    """
+
+    async def prepare(
+        self,
+        call: ToolCall,
+        tool: BoundToolDefinition,
+        arguments: dict[str, JsonValue],
+        invocation_id: str,
+    ) -> Failed | None:
+        """Prepare the call; the failure that makes its arguments invalid, else None."""
+        ...
+
+    def discard(self, invocation_id: str) -> None:
+        """Drop the call kept under ``invocation_id`` (nothing when there is none)."""
+        ...
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlannedCall:
     """One model tool call after sealing: an immediate result or an executable call."""
@@ -93,13 +121,21 @@ async def seal_calls(
     principal: Principal | None,
     middleware: Sequence[CallMiddleware] = (),
     new_id: Callable[[], str],
+    preparer: CallPreparer | None = None,
 ) -> list[PlannedCall]:
-    """Seal one step's tool calls, in the model's order (see the module docstring)."""
+    """Seal one step's tool calls, in the model's order (see the module docstring).
+
+    With a ``preparer`` the arguments are validated by the host's ``prepare`` (once:
+    the prepared call is what later runs); without one, by the registry.
+    """
     seen: set[str] = set()
+    names = bound_names(tools)
     planned: list[PlannedCall] = []
     for call in calls:
         planned.append(
-            await _seal_one(call, seen, tools, registry, limits, principal, middleware, new_id)
+            await _seal_one(
+                call, seen, tools, names, registry, limits, principal, middleware, new_id, preparer
+            )
         )
     return planned
 
@@ -108,11 +144,13 @@ async def _seal_one(
     call: ToolCall,
     seen: set[str],
     tools: Mapping[str, BoundToolDefinition],
+    names: ModelNames,
     registry: Registry,
     limits: PayloadLimits,
     principal: Principal | None,
     middleware: Sequence[CallMiddleware],
     new_id: Callable[[], str],
+    preparer: CallPreparer | None,
 ) -> PlannedCall:
     call_id = call.call_id
     if not isinstance(call_id, str) or not call_id.strip():
@@ -124,26 +162,37 @@ async def _seal_one(
             f"The tool call id {call_id!r} was already used in this step.",
         )
     seen.add(call_id)
-    name = lookup(tools, registry, call.name)
+    name = lookup(tools, registry, call.name, names)
     if name is None:
         shown = call.name if len(call.name) <= 128 else call.name[:125] + "..."
         return _immediate(
             call,
             SealCodes.UNKNOWN,
-            f"Unknown tool {shown!r}. Available tools: {', '.join(sorted(tools))}.",
+            f"Unknown tool {shown!r}. Available tools: {', '.join(sorted(names.by_model))}.",
         )
     bound = tools[name]
-    args = _arguments(call, bound, registry, limits)
+    args = _arguments(call, bound, registry, limits, validate=preparer is None)
     if isinstance(args, ToolResult):
         return PlannedCall(call=call, result=args)
+    invocation_id = new_id()
+    if preparer is not None:
+        refused = await preparer.prepare(call, bound, args, invocation_id)
+        if refused is not None:
+            return PlannedCall(call=call, result=_invalid(call, bound, _issues(refused), refused))
     sealed = SealedToolCall(call_id=call_id, tool_name=name, args=args)
     for reviewer in middleware:
         verdict = await reviewer.review(sealed, bound, principal)
+        if verdict is not None and preparer is not None:
+            preparer.discard(invocation_id)
         if isinstance(verdict, Denied):
             return PlannedCall(
                 call=call,
                 result=ToolResult(
-                    kind="denied", call_id=call_id, tool_name=name, reason=verdict.reason
+                    kind="denied",
+                    call_id=call_id,
+                    tool_name=name,
+                    model_name=call.name,
+                    reason=verdict.reason,
                 ),
             )
         if isinstance(verdict, Interaction):
@@ -151,11 +200,11 @@ async def _seal_one(
                 call=call,
                 sealed=sealed,
                 tool=bound,
-                invocation_id=new_id(),
+                invocation_id=invocation_id,
                 interaction=verdict,
                 middleware_id=reviewer.id,
             )
-    return PlannedCall(call=call, sealed=sealed, tool=bound, invocation_id=new_id())
+    return PlannedCall(call=call, sealed=sealed, tool=bound, invocation_id=invocation_id)
 
 
 def _arguments(
@@ -163,6 +212,8 @@ def _arguments(
     bound: BoundToolDefinition,
     registry: Registry,
     limits: PayloadLimits,
+    *,
+    validate: bool,
 ) -> dict[str, JsonValue] | ToolResult:
     try:
         if isinstance(call.arguments, str):
@@ -193,16 +244,20 @@ def _arguments(
                 }
             ],
         )
-    parsed = registry.validate_input(bound.registered, value)
-    if isinstance(parsed, Failed):
-        raw = (parsed.meta or {}).get("issues")
-        issues: list[dict[str, Any]] = [
-            {"path": _path(i.get("loc")), "code": i.get("type"), "message": i.get("msg")}
-            for i in (raw if isinstance(raw, list) else [])
-            if isinstance(i, dict)
-        ]
-        return _invalid(call, bound, issues)
+    if validate:
+        parsed = registry.validate_input(bound.registered, value)
+        if isinstance(parsed, Failed):
+            return _invalid(call, bound, _issues(parsed))
     return value
+
+
+def _issues(failed: Failed) -> list[dict[str, Any]]:
+    raw = (failed.meta or {}).get("issues")
+    return [
+        {"path": _path(i.get("loc")), "code": i.get("type"), "message": i.get("msg")}
+        for i in (raw if isinstance(raw, list) else [])
+        if isinstance(i, dict)
+    ]
 
 
 def _path(loc: object) -> list[str]:
@@ -210,16 +265,22 @@ def _path(loc: object) -> list[str]:
 
 
 def _invalid(
-    call: ToolCall, bound: BoundToolDefinition, issues: list[dict[str, Any]]
+    call: ToolCall,
+    bound: BoundToolDefinition,
+    issues: list[dict[str, Any]],
+    failed: Failed | None = None,
 ) -> ToolResult:
     text = "; ".join(
         f"{'.'.join(str(p) for p in issue['path']) or '(root)'}: {issue['message']}"
         for issue in issues
     )
+    if not text and failed is not None:
+        text = failed.message
     return ToolResult(
         kind="failed",
         call_id=call.call_id,
         tool_name=bound.name,
+        model_name=call.name,
         code=SealCodes.INVALID_ARGUMENTS,
         message=text or "The arguments are invalid.",
         retryable=True,
@@ -235,6 +296,7 @@ def _immediate(call: ToolCall, code: str, message: str) -> PlannedCall:
             kind="failed",
             call_id=call.call_id,
             tool_name=call.name,
+            model_name=call.name,
             code=code,
             message=message,
             retryable=code != SealCodes.INVALID_CALL_ID,

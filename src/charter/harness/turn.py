@@ -20,11 +20,13 @@ from ..context import CancelSignal
 from ..errors import ErrorCode
 from ..outcome import Failed
 from .dispatch import (
+    HostPreparer,
     absorb,
     call_options,
     call_record,
     cancelled,
     committed,
+    execute_prepared,
     failure,
     invoke_call,
     settle,
@@ -83,6 +85,8 @@ class Turn:
         self.cancel = CancelSignal()
         self.live.cancel = self.cancel
         self.tools = runtime.bound_tools(principal)
+        self.preparer: HostPreparer | None = None
+        """The step's calls the host prepared at sealing, until they run."""
 
     # -- entry points ---------------------------------------------------------------------
 
@@ -161,6 +165,17 @@ class Turn:
             self.messages.append(AssistantMessage(text=text, tool_calls=calls))
             if not calls:
                 return await self._finish("completed", text)
+            # Sealing prepares each call on the host (parse, validate, gates) once; the
+            # prepared call is what runs, so nothing is validated twice.
+            self.preparer = HostPreparer(
+                runtime.host,
+                principal=self.principal,
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                step_id=step_id,
+                audience=runtime.audience,
+                state=lambda bound: self.live.state(bound.capability),
+            )
             planned = await seal_calls(
                 calls,
                 tools=self.tools,
@@ -169,6 +184,7 @@ class Turn:
                 principal=self.principal,
                 middleware=runtime.middleware,
                 new_id=lambda: "inv_" + runtime.new_id(),
+                preparer=self.preparer,
             )
             pending = PendingStep(
                 turn_id=self.turn_id,
@@ -220,6 +236,11 @@ class Turn:
             done = await asyncio.gather(*(self._execute(pending, calls[i]) for i in runnable))
             for i, updated in zip(runnable, done, strict=True):
                 calls[i] = updated
+        if self.preparer is not None:
+            # Calls that will not run now (a pause before the step, a cancellation) are
+            # prepared again, from their record, when they do.
+            self.preparer.discard_all()
+            self.preparer = None
         if self.cancel.is_set():
             calls = [cancelled(c) for c in calls]
         calls = unique_interactions(calls)
@@ -250,6 +271,14 @@ class Turn:
         return updated
 
     async def _run_call(self, pending: PendingStep, call: CallRecord) -> CallRecord:
+        kept = self.preparer.take(call.invocation_id) if self.preparer is not None else None
+        if kept is not None:
+            prepared, signal = kept
+            unsubscribe = self.cancel.subscribe(signal.set)
+            try:
+                return absorb(call, await execute_prepared(self.runtime.host, call, prepared))
+            finally:
+                unsubscribe()
         bound = self.tools.get(call.tool_name)
         if bound is None:
             # The principal lost access between sealing and a resume.

@@ -52,6 +52,8 @@ class CallOptions:
     invocation_id: str | None = None
     resume: ResumeInfo | None = None
     state: object = None
+    model_name: str | None = None
+    """The name a model called the tool by (``charter.harness.names``); audited with the call."""
 
 
 @dataclass(eq=False, kw_only=True, slots=True, weakref_slot=True)

@@ -39,6 +39,7 @@ async def build_context(
     ctx.request_id = controls.request_key
     # A caller-supplied admission is never trusted; the gate mints one when needed.
     ctx.handler_action_policy = None
+    ctx.effect_stager = None
     ctx.session_id = call.session_id
     ctx.turn_id = call.turn_id
     ctx.step_id = call.step_id

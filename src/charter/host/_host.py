@@ -29,7 +29,8 @@ settling a deferred call (``settle``) go through the same steps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -38,7 +39,8 @@ from pydantic import ValidationError
 
 from .._limits import PayloadLimits
 from .._refusals import RefusalAggregator
-from ..audit import AuditSink, AuditTrail, MemoryAuditSink
+from .._telemetry import Telemetry
+from ..audit import AuditLosses, AuditSink, AuditTrail, AuditWatch, MemoryAuditSink
 from ..auth import (
     AccessCatalog,
     AuthenticationUnavailable,
@@ -74,7 +76,7 @@ from ..outcome import (
 from ..policy import CONTROL_FIELD, InvocationControls
 from ..registry import Registry, finish_output
 from ._access import ScopeChecks
-from ._arguments import check_payload, foreign_pause
+from ._arguments import check_payload, foreign_pause, merge_controls
 from ._budgets import Budgets
 from ._calls import (
     NO_CALL_OPTIONS,
@@ -84,11 +86,17 @@ from ._calls import (
     Settlement,
     canonical_request_id,
 )
+from ._content import ContentContextFactory, HostContent
+from ._effects import Effects
+from ._notices import Notifications, Notifier
 from ._pipeline import Pipeline, principal_id
 
 __all__ = ("Host",)
 
 logger = logging.getLogger("charter")
+
+AUDIT_ALARM = timedelta(minutes=1)
+"""How long ``audit_losses().failing`` (and so ``/readyz``) stays on after a lost event."""
 
 
 class Host:
@@ -116,6 +124,12 @@ class Host:
         rate_limited_audit_window: timedelta = timedelta(minutes=1),
         clock: Callable[[], datetime] | None = None,
         fault_hook: FaultHook | None = None,
+        effect_lease: timedelta = timedelta(seconds=60),
+        notifiers: Sequence[Notifier] = (),
+        console_url: str | None = None,
+        notify_attempts: int = 8,
+        notify_backoff: timedelta = timedelta(seconds=2),
+        content_context: ContentContextFactory | None = None,
     ) -> None:
         """Build a host around a registry.
 
@@ -150,10 +164,25 @@ class Host:
             clock: the current UTC time (injected by tests).
             fault_hook: called at named points of a ledgered call, for crash-injection
                 tests only (see ``charter.ledger.FaultPoint``).
+            effect_lease: how long one attempt at an effect is owned by whoever started
+                it (this process right after commit, or a worker); a process that dies
+                mid-attempt leaves it to a worker once this has passed.
+            notifiers: where approval events go (``charter.notify.Webhook``,
+                ``charter.notify.Slack``); each change's deliveries are effects written in
+                the change's own transaction (docs/notifications.md).
+            console_url: the public base URL of this server; events link to the
+                approval's console card under it.
+            notify_attempts: attempts at one notification before it is parked dead.
+            notify_backoff: the delay before a notification's second attempt; it doubles
+                each time (with jitter).
+            content_context: builds the domain context of resource, prompt and completion
+                handlers from the caller (``host.content``); defaults to a plain
+                ``ToolContext``.
 
         Raises:
-            ConfigurationError: retention is shorter than the approval lifetime, or a
-                rate limit is malformed.
+            ConfigurationError: retention is shorter than the approval lifetime, a rate
+                limit is malformed, the effect lease is not positive, or two notifiers
+                share a name.
         """
         if retention < approval_ttl:
             raise ConfigurationError(
@@ -175,6 +204,30 @@ class Host:
             self.audit = store_sink
         else:
             self.audit = MemoryAuditSink()
+        # Every event the host writes goes through the watch, which counts the lost ones.
+        self._audit_watch = AuditWatch(self.audit, clock=self._clock, window=AUDIT_ALARM)
+        self.effects = Effects(
+            store=self.store,
+            registry=registry,
+            audit=self._audit_watch,
+            clock=self._clock,
+            lease=effect_lease,
+            telemetry=Telemetry(),
+            oversees=self.approvals.oversees,
+            admin_scope=admin_scope,
+        )
+        """The effect outbox: enqueue outside handlers, run workers, list and re-drive."""
+        self.notifications = Notifications(
+            notifiers,
+            effects=self.effects,
+            store=self.store,
+            console_url=console_url,
+            clock=self._clock,
+            attempts=notify_attempts,
+            backoff=notify_backoff,
+            wait=in_progress_wait,
+        )
+        """The approval notifiers; each delivery is an effect (docs/notifications.md)."""
         self.approvals = Approvals(
             self.store,
             registry=registry,
@@ -182,8 +235,9 @@ class Host:
             admin_scope=admin_scope,
             admin_may_approve=admin_may_approve,
             allow_self_approval=allow_self_approval,
-            audit=self.audit,
+            audit=self._audit_watch,
             clock=self._clock,
+            notices=self.notifications if notifiers else None,
         )
         self._gate = LedgerGate(
             self.store,
@@ -196,6 +250,7 @@ class Host:
             # Audit rows commit with the action when the store is the audit sink.
             audit_in_transaction=store_sink is not None and self.audit is store_sink,
             fault_hook=fault_hook,
+            outbox=self.effects.outbox,
         )
         self._budgets = Budgets(
             store=self.store if isinstance(self.store, BudgetStore) else MemoryBudgets(),
@@ -208,12 +263,22 @@ class Host:
             access=ScopeChecks(catalog=access_catalog, admin_scope=admin_scope),
             limits=self.limits,
             context_factory=context_factory,
-            audit=self.audit,
+            audit=self._audit_watch,
             refusals=_aggregator(anonymous_audit_window, self._clock),
             rate_refusals=_aggregator(rate_limited_audit_window, self._clock),
             budgets=self._budgets,
             clock=self._clock,
         )
+
+        self.content = HostContent(
+            registry.content,
+            context_factory=content_context,
+            audit=self.audit,
+            admin_scope=admin_scope,
+            access_catalog=access_catalog,
+            clock=self._clock,
+        )
+        """Resources, resource templates and prompts under this host's authority."""
 
     # -- authentication and discovery -------------------------------------------------------
 
@@ -377,15 +442,22 @@ class Host:
         mismatch = foreign_pause(paused, controls, sent)
         if mismatch is not None:
             return mismatch
+        continuation = paused.continuation or Continuation(confirmed=True)
+        if sent is None:
+            # Nothing in the arguments to override: the continuation joins the transport's
+            # controls as they are, not written into ``_charter`` to be parsed back out.
+            merged = merge_controls(
+                InvocationControls.model_validate(continuation.controls()), controls
+            )
+            if isinstance(merged, Failed):
+                return merged
+            return await self.invoke(name, payload, principal, merged, call=call)
         # The continuation's controls win over what the paused call sent (say an explicit
         # "confirmed": false), so the retry is exactly the paused call, now confirmed.
-        continuation = paused.continuation or Continuation(confirmed=True)
         resumed = {
             **payload,
             CONTROL_FIELD: {**sent, **continuation.controls()}
             if isinstance(sent, Mapping)
-            else continuation.controls()
-            if sent is None
             else sent,
         }
         return await self.invoke(name, resumed, principal, controls, call=call)
@@ -557,13 +629,65 @@ class Host:
             ),
         )
 
+    def audit_losses(self) -> AuditLosses:
+        """The audit events this host could not record; ``/readyz`` fails while it loses them."""
+        return self._audit_watch.losses()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Host]:
+        """Serve with the store open: what an ASGI app's lifespan enters.
+
+        A store that must be opened (``SqlStore``) and was handed over unopened is opened
+        here, and closed on the way out, after the pending audit counts are recorded; a
+        store the application opened itself is left as it is (its owner closes it).
+
+        Raises:
+            RuntimeError: the store was already closed.
+            StoreError: opening it failed (``SqlStore.open``).
+        """
+        opened: list[_OpensOnce] = []
+        for resource in dict.fromkeys((self.store, self.audit)):
+            if isinstance(resource, _OpensOnce) and resource.state == "new":
+                await resource.open()
+                opened.append(resource)
+            elif isinstance(resource, _OpensOnce) and resource.state == "closed":
+                raise RuntimeError(
+                    f"{resource!r} is closed; give the host a new one to serve again"
+                )
+        try:
+            yield self
+        finally:
+            if opened:
+                await self._pipeline.drain()
+            for resource in reversed(opened):
+                await resource.aclose()
+
     async def aclose(self) -> None:
         """Record pending audit counts; release the store's connections and worker threads."""
         await self._pipeline.drain()
+        await self.notifications.aclose()
         self.registry.close()
         close = getattr(self.store, "aclose", None)
         if close is not None:
             await close()
+
+
+@runtime_checkable
+class _OpensOnce(Protocol):
+    """Protocol: a resource opened once before use and closed after (``SqlStore``)."""
+
+    @property
+    def state(self) -> str:
+        """``new`` (not opened yet), ``open`` or ``closed``."""
+        ...
+
+    async def open(self) -> None:
+        """Connect; allowed once, while ``new``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release everything; the resource cannot be reopened."""
+        ...
 
 
 @runtime_checkable

@@ -88,7 +88,7 @@ class Pipeline:
     ) -> ToolOutcome:
         """``prepare`` then ``execute``, under one trace span and one audit event."""
         call = call or NO_CALL_OPTIONS
-        trace = Trace(tool=name, principal=principal)
+        trace = Trace(tool=name, principal=principal, model_name=call.model_name)
         with self._telemetry.span(trace.tool, call.call_id) as span:
             prepared = await self._guarded(
                 trace, self._prepare(name, arguments, principal, controls, call, trace)
@@ -112,7 +112,7 @@ class Pipeline:
     ) -> PreparedCall | ToolOutcome:
         """Every step before the handler; an outcome that ends the call is audited here."""
         call = call or NO_CALL_OPTIONS
-        trace = Trace(tool=name, principal=principal)
+        trace = Trace(tool=name, principal=principal, model_name=call.model_name)
         with self._telemetry.span(trace.tool, call.call_id) as span:
             prepared = await self._guarded(
                 trace, self._prepare(name, arguments, principal, controls, call, trace)

@@ -19,8 +19,11 @@ __all__ = ("Trace",)
 class Trace:
     """What the pipeline learned about a call, for its audit event."""
 
-    def __init__(self, *, tool: str, principal: Principal | None) -> None:
+    def __init__(
+        self, *, tool: str, principal: Principal | None, model_name: str | None = None
+    ) -> None:
         self.tool = str(tool)[:200]
+        self.model_name = model_name
         self.principal = principal
         self.registered: RegisteredTool | None = None
         self.tenant: str | None = principal.tenant_id if principal is not None else None
@@ -61,7 +64,9 @@ class Trace:
             duration_ms=round(seconds * 1000, 3),
         )
         given = set(fields)
-        fields.update(note=None, count=1)
+        fields.update(note=None, count=1, model_name=self.model_name)
+        if self.model_name is not None:
+            given.add("model_name")
         # Every value is the host's own, of the right type, in the model's field order:
         # no validation needed (see _shortcuts).
         return built(AuditEvent, fields, given)

@@ -76,6 +76,8 @@ class OpenAPIDocument:
             "security": [{}, {"bearerAuth": []}, {"apiKeyAuth": []}],
             "tags": [
                 {"name": "tools", "description": "Discover and call tools."},
+                {"name": "resources", "description": "Read resources and resource templates."},
+                {"name": "prompts", "description": "Get prompts."},
                 {"name": "approvals", "description": "Decide on risky actions."},
                 {"name": "operations", "description": "Status, audit, health."},
             ],

@@ -17,12 +17,19 @@ from ._payloads import (
     BudgetsBody,
     CallResultBody,
     DecisionBody,
+    EffectsBody,
     HealthBody,
     ProblemBody,
     ReadyBody,
     ToolListBody,
     UpstreamsBody,
     WhoamiBody,
+)
+from ._payloads_content import (
+    PromptListBody,
+    PromptResultBody,
+    ResourceListBody,
+    ResourceReadBody,
 )
 from ._problem import PROBLEM_MEDIA_TYPE
 
@@ -65,9 +72,14 @@ def payload_schemas() -> dict[str, Any]:
         AuditBody,
         BudgetsBody,
         CallResultBody,
+        EffectsBody,
         HealthBody,
         ProblemBody,
         ReadyBody,
+        PromptListBody,
+        PromptResultBody,
+        ResourceListBody,
+        ResourceReadBody,
         ToolListBody,
         UpstreamsBody,
         WhoamiBody,
@@ -277,6 +289,62 @@ def fixed_paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/resources": {
+            "get": _operation(
+                "listResources",
+                "The resources and resource templates the caller may read.",
+                tag="resources",
+                ok="ResourceList",
+                problems=(401,),
+                secured=False,
+            )
+        },
+        "/v1/resources/{uri}": {
+            "get": _operation(
+                "readResource",
+                "Read one resource (or a URI a resource template matches).",
+                tag="resources",
+                ok="ResourceRead",
+                problems=(401, 403, 404, 422),
+                parameters=[
+                    _path_param("uri", "The resource URI, percent-encoded (trip%3A%2F%2FT-1).")
+                ],
+                secured=False,
+            )
+        },
+        "/v1/prompts": {
+            "get": _operation(
+                "listPrompts",
+                "The prompts the caller may get.",
+                tag="prompts",
+                ok="PromptList",
+                problems=(401,),
+                secured=False,
+            )
+        },
+        "/v1/prompts/{name}:get": {
+            "post": _operation(
+                "getPrompt",
+                "A prompt's messages, built from its string arguments.",
+                tag="prompts",
+                ok="PromptResult",
+                problems=(401, 403, 404, 413, 422),
+                parameters=[_path_param("name", "The prompt's name.")],
+                secured=False,
+                request={
+                    "required": False,
+                    "description": "The arguments: an object of strings (empty: none).",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": {"type": "string"},
+                            }
+                        }
+                    },
+                },
+            )
+        },
         "/v1/actions/{request_id}": {
             "get": _operation(
                 "getActionStatus",
@@ -375,6 +443,44 @@ def fixed_paths() -> dict[str, Any]:
                         "description": "Another tenant (admin scope only).",
                         "schema": {"type": "string"},
                     },
+                ],
+            )
+        },
+        "/v1/effects": {
+            "get": _operation(
+                "listEffects",
+                "The effect outbox of the caller's tenant: effects staged by calls (or host "
+                "code) and where their delivery stands. Approvers and admins see all of the "
+                "tenant's; other callers those their own calls staged.",
+                tag="operations",
+                ok="Effects",
+                problems=(401, 403, 422, 503),
+                parameters=[
+                    {
+                        "name": "tenant",
+                        "in": "query",
+                        "required": False,
+                        "description": "Another tenant (admin scope only).",
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "required": False,
+                        "description": "Only effects in this state.",
+                        "schema": {
+                            "type": "string",
+                            "enum": ["pending", "delivered", "dead", "discarded"],
+                        },
+                    },
+                    {
+                        "name": "requestId",
+                        "in": "query",
+                        "required": False,
+                        "description": "Only the effects this request staged.",
+                        "schema": {"type": "string"},
+                    },
+                    _query_limit(100),
                 ],
             )
         },

@@ -8,7 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from charter.audit import AuditEvent
+from charter.audit import AuditAction, AuditEvent
+from charter.effects import EffectRecord
 from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
 
@@ -188,7 +189,7 @@ class AuditEventBody(_Wire):
 
     id: str
     time: datetime
-    action: Literal["call", "approval.grant", "approval.deny", "approval.revoke"] = "call"
+    action: AuditAction = "call"
     subject: str | None
     principal_tenant: str | None
     tenant: str | None
@@ -208,6 +209,8 @@ class AuditEventBody(_Wire):
     """For a decision: the reason the decider gave."""
     count: int = 1
     """How many calls the event stands for (anonymous refusals are aggregated)."""
+    model_name: str | None = None
+    """The name a model called the tool by (harness and bridges), beside ``tool``."""
 
     @classmethod
     def from_event(cls, event: AuditEvent) -> AuditEventBody:
@@ -241,6 +244,54 @@ class BudgetsBody(_Wire):
 
     tenant: str
     budgets: list[BudgetBody]
+
+
+class EffectBody(_Wire):
+    """One effect in the outbox and where its delivery stands (docs/effects.md)."""
+
+    key: str
+    """The idempotency key handed to the effect's function."""
+    name: str
+    tenant_id: str
+    status: Literal["pending", "delivered", "dead", "discarded"]
+    attempts: int
+    max_attempts: int
+    request_id: str | None = None
+    """The call that staged it (None when host code enqueued it)."""
+    tool: str | None = None
+    seq: int
+    payload: JsonValue
+    next_attempt_at: datetime
+    last_error: str | None = None
+    created_at: datetime
+    delivered_at: datetime | None = None
+
+    @classmethod
+    def from_record(cls, record: EffectRecord) -> EffectBody:
+        """The wire form of an outbox record (the lease is internal)."""
+        return cls(
+            key=record.key,
+            name=record.name,
+            tenant_id=record.tenant_id,
+            status=record.status,
+            attempts=record.attempts,
+            max_attempts=record.max_attempts,
+            request_id=record.request_id,
+            tool=record.tool,
+            seq=record.seq,
+            payload=record.payload,
+            next_attempt_at=record.next_attempt_at,
+            last_error=record.last_error,
+            created_at=record.created_at,
+            delivered_at=record.delivered_at,
+        )
+
+
+class EffectsBody(_Wire):
+    """The effects of one tenant the caller may see, newest first."""
+
+    tenant: str
+    effects: list[EffectBody]
 
 
 class WhoamiBody(_Wire):

@@ -41,7 +41,7 @@ class ApprovalRoutes:
             return caller
         status = request.query_params.get("status", "pending")
         if status not in _STATUSES:
-            return _bad_query("status", f"must be one of {', '.join(_STATUSES)}")
+            return bad_query("status", f"must be one of {', '.join(_STATUSES)}")
         limit = int_query(request, "limit", default=100, maximum=500)
         if isinstance(limit, Response):
             return limit
@@ -131,11 +131,11 @@ def int_query(request: Request, name: str, *, default: int, maximum: int) -> int
     if raw is None:
         return default
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and 1 <= int(raw) <= maximum):
-        return _bad_query(name, f"must be an integer from 1 to {maximum}")
+        return bad_query(name, f"must be an integer from 1 to {maximum}")
     return int(raw)
 
 
-def _bad_query(name: str, message: str) -> Response:
+def bad_query(name: str, message: str) -> Response:
     return http_problem(
         422,
         "Invalid input",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
 from charter._safe_log import log_exception
+from charter.effects import EffectStatus
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Failed, failed
@@ -22,6 +23,8 @@ from ._payloads import (
     AuditEventBody,
     BudgetBody,
     BudgetsBody,
+    EffectBody,
+    EffectsBody,
     HealthBody,
     ReadyBody,
     UpstreamBody,
@@ -30,7 +33,7 @@ from ._payloads import (
 )
 from ._problem import failed_problem, http_problem
 from ._responses import json_response
-from ._routes_approvals import int_query
+from ._routes_approvals import bad_query, int_query
 
 if TYPE_CHECKING:
     from charter.gateway import Gateway, UpstreamHealth
@@ -40,6 +43,7 @@ __all__ = ("OpsRoutes",)
 logger = logging.getLogger("charter.http")
 
 _READY_TIMEOUT_SECONDS = 2.0
+_EFFECT_STATUSES: dict[str, EffectStatus] = {s: s for s in get_args(EffectStatus)}
 
 
 class OpsRoutes:
@@ -122,6 +126,37 @@ class OpsRoutes:
         ]
         return json_response(BudgetsBody(tenant=report.tenant, budgets=budgets))
 
+    async def effects(self, request: Request) -> Response:
+        """``GET /v1/effects?tenant=&status=&requestId=&limit=100``: the effect outbox.
+
+        Approvers and admins see every effect of the tenant; other callers those their own
+        calls staged. Only the admin scope may name another tenant.
+        """
+        caller = required_caller(request)
+        if isinstance(caller, Response):
+            return caller
+        limit = int_query(request, "limit", default=100, maximum=500)
+        if isinstance(limit, Response):
+            return limit
+        status = request.query_params.get("status")
+        if status is not None and status not in _EFFECT_STATUSES:
+            return bad_query("status", f"must be one of {', '.join(_EFFECT_STATUSES)}")
+        listing = await self.host.effects.visible(
+            caller,
+            tenant=request.query_params.get("tenant"),
+            status=_EFFECT_STATUSES[status] if status is not None else None,
+            request_id=request.query_params.get("requestId"),
+            limit=limit,
+        )
+        if isinstance(listing, Failed):
+            return failed_problem(listing)
+        return json_response(
+            EffectsBody(
+                tenant=listing.tenant,
+                effects=[EffectBody.from_record(e) for e in listing.effects],
+            )
+        )
+
     async def whoami(self, request: Request) -> Response:
         """``GET /v1/whoami``: who the credentials belong to."""
         caller = required_caller(request)
@@ -144,7 +179,11 @@ class OpsRoutes:
         return json_response(HealthBody(status="ok"))
 
     async def readyz(self, request: Request) -> Response:
-        """``GET /readyz``: the store answers a cheap read within two seconds."""
+        """``GET /readyz``: the store answers, and audit events are not being lost.
+
+        The store must answer a cheap read within two seconds; an audit event lost in the
+        last minute, with none recorded since, is not ready (``Host.audit_losses``).
+        """
         try:
             with anyio.fail_after(_READY_TIMEOUT_SECONDS):
                 await self.host.store.get_approval("apr_readiness_probe")
@@ -156,6 +195,18 @@ class OpsRoutes:
                 "The store is not reachable.",
                 code=ErrorCode.PROVIDER_UNAVAILABLE,
                 reason="store_unreachable",
+                headers={"Retry-After": "1"},
+            )
+        losses = self.host.audit_losses()
+        if losses.failing:
+            # Never silent: a replica that loses audit events leaves the rotation.
+            return http_problem(
+                503,
+                "Not ready",
+                f"Audit events are being lost: {losses.lost} could not be recorded since "
+                "start, the latest just now (see the log).",
+                code=ErrorCode.PROVIDER_UNAVAILABLE,
+                reason="audit_lost",
                 headers={"Retry-After": "1"},
             )
         if self.gateway is not None:

@@ -33,6 +33,7 @@ from ._payloads import ProblemBody
 from ._problem import http_problem, problem_response
 from ._request import CONTROL_HEADERS
 from ._routes_approvals import ApprovalRoutes
+from ._routes_content import ContentRoutes
 from ._routes_ops import OpsRoutes
 from ._routes_tools import ToolRoutes
 
@@ -113,7 +114,8 @@ def create_app(
             ``/readyz`` needs its upstreams connected, ``/v1/upstreams`` shows them.
 
     Returns:
-        A Starlette app; serve it with uvicorn.
+        A Starlette app; serve it with uvicorn. Its lifespan opens the host's store if it
+        was handed over unopened, and closes it at shutdown (``Host.running``).
 
     Raises:
         ValueError: ``max_body_bytes`` or ``body_timeout`` is not positive.
@@ -123,6 +125,7 @@ def create_app(
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
     openapi = OpenAPIDocument()
     tools = ToolRoutes(host)
+    content = ContentRoutes(host)
     approvals = ApprovalRoutes(host)
     ops = OpsRoutes(host, openapi, gateway)
     # Every /v1 route knows its caller before it runs (one
@@ -133,6 +136,15 @@ def create_app(
         _Route("/v1/tools", tools.list_tools, methods=["GET"], middleware=signed),
         _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"], middleware=signed),
         _Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=with_body),
+        _Route("/v1/resources", content.list_resources, methods=["GET"], middleware=signed),
+        # A plain Route: a resource URI holds ':' (trip://T-1), percent-encoded or not.
+        Route(
+            "/v1/resources/{uri:path}", content.read_resource, methods=["GET"], middleware=signed
+        ),
+        _Route("/v1/prompts", content.list_prompts, methods=["GET"], middleware=signed),
+        _Route(
+            "/v1/prompts/{name}:get", content.get_prompt, methods=["POST"], middleware=with_body
+        ),
         _Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"], middleware=signed),
         _Route("/v1/approvals", approvals.list_approvals, methods=["GET"], middleware=signed),
         _Route(
@@ -155,6 +167,7 @@ def create_app(
         ),
         _Route("/v1/audit", ops.audit, methods=["GET"], middleware=signed),
         _Route("/v1/limits", ops.limits, methods=["GET"], middleware=signed),
+        _Route("/v1/effects", ops.effects, methods=["GET"], middleware=signed),
         _Route("/v1/whoami", ops.whoami, methods=["GET"], middleware=signed),
         _Route("/v1/upstreams", ops.upstreams, methods=["GET"], middleware=signed),
         _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"], middleware=signed),
@@ -184,8 +197,10 @@ def create_app(
     )
     if mounted is not None:
         # A Route, not a Mount: MCP clients post to /mcp itself, and a Mount would answer
-        # that with a redirect to /mcp/.
-        routes.append(Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"))
+        # that with a redirect to /mcp/. First, so that an MCP request (most of the
+        # traffic of an MCP server) is not matched against every REST route before it; no
+        # other route's path is /mcp, so the order changes no answer.
+        routes.insert(0, Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"))
     middleware: list[Middleware] = []
     if body_timeout is not None:
         middleware.append(Middleware(BodyDeadline, seconds=body_timeout))
@@ -214,7 +229,7 @@ def create_app(
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: _http_exception, Exception: _server_error},
-        lifespan=_lifespan(mounted),
+        lifespan=_lifespan(host, mounted),
     )
 
 
@@ -266,11 +281,14 @@ def _mcp_mount(
 
 
 def _lifespan(
-    mounted: McpMount | None,
+    host: Host, mounted: McpMount | None
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    # The host first: a store handed over unopened is opened before the first request
+    # and closed after the last (`uvicorn module:app` has no other place to do it).
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            await stack.enter_async_context(host.running())
             if mounted is not None:
                 await stack.enter_async_context(mounted.run())
             yield

@@ -36,6 +36,7 @@ from .._redaction import redact
 from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
+from ..harness.names import model_names
 from ..host import CallOptions, Host, derive_request_id
 from ..manifest import RegisteredTool
 from ..outcome import (
@@ -73,10 +74,17 @@ def charter_tools(
         tools: the names to offer; None offers every tool the principal may call.
         audience: the audience calls are made for.
         interrupts: pause the graph with ``interrupt()`` on interactions.
+
+    Each tool is named by its model-facing name (``charter.harness.names``); calls run the
+    canonical tool.
+
+    Raises:
+        ConfigurationError: two of the host's tools would have the same model-facing name.
     """
+    names = model_names(host.registry.tools())
     return [
         CharterTool(
-            name=t.name,
+            name=names.model_name(t.name),
             description=t.tool.description,
             args_schema={k: v for k, v in t.tool.input_schema.items() if k != "$schema"},
             host=host,
@@ -128,10 +136,10 @@ class CharterTool(BaseTool):
             session_id=self.session_id,
             call_id=call_id,
             invocation_id=f"lc_{call_id}",
+            model_name=self.name,
         )
-        outcome = await self.host.invoke(
-            self.name, arguments, self.principal, controls, call=options
-        )
+        tool = self.registered.name
+        outcome = await self.host.invoke(tool, arguments, self.principal, controls, call=options)
         for _ in range(_MAX_INTERACTIONS):
             if not isinstance(outcome, InteractionRequired | Deferred):
                 return _content(outcome)
@@ -142,7 +150,7 @@ class CharterTool(BaseTool):
                 approved = answer.get("approved") if isinstance(answer, dict) else answer
                 outcome = await self.host.resume(
                     outcome,
-                    self.name,
+                    tool,
                     arguments,
                     self.principal,
                     approved=approved is True,
@@ -153,7 +161,7 @@ class CharterTool(BaseTool):
                 value = answer.get("value", answer) if isinstance(answer, dict) else answer
                 outcome = await self.host.resume(
                     outcome,
-                    self.name,
+                    tool,
                     arguments,
                     self.principal,
                     value=value,
@@ -175,7 +183,7 @@ class CharterTool(BaseTool):
 
     def _ask(self, outcome: InteractionRequired | Deferred, request_id: str) -> Any:
         """Pause the graph on the interaction and return the resume value."""
-        payload: dict[str, Any] = {"charter": outcome.kind, "tool": self.name}
+        payload: dict[str, Any] = {"charter": outcome.kind, "tool": self.registered.name}
         payload["requestId"] = request_id
         if isinstance(outcome, InteractionRequired):
             payload.update(

@@ -49,6 +49,7 @@ from .._redaction import redact
 from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
+from ..harness.names import ModelNames, model_names
 from ..host import CallOptions, Host, derive_request_id
 from ..manifest import RegisteredTool
 from ..outcome import (
@@ -93,7 +94,12 @@ class CharterToolset(AbstractToolset[Any]):
             audience: the audience calls are made for.
             id: the toolset id pydantic-ai reports.
             max_retries: pydantic-ai's retry budget per tool.
+
+        Raises:
+            ConfigurationError: two of the host's tools would have the same model-facing
+                name (``charter.harness.names``).
         """
+        model_names(host.registry.tools())  # a name collision fails here, not mid-run
         self.host = host
         self.principal = principal
         self.session_id = session_id
@@ -111,13 +117,18 @@ class CharterToolset(AbstractToolset[Any]):
         visible = self.host.callable_tools(self.principal, self.audience)
         return [t for t in visible if self.names is None or t.name in self.names]
 
+    def _names(self) -> ModelNames:
+        # The whole registry's names: a tool is called the same whoever the principal is.
+        return model_names(self.host.registry.tools())
+
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        """The tools the principal may call, with their input schemas."""
+        """The tools the principal may call, by model-facing name, with their input schemas."""
+        names = self._names()
         return {
-            t.name: ToolsetTool(
+            names.model_name(t.name): ToolsetTool(
                 toolset=self,
                 tool_def=ToolDefinition(
-                    name=t.name,
+                    name=names.model_name(t.name),
                     description=t.tool.description,
                     parameters_json_schema={
                         k: v for k, v in t.tool.input_schema.items() if k != "$schema"
@@ -135,6 +146,8 @@ class CharterToolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         """Invoke the tool through the host and map its outcome (see the module table)."""
+        called = name
+        name = self._names().tool_name(called) or called
         call_id = ctx.tool_call_id or uuid.uuid4().hex
         request_id = derive_request_id(self.session_id, call_id)
         controls = InvocationControls.model_validate({"requestId": request_id})
@@ -143,6 +156,7 @@ class CharterToolset(AbstractToolset[Any]):
             session_id=self.session_id,
             call_id=call_id,
             invocation_id=f"pai_{call_id}",
+            model_name=called,
         )
         if not ctx.tool_call_approved:
             outcome = await self.host.invoke(

@@ -4,17 +4,19 @@ An ``ApprovalRecord`` binds one exact command: tenant, requester, request id, to
 version, target and fingerprint. ``Approvals`` (``host.approvals``) creates them for the
 gate, checks one is bound to a call, lists them, and lets a person holding the approver
 scope grant or deny them, auditing every decision (made or refused) and keeping the
-record's history. ``ApprovalStore`` is what it needs of a store.
+record's history. ``ApprovalStore`` is what it needs of a store. ``ApprovalNotices``
+(the host's notifications) is told of every change inside the transaction that writes it.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,7 +27,18 @@ from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..outcome import ApprovalStatus, Failed, failed, failed_from_error
 from ..registry import PreparedAction, Registry
 
-__all__ = ("ApprovalDecision", "ApprovalRecord", "ApprovalStatus", "ApprovalStore", "Approvals")
+if TYPE_CHECKING:
+    from .protocols import LedgerTransaction
+
+__all__ = (
+    "ApprovalChange",
+    "ApprovalDecision",
+    "ApprovalNotices",
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "ApprovalStore",
+    "Approvals",
+)
 
 logger = logging.getLogger("charter")
 
@@ -129,6 +142,39 @@ class ApprovalStore(Protocol):
         ...
 
 
+ApprovalChange: TypeAlias = Literal["requested", "granted", "denied", "expired", "consumed"]
+"""What happened to an approval: asked for, decided (a revocation is ``denied``), left
+unused past its expiry, or used by the call it approved."""
+
+
+class ApprovalNotices(Protocol):
+    """Protocol: what must follow an approval change (notifications), written with it.
+
+    ``stage`` runs inside the transaction that writes the change, so whatever it writes
+    commits or rolls back with the change; ``release`` runs once that transaction has
+    committed. The host's notifications implement it.
+    """
+
+    def transaction(self) -> AbstractAsyncContextManager[LedgerTransaction]:
+        """Open a write transaction on the store the approvals are kept in."""
+        ...
+
+    async def stage(
+        self,
+        tx: LedgerTransaction,
+        change: ApprovalChange,
+        record: ApprovalRecord,
+        *,
+        by: str | None,
+    ) -> Sequence[object]:
+        """Write what follows ``change`` of ``record`` (by ``by``) in ``tx``; what to release."""
+        ...
+
+    async def release(self, staged: Sequence[object]) -> None:
+        """Hand on what ``stage`` wrote, now that its transaction committed; never raises."""
+        ...
+
+
 class Approvals:
     """The approvals of one host: ``host.approvals``."""
 
@@ -143,8 +189,14 @@ class Approvals:
         allow_self_approval: bool,
         audit: AuditSink | None = None,
         clock: Callable[[], datetime],
+        notices: ApprovalNotices | None = None,
     ) -> None:
-        """Bind approvals to a store; see ``is_approver`` for who may decide."""
+        """Bind approvals to a store; see ``is_approver`` for who may decide.
+
+        With ``notices``, each request and decision is written in a transaction together
+        with what must follow it (the host's notifications).
+        """
+        self.notices = notices
         self.store = store
         self.registry = registry
         self.approver_scope = approver_scope
@@ -190,7 +242,7 @@ class Approvals:
             created_at=now,
             expires_at=now + ttl,
         )
-        stored = await self.store.insert_approval(record)
+        stored = await self._insert(record)
         if stored.fingerprint != fingerprint:
             return failed(
                 ErrorCode.IDEMPOTENCY_CONFLICT,
@@ -198,6 +250,18 @@ class Approvals:
                 reason="idempotency_key_reused",
             )
         return stored, stored.id == record.id
+
+    async def _insert(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert the approval (with its notices when there are any), or read its request's."""
+        if self.notices is None:
+            return await self.store.insert_approval(record)
+        staged: Sequence[object] = ()
+        async with self.notices.transaction() as tx:
+            stored = await tx.insert_approval(record)
+            if stored.id == record.id:
+                staged = await self.notices.stage(tx, "requested", stored, by=None)
+        await self.notices.release(staged)
+        return stored
 
     async def find(
         self, tenant_id: str, requester_id: str, request_id: str
@@ -349,15 +413,7 @@ class Approvals:
         try:
             # Compare-and-set on the status the history was read with, so a concurrent
             # decision can never drop out of the history.
-            changed = await self.store.decide_approval(
-                approval_id,
-                expected=(record.status,),
-                status=status,
-                decided_by=approver.key,
-                reason=reason,
-                at=at,
-                history=(*record.history, entry),
-            )
+            changed = await self._write_decision(record, entry)
         except ToolError as exc:  # e.g. a reason the store cannot hold (a NUL character)
             return failed_from_error(exc)
         current = await self.store.get_approval(approval_id)
@@ -371,6 +427,37 @@ class Approvals:
                 else _denied(approval_id, f"already_{current.status}")
             )
         return current
+
+    async def _write_decision(self, record: ApprovalRecord, entry: ApprovalDecision) -> bool:
+        """Compare-and-set ``entry`` on ``record`` (with its notices); whether it changed."""
+        history = (*record.history, entry)
+        decision: dict[str, Any] = {
+            "expected": (record.status,),
+            "status": entry.status,
+            "decided_by": entry.decided_by,
+            "reason": entry.reason,
+            "at": entry.decided_at,
+            "history": history,
+        }
+        if self.notices is None:
+            return await self.store.decide_approval(record.id, **decision)
+        staged: Sequence[object] = ()
+        async with self.notices.transaction() as tx:
+            changed = await tx.decide_approval(record.id, **decision)
+            if changed:
+                decided = record.model_copy(
+                    update={
+                        "status": entry.status,
+                        "decided_by": entry.decided_by,
+                        "decided_at": entry.decided_at,
+                        "decision_reason": entry.reason,
+                        "history": history,
+                    }
+                )
+                change: ApprovalChange = "granted" if entry.status == "approved" else "denied"
+                staged = await self.notices.stage(tx, change, decided, by=entry.decided_by)
+        await self.notices.release(staged)
+        return changed
 
     def _not_an_approver(self, principal: Principal) -> Failed:
         if principal.kind != "person":

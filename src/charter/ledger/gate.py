@@ -12,7 +12,7 @@ key is the arbiter; there is no check-then-act.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -34,7 +34,8 @@ from ._answers import (
 )
 from ._claims import claim_factory
 from .approvals import ApprovalRecord, Approvals
-from .protocols import FaultHook, FaultPoint, LedgerStore
+from .outbox import EffectOutbox, StagedEffects
+from .protocols import FaultHook, FaultPoint, LedgerStore, LedgerTransaction
 from .records import ActionStatus, DeferredRecord, LedgerEntry
 
 __all__ = ("AuditBuilder", "LedgerGate", "LedgerKey")
@@ -81,9 +82,14 @@ class LedgerGate:
         clock: Callable[[], datetime],
         audit_in_transaction: bool,
         fault_hook: FaultHook | None = None,
+        outbox: EffectOutbox | None = None,
     ) -> None:
-        """Bind the gate to a store and the registry whose actions it runs."""
+        """Bind the gate to a store and the registry whose actions it runs.
+
+        ``outbox`` lets handlers stage effects (``ctx.effect``); without one they cannot.
+        """
         self.fault_hook = fault_hook
+        self.outbox = outbox
         self.store = store
         self.registry = registry
         self.approvals = approvals
@@ -274,18 +280,19 @@ class LedgerGate:
     ) -> tuple[ToolOutcome, bool]:
         registered = prepared.tool
         audited = False
+        noticed: Sequence[object] = ()
+        staged: StagedEffects | None = None
         try:
             async with self.store.transaction(wait=self.in_progress_wait) as tx:
                 existing = await tx.claim(entry, self.clock())
                 if existing is not None:
                     raise _Rollback(replay(existing, entry.fingerprint))
                 self._fault("after_claim")
-                if entry.approval_id is not None and not await tx.consume_approval(
-                    entry.approval_id, entry.request_id, self.clock()
-                ):
-                    raise _ApprovalUnusable
+                noticed = await self._consume(tx, entry)
                 ctx.db = tx.connection
                 ctx.db_error = tx.transient_error
+                staged = self._staging(entry)
+                ctx.effect_stager = staged
                 if registered.tool.enforcement == "handler":
                     ctx.handler_action_policy = self.registry.mint_handler_policy(
                         registered, controls, claim_factory(tx, entry, self.clock)
@@ -308,6 +315,9 @@ class LedgerGate:
                     )
                 elif not isinstance(outcome, Completed):
                     raise _Rollback(outcome)
+                if staged is not None:
+                    for record in staged.records:
+                        await tx.insert_effect(record)
                 await tx.complete(
                     entry.model_copy(
                         update={
@@ -333,9 +343,49 @@ class LedgerGate:
         except BaseException:
             discard_after_commit(ctx.after_commit)
             raise
+        finally:
+            ctx.effect_stager = None
         self._fault("after_commit_before_response")
+        if staged is not None and staged.records and self.outbox is not None:
+            await self.outbox.deliver(staged.records)
+        notices = self.approvals.notices
+        if notices is not None and noticed:
+            await notices.release(noticed)
         await run_after_commit(ctx.after_commit, registered.name)
         return outcome, audited
+
+    async def _consume(self, tx: LedgerTransaction, entry: LedgerEntry) -> Sequence[object]:
+        """Consume the call's approval and stage its notices, in the call's transaction.
+
+        Raises:
+            _ApprovalUnusable: the approval is no longer granted and unexpired.
+        """
+        if entry.approval_id is None:
+            return ()
+        if not await tx.consume_approval(entry.approval_id, entry.request_id, self.clock()):
+            raise _ApprovalUnusable
+        notices = self.approvals.notices
+        if notices is None:
+            return ()
+        record = await self.store.get_approval(entry.approval_id)
+        if record is None:
+            return ()
+        consumed = record.model_copy(update={"status": "consumed", "consumed_by": entry.request_id})
+        return await notices.stage(tx, "consumed", consumed, by=entry.principal_id)
+
+    def _staging(self, entry: LedgerEntry) -> StagedEffects | None:
+        """Where this call's ``ctx.effect`` stages its effects (None: no outbox)."""
+        if self.outbox is None:
+            return None
+        return StagedEffects(
+            registry=self.registry,
+            outbox=self.outbox,
+            tenant_id=entry.tenant_id,
+            principal_id=entry.principal_id,
+            request_id=entry.request_id,
+            tool=entry.tool,
+            clock=self.clock,
+        )
 
     def _fault(self, point: FaultPoint) -> None:
         if self.fault_hook is not None:

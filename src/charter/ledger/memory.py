@@ -8,6 +8,7 @@ from datetime import datetime
 from types import TracebackType
 
 from ..audit import AuditEvent, MemoryAuditSink
+from ..effects import EffectRecord, EffectStatus
 from ..errors import StoreBusy, ToolError
 from ..outcome import ApprovalStatus
 from .approvals import ApprovalDecision, ApprovalRecord
@@ -28,6 +29,7 @@ class MemoryStore(MemoryAuditSink):
         self.approvals: dict[str, ApprovalRecord] = {}
         self.claims: dict[_Key, ClaimRecord] = {}
         self.deferred: dict[str, DeferredRecord] = {}
+        self.effects: dict[str, EffectRecord] = {}
         self._write = asyncio.Lock()
 
     def transaction(self, *, wait: float) -> AbstractAsyncContextManager[_MemoryTransaction]:
@@ -159,6 +161,123 @@ class MemoryStore(MemoryAuditSink):
             del self.approvals[approval_id]
         return len(doomed) + len(stale)
 
+    # -- the effect outbox (charter.effects.EffectStore) ------------------------------------
+
+    async def claim_effects(
+        self, *, now: datetime, lease_until: datetime, worker: str, limit: int
+    ) -> list[EffectRecord]:
+        """Lease up to ``limit`` due pending effects to ``worker``, oldest due first."""
+        due = sorted(
+            (
+                e
+                for e in self.effects.values()
+                if e.status == "pending"
+                and e.next_attempt_at <= now
+                and (e.lease_until is None or e.lease_until <= now)
+            ),
+            key=lambda e: (e.next_attempt_at, e.created_at, e.key),
+        )[:limit]
+        claimed = []
+        for record in due:
+            leased = record.model_copy(
+                update={
+                    "lease_until": lease_until,
+                    "leased_by": worker,
+                    "attempts": record.attempts + 1,
+                    "updated_at": now,
+                }
+            )
+            self.effects[record.key] = leased
+            claimed.append(leased)
+        return claimed
+
+    async def finish_effect(
+        self,
+        key: str,
+        *,
+        worker: str,
+        status: EffectStatus,
+        next_attempt_at: datetime | None,
+        error: str | None,
+        at: datetime,
+    ) -> bool:
+        """Record an attempt's result if ``worker`` still holds the effect's lease."""
+        record = self.effects.get(key)
+        if record is None or record.status != "pending" or record.leased_by != worker:
+            return False
+        self.effects[key] = record.model_copy(
+            update={
+                "status": status,
+                "next_attempt_at": next_attempt_at or record.next_attempt_at,
+                "lease_until": None,
+                "leased_by": None,
+                "last_error": error,
+                "updated_at": at,
+                "delivered_at": at if status == "delivered" else None,
+            }
+        )
+        return True
+
+    async def get_effect(self, key: str) -> EffectRecord | None:
+        """Read one effect."""
+        return self.effects.get(key)
+
+    async def list_effects(
+        self,
+        *,
+        tenant_id: str | None = None,
+        status: EffectStatus | None = None,
+        request_id: str | None = None,
+        limit: int = 100,
+    ) -> list[EffectRecord]:
+        """List effects, newest first."""
+        found = [
+            e
+            for e in self.effects.values()
+            if (tenant_id is None or e.tenant_id == tenant_id)
+            and (status is None or e.status == status)
+            and (request_id is None or e.request_id == request_id)
+        ]
+        found.sort(key=lambda e: (e.created_at, e.seq), reverse=True)
+        return found[: max(limit, 0)]
+
+    async def redrive_effect(self, key: str, *, now: datetime) -> bool:
+        """Make a dead or discarded effect pending again, with fresh attempts."""
+        record = self.effects.get(key)
+        if record is None or record.status not in ("dead", "discarded"):
+            return False
+        self.effects[key] = record.model_copy(
+            update={
+                "status": "pending",
+                "attempts": 0,
+                "next_attempt_at": now,
+                "lease_until": None,
+                "leased_by": None,
+                "updated_at": now,
+            }
+        )
+        return True
+
+    async def discard_effect(self, key: str, *, now: datetime) -> bool:
+        """Give up on a pending or dead effect."""
+        record = self.effects.get(key)
+        if record is None or record.status not in ("pending", "dead"):
+            return False
+        self.effects[key] = record.model_copy(
+            update={
+                "status": "discarded",
+                "lease_until": None,
+                "leased_by": None,
+                "updated_at": now,
+            }
+        )
+        return True
+
+    async def effect_backlog(self) -> tuple[int, datetime | None]:
+        """How many effects are pending, and the oldest one's creation time."""
+        pending = [e.created_at for e in self.effects.values() if e.status == "pending"]
+        return len(pending), min(pending, default=None)
+
 
 class _Scope(AbstractAsyncContextManager["_MemoryTransaction"]):
     """``MemoryStore.transaction``: the write lock within ``wait``, then one transaction."""
@@ -200,10 +319,12 @@ class _MemoryTransaction:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
         self._entries: dict[_Key, LedgerEntry] = {}
-        self._consumed: dict[str, ApprovalRecord] = {}
+        self._approvals: dict[str, ApprovalRecord] = {}
+        """Approvals written (inserted, decided or consumed) in this transaction."""
         self._claims: dict[_Key, ClaimRecord] = {}
         self._deferred: dict[str, DeferredRecord] = {}
         self._audit: list[AuditEvent] = []
+        self._effects: dict[str, EffectRecord] = {}
         self._dropped: set[_Key] = set()
         """Keys whose expired entry this transaction replaced: their old claims go too."""
 
@@ -231,12 +352,48 @@ class _MemoryTransaction:
         self._entries[(entry.tenant_id, entry.principal_id, entry.request_id)] = entry
 
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
-        # This transaction's own consumption first: an approval is consumed once.
-        record = self._consumed.get(approval_id) or self._store.approvals.get(approval_id)
+        # This transaction's own writes first: an approval is consumed once.
+        record = self._approval(approval_id)
         if record is None or record.status != "approved" or record.expires_at <= now:
             return False
-        self._consumed[approval_id] = record.model_copy(
+        self._approvals[approval_id] = record.model_copy(
             update={"status": "consumed", "consumed_by": request_id}
+        )
+        return True
+
+    def _approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._approvals.get(approval_id) or self._store.approvals.get(approval_id)
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        key = (record.tenant_id, record.requester_id, record.request_id)
+        for existing in (*self._approvals.values(), *self._store.approvals.values()):
+            if (existing.tenant_id, existing.requester_id, existing.request_id) == key:
+                return self._approval(existing.id) or existing
+        self._approvals[record.id] = record
+        return record
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        record = self._approval(approval_id)
+        if record is None or record.status not in expected:
+            return False
+        self._approvals[approval_id] = record.model_copy(
+            update={
+                "status": status,
+                "decided_by": decided_by,
+                "decided_at": at,
+                "decision_reason": reason,
+                "history": history,
+            }
         )
         return True
 
@@ -264,13 +421,20 @@ class _MemoryTransaction:
     async def record_audit(self, event: AuditEvent) -> None:
         self._audit.append(event)
 
+    async def insert_effect(self, record: EffectRecord) -> bool:
+        if record.key in self._effects or record.key in self._store.effects:
+            return False
+        self._effects[record.key] = record
+        return True
+
     def apply(self) -> None:
         store = self._store
         for key in self._dropped:
             store.claims.pop(key, None)
         store.entries.update(self._entries)
-        store.approvals.update(self._consumed)
+        store.approvals.update(self._approvals)
         store.claims.update(self._claims)
         store.deferred.update(self._deferred)
+        store.effects.update(self._effects)
         for event in self._audit:
             store._events.append(event)

@@ -13,8 +13,10 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from ..audit import AuditEvent
+from ..effects import EffectRecord
 from ..errors import ToolError
-from .approvals import ApprovalStore
+from ..outcome import ApprovalStatus
+from .approvals import ApprovalDecision, ApprovalRecord, ApprovalStore
 from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
 __all__ = ("FaultHook", "FaultPoint", "LedgerStore", "LedgerTransaction")
@@ -52,6 +54,24 @@ class LedgerTransaction(Protocol):
         """Mark an approved, unexpired approval consumed; False if it no longer is."""
         ...
 
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """``ApprovalStore.insert_approval`` in this transaction (what follows commits with it)."""
+        ...
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """``ApprovalStore.decide_approval`` in this transaction."""
+        ...
+
     async def get_claim(
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> ClaimRecord | None:
@@ -74,6 +94,13 @@ class LedgerTransaction(Protocol):
 
     async def record_audit(self, event: AuditEvent) -> None:
         """Write an audit event in this transaction."""
+        ...
+
+    async def insert_effect(self, record: EffectRecord) -> bool:
+        """Write an effect to the outbox in this transaction; False if its key exists.
+
+        An existing key is left alone (enqueueing the same effect twice is a no-op).
+        """
         ...
 
 

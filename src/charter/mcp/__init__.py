@@ -13,6 +13,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("charter.mcp needs the MCP SDK: pip install 'charter[mcp]'") from exc
 
+from ._events import MemoryEventStore, Resumability
 from ._forwarded import ForwardedResult
 from ._interact import ConnectionState
 from ._listing import TOOL_META_KEY
@@ -30,8 +31,10 @@ __all__ = (
     "TOOL_META_KEY",
     "ConnectionState",
     "ForwardedResult",
+    "MemoryEventStore",
     "Presenter",
     "Resolution",
+    "Resumability",
     "SessionLimits",
     "StreamableHTTPApp",
     "create_asgi_app",

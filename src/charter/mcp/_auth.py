@@ -42,9 +42,11 @@ class HostTokenVerifier:
             return None
         if principal is None:
             return None
-        return PrincipalAccessToken(
-            # The SDK binds sessions to (client_id, issuer, subject): include the tenant
-            # so the same subject in two tenants never shares a session.
+        # Built without validation (``model_construct``): this runs on every request, and
+        # every field is already a checked string (tests/mcp/test_mcp_token_verifier.py).
+        # The SDK binds sessions to (client_id, issuer, subject): include the tenant so
+        # the same subject in two tenants never shares a session.
+        return PrincipalAccessToken.model_construct(
             token="",
             client_id=f"{principal.tenant_id}/{principal.api_key_id or principal.subject}",
             scopes=sorted(principal.scopes),

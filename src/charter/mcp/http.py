@@ -9,6 +9,7 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.lowlevel import Server
+from mcp.server.streamable_http import EventStore
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
@@ -29,6 +30,7 @@ from ..auth import AuthenticationUnavailable, Principal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import Host
 from ._auth import HostTokenVerifier
+from ._events import MemoryEventStore, Resumability
 from ._interact import ConnectionState
 from ._render import Presenter
 from ._sessions import SessionLimiter, SessionLimits
@@ -108,6 +110,7 @@ def streamable_http_app(
     presenters: Mapping[str, Presenter] | None = None,
     request_state_keys: Sequence[bytes | str] | None = None,
     session_limits: SessionLimits | None = None,
+    resumability: Resumability | bool = True,
 ) -> StreamableHTTPApp:
     """Serve ``host``'s tools over MCP streamable HTTP.
 
@@ -133,17 +136,28 @@ def streamable_http_app(
         session_limits: how many sessions one principal and the whole server may hold,
             and how long an idle one lives (stateful mode only). Default:
             ``SessionLimits()``.
+        resumability: how stateful sessions' SSE streams resume after a reconnect with
+            ``Last-Event-ID`` (``Resumability``); True: the defaults (events kept in
+            memory), False: not at all. Stateless mode has no streams to resume.
 
     Raises:
         ConfigurationError: ``require_auth=True`` on a host without an authenticator.
     """
     limits = session_limits if session_limits is not None else SessionLimits()
+    resume = (
+        None
+        if stateless or resumability is False
+        else Resumability()
+        if resumability is True
+        else resumability
+    )
     server = create_server(
         host,
         name=name,
         version=version,
         presenters=presenters,
         request_state_keys=request_state_keys,
+        sse_poll_after=resume.poll_after if resume is not None else None,
     )
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
     origins = (
@@ -160,6 +174,8 @@ def streamable_http_app(
         ),
         session_idle_timeout=limits.idle_timeout,
         max_sessions=limits.max_sessions,
+        event_store=_event_store(resume),
+        retry_interval=None if resume is None else resume.retry_ms,
     )
     app: ASGIApp = StreamableHTTPASGIApp(manager)
     limiter: SessionLimiter | None = None
@@ -185,6 +201,14 @@ def streamable_http_app(
     return StreamableHTTPApp(server=server, session_manager=manager, app=app, limiter=limiter)
 
 
+def _event_store(resume: Resumability | None) -> EventStore | None:
+    # ``is None``, not ``or``: a store may define ``__len__`` (the SDK then sees an empty
+    # one as no store at all, so charter's does not).
+    if resume is None:
+        return None
+    return resume.event_store if resume.event_store is not None else MemoryEventStore()
+
+
 def create_asgi_app(
     host: Host,
     *,
@@ -200,10 +224,13 @@ def create_asgi_app(
     presenters: Mapping[str, Presenter] | None = None,
     request_state_keys: Sequence[bytes | str] | None = None,
     session_limits: SessionLimits | None = None,
+    resumability: Resumability | bool = True,
 ) -> Starlette:
     """A standalone Starlette app serving MCP at ``path``, with its lifespan wired.
 
     The arguments are those of ``streamable_http_app``; ``path`` is where MCP answers.
+    The lifespan opens the host's store if it was handed over unopened, and closes it at
+    shutdown (``Host.running``), then runs the session manager.
     """
     mcp_app = streamable_http_app(
         host,
@@ -218,11 +245,12 @@ def create_asgi_app(
         presenters=presenters,
         request_state_keys=request_state_keys,
         session_limits=session_limits,
+        resumability=resumability,
     )
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
-        async with mcp_app.run():
+        async with host.running(), mcp_app.run():
             yield
 
     return Starlette(

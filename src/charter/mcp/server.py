@@ -1,12 +1,14 @@
 """charter's MCP server: the SDK's low-level ``Server`` over ``Host.discover`` and ``Host.invoke``.
 
 ``tools/list`` lists the tools the caller may call with their precomputed schemas;
-``tools/call`` runs ``Host.invoke`` and renders the outcome. Policy, validation,
-scopes and the ledger all stay in the host.
+``tools/call`` runs ``Host.invoke`` and renders the outcome. Resources, prompts and
+completions are ``Host.content`` (``_content``). Policy, validation, scopes and the
+ledger all stay in the host.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -28,6 +30,7 @@ from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
 from ._changes import ToolListChanges
+from ._content import NO_SESSION, ContentHandlers
 from ._forwarded import is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
 from ._listing import ToolListing, status_tool
@@ -50,6 +53,7 @@ def create_server(
     presenters: Mapping[str, Presenter] | None = None,
     request_state_keys: Sequence[bytes | str] | None = None,
     instructions: str | None = None,
+    sse_poll_after: float | None = None,
 ) -> Server[ConnectionState]:
     """Build an MCP server that exposes ``host``'s tools.
 
@@ -67,6 +71,9 @@ def create_server(
             ``requestState`` of 2026-07-28 elicitation round trips; give every replica
             the same keys. Default: a key held by this process only.
         instructions: optional server instructions for the client.
+        sse_poll_after: over streamable HTTP with an event store, close a
+            ``tools/call``'s SSE stream once the call has run this many seconds; the
+            client reconnects with ``Last-Event-ID`` and gets the rest (SSE polling).
 
     Raises:
         ConfigurationError: a presenter names an unknown tool, or a registered tool uses
@@ -78,9 +85,10 @@ def create_server(
         raise ConfigurationError(f"presenters name unknown tool(s) {unknown}; use canonical names")
     if host.registry.get(STATUS_TOOL) is not None:
         raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
-    adapter = _Adapter(host, principal=principal, presenters=presenters)
+    adapter = _Adapter(host, principal=principal, presenters=presenters, poll_after=sse_poll_after)
     # Tools registered or removed while serving (charter.gateway): clients are told.
     host.registry.on_change(adapter.changes.listener())
+    content = ContentHandlers(host, principal_of=adapter.principal, session_of=_session_key)
     server: Server[ConnectionState] = Server(
         name,
         version=version,
@@ -89,6 +97,14 @@ def create_server(
         on_list_tools=adapter.list_tools,
         on_call_tool=adapter.call_tool,
         get_tool_input_schema=adapter.input_schema,
+        on_list_resources=content.list_resources,
+        on_list_resource_templates=content.list_templates,
+        on_read_resource=content.read_resource,
+        on_subscribe_resource=content.subscribe,
+        on_unsubscribe_resource=content.unsubscribe,
+        on_list_prompts=content.list_prompts,
+        on_get_prompt=content.get_prompt,
+        on_completion=content.complete,
     )
     # Registered directly: the constructor's on_set_logging_level warns that logging is
     # deprecated at 2026-07-28, but handshake-era clients still set levels.
@@ -110,9 +126,16 @@ class _Adapter:
     """The handlers behind one server."""
 
     def __init__(
-        self, host: Host, *, principal: Principal | None, presenters: dict[str, Presenter]
+        self,
+        host: Host,
+        *,
+        principal: Principal | None,
+        presenters: dict[str, Presenter],
+        poll_after: float | None = None,
     ) -> None:
         self.host = host
+        self.poll_after = poll_after
+        self._closing: set[asyncio.Future[None]] = set()
         self.default_principal = principal
         self.presenters = presenters
         self.listing = ToolListing()
@@ -181,14 +204,34 @@ class _Adapter:
             sampler=_interact.sampler(ctx),
             call_id=None if ctx.request_id is None else str(ctx.request_id),
         )
-        if params.request_state is not None:
-            result = await self._answered(ctx, params, arguments, principal, call)
-        else:
-            outcome = await self.host.invoke(name, arguments, principal, call=call)
-            result = await self._interact(ctx, name, arguments, principal, call, outcome)
+        poll = self._poll(ctx)
+        try:
+            if params.request_state is not None:
+                result = await self._answered(ctx, params, arguments, principal, call)
+            else:
+                outcome = await self.host.invoke(name, arguments, principal, call=call)
+                result = await self._interact(ctx, name, arguments, principal, call, outcome)
+        finally:
+            if poll is not None:
+                poll.cancel()
         if isinstance(result, types.InputRequiredResult):
             return result
         return self._render(name, arguments, result)
+
+    def _poll(self, ctx: Context) -> asyncio.TimerHandle | None:
+        """Close this call's SSE stream after ``poll_after`` seconds, if it can resume."""
+        close = ctx.close_sse_stream
+        if self.poll_after is None or close is None:
+            return None
+        loop = asyncio.get_running_loop()
+
+        # A timer, not a task group: the call's own errors must not become exception groups.
+        def fire() -> None:
+            task = asyncio.ensure_future(close())
+            self._closing.add(task)  # held until done, so it is not collected mid-way
+            task.add_done_callback(self._closing.discard)
+
+        return loop.call_later(self.poll_after, fire)
 
     # -- interactions -------------------------------------------------------------------
 
@@ -333,7 +376,7 @@ class _Adapter:
         return Completed(output=status.model_dump(mode="json"))
 
 
-_NO_SESSION = "\x00no-session"
+_NO_SESSION = NO_SESSION
 """A stateless HTTP request: it belongs to no session that could remember a log level."""
 
 

@@ -18,10 +18,12 @@ from pydantic import BaseModel
 from .._nearmatch import near_matches, suggestion_text
 from ..auth import audience_allows
 from ..context import ToolContext
+from ..effects import Effect
 from ..errors import UNKNOWN_TOOL_NEXT_STEPS, ConfigurationError, ErrorCode
 from ..manifest import RegisteredTool, manifest_json
 from ..outcome import Failed, ToolOutcome, failed
 from ..policy import ClaimFactory, HandlerActionPolicy, InvocationControls
+from ..resources import ContentCatalog, Prompt, Resource
 from ..tool import Tool, ToolBinding
 from ._binding import resolve_binding, version_key
 from ._execution import HandlerRunner
@@ -48,6 +50,9 @@ class Registry:
         self._minted: weakref.WeakSet[HandlerActionPolicy] = weakref.WeakSet()
         self._runner = HandlerRunner(max_threads=max_threads)
         self._listeners: builtins.list[Callable[[], None]] = []
+        self._effects: dict[str, Effect] = {}
+        self.content = ContentCatalog()
+        """The resources, resource templates and prompts served beside the tools."""
 
     # -- registration -------------------------------------------------------------------
 
@@ -111,6 +116,46 @@ class Registry:
     def register_all(self, tools: Iterable[Tool[Any, Any, Any]]) -> builtins.list[RegisteredTool]:
         """Register several tools without bindings, in order."""
         return [self.register(tool) for tool in tools]
+
+    def register_effect(self, effect: Effect) -> Effect:
+        """Register an effect (``@charter.effect``) that handlers stage with ``ctx.effect``.
+
+        Raises:
+            ConfigurationError: an effect with this name is already registered.
+        """
+        if effect.name in self._effects:
+            raise ConfigurationError(f"effect {effect.name!r} is already registered")
+        self._effects[effect.name] = effect
+        return effect
+
+    def effect(self, name: str) -> Effect:
+        """The registered effect called ``name``.
+
+        Raises:
+            ConfigurationError: no effect has this name (the message suggests near ones).
+        """
+        found = self._effects.get(name)
+        if found is None:
+            near = near_matches(name, list(self._effects)).did_you_mean
+            hint = f" Did you mean {near!r}?" if near else ""
+            raise ConfigurationError(
+                f"no effect {name!r} is registered; register it with "
+                f"registry.register_effect(...).{hint}"
+            )
+        return found
+
+    def effects(self) -> builtins.list[Effect]:
+        """The registered effects, in registration order."""
+        return list(self._effects.values())
+
+    def register_content(self, *items: Resource | Prompt) -> None:
+        """Register resources, resource templates and prompts (``charter.resources``).
+
+        Raises:
+            ConfigurationError: a URI or prompt name is taken.
+        """
+        for item in items:
+            self.content.add(item)
 
     # -- lookup -------------------------------------------------------------------------
 

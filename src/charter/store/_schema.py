@@ -19,6 +19,7 @@ __all__ = (
     "budgets",
     "claims",
     "deferred",
+    "effects",
     "ledger_entries",
     "metadata",
     "secrets",
@@ -178,3 +179,31 @@ budgets = sa.Table(
     sa.Index(None, "tenant"),
 )
 """Rate-limit buckets: one theoretical arrival time (Unix seconds) each (``_budget_rows``)."""
+
+effects = sa.Table(
+    "charter_effects",
+    metadata,
+    sa.Column("key", SafeText, primary_key=True),
+    sa.Column("tenant_id", SafeText, nullable=False),
+    sa.Column("name", SafeText, nullable=False),
+    sa.Column("payload", JSONText, nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("request_id", SafeText),
+    sa.Column("principal_id", SafeText),
+    sa.Column("tool", SafeText),
+    sa.Column("status", SafeText, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("max_attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", UTCDateTime, nullable=False),
+    sa.Column("lease_until", UTCDateTime),
+    sa.Column("leased_by", SafeText),
+    sa.Column("last_error", SafeText),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("delivered_at", UTCDateTime),
+    sa.CheckConstraint("status IN ('pending', 'delivered', 'dead', 'discarded')", name="status"),
+    sa.Index(None, "status", "next_attempt_at"),
+    sa.Index(None, "tenant_id", "created_at"),
+    sa.Index(None, "tenant_id", "request_id"),
+)
+"""The effect outbox: one row per effect, written in the transaction that asked for it."""

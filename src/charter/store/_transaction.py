@@ -8,8 +8,18 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
+from ..effects import EffectRecord
 from ..errors import StoreBusy, StoreError, ToolError
-from ..ledger import ClaimRecord, DeferredRecord, LedgerEntry
+from ..ledger import (
+    ApprovalDecision,
+    ApprovalRecord,
+    ApprovalStatus,
+    ClaimRecord,
+    DeferredRecord,
+    LedgerEntry,
+)
+from . import _approval_rows as approval_rows
+from . import _effect_rows
 from ._connections import run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit
@@ -116,6 +126,42 @@ class SqlTransaction:
         return result.rowcount == 1
 
     @run_to_completion
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert a pending approval in this transaction, or read its request's own.
+
+        Raises:
+            UnstorableValue: A field holds a NUL character or an unpaired surrogate.
+        """
+        with translated("inserting an approval"):
+            return await approval_rows.insert_or_read(self._conn, record)
+
+    @run_to_completion
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """Compare-and-set an approval's decision in this transaction; whether it changed.
+
+        Raises:
+            UnstorableValue: ``decided_by`` or ``reason`` holds a NUL character.
+        """
+        if not is_storable(approval_id) or not expected:
+            return False
+        statement = approval_rows.decide(
+            approval_id, expected, status=status, by=decided_by, reason=reason, at=at
+        )
+        with translated("deciding an approval"):
+            result = await self._conn.execute(statement, {"history": approval_rows.dump(history)})
+        return result.rowcount == 1
+
+    @run_to_completion
     async def get_claim(
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> ClaimRecord | None:
@@ -168,6 +214,12 @@ class SqlTransaction:
         """Write an audit event in this transaction (it commits with the action)."""
         with translated("recording an audit event"):
             await write_audit(self._conn, event)
+
+    @run_to_completion
+    async def insert_effect(self, record: EffectRecord) -> bool:
+        """Write an effect to the outbox in this transaction; False if its key exists."""
+        with translated("recording an effect"):
+            return await _effect_rows.insert_effect(self._conn, record)
 
 
 def _without_key(values: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from . import _approval_rows as approval_rows
 from . import _budget_rows, _keys, _secrets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
+from ._effect_store import SqlEffectOutbox
 from ._engine import make_engine
 from ._errors import translated
 from ._migrate import ensure_schema, upgrade
@@ -44,8 +45,8 @@ class _State(enum.Enum):
     """``aclose()`` released the connections; the store cannot be reopened."""
 
 
-class SqlStore:
-    """The ledger, approvals, claims, deferred records, audit events and API keys in SQL.
+class SqlStore(SqlEffectOutbox):
+    """The ledger, approvals, claims, deferred records, effects, audit events and API keys in SQL.
 
     ``sqlite+aiosqlite:///path`` (see ``sqlite_url``) is the embedded default: WAL,
     ``BEGIN IMMEDIATE`` for every write transaction, a busy timeout. A fresh database is
@@ -91,6 +92,11 @@ class SqlStore:
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
         return f"SqlStore({url!r}, state={self._state.value})"
+
+    @property
+    def state(self) -> str:
+        """``new`` (not opened yet), ``open``, or ``closed``; ASGI lifespans open a new one."""
+        return self._state.value
 
     @property
     def dialect(self) -> str:

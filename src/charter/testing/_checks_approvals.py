@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..ledger import ApprovalDecision, ApprovalRecord, LedgerStore
-from ._records import HOUR, NOW, WAIT, approval, decide, stored_approval
+from ..ledger import ApprovalDecision, ApprovalRecord, LedgerStore, LedgerTransaction
+from ._records import HOUR, NOW, WAIT, Abort, approval, decide, stored_approval
 from ._store_check import StoreCheck, expect, expect_equal, store_check
 
 __all__ = ("APPROVAL_CHECKS",)
@@ -230,6 +230,64 @@ async def an_approved_unexpired_approval_is_consumed_exactly_once(store: LedgerS
     )
 
 
+@store_check
+async def approvals_written_in_a_transaction_commit_or_roll_back_with_it(
+    store: LedgerStore,
+) -> None:
+    """``tx.insert_approval`` and ``tx.decide_approval`` commit with their transaction.
+
+    The host writes an approval change and its notifications in one transaction: a
+    rolled-back insert or decision leaves nothing, a committed one reads back.
+    """
+    record = approval()
+    try:
+        async with store.transaction(wait=WAIT) as tx:
+            expect_equal(await tx.insert_approval(record), record, "tx.insert_approval()")
+            raise Abort
+    except Abort:
+        pass
+    expect_equal(await store.get_approval("apr-1"), None, "an approval inserted, rolled back")
+    async with store.transaction(wait=WAIT) as tx:
+        await tx.insert_approval(record)
+        again = approval("apr-2", request_id="req-apr-1", fingerprint="sha256:other")
+        expect_equal(
+            await tx.insert_approval(again), record, "tx.insert_approval() of the same request"
+        )
+    expect_equal(await store.get_approval("apr-1"), record, "an approval inserted, committed")
+    decision = ApprovalDecision(status="approved", decided_by="acme/bob", decided_at=NOW)
+
+    async def grant(tx: LedgerTransaction) -> bool:
+        return await tx.decide_approval(
+            "apr-1",
+            expected=("pending",),
+            status="approved",
+            decided_by="acme/bob",
+            reason=None,
+            at=NOW,
+            history=(decision,),
+        )
+
+    try:
+        async with store.transaction(wait=WAIT) as tx:
+            expect(await grant(tx), "tx.decide_approval() refused")
+            raise Abort
+    except Abort:
+        pass
+    expect_equal(await store.get_approval("apr-1"), record, "a decision rolled back")
+    async with store.transaction(wait=WAIT) as tx:
+        expect(await grant(tx), "tx.decide_approval() refused")
+        expect(
+            not await grant(tx),
+            "a second compare-and-set from pending in the same transaction succeeded",
+        )
+    decided = await stored_approval(store, "apr-1")
+    expect_equal(
+        (decided.status, decided.decided_by, decided.history),
+        ("approved", "acme/bob", (decision,)),
+        "the decision committed in a transaction",
+    )
+
+
 def _ids(records: list[ApprovalRecord]) -> list[str]:
     return [record.id for record in records]
 
@@ -240,5 +298,6 @@ APPROVAL_CHECKS: tuple[StoreCheck, ...] = (
     approvals_are_listed_newest_first_by_tenant_and_status,
     deciding_an_approval_is_a_compare_and_set,
     an_approved_unexpired_approval_is_consumed_exactly_once,
+    approvals_written_in_a_transaction_commit_or_roll_back_with_it,
 )
 """The checks of approvals."""

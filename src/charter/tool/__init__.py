@@ -17,7 +17,8 @@ Import every name from ``charter.tool`` (or ``charter``); the modules behind it 
 - ``_metadata``: what a declaration carries besides models and handler (``Deprecation``,
   ``Alias``, ``ToolAnnotations``) and the deployment facts a registration binds
   (``ToolBinding``).
-- ``_checks``: definition-time checks (``NAME_PATTERN``, ``check_action_policy``).
+- ``_checks``: definition-time checks (``NAME_PATTERN``, ``MODEL_NAME_PATTERN``,
+  ``check_action_policy``).
 - ``_signature``: reading a handler: async or not, its arity, its annotations.
 - ``_closed_models``: the validators, closed copies of the models, cached on each model.
 - ``_schemas``: the JSON Schemas of the models (``JSON_SCHEMA_DIALECT``).
@@ -25,6 +26,7 @@ Import every name from ``charter.tool`` (or ``charter``); the modules behind it 
 
 from __future__ import annotations
 
+from ._checks import MODEL_NAME_PATTERN as MODEL_NAME_PATTERN
 from ._checks import NAME_PATTERN as NAME_PATTERN
 from ._checks import check_action_policy as check_action_policy
 from ._decorator import ToolDecorator as ToolDecorator
@@ -45,6 +47,7 @@ from ._tool import Tool as Tool
 
 __all__ = (
     "JSON_SCHEMA_DIALECT",
+    "MODEL_NAME_PATTERN",
     "NAME_PATTERN",
     "RESULT_FIELD",
     "WRAP_RESULT_KEYWORD",

@@ -13,6 +13,7 @@ from ..errors import ConfigurationError
 from ..policy import CONTROL_FIELD, ActionPolicy
 
 __all__ = (
+    "MODEL_NAME_PATTERN",
     "NAME_PATTERN",
     "check_action_policy",
     "check_declaration",
@@ -21,6 +22,14 @@ __all__ = (
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 """Tool names and aliases: 1-128 letters, digits, ``_``, ``.`` or ``-``."""
+
+MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+"""Model-facing tool names: what every supported model API accepts as a function name.
+
+A letter or ``_``, then letters, digits, ``_`` or ``-``, at most 64 in all: OpenAI,
+Anthropic and Gemini's rules at once (docs/harness.md lists them with their sources).
+``charter.harness.names`` maps every tool to such a name; ``model_name=`` must be one.
+"""
 
 
 def check_declaration(
@@ -36,6 +45,7 @@ def check_declaration(
     delegable: bool,
     timeout: float | None,
     action_policy: ActionPolicy | None,
+    model_name: str | None = None,
 ) -> None:
     """Reject a tool declaration charter cannot serve; raises ``ConfigurationError``.
 
@@ -50,6 +60,13 @@ def check_declaration(
             )
     if name in aliases:
         raise ConfigurationError(f"tool {name!r}: an alias repeats the canonical name")
+    if model_name is not None and not (
+        isinstance(model_name, str) and MODEL_NAME_PATTERN.fullmatch(model_name)
+    ):
+        raise ConfigurationError(
+            f"tool {name!r}: model_name {model_name!r} must start with a letter or '_' and "
+            "use at most 64 letters, digits, '_' or '-' (what model APIs accept)"
+        )
     for role, model in (("input", input_model), ("output", output_model)):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ConfigurationError(

@@ -90,8 +90,8 @@ def define_tool(
     Options are the remaining ``Tool`` fields (``required_scopes``, ``capability_id``,
     ``owner``, ``capability_version``, ``aliases``, ``deprecation``, ``audience``,
     ``annotations``, ``auth``, ``delegable``, ``tenant_field``, ``action_policy``,
-    ``enforcement``, ``resolve_action_target``, ``timeout``, ``limits``). ``risk_policy``
-    may be omitted for ``read`` tools only.
+    ``enforcement``, ``resolve_action_target``, ``timeout``, ``limits``, ``model_name``).
+    ``risk_policy`` may be omitted for ``read`` tools only.
 
     Raises:
         ConfigurationError: the declaration is invalid; the message names the problem.
@@ -150,6 +150,7 @@ _OPTION_NAMES = frozenset(
         "resolve_action_target",
         "timeout",
         "limits",
+        "model_name",
     }
 )
 

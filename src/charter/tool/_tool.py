@@ -73,6 +73,8 @@ class Tool(Generic[InT, OutT, CtxT]):
     timeout: float | None = None
     limits: tuple[Limit, ...] = ()
     """Budgets spent per tool (``charter.limits``): rate limits, quotas, in-flight caps."""
+    model_name: str | None = None
+    """The name model APIs see, when the author sets it (``charter.harness.names``)."""
     is_async: bool = field(init=False)
     """Whether the handler is a coroutine function (decided once)."""
     takes_context: bool = field(init=False)
@@ -97,6 +99,7 @@ class Tool(Generic[InT, OutT, CtxT]):
             delegable=self.delegable,
             timeout=self.timeout,
             action_policy=self.action_policy,
+            model_name=self.model_name,
         )
         set_ = object.__setattr__
         set_(self, "limits", check_limits(f"tool {self.name!r}", self.limits))

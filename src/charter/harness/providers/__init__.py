@@ -10,6 +10,7 @@ plain dicts. ``charter.providers`` re-exports everything here.
 
 from __future__ import annotations
 
+from ..names import ModelNames, model_names
 from ._anthropic import (
     anthropic_messages,
     anthropic_tool_calls,
@@ -29,6 +30,7 @@ from ._schema import ToolLike, drop_strict_nulls, inline_refs, strict_schema, to
 
 __all__ = (
     "AnthropicModel",
+    "ModelNames",
     "OpenAIApi",
     "OpenAIChatModel",
     "ToolLike",
@@ -42,6 +44,7 @@ __all__ = (
     "gemini_tool_result",
     "gemini_tools",
     "inline_refs",
+    "model_names",
     "openai_messages",
     "openai_tool_calls",
     "openai_tool_result",

@@ -74,7 +74,14 @@ def _openapi(node: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(kind, list):
         types = [t for t in kind if t != "null"]
-        out["type"] = types[0] if len(types) == 1 else types
+        if len(types) > 1:
+            # Gemini's type is one name: several become one variant each.
+            others = {k: v for k, v in node.items() if k != "type"}
+            union: dict[str, Any] = {"anyOf": [{**others, "type": t} for t in types]}
+            if "null" in kind:
+                union["nullable"] = True
+            return _openapi(union)
+        out["type"] = types[0] if types else "null"
         if "null" in kind:
             out["nullable"] = True
     for key, value in node.items():
@@ -129,9 +136,9 @@ def gemini_tool_result(result: ToolResult) -> dict[str, Any]:
     response: dict[str, Any] = (
         {"output": result.output} if result.kind == "completed" else {"error": result_text(result)}
     )
-    return {
-        "functionResponse": {"id": result.call_id, "name": result.tool_name, "response": response}
-    }
+    # The name the model called: it pairs the response with the model's functionCall.
+    name = result.model_name or result.tool_name
+    return {"functionResponse": {"id": result.call_id, "name": name, "response": response}}
 
 
 def gemini_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...manifest import RegisteredTool
 from ...tool import Tool
 from ..definitions import BoundToolDefinition, ToolSchema
+from ..names import ModelNames, model_name_for
 
 __all__ = (
     "ToolLike",
@@ -23,10 +25,27 @@ ToolLike = ToolSchema | BoundToolDefinition | RegisteredTool | Tool[Any, Any, An
 
 
 def tool_schemas(tools: Iterable[ToolLike]) -> list[ToolSchema]:
-    """Normalise tools to ``ToolSchema`` (name, description, parameters without ``$schema``)."""
+    """Normalise tools to ``ToolSchema``: model-facing name, description, parameters.
+
+    Names go through ``charter.harness.names``: a tool's (or a hand-built schema's) name
+    becomes its model-facing name, which the ``ToolSchema`` of a bound tool already is;
+    the canonical name stays in ``tool_name``. Parameters lose ``$schema``.
+
+    Raises:
+        ConfigurationError: two of the tools would have the same model-facing name.
+    """
     out: list[ToolSchema] = []
     for item in tools:
         if isinstance(item, ToolSchema):
+            if item.tool_name is None:
+                item = ToolSchema(
+                    name=model_name_for(item.name),
+                    description=item.description,
+                    parameters=item.parameters,
+                    tool_name=item.name,
+                )
+            else:
+                model_name_for(item.tool_name, item.name)  # a hand-built name must be valid
             out.append(item)
         elif isinstance(item, BoundToolDefinition):
             out.append(item.schema)
@@ -34,11 +53,13 @@ def tool_schemas(tools: Iterable[ToolLike]) -> list[ToolSchema]:
             tool = item.tool if isinstance(item, RegisteredTool) else item
             out.append(
                 ToolSchema(
-                    name=tool.name,
+                    name=model_name_for(tool.name, tool.model_name),
                     description=tool.description,
                     parameters={k: v for k, v in tool.input_schema.items() if k != "$schema"},
+                    tool_name=tool.name,
                 )
             )
+    ModelNames.build((s.tool_name or s.name, s.name) for s in out)
     return out
 
 
@@ -92,12 +113,57 @@ def _strict(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     items = node.get("items")
     if isinstance(items, dict):
         node["items"] = _strict(dict(items), root)
-    for key in ("anyOf", "oneOf", "allOf"):
+    if isinstance(node.get("oneOf"), list) and "anyOf" not in node:
+        # Strict mode has no oneOf; anyOf accepts the same arguments here (the host
+        # validates them against the real schema).
+        node["anyOf"] = node.pop("oneOf")
+    for key in ("anyOf", "allOf"):
         variants = node.get(key)
         if isinstance(variants, list):
             node[key] = [_strict(dict(v), root) for v in variants]
+    node.pop("discriminator", None)
+    return _noted(node)
+
+
+_STRICT_UNSUPPORTED = (
+    "default",
+    "minLength",
+    "maxLength",
+    "patternProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+)
+"""Keywords strict mode refuses; their values move into the description."""
+
+_STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+"""The string formats strict mode accepts; another format moves into the description."""
+
+
+def _noted(node: dict[str, Any]) -> dict[str, Any]:
+    """Move what strict mode refuses into the description, so the model still reads it."""
     if node.get("default", 0) is None:
-        node.pop("default")
+        node.pop("default")  # says nothing the nullable type does not
+    notes = [
+        f"{key} {json.dumps(node.pop(key), ensure_ascii=False)}"
+        for key in _STRICT_UNSUPPORTED
+        if key in node
+    ]
+    fmt = node.get("format")
+    if isinstance(fmt, str) and fmt not in _STRICT_FORMATS:
+        notes.append(f"format {json.dumps(node.pop('format'))}")
+    if notes:
+        text = "; ".join(notes)
+        described = node.get("description")
+        node["description"] = f"{described} ({text})" if described else f"({text})"
     return node
 
 

@@ -1,0 +1,459 @@
+"""Throughput under load: charter's servers against the SDK's, FastMCP, FastAPI and Starlette.
+
+Every server runs alone in a process of its own (``bench/load_servers.py``, or ``charter
+serve`` for the replicas) and is loaded by wrk (``bench/_load.py``); a case compares
+requests per second, with p50 and p99 latency beside them. Servers start when a case
+checks them and stop when it closes; each side's first load is a two-second warm-up run.
+
+The PostgreSQL cases use ``CHARTER_BENCH_POSTGRES_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/test``), one temporary schema per server, and are
+left out when it does not answer. ``CHARTER_BENCH_RSS_CALLS`` (default 100000) is the
+call count of the memory cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+
+from bench import Case, Load
+from bench._load import CONNECTIONS, Request, Server, python_module, wrk, wrk_together
+from bench.bench_ledger import POSTGRES_URL, _postgres_reachable
+from bench.load_servers import TOKEN
+
+RSS_CALLS = int(os.environ.get("CHARTER_BENCH_RSS_CALLS", "100000"))
+_RSS_FIRST = 1000
+_ROUNDS = 3
+_MODERN = "2026-07-28"
+_LEGACY = "2025-11-25"
+_ADD = {"name": "add", "arguments": {"a": 1, "b": 2}}
+_MCP_EXPECT = '"result":3'
+_REST_EXPECT = '"result":3'
+
+
+def _mcp_request(era: str, *, bearer: str = TOKEN) -> Request:
+    """A ``tools/call`` of ``add`` as the SDK's client sends it in ``era``."""
+    params: dict[str, object] = dict(_ADD)
+    headers = {
+        "Authorization": f"Bearer {bearer}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": era,
+    }
+    if era == _MODERN:
+        # A 2026-07-28 request stands alone: what it would have said in `initialize` rides
+        # in its _meta, and the method and tool name are repeated in headers.
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": _MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "wrk", "version": "4"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers |= {"Mcp-Method": "tools/call", "Mcp-Name": "add"}
+    body = {"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": params}
+    text = json.dumps(body, separators=(",", ":")).replace('"id":0', '"id":__ID__', 1)
+    return Request(path="/mcp", body=text.encode(), headers=headers, expect=_MCP_EXPECT)
+
+
+async def _legacy_session(server: Server, request: Request) -> Request:
+    """Open a handshake-era session (``initialize``, ``notifications/initialized``); the
+    request again with its ``Mcp-Session-Id``."""
+    headers = {k: v for k, v in request.headers.items() if k != "MCP-Protocol-Version"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": _LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "wrk", "version": "4"},
+        },
+    }
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30) as client:
+        answer = await client.post("/mcp", json=initialize)
+        answer.raise_for_status()
+        session = answer.headers["mcp-session-id"]
+        headers = {**request.headers, "Mcp-Session-Id": session}
+        done = await client.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers=headers,
+        )
+        done.raise_for_status()
+    return Request(path=request.path, body=request.body, headers=headers, expect=request.expect)
+
+
+Prepare = Callable[[Server, Request], Awaitable[Request]]
+
+
+@dataclass(kw_only=True)
+class _Side:
+    """One side of a throughput case: its servers, what wrk sends, how many connections."""
+
+    servers: Sequence[Server]
+    request: Request
+    connections: int = CONNECTIONS
+    prepare: Prepare | None = None
+    _prepared: list[Request] = field(default_factory=list)
+
+    async def start(self) -> None:
+        """Start every server, open a session where one is needed, check one answer."""
+        for server in self.servers:
+            await server.start()
+        if not self._prepared:
+            for server in self.servers:
+                request = self.request
+                if self.prepare is not None:
+                    request = await self.prepare(server, request)
+                self._prepared.append(request)
+                await _check_once(server, request)
+
+    async def load(self, *, warmup: bool = False) -> Load:
+        """One load run (or a two-second warm-up): one wrk, or one per server at once."""
+        await self.start()
+        seconds = 2 if warmup else None
+        if len(self.servers) == 1:
+            return await wrk(
+                self.servers[0],
+                self._prepared[0],
+                connections=self.connections,
+                seconds=seconds,
+                warmup=warmup,
+            )
+        pairs = list(zip(self.servers, self._prepared, strict=True))
+        return await wrk_together(
+            pairs, connections=self.connections, seconds=seconds, warmup=warmup
+        )
+
+    async def stop(self) -> None:
+        """Stop every server."""
+        for server in self.servers:
+            await server.stop()
+        self._prepared.clear()
+
+
+async def _check_once(server: Server, request: Request) -> None:
+    """One request as wrk will send it: a 200 whose body has the expected answer."""
+    body = request.body.replace(b"__ID__", b"7").replace(b"__UUID__", str(uuid.uuid4()).encode())
+    async with httpx.AsyncClient(timeout=30) as client:
+        answer = await client.post(server.url + request.path, content=body, headers=request.headers)
+    if answer.status_code != 200 or request.expect not in answer.text:
+        raise AssertionError(f"{server.label} answered {answer.status_code}: {answer.text[:300]}")
+
+
+def _case(
+    name: str,
+    baseline_name: str,
+    charter: _Side,
+    baseline: _Side,
+    *,
+    target: float,
+    note: str,
+) -> Case:
+    warmed: set[int] = set()
+
+    def measured(side: _Side) -> Callable[[], Awaitable[Load]]:
+        async def load() -> Load:
+            if id(side) not in warmed:
+                warmed.add(id(side))
+                await side.load(warmup=True)
+            return await side.load()
+
+        return load
+
+    async def check() -> None:
+        await charter.start()
+        await baseline.start()
+
+    async def close() -> None:
+        try:
+            await charter.stop()
+        finally:
+            await baseline.stop()
+
+    return Case(
+        name=name,
+        baseline_name=baseline_name,
+        run=measured(charter),
+        baseline=measured(baseline),
+        target=target,
+        check=check,
+        close=close,
+        note=note,
+        measure="throughput",
+        rounds=_ROUNDS,
+    )
+
+
+def _served(kind: str, env: Mapping[str, str] | None = None) -> Server:
+    return Server(
+        argv=python_module("bench.load_servers", kind, "{port}"), label=kind, env=env or {}
+    )
+
+
+def _mcp_cases() -> list[Case]:
+    cases: list[Case] = []
+    eras = ((_MODERN, _MODERN), (_LEGACY, "handshake era"))
+    for (era, era_name), stateless in ((e, s) for e in eras for s in (False, True)):
+        suffix = "-stateless" if stateless else ""
+        mode = "stateless" if stateless else "stateful"
+        prepare = _legacy_session if era == _LEGACY and not stateless else None
+        for kind, label, target in (
+            ("sdk-mcp", "SDK MCPServer", 0.95),
+            ("fastmcp", "FastMCP (standalone)", 2.0),
+        ):
+            charter = _Side(
+                servers=[_served(f"charter-mcp{suffix}")],
+                request=_mcp_request(era),
+                prepare=prepare,
+            )
+            baseline = _Side(
+                servers=[_served(f"{kind}{suffix}")], request=_mcp_request(era), prepare=prepare
+            )
+            session = (
+                "one session opened with `initialize`, every request on it (`Mcp-Session-Id`), "
+                "answered as an SSE stream"
+                if prepare
+                else "no session: every request stands alone"
+            )
+            cases.append(
+                _case(
+                    f"MCP tools/call under load ({era_name}, {mode})",
+                    f"{label}, {mode}",
+                    charter,
+                    baseline,
+                    target=target,
+                    note=f"`tools/call` of `add(a, b)` as the SDK's client sends it at {era} "
+                    f"({session}), the server's session manager {mode}; charter's side is "
+                    "`create_app(host)` (REST, MCP and the console on one port) checking "
+                    f"the bearer token on every request; the baseline, {label}, serves the "
+                    "same tool from its own streamable HTTP app without authentication.",
+                )
+            )
+    return cases
+
+
+def _rest_cases() -> list[Case]:
+    body = b'{"a": 1, "b": 2}'
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    request = Request(path="/v1/tools/add:call", body=body, headers=headers, expect=_REST_EXPECT)
+    cases = []
+    for kind, label, target in (
+        ("fastapi", "FastAPI endpoint, same model", 0.9),
+        ("starlette", "bare Starlette endpoint, same model", 0.8),
+    ):
+        cases.append(
+            _case(
+                "REST POST /v1/tools/{name}:call under load",
+                label,
+                _Side(servers=[_served("charter-rest")], request=request),
+                _Side(servers=[_served(kind)], request=request),
+                target=target,
+                note="`add(a, b)` called over REST: charter's `create_app(host)` checks the "
+                "bearer token and runs the whole host pipeline (scopes, limits, validation "
+                "of input and output, the audit event); the baseline validates the body "
+                f"with the same Pydantic model and answers the same JSON ({label}), with no "
+                "authentication.",
+            )
+        )
+    return cases
+
+
+def _schema_url(schema: str) -> str:
+    base = POSTGRES_URL.split("://", 1)[1]
+    separator = "&" if "?" in base else "?"
+    return f"postgresql+psycopg://{base}{separator}options={quote(f'-csearch_path={schema}')}"
+
+
+@dataclass(kw_only=True)
+class _Schemas:
+    """Temporary PostgreSQL schemas, dropped by ``drop``."""
+
+    names: list[str] = field(default_factory=list)
+
+    def new(self) -> str:
+        """A new empty schema; its SQLAlchemy URL."""
+        import psycopg
+
+        schema = f"bench_load_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'CREATE SCHEMA "{schema}"')
+        self.names.append(schema)
+        return _schema_url(schema)
+
+    def drop(self) -> None:
+        """Drop every schema made."""
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            for schema in self.names:
+                admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        self.names.clear()
+
+
+def _with_schemas(case: Case, schemas: _Schemas) -> Case:
+    """``case`` with its schemas dropped when it closes."""
+    close = case.close
+
+    async def closed() -> None:
+        try:
+            if close is not None:
+                await close()
+        finally:
+            schemas.drop()
+
+    return Case(
+        **{name: getattr(case, name) for name in case.__dataclass_fields__ if name != "close"},
+        close=closed,
+    )
+
+
+def _ledger_case() -> Case:
+    schemas = _Schemas()
+    body = b'{"text": "hello", "_charter": {"requestId": "__UUID__"}}'
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    request = Request(
+        path="/v1/tools/save_note:call", body=body, headers=headers, expect='"note_id"'
+    )
+
+    class _OnSchema(Server):
+        async def start(self) -> None:
+            if self.process is None:
+                self.env = {"CHARTER_BENCH_DB_URL": schemas.new()}
+            await super().start()
+
+    def side(kind: str) -> _Side:
+        server = _OnSchema(argv=python_module("bench.load_servers", kind, "{port}"), label=kind)
+        return _Side(servers=[server], request=request, connections=32)
+
+    case = _case(
+        "Ledgered write on PostgreSQL under load (32 connections)",
+        "bare endpoint, same two inserts",
+        side("charter-ledger"),
+        side("bare-ledger"),
+        target=0.8,
+        note="`save_note` over REST with a fresh requestId per request (wrk fills it in), "
+        "32 connections, each server on a schema of its own on the shared PostgreSQL "
+        "with `SqlStore`'s default pool: charter claims the request in the ledger, runs "
+        "the handler (one insert through `ctx.db`) and stores the outcome in one "
+        "transaction; the bare endpoint validates the same body and inserts a completed "
+        "ledger row and the effect row in one SQLAlchemy Core transaction on the same "
+        "engine settings.",
+    )
+    return _with_schemas(case, schemas)
+
+
+def _replica_case() -> Case:
+    schemas = _Schemas()
+    state: dict[str, str] = {}
+
+    async def key() -> str:
+        """A fresh schema, migrated, with one API key; the key."""
+        if "key" not in state:
+            from charter.store import SqlStore
+
+            state["url"] = schemas.new()
+            async with SqlStore(state["url"]) as store:
+                state["key"], _ = await store.create_api_key(
+                    tenant_id="tenant-a", subject="user-1", scopes=["math:read"]
+                )
+        return state["key"]
+
+    class _Replica(Server):
+        async def start(self) -> None:
+            if self.process is None:
+                await key()
+                self.argv = [
+                    *python_module("charter.cli", "serve", "bench.load_servers:replica_registry"),
+                    "--stateless",
+                    "--db",
+                    state["url"],
+                    "--port",
+                    "{port}",
+                ]
+            await super().start()
+
+    async def with_key(server: Server, request: Request) -> Request:
+        headers = {**request.headers, "Authorization": f"Bearer {await key()}"}
+        return Request(path=request.path, body=request.body, headers=headers, expect=request.expect)
+
+    def replica(n: int) -> Server:
+        return _Replica(argv=[], label=f"charter serve --stateless (replica {n})")
+
+    request = _mcp_request(_MODERN)
+    case = _case(
+        "Two `charter serve --stateless` replicas under load",
+        "one replica",
+        _Side(servers=[replica(1), replica(2)], request=request, prepare=with_key),
+        _Side(servers=[replica(3)], request=request, prepare=with_key),
+        target=1.7,
+        note=f"`tools/call` of `add(a, b)` at {_MODERN} with an API key from the store, "
+        "against `charter serve bench.load_servers:replica_registry --stateless --db "
+        "<PostgreSQL>` as users run it (its access log included): two replicas on one "
+        "database, each loaded by a wrk of its own with half the connections at the same "
+        "time (requests per second summed, the slower replica's latencies), against one "
+        "replica loaded with all of them.",
+    )
+    return _with_schemas(case, schemas)
+
+
+def _rss_case(kind: str, request: Request, name: str) -> Case:
+    server = _served(kind)
+    side = _Side(servers=[server], request=request)
+
+    async def after_first() -> int:
+        await wrk(server, side._prepared[0], calls=_RSS_FIRST)
+        return server.rss()
+
+    async def after_all() -> int:
+        await wrk(server, side._prepared[0], calls=RSS_CALLS - _RSS_FIRST)
+        return server.rss()
+
+    async def close() -> None:
+        await side.stop()
+
+    return Case(
+        name=f"{name}: server RSS after {RSS_CALLS:,} calls",
+        baseline_name=f"the same server after {_RSS_FIRST:,} calls",
+        run=after_all,
+        baseline=after_first,
+        target=1.10,
+        check=side.start,
+        close=close,
+        measure="rss",
+        rounds=1,
+        note=f"`{kind}` (`create_app(host)`) loaded by wrk with {CONNECTIONS} connections "
+        f"until {_RSS_FIRST:,} calls were answered, its resident memory read from /proc, "
+        f"then until {RSS_CALLS:,}: memory a call leaves behind (caches that grow, "
+        "records kept per call) shows as growth beyond the first thousand calls.",
+    )
+
+
+def cases() -> list[Case]:
+    """Every throughput case; the PostgreSQL ones only when PostgreSQL answers."""
+    if not Path("/proc/self/status").exists() or sys.platform != "linux":
+        return []
+    result = [*_mcp_cases(), *_rest_cases()]
+    if _postgres_reachable():
+        result += [_ledger_case(), _replica_case()]
+    result += [
+        _rss_case(
+            "charter-rest",
+            Request(
+                path="/v1/tools/add:call",
+                body=b'{"a": 1, "b": 2}',
+                headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+                expect=_REST_EXPECT,
+            ),
+            "REST",
+        ),
+        _rss_case("charter-mcp", _mcp_request(_MODERN), f"MCP ({_MODERN})"),
+    ]
+    return result

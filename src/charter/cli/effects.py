@@ -1,0 +1,215 @@
+"""`charter worker` delivers the effect outbox; `charter effects` lists, shows, re-drives."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from typing import Annotated, Any, get_args
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from charter.cli._common import (
+    EXIT_CHECK_FAILED,
+    DbOption,
+    DebugOption,
+    JsonOption,
+    Unusable,
+    console,
+    error_console,
+    resolve_db,
+    unusable_input,
+)
+from charter.cli._host import open_host, open_store
+from charter.cli._notify_config import load_notifiers
+from charter.effects import EffectRecord, EffectStatus
+from charter.notify import Notifier
+
+__all__ = ("discard", "effects_app", "list_effects", "retry", "show", "worker")
+
+effects_app = typer.Typer(
+    help="List, show, re-drive and discard effects in the store's outbox.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+_STATUSES: dict[str, EffectStatus | None] = {
+    **{status: status for status in get_args(EffectStatus)},
+    "all": None,
+}
+_STYLE = {"pending": "yellow", "delivered": "green", "dead": "red", "discarded": "dim"}
+
+EffectKey = Annotated[str, typer.Argument(metavar="KEY", help="The effect's key (eff_…).")]
+
+
+def worker(
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="TARGET",
+            help="`module:attribute`: the Host (or factory) whose registry has the effects.",
+        ),
+    ],
+    db: DbOption = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Deliver what is due now, then exit.")
+    ] = False,
+    poll: Annotated[
+        float, typer.Option("--poll", min=0.01, help="Seconds between empty passes.")
+    ] = 1.0,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Effects claimed per pass.")] = 50,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Effects attempted at once.")
+    ] = 8,
+    notify: Annotated[
+        str | None,
+        typer.Option(
+            "--notify",
+            envvar="CHARTER_NOTIFY",
+            help="The approval notifiers' TOML file, as `charter serve --notify` has it: "
+            "this worker retries their notifications.",
+            show_default=False,
+        ),
+    ] = None,
+    debug: DebugOption = False,
+) -> None:
+    """Deliver due effects: claim them under a lease, retry with backoff, park dead ones.
+
+    On PostgreSQL run as many workers, on as many machines, as you like (they skip each
+    other's rows); on SQLite run one. Stops on Ctrl+C or SIGTERM after the attempts in
+    flight; `--once` stops when nothing is due.
+    """
+    with unusable_input(debug):
+        notifiers = load_notifiers(notify) if notify is not None else []
+        done = asyncio.run(_work(target, db, once, poll, batch, concurrency, notifiers))
+    error_console().print(f"{done} effect attempt{'s' if done != 1 else ''} made", highlight=False)
+
+
+async def _work(
+    target: str,
+    db: str | None,
+    once: bool,
+    poll: float,
+    batch: int,
+    concurrency: int,
+    notifiers: list[Notifier],
+) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with AsyncExitStack() as stack:
+            opened = await open_host(target, db, stack, notifiers=notifiers)
+            return await opened.host.effects.work(
+                once=once, poll=poll, limit=batch, concurrency=concurrency, stop=stop
+            )
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+@effects_app.command("list")
+def list_effects(
+    status: Annotated[
+        str,
+        typer.Option("--status", help=f"One of {', '.join(_STATUSES)}.", show_default=True),
+    ] = "all",
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's.")] = None,
+    request_id: Annotated[
+        str | None, typer.Option("--request-id", help="Only those this request staged.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """List effects, newest first."""
+    with unusable_input(debug):
+        if status not in _STATUSES:
+            raise Unusable(f"--status must be one of {', '.join(_STATUSES)}, not {status!r}")
+        records = asyncio.run(_list(resolve_db(db), _STATUSES[status], tenant, request_id, limit))
+    if json_output:
+        typer.echo(json.dumps([_as_json(r) for r in records], indent=2))
+        return
+    table = Table(title=Text(f"{len(records)} effects", style="bold"), title_justify="left")
+    for column in ("key", "name", "tenant", "status", "attempts", "request", "last error"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        table.add_row(
+            r.key,
+            r.name,
+            r.tenant_id,
+            Text(r.status, style=_STYLE[r.status]),
+            f"{r.attempts}/{r.max_attempts}",
+            r.request_id or "",
+            (r.last_error or "")[:80],
+        )
+    console().print(table)
+
+
+@effects_app.command("show")
+def show(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> None:
+    """Show one effect as JSON (its payload, attempts, lease and last error)."""
+    with unusable_input(debug):
+        record = asyncio.run(_get(resolve_db(db), key))
+        if record is None:
+            raise Unusable(f"no effect {key!r} in the store")
+    typer.echo(json.dumps(_as_json(record), indent=2))
+
+
+@effects_app.command("retry")
+def retry(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> None:
+    """Re-drive a dead (or discarded) effect: pending again, with fresh attempts.
+
+    A running worker delivers it on its next pass (`charter worker TARGET --once` does now).
+    """
+    with unusable_input(debug):
+        done = asyncio.run(_change(resolve_db(db), key, "retry"))
+    _report(key, done, "is pending again", "is not dead or discarded (or does not exist)")
+
+
+@effects_app.command("discard")
+def discard(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> None:
+    """Give up on a pending or dead effect: it is kept, and never run again."""
+    with unusable_input(debug):
+        done = asyncio.run(_change(resolve_db(db), key, "discard"))
+    _report(key, done, "is discarded", "is not pending or dead (or does not exist)")
+
+
+def _report(key: str, done: bool, yes: str, no: str) -> None:
+    if done:
+        typer.echo(f"effect {key} {yes}")
+        return
+    typer.echo(f"error: effect {key} {no}", err=True)
+    raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+async def _list(
+    url: str, status: EffectStatus | None, tenant: str | None, request_id: str | None, limit: int
+) -> list[EffectRecord]:
+    async with open_store(url) as store:
+        return await store.list_effects(
+            tenant_id=tenant, status=status, request_id=request_id, limit=limit
+        )
+
+
+async def _get(url: str, key: str) -> EffectRecord | None:
+    async with open_store(url) as store:
+        return await store.get_effect(key)
+
+
+async def _change(url: str, key: str, action: str) -> bool:
+    async with open_store(url) as store:
+        now = datetime.now(UTC)
+        if action == "retry":
+            return await store.redrive_effect(key, now=now)
+        return await store.discard_effect(key, now=now)
+
+
+def _as_json(record: EffectRecord) -> dict[str, Any]:
+    return record.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,412 @@
+"""Resources, resource templates and prompts under the host's authority.
+
+The same decisions as for tools (``_access``): a resource or prompt outside the caller's
+audience answers like an unknown one; one needing a scope the caller lacks is not listed,
+and reading or getting it is ``AUTHORIZATION_DENIED`` naming the missing scopes. The
+handler's context is pinned to the caller's tenant (a template's ``tenant_param`` may name
+another only for a delegable resource read with the admin scope). Every read and every
+prompt got is audited; completions are not (they run on each keystroke).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Literal, TypeAlias, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .._safe_log import log_exception
+from ..audit import AuditAction, AuditEvent, AuditSink
+from ..auth import (
+    AccessCatalog,
+    Principal,
+    ScopeCheck,
+    audience_allows,
+    check_auth_mode,
+    missing_scopes,
+    resolve_tenant,
+)
+from ..context import ToolContext
+from ..errors import ErrorCode, ToolError
+from ..outcome import Failed, failed, failed_from_error
+from ..resources import (
+    Access,
+    ContentCatalog,
+    Prompt,
+    PromptResult,
+    Resource,
+    ResourceRead,
+    complete_values,
+)
+from ._access import caller_audience
+from ._ids import random_id
+
+__all__ = ("ContentContextFactory", "HostContent", "ResourceListener")
+
+logger = logging.getLogger("charter")
+
+_T = TypeVar("_T")
+
+ContentContextFactory: TypeAlias = Callable[
+    [Principal | None], ToolContext | Awaitable[ToolContext]
+]
+"""Builds the domain context resource, prompt and completion handlers get (sync or async)."""
+
+ResourceListener: TypeAlias = Callable[[str], Awaitable[None]]
+"""Told the URI of a resource that changed (``HostContent.updated``)."""
+
+
+class HostContent:
+    """Lists, reads, gets and completes resources and prompts for one caller at a time."""
+
+    def __init__(
+        self,
+        catalog: ContentCatalog,
+        *,
+        context_factory: ContentContextFactory | None,
+        audit: AuditSink,
+        admin_scope: str,
+        access_catalog: AccessCatalog | None,
+        clock: Callable[[], datetime],
+    ) -> None:
+        """Serve ``catalog``'s items; handlers get ``context_factory``'s context."""
+        self.catalog = catalog
+        self._context_factory = context_factory
+        self._audit = audit
+        self._admin_scope = admin_scope
+        self._access_catalog = access_catalog
+        self._clock = clock
+        self._listeners: list[ResourceListener] = []
+
+    # -- listing ----------------------------------------------------------------------------
+
+    def resources(self, principal: Principal | None, audience: str | None = None) -> list[Resource]:
+        """The fixed resources ``principal`` may read."""
+        return [r for r in self.catalog.resources() if self._lists(r.access, principal, audience)]
+
+    def templates(self, principal: Principal | None, audience: str | None = None) -> list[Resource]:
+        """The resource templates ``principal`` may read."""
+        return [r for r in self.catalog.templates() if self._lists(r.access, principal, audience)]
+
+    def prompts(self, principal: Principal | None, audience: str | None = None) -> list[Prompt]:
+        """The prompts ``principal`` may get."""
+        return [p for p in self.catalog.prompts() if self._lists(p.access, principal, audience)]
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def read(
+        self, uri: str, principal: Principal | None, *, audience: str | None = None
+    ) -> ResourceRead | Failed:
+        """Read one resource as ``principal``: its contents, or why not (audited)."""
+        started = time.perf_counter()
+        found, tenant, delegated, refusal = self._admit_resource(uri, principal, audience)
+        if refusal is not None or found is None:
+            refused = refusal or _unknown_resource(uri)
+            await self._record("resource.read", uri, principal, tenant, delegated, refused, started)
+            return refused
+        resource, values = found
+        result: ResourceRead | Failed
+        try:
+            params = resource.params(values)
+        except ValidationError as exc:
+            result = _invalid(f"The URI {uri!r} does not name a valid {resource.name!r}.", exc)
+        else:
+            ctx = await self._context(principal, tenant, audience, delegated)
+            result = await _guarded(
+                f"resource {resource.name!r}",
+                lambda: _read(resource, uri, params, ctx),
+            )
+        await self._record("resource.read", uri, principal, tenant, delegated, result, started)
+        return result
+
+    def check_read(
+        self, uri: str, principal: Principal | None, *, audience: str | None = None
+    ) -> Failed | None:
+        """Why ``principal`` may not read ``uri`` (for subscriptions), or None."""
+        found, _, _, refusal = self._admit_resource(uri, principal, audience)
+        if refusal is not None:
+            return refusal
+        return _unknown_resource(uri) if found is None else None
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None,
+        principal: Principal | None,
+        *,
+        audience: str | None = None,
+    ) -> PromptResult | Failed:
+        """Get one prompt's messages as ``principal``, or why not (audited)."""
+        started = time.perf_counter()
+        tenant = principal.tenant_id if principal is not None else None
+        found = self.catalog.prompt(name)
+        refusal = (
+            _unknown_prompt(name)
+            if found is None
+            else self._refusal("Prompt", name, found.access, principal, audience)
+        )
+        if found is None or refusal is not None:
+            refused = refusal or _unknown_prompt(name)
+            await self._record("prompt.get", name, principal, tenant, False, refused, started)
+            return refused
+        result: PromptResult | Failed
+        try:
+            params = found.params(dict(arguments or {}))
+        except ValidationError as exc:
+            result = _invalid(f"The arguments of prompt {name!r} are not valid.", exc)
+        else:
+            ctx = await self._context(principal, tenant, audience, False)
+
+            async def get() -> PromptResult:
+                messages = await found.messages(params, ctx)
+                return PromptResult(name=name, description=found.description, messages=messages)
+
+            result = await _guarded(f"prompt {name!r}", get)
+        await self._record("prompt.get", name, principal, tenant, False, result, started)
+        return result
+
+    async def complete(
+        self,
+        ref: Literal["resource", "prompt"],
+        name: str,
+        argument: str,
+        value: str,
+        principal: Principal | None,
+        *,
+        audience: str | None = None,
+    ) -> list[str] | Failed:
+        """Suggested values of one argument of a prompt or resource template.
+
+        ``name`` is the prompt's name or the template's URI template. An item the caller
+        may not see answers like an unknown one; one without a completer for
+        ``argument`` suggests nothing.
+        """
+        item: Resource | Prompt | None = (
+            self.catalog.template(name) if ref == "resource" else self.catalog.prompt(name)
+        )
+        what = "Resource template" if ref == "resource" else "Prompt"
+        if item is None or not self._lists(item.access, principal, audience):
+            return failed(
+                ErrorCode.NOT_FOUND,
+                f"{what} {name!r} is not known.",
+                reason="unknown_" + ref,
+            )
+        completer = item.complete.get(argument)
+        if completer is None:
+            return []
+        tenant = principal.tenant_id if principal is not None else None
+        ctx = await self._context(principal, tenant, audience, False)
+        return await _guarded(
+            f"completer of {name!r}", lambda: complete_values(completer, value, ctx)
+        )
+
+    # -- change notifications -----------------------------------------------------------------
+
+    def watch(self, listener: ResourceListener) -> Callable[[], None]:
+        """Call ``listener`` with each updated URI in this process; returns the unwatch."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    async def updated(self, uri: str) -> None:
+        """Say that resource ``uri`` changed: subscribers who may still read it are told."""
+        for listener in list(self._listeners):
+            try:
+                await listener(uri)
+            except Exception:
+                log_exception(logger, "a resource listener failed for %r", uri)
+
+    # -- decisions ------------------------------------------------------------------------------
+
+    def _lists(self, access: Access, principal: Principal | None, audience: str | None) -> bool:
+        if not _visible(access, caller_audience(principal, audience)):
+            return False
+        if not check_auth_mode(access.auth, principal, admin_scope=self._admin_scope).ok:
+            return False
+        if access.auth == "public" or principal is None:
+            return True
+        return self._scopes(access, principal).allowed
+
+    def _scopes(self, access: Access, principal: Principal) -> ScopeCheck:
+        return missing_scopes(
+            principal.scopes,
+            access.required_scopes,
+            self._access_catalog,
+            admin_scope=self._admin_scope,
+        )
+
+    def _refusal(
+        self,
+        what: str,
+        name: str,
+        access: Access,
+        principal: Principal | None,
+        audience: str | None,
+    ) -> Failed | None:
+        if not _visible(access, caller_audience(principal, audience)):
+            return None  # the caller answers like an unknown name
+        decision = check_auth_mode(access.auth, principal, admin_scope=self._admin_scope)
+        if not decision.ok:
+            if decision.code == "UNAUTHENTICATED":
+                return failed(
+                    ErrorCode.UNAUTHENTICATED,
+                    f"{what} {name!r} requires an authenticated caller.",
+                    reason=decision.reason,
+                )
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"{what} {name!r} requires the admin scope.",
+                reason=decision.reason,
+                missing=[self._admin_scope],
+            )
+        if access.auth == "public" or principal is None:
+            return None
+        check = self._scopes(access, principal)
+        if check.allowed:
+            return None
+        return failed(
+            ErrorCode.AUTHORIZATION_DENIED,
+            f"{what} {name!r} needs scopes the caller lacks: {', '.join(check.missing)}.",
+            reason="insufficient_scope",
+            required=list(access.required_scopes),
+            missing=list(check.missing),
+        )
+
+    def _admit_resource(
+        self, uri: str, principal: Principal | None, audience: str | None
+    ) -> tuple[tuple[Resource, dict[str, str]] | None, str | None, bool, Failed | None]:
+        """The resource ``uri`` names, the tenant it is read for, and any refusal."""
+        tenant = principal.tenant_id if principal is not None else None
+        found = self.catalog.find(uri) if isinstance(uri, str) and len(uri) <= 4096 else None
+        if found is None:
+            return None, tenant, False, None
+        resource, values = found
+        if not _visible(resource.access, caller_audience(principal, audience)):
+            return None, tenant, False, None
+        refusal = self._refusal("Resource", uri, resource.access, principal, audience)
+        if refusal is not None:
+            return found, tenant, False, refusal
+        if resource.tenant_param is None:
+            return found, tenant, False, None
+        requested = values.get(resource.tenant_param)
+        if principal is None:
+            # Anonymous readers of a public template act for no tenant but the one named.
+            return found, requested, False, None
+        decision = resolve_tenant(
+            principal=principal,
+            requested=requested,
+            delegable=resource.delegable,
+            admin_scope=self._admin_scope,
+        )
+        if decision.denied:
+            return (
+                found,
+                tenant,
+                False,
+                failed(
+                    ErrorCode.AUTHORIZATION_DENIED,
+                    f"Resource {uri!r} belongs to another tenant.",
+                    reason="tenant_forbidden",
+                ),
+            )
+        return found, decision.tenant_id, decision.delegated, None
+
+    async def _context(
+        self, principal: Principal | None, tenant: str | None, audience: str | None, delegated: bool
+    ) -> ToolContext:
+        if self._context_factory is None:
+            ctx = ToolContext()
+        else:
+            made = self._context_factory(principal)
+            ctx = await made if inspect.isawaitable(made) else made
+        ctx.tenant_id = tenant or ""
+        ctx.principal = principal
+        ctx.actor = principal.actor if principal is not None else None
+        ctx.audience = caller_audience(principal, audience)
+        ctx.delegated = delegated
+        ctx.invocation_id = random_id()
+        return ctx
+
+    async def _record(
+        self,
+        action: AuditAction,
+        name: str,
+        principal: Principal | None,
+        tenant: str | None,
+        delegated: bool,
+        result: BaseModel | Failed,
+        started: float,
+    ) -> None:
+        event = AuditEvent(
+            id="aud_" + random_id(),
+            time=self._clock(),
+            action=action,
+            subject=principal.subject if principal is not None else None,
+            principal_tenant=principal.tenant_id if principal is not None else None,
+            tenant=tenant,
+            delegated=delegated,
+            tool=name[:512],
+            outcome="failed" if isinstance(result, Failed) else "completed",
+            code=result.code.value if isinstance(result, Failed) else None,
+            reason=result.reason if isinstance(result, Failed) else None,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        try:
+            await self._audit.record(event)
+        except Exception:
+            log_exception(logger, "could not record the audit event of %r", event.tool)
+
+
+def _visible(access: Access, audience: str | None) -> bool:
+    if not access.audience:
+        return True
+    return audience is not None and audience_allows(access.audience, audience)
+
+
+async def _read(
+    resource: Resource, uri: str, params: BaseModel | None, ctx: ToolContext
+) -> ResourceRead:
+    return ResourceRead(uri=uri, contents=await resource.read(uri, params, ctx))
+
+
+async def _guarded(what: str, run: Callable[[], Awaitable[_T]]) -> _T | Failed:
+    """Run a handler: its ``ToolError`` becomes ``Failed``; any other error, a generic one."""
+    try:
+        return await run()
+    except ToolError as exc:
+        return failed_from_error(exc)
+    except Exception:
+        log_exception(logger, "the handler of %s failed", what)
+        return failed(
+            ErrorCode.PROVIDER_ERROR,
+            f"The {what} could not be produced.",
+            reason="handler_failed",
+        )
+
+
+def _invalid(message: str, exc: ValidationError) -> Failed:
+    issues = [
+        {"loc": [str(p) for p in e["loc"]], "msg": e["msg"]} for e in exc.errors(include_url=False)
+    ]
+    return failed(ErrorCode.INVALID_INPUT, message, reason="invalid_arguments", issues=issues)
+
+
+def _unknown_resource(uri: str) -> Failed:
+    return failed(
+        ErrorCode.NOT_FOUND,
+        f"No resource {uri[:200]!r} is known.",
+        reason="unknown_resource",
+        next_steps=("List the resources and resource templates you may read.",),
+    )
+
+
+def _unknown_prompt(name: str) -> Failed:
+    return failed(
+        ErrorCode.NOT_FOUND,
+        f"No prompt {name[:200]!r} is known.",
+        reason="unknown_prompt",
+        next_steps=("List the prompts you may get.",),
+    )

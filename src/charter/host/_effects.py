@@ -1,0 +1,395 @@
+"""``host.effects``: delivering the outbox — right after commit, by workers, with retries.
+
+A handler stages effects with ``ctx.effect``; host code enqueues them in its own store
+transaction with ``host.effects.transaction()``. Either way the row commits with the
+writes it belongs to and is written leased to this process, which then runs it at once
+(the fast path). A failed attempt is retried by ``charter worker`` after an exponential
+backoff with jitter; after its last attempt it is parked ``dead`` (kept, re-drivable with
+``retry``). Every attempt is an OpenTelemetry span and its result an audit event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import os
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .._safe_log import log_exception
+from .._telemetry import Telemetry
+from ..audit import AuditAction, AuditEvent, AuditSink
+from ..auth import Principal, resolve_tenant
+from ..effects import Effect, EffectRecord, EffectStatus, EffectStore, effect_key
+from ..errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable
+from ..ledger import LedgerStore, LedgerTransaction
+from ..ledger.outbox import EffectOutbox, effect_payload
+from ..outcome import Failed, failed
+from ..registry import Registry
+
+__all__ = ("EffectBatch", "EffectListing", "Effects")
+
+logger = logging.getLogger("charter")
+
+_ERROR_LIMIT = 2000
+"""The longest error text kept on an effect row (the rest is cut)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EffectListing:
+    """The effects of one tenant a caller may see, newest first."""
+
+    tenant: str
+    effects: builtins.list[EffectRecord]
+
+
+@dataclass(kw_only=True, slots=True)
+class EffectBatch:
+    """Host code's handle on one store transaction: write your rows, enqueue effects."""
+
+    tx: LedgerTransaction
+    """The open transaction; write the rows the effects belong to through it."""
+    records: list[EffectRecord]
+    """The effects enqueued so far (run once the transaction commits)."""
+    _effects: Effects
+
+    async def enqueue(
+        self, name: str, payload: object, *, tenant_id: str, key: Sequence[str]
+    ) -> EffectRecord | None:
+        """Write effect ``name`` in this transaction; None when its key was enqueued before.
+
+        Args:
+            name: a registered effect.
+            payload: JSON data or a pydantic model.
+            tenant_id: the tenant the effect acts for.
+            key: what makes this effect one of a kind (``("approval", id, "granted")``);
+                hashed with the tenant and the name into the idempotency key.
+
+        Raises:
+            ConfigurationError: the name is not registered or the payload is not JSON.
+        """
+        record = self._effects.record(name, payload, tenant_id=tenant_id, key=key)
+        if not await self.tx.insert_effect(record):
+            return None
+        self.records.append(record)
+        return record
+
+
+class Effects:
+    """The host's effect outbox: fast-path delivery, worker passes, listing and re-driving."""
+
+    def __init__(
+        self,
+        *,
+        store: LedgerStore,
+        registry: Registry,
+        audit: AuditSink,
+        clock: Callable[[], datetime],
+        lease: timedelta,
+        telemetry: Telemetry,
+        oversees: Callable[[Principal], bool],
+        admin_scope: str,
+        rng: random.Random | None = None,
+    ) -> None:
+        """Bind the outbox to the host's store, registry, audit sink and clock.
+
+        Raises:
+            ConfigurationError: the lease is not positive.
+        """
+        if lease <= timedelta(0):
+            raise ConfigurationError("effect_lease must be positive")
+        self.registry = registry
+        self._store = store
+        self._audit = audit
+        self._clock = clock
+        self.lease = lease
+        self._telemetry = telemetry
+        self._oversees = oversees
+        self._admin_scope = admin_scope
+        self._rng = rng or random.Random()
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        """This host's lease token: fast-path rows are written leased to it."""
+        self.outbox = EffectOutbox(owner=self.owner, lease=lease, deliver=self.deliver)
+
+    @property
+    def store(self) -> EffectStore:
+        """The store as an effect outbox.
+
+        Raises:
+            ConfigurationError: the store keeps no effects.
+        """
+        if not isinstance(self._store, EffectStore):
+            raise ConfigurationError(
+                f"{type(self._store).__name__} keeps no effect outbox (charter.effects.EffectStore)"
+            )
+        return self._store
+
+    # -- enqueueing outside a handler --------------------------------------------------------
+
+    def record(
+        self, name: str, payload: object, *, tenant_id: str, key: Sequence[str]
+    ) -> EffectRecord:
+        """Build the outbox row for an effect host code enqueues, leased to this host.
+
+        Raises:
+            ConfigurationError: the name is not registered or the payload is not JSON.
+        """
+        registered = self.registry.effect(name)
+        now = self._clock()
+        return EffectRecord(
+            key=effect_key(tenant_id, name, *key),
+            tenant_id=tenant_id,
+            name=name,
+            payload=effect_payload(name, payload),
+            attempts=1,
+            max_attempts=registered.max_attempts,
+            next_attempt_at=now,
+            lease_until=now + self.lease,
+            leased_by=self.owner,
+            created_at=now,
+            updated_at=now,
+        )
+
+    @asynccontextmanager
+    async def transaction(self, *, wait: float = 5.0) -> AsyncIterator[EffectBatch]:
+        """Open a store transaction to enqueue effects with the rows they belong to.
+
+        ``async with host.effects.transaction() as batch:`` — write through ``batch.tx``
+        and ``await batch.enqueue(...)``; everything commits together when the block ends
+        (or rolls back on an exception), and the enqueued effects then run at once.
+
+        Raises:
+            StoreBusy: the write lock was not granted within ``wait``.
+            StoreUnavailable: the database cannot be reached.
+        """
+        async with self._store.transaction(wait=wait) as tx:
+            batch = EffectBatch(tx=tx, records=[], _effects=self)
+            yield batch
+        await self.deliver(batch.records)
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    async def deliver(self, records: Sequence[EffectRecord]) -> None:
+        """Run committed effects this host leased (the fast path); failures are recorded."""
+        for record in records:
+            await self.attempt(record, worker=self.owner)
+
+    async def attempt(self, record: EffectRecord, *, worker: str) -> EffectStatus:
+        """Run one attempt of a leased effect and record its result; never raises."""
+        try:
+            registered: Effect | None = self.registry.effect(record.name)
+        except ConfigurationError:
+            registered = None
+        error: str | None = None
+        with self._telemetry.effect_span(record.name, record.key, record.attempts) as span:
+            if registered is None:
+                error = f"no effect {record.name!r} is registered in this process"
+            else:
+                try:
+                    async with asyncio.timeout(registered.timeout.total_seconds()):
+                        await registered.call(record.payload, record.key)
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"[:_ERROR_LIMIT]
+            status = self._next_status(record, registered, error)
+            self._telemetry.effect_attempted(span, name=record.name, status=status, error=error)
+        now = self._clock()
+        next_at = None
+        if status == "pending" and registered is not None:
+            next_at = now + self._backoff(registered, record.attempts)
+        try:
+            kept = await self.store.finish_effect(
+                record.key,
+                worker=worker,
+                status=status,
+                next_attempt_at=next_at,
+                error=error,
+                at=now,
+            )
+        except Exception:
+            # The lease runs out and a worker tries again: the key lets the outside dedupe.
+            log_exception(logger, "recording the result of effect %r failed", record.name)
+            return status
+        if kept:
+            await self._record_audit(record, status, error, now)
+        return status
+
+    def _next_status(
+        self, record: EffectRecord, registered: Effect | None, error: str | None
+    ) -> EffectStatus:
+        if error is None:
+            return "delivered"
+        limit = registered.max_attempts if registered is not None else record.max_attempts
+        return "dead" if record.attempts >= limit else "pending"
+
+    def _backoff(self, registered: Effect, attempts: int) -> timedelta:
+        """Exponential, capped, with "equal jitter": between half and all of the step."""
+        step: timedelta = registered.backoff * (2 ** max(attempts - 1, 0))
+        step = min(step, registered.max_backoff)
+        jitter: float = 0.5 + self._rng.random() / 2
+        return step * jitter
+
+    async def _record_audit(
+        self, record: EffectRecord, status: EffectStatus, error: str | None, now: datetime
+    ) -> None:
+        action: AuditAction = "effect.retried"
+        if status == "delivered":
+            action = "effect.delivered"
+        elif status == "dead":
+            action = "effect.dead"
+        event = AuditEvent(
+            id=uuid.uuid4().hex,
+            time=now,
+            action=action,
+            subject=None,
+            principal_tenant=None,
+            tenant=record.tenant_id,
+            tool=record.name,
+            request_id=record.request_id,
+            outcome="completed" if status == "delivered" else "failed",
+            code=None if status == "delivered" else "PROVIDER_ERROR",
+            reason=error,
+            note=record.key,
+        )
+        try:
+            await self._audit.record(event)
+        except Exception:
+            log_exception(logger, "recording the audit event of effect %r failed", record.name)
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def run_due(self, *, worker: str, limit: int = 50, concurrency: int = 8) -> int:
+        """Claim up to ``limit`` due effects for ``worker`` and attempt each; how many."""
+        now = self._clock()
+        claimed = await self.store.claim_effects(
+            now=now, lease_until=now + self.lease, worker=worker, limit=limit
+        )
+        if not claimed:
+            return 0
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(record: EffectRecord) -> None:
+            async with gate:
+                await self.attempt(record, worker=worker)
+
+        async with asyncio.TaskGroup() as group:
+            for record in claimed:
+                group.create_task(one(record))
+        return len(claimed)
+
+    async def work(
+        self,
+        *,
+        once: bool = False,
+        poll: float = 1.0,
+        limit: int = 50,
+        concurrency: int = 8,
+        stop: asyncio.Event | None = None,
+        worker: str | None = None,
+    ) -> int:
+        """Deliver due effects until ``stop`` is set (or, with ``once``, none is due); how many.
+
+        Each pass claims a batch under a lease (``FOR UPDATE SKIP LOCKED`` on PostgreSQL,
+        so any number of workers share the table); between empty passes it sleeps ``poll``
+        seconds. Effects waiting for a retry later than now are left for a later pass.
+        """
+        name = worker or f"worker-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        done = 0
+        while stop is None or not stop.is_set():
+            claimed = await self.run_due(worker=name, limit=limit, concurrency=concurrency)
+            done += claimed
+            await self._report_backlog()
+            if claimed:
+                continue
+            if once:
+                break
+            if stop is None:
+                await asyncio.sleep(poll)
+                continue
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=poll)
+            except TimeoutError:
+                pass
+        return done
+
+    async def _report_backlog(self) -> None:
+        try:
+            depth, oldest = await self.store.effect_backlog()
+        except Exception:
+            log_exception(logger, "reading the effect backlog failed")
+            return
+        age = (self._clock() - oldest).total_seconds() if oldest is not None else 0.0
+        self._telemetry.effect_backlog(depth=depth, oldest_age=max(age, 0.0))
+
+    # -- people -----------------------------------------------------------------------------
+
+    async def list(
+        self,
+        *,
+        tenant_id: str | None = None,
+        status: EffectStatus | None = None,
+        request_id: str | None = None,
+        limit: int = 100,
+    ) -> builtins.list[EffectRecord]:
+        """Effects, newest first (of one tenant, status or staging request when given)."""
+        return await self.store.list_effects(
+            tenant_id=tenant_id, status=status, request_id=request_id, limit=limit
+        )
+
+    async def visible(
+        self,
+        principal: Principal,
+        *,
+        tenant: str | None = None,
+        status: EffectStatus | None = None,
+        request_id: str | None = None,
+        limit: int = 100,
+    ) -> EffectListing | Failed:
+        """The effects of a tenant the caller may see (what ``GET /v1/effects`` answers).
+
+        The caller's own tenant by default; only the admin scope may name another.
+        Approvers and admins see every effect of the tenant, other callers those their
+        own calls staged.
+        """
+        decision = resolve_tenant(
+            principal=principal, requested=tenant, delegable=True, admin_scope=self._admin_scope
+        )
+        if decision.denied:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                "Only the admin scope may read another tenant's effects.",
+                reason="tenant_forbidden",
+            )
+        try:
+            found = await self.list(
+                tenant_id=decision.tenant_id, status=status, request_id=request_id, limit=limit
+            )
+        except (StoreUnavailable, StoreBusy):
+            return failed(
+                ErrorCode.PROVIDER_UNAVAILABLE,
+                "The effects could not be read: the database is busy or unreachable.",
+                reason="store_unavailable",
+            )
+        if not self._oversees(principal):
+            found = [e for e in found if e.principal_id == principal.key]
+        return EffectListing(tenant=decision.tenant_id, effects=found)
+
+    async def get(self, key: str) -> EffectRecord | None:
+        """One effect by key."""
+        return await self.store.get_effect(key)
+
+    async def retry(self, key: str) -> bool:
+        """Re-drive a dead or discarded effect: pending again, with fresh attempts."""
+        return await self.store.redrive_effect(key, now=self._clock())
+
+    async def discard(self, key: str) -> bool:
+        """Give up on a pending or dead effect: kept, never run again."""
+        return await self.store.discard_effect(key, now=self._clock())
+
+    async def backlog(self) -> tuple[int, datetime | None]:
+        """How many effects are pending, and when the oldest was created."""
+        return await self.store.effect_backlog()

@@ -1,0 +1,108 @@
+"""The effect outbox as the gate sees it: stage a call's effects, write them, hand them on.
+
+A handler's ``ctx.effect(name, payload)`` stages a record here; the gate writes the staged
+records in the call's transaction and, once it committed, hands them to ``deliver`` (the
+host's fast path). Each row is written already leased to this process for ``lease``, so
+no worker takes it while the fast path runs, and any worker does once that lease ran out
+(the process died between commit and delivery).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..effects import EffectRecord, effect_key
+from ..errors import ConfigurationError
+from ..registry import Registry
+
+__all__ = ("EffectOutbox", "StagedEffects", "effect_payload")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EffectOutbox:
+    """What the gate needs to stage effects: who leases new rows, for how long, and delivery."""
+
+    owner: str
+    """The lease holder new rows are written with (this process's fast path)."""
+    lease: timedelta
+    deliver: Callable[[Sequence[EffectRecord]], Awaitable[None]]
+    """Runs committed effects right away (failures are recorded, never raised)."""
+
+
+def effect_payload(name: str, payload: object) -> Any:
+    """``payload`` as JSON data: a model dumped in JSON mode, anything else checked as JSON.
+
+    Raises:
+        ConfigurationError: the payload is not JSON data (or holds NaN or Infinity).
+    """
+    if isinstance(payload, BaseModel):
+        return payload.model_dump(mode="json")
+    try:
+        return json.loads(json.dumps(payload, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"the payload of effect {name!r} must be JSON data or a pydantic model: {exc}"
+        ) from None
+
+
+class StagedEffects:
+    """The effects one call staged, in order; the stager a handler's ``ctx.effect`` calls."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        outbox: EffectOutbox,
+        tenant_id: str,
+        principal_id: str,
+        request_id: str,
+        tool: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        """Prepare to stage the effects of one ledgered call."""
+        self._registry = registry
+        self._outbox = outbox
+        self._tenant = tenant_id
+        self._principal = principal_id
+        self._request = request_id
+        self._tool = tool
+        self._clock = clock
+        # Sync handlers stage from a worker thread.
+        self._lock = threading.Lock()
+        self.records: list[EffectRecord] = []
+
+    def __call__(self, name: str, payload: object) -> str:
+        """Stage one effect (``ctx.effect``); its key."""
+        registered = self._registry.effect(name)
+        data = effect_payload(name, payload)
+        now = self._clock()
+        with self._lock:
+            seq = len(self.records)
+            key = effect_key(self._tenant, self._principal, self._request, name, str(seq))
+            self.records.append(
+                EffectRecord(
+                    key=key,
+                    tenant_id=self._tenant,
+                    name=name,
+                    payload=data,
+                    seq=seq,
+                    request_id=self._request,
+                    principal_id=self._principal,
+                    tool=self._tool,
+                    attempts=1,
+                    max_attempts=registered.max_attempts,
+                    next_attempt_at=now,
+                    lease_until=now + self._outbox.lease,
+                    leased_by=self._outbox.owner,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        return key

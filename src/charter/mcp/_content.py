@@ -1,0 +1,295 @@
+"""Resources, resource templates, prompts and completions over MCP: ``host.content`` rendered.
+
+Every decision (who may list, read, get, complete) is the host's (``Host.content``); this
+module only maps it onto the SDK's types. A refusal is a JSON-RPC error, since these
+methods have no ``isError`` result: ``-32002`` for an unknown or hidden resource,
+``-32602`` for an unknown prompt or invalid arguments, ``-32600`` for a missing scope or
+credentials, ``-32603`` when the handler failed; ``data`` carries the ``Failed`` outcome
+(``charter/outcome``) with the code, reason and, for scopes, what is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp.types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+
+from ..auth import Principal
+from ..errors import ErrorCode
+from ..host import Host
+from ..outcome import Failed
+from ..resources import (
+    BlobContents,
+    Prompt,
+    PromptAudio,
+    PromptContent,
+    PromptImage,
+    PromptResource,
+    PromptText,
+    Resource,
+    ResourceContents,
+    TextContents,
+)
+from ._render import OUTCOME_META_KEY
+
+__all__ = ("NO_SESSION", "RESOURCE_NOT_FOUND", "ContentHandlers")
+
+NO_SESSION = "\x00no-session"
+"""A stateless HTTP request: it belongs to no session that could remember anything."""
+
+RESOURCE_NOT_FOUND = -32002
+"""The JSON-RPC error code the MCP specification gives an unknown resource."""
+
+_MAX_SUBSCRIBERS = 10_000
+"""Sessions whose subscriptions are remembered; the oldest are forgotten past it."""
+
+Context = ServerRequestContext[Any, Any]
+
+
+@dataclass(kw_only=True, slots=True)
+class _Subscriber:
+    """One session's subscriptions: who subscribed, and how to reach them."""
+
+    principal: Principal | None
+    session: ServerSession
+    uris: set[str] = field(default_factory=set)
+
+
+class ContentHandlers:
+    """The SDK handlers for resources, prompts and completions of one server."""
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        principal_of: Callable[[Context], Principal | None],
+        session_of: Callable[[Context], str | None],
+    ) -> None:
+        """Serve ``host.content``; ``principal_of`` names the caller of a request."""
+        self.host = host
+        self.principal_of = principal_of
+        self.session_of = session_of
+        self._subscribers: OrderedDict[str | None, _Subscriber] = OrderedDict()
+        self.unwatch = host.content.watch(self.updated)
+
+    # -- resources ----------------------------------------------------------------------------
+
+    async def list_resources(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        """``resources/list``: the fixed resources this caller may read."""
+        found = self.host.content.resources(self.principal_of(ctx))
+        return types.ListResourcesResult(resources=[_resource(r) for r in found])
+
+    async def list_templates(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        """``resources/templates/list``: the resource templates this caller may read."""
+        found = self.host.content.templates(self.principal_of(ctx))
+        return types.ListResourceTemplatesResult(resource_templates=[_template(r) for r in found])
+
+    async def read_resource(
+        self, ctx: Context, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        """``resources/read``: the host reads it as this caller."""
+        read = await self.host.content.read(params.uri, self.principal_of(ctx))
+        if isinstance(read, Failed):
+            raise _error(read, resource=True)
+        return types.ReadResourceResult(contents=[_contents(c) for c in read.contents])
+
+    async def subscribe(
+        self, ctx: Context, params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        """``resources/subscribe``: remember it, if this caller may read the resource."""
+        principal = self.principal_of(ctx)
+        refusal = self.host.content.check_read(params.uri, principal)
+        if refusal is not None:
+            raise _error(refusal, resource=True)
+        key = self.session_of(ctx)
+        if key == NO_SESSION:
+            raise MCPError(
+                code=types.INVALID_REQUEST,
+                message="Subscriptions need a session: connect over stateful streamable HTTP "
+                "or stdio, or read the resource again when you need it.",
+            )
+        subscriber = self._subscribers.get(key)
+        if subscriber is None:
+            subscriber = _Subscriber(principal=principal, session=ctx.session)
+            self._subscribers[key] = subscriber
+        # The newest request's handle on the connection (stdio and in-memory connections
+        # share one key per server, so the newest connection wins there).
+        subscriber.principal = principal
+        subscriber.session = ctx.session
+        self._subscribers.move_to_end(key)
+        subscriber.uris.add(params.uri)
+        while len(self._subscribers) > _MAX_SUBSCRIBERS:
+            self._subscribers.popitem(last=False)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: Context, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        """``resources/unsubscribe``: forget it (unsubscribing twice is fine)."""
+        subscriber = self._subscribers.get(self.session_of(ctx))
+        if subscriber is not None:
+            subscriber.uris.discard(params.uri)
+        return types.EmptyResult()
+
+    async def updated(self, uri: str) -> None:
+        """Tell each session subscribed to ``uri``, whose caller may still read it."""
+        for key, subscriber in list(self._subscribers.items()):
+            if uri not in subscriber.uris:
+                continue
+            if self.host.content.check_read(uri, subscriber.principal) is not None:
+                subscriber.uris.discard(uri)
+                continue
+            try:
+                await subscriber.session.send_resource_updated(uri)
+            except Exception:
+                # The session is gone (closed stream, ended session): forget it.
+                self._subscribers.pop(key, None)
+
+    # -- prompts ------------------------------------------------------------------------------
+
+    async def list_prompts(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        """``prompts/list``: the prompts this caller may get."""
+        found = self.host.content.prompts(self.principal_of(ctx))
+        return types.ListPromptsResult(prompts=[_prompt(p) for p in found])
+
+    async def get_prompt(
+        self, ctx: Context, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        """``prompts/get``: the host gets it as this caller."""
+        got = await self.host.content.get_prompt(
+            params.name, params.arguments, self.principal_of(ctx)
+        )
+        if isinstance(got, Failed):
+            raise _error(got, resource=False)
+        return types.GetPromptResult(
+            description=got.description,
+            messages=[
+                types.PromptMessage(role=m.role, content=_prompt_content(m.content))
+                for m in got.messages
+            ],
+        )
+
+    # -- completions -------------------------------------------------------------------------
+
+    async def complete(
+        self, ctx: Context, params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        """``completion/complete``: suggestions for a prompt or template argument."""
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            values = await self.host.content.complete(
+                "prompt",
+                ref.name,
+                params.argument.name,
+                params.argument.value,
+                self.principal_of(ctx),
+            )
+        else:
+            values = await self.host.content.complete(
+                "resource",
+                ref.uri,
+                params.argument.name,
+                params.argument.value,
+                self.principal_of(ctx),
+            )
+        if isinstance(values, Failed):
+            raise _error(values, resource=False)
+        return types.CompleteResult(
+            completion=types.Completion(values=values, total=len(values), has_more=False)
+        )
+
+
+def _resource(resource: Resource) -> types.Resource:
+    return types.Resource(
+        uri=resource.uri,
+        name=resource.name,
+        title=resource.title,
+        description=resource.description,
+        mime_type=resource.mime_type,
+    )
+
+
+def _template(resource: Resource) -> types.ResourceTemplate:
+    return types.ResourceTemplate(
+        uri_template=resource.uri,
+        name=resource.name,
+        title=resource.title,
+        description=resource.description,
+        mime_type=resource.mime_type,
+    )
+
+
+def _prompt(prompt: Prompt) -> types.Prompt:
+    return types.Prompt(
+        name=prompt.name,
+        title=prompt.title,
+        description=prompt.description,
+        arguments=[
+            types.PromptArgument(name=a.name, description=a.description, required=a.required)
+            for a in prompt.arguments
+        ],
+    )
+
+
+def _contents(
+    contents: ResourceContents,
+) -> types.TextResourceContents | types.BlobResourceContents:
+    if isinstance(contents, TextContents):
+        return types.TextResourceContents(
+            uri=contents.uri, mime_type=contents.mime_type, text=contents.text
+        )
+    return types.BlobResourceContents(
+        uri=contents.uri, mime_type=contents.mime_type, blob=_b64(contents)
+    )
+
+
+def _b64(contents: BlobContents | PromptImage | PromptAudio) -> str:
+    data = contents.blob if isinstance(contents, BlobContents) else contents.data
+    return base64.b64encode(data).decode("ascii")
+
+
+def _prompt_content(
+    content: PromptContent,
+) -> types.TextContent | types.ImageContent | types.AudioContent | types.EmbeddedResource:
+    if isinstance(content, PromptText):
+        return types.TextContent(type="text", text=content.text)
+    if isinstance(content, PromptImage):
+        return types.ImageContent(type="image", data=_b64(content), mime_type=content.mime_type)
+    if isinstance(content, PromptAudio):
+        return types.AudioContent(type="audio", data=_b64(content), mime_type=content.mime_type)
+    assert isinstance(content, PromptResource)
+    return types.EmbeddedResource(type="resource", resource=_contents(content.resource))
+
+
+_INVALID = {ErrorCode.INVALID_INPUT, ErrorCode.NOT_FOUND}
+_REFUSED = {ErrorCode.AUTHORIZATION_DENIED, ErrorCode.UNAUTHENTICATED}
+
+
+def _error(outcome: Failed, *, resource: bool) -> MCPError:
+    """The JSON-RPC error for a refused read, get or completion."""
+    if resource and outcome.code == ErrorCode.NOT_FOUND:
+        code = RESOURCE_NOT_FOUND
+    elif outcome.code in _INVALID:
+        code = types.INVALID_PARAMS
+    elif outcome.code in _REFUSED:
+        code = types.INVALID_REQUEST
+    else:
+        code = types.INTERNAL_ERROR
+    return MCPError(
+        code=code,
+        message=f"[{outcome.code.value}] {outcome.message}",
+        data={OUTCOME_META_KEY: outcome.model_dump(mode="json")},
+    )

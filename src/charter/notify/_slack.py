@@ -1,0 +1,167 @@
+"""``Slack``: approval events as Block Kit messages to an incoming-webhook URL.
+
+Everything taken from the call (tool, target, arguments, requester, reasons) is escaped
+for mrkdwn (``&``, ``<``, ``>`` become entities, so no mention, link or HTML tag can be
+injected) and cut to Block Kit's documented limits: 50 blocks a message, 3,000
+characters a section's text, 10 fields of 2,000 each, 150 for a header.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ..host._notices import ApprovalEvent
+from ..ledger.approvals import ApprovalChange
+from ._http import HttpNotifier
+
+__all__ = ("SLACK_LIMITS", "Slack", "escape_mrkdwn")
+
+SLACK_LIMITS = {
+    "blocks": 50,
+    "section_text": 3000,
+    "fields": 10,
+    "field_text": 2000,
+    "header_text": 150,
+    "context_elements": 10,
+    "message_text": 3000,
+}
+"""Block Kit's documented limits this renderer keeps to (``message_text`` is charter's
+own cap on the notification fallback text)."""
+
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_TITLES: dict[str, str] = {
+    "requested": "Approval requested",
+    "granted": "Approval granted",
+    "denied": "Approval denied",
+    "expired": "Approval expired unused",
+    "consumed": "Approved call ran",
+}
+_ELLIPSIS = "…"
+_GRAVE = "\u02cb"
+"""MODIFIER LETTER GRAVE ACCENT, in place of a backtick inside inline code."""
+
+
+def escape_mrkdwn(text: str) -> str:
+    """``text`` with Slack's control characters as entities (``&amp;``, ``&lt;``, ``&gt;``)."""
+    return "".join(_ESCAPES.get(char, char) for char in text)
+
+
+def _fit(text: str, limit: int) -> str:
+    """``text`` escaped, cut (on a character, never inside an entity) to ``limit`` characters."""
+    escaped = escape_mrkdwn(text)
+    if len(escaped) <= limit:
+        return escaped
+    out: list[str] = []
+    size = 0
+    for char in text:
+        piece = _ESCAPES.get(char, char)
+        if size + len(piece) > limit - len(_ELLIPSIS):
+            break
+        out.append(piece)
+        size += len(piece)
+    return "".join(out) + _ELLIPSIS
+
+
+def _code(text: str, limit: int) -> str:
+    """Inline code of ``text`` (escaped; a backtick would end it: it shows as U+02CB)."""
+    return "`" + _fit(text.replace("`", _GRAVE), limit - 2) + "`"
+
+
+class Slack(HttpNotifier):
+    """Posts each event as a Block Kit message to a Slack incoming webhook."""
+
+    kind = "slack"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        tenants: Iterable[str] | None = None,
+        events: Iterable[ApprovalChange] | None = None,
+        name: str | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        """Post to the incoming-webhook ``url`` (a secret: keep it in the environment).
+
+        Raises:
+            ConfigurationError: the URL is not http(s), or a routing option is invalid.
+        """
+        super().__init__(url, tenants=tenants, events=events, name=name, timeout=timeout)
+
+    def message(self, event: ApprovalEvent) -> dict[str, Any]:
+        """The Block Kit message of an event, within Block Kit's limits."""
+        title = f"{_TITLES[event.kind]}: {event.tool}"
+        if len(title) > SLACK_LIMITS["header_text"]:
+            title = title[: SLACK_LIMITS["header_text"] - 1] + _ELLIPSIS
+        field_limit = SLACK_LIMITS["field_text"]
+        fields = [
+            ("Tool", f"{event.tool}@{event.capability_version}"),
+            ("Risk", event.risk),
+            ("Target", event.target if event.target is not None else "(none)"),
+            ("Requester", event.requester),
+            ("Tenant", event.tenant_id),
+            ("Expires", event.expires_at.isoformat(timespec="seconds")),
+        ]
+        if event.approver is not None:
+            fields.append(("Decided by" if event.kind != "consumed" else "Run by", event.approver))
+        if event.reason:
+            fields.append(("Reason", event.reason))
+        if event.reason_code:
+            fields.append(("Reason code", event.reason_code))
+        blocks: list[dict[str, Any]] = [
+            {"type": "header", "text": {"type": "plain_text", "text": title}},
+            {
+                "type": "section",
+                "fields": [
+                    {"type": "mrkdwn", "text": f"*{label}*\n" + _code(value, field_limit - 20)}
+                    for label, value in fields[: SLACK_LIMITS["fields"]]
+                ],
+            },
+            {"type": "section", "text": {"type": "mrkdwn", "text": self._arguments(event)}},
+        ]
+        if event.url is not None:
+            link = escape_mrkdwn(event.url).replace("|", "%7C")
+            blocks.append(
+                {
+                    "type": "section",
+                    "text": {
+                        "type": "mrkdwn",
+                        "text": f"<{link}|Open the approval in the console>",
+                    },
+                }
+            )
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [
+                    {"type": "mrkdwn", "text": "approval " + _code(event.approval_id, 300)},
+                    {"type": "mrkdwn", "text": "event " + _code(event.id, 300)},
+                ],
+            }
+        )
+        fallback = f"{_TITLES[event.kind]}: {event.tool} ({event.risk}) for {event.requester}"
+        return {"text": _fit(fallback, SLACK_LIMITS["message_text"]), "blocks": blocks}
+
+    def _arguments(self, event: ApprovalEvent) -> str:
+        """The exact arguments as JSON in a code block, escaped, cut to a section's limit."""
+        text = json.dumps(event.arguments, indent=2, ensure_ascii=False, sort_keys=True)
+        # A backtick only ever sits inside a JSON string, where \u0060 is the same value
+        # and cannot close the code block.
+        text = text.replace("`", "\\u0060")
+        head, tail = "*Arguments*\n```", "```"
+        room = SLACK_LIMITS["section_text"] - len(head) - len(tail)
+        body = _fit(text, room)
+        if body.endswith(_ELLIPSIS) and event.url is not None:
+            body = _fit(text, room - 40)[:-1] + "\n… (cut: the console shows them all)"
+        return head + body + tail
+
+    async def send(self, event: ApprovalEvent) -> None:
+        """Post one event's message.
+
+        Raises:
+            NotificationFailed: Slack answered other than 2xx, or not at all.
+        """
+        body = json.dumps(self.message(event), ensure_ascii=False).encode()
+        await self.post(body, {"content-type": "application/json"})

@@ -1,0 +1,158 @@
+"""The SQL of the effect outbox: insert in a call's transaction, claim under a lease, finish.
+
+A claim is one ``WITH chosen AS (SELECT … FOR UPDATE SKIP LOCKED) UPDATE … FROM chosen
+RETURNING``: on PostgreSQL concurrent workers skip each other's rows instead of waiting,
+and a row whose lease ran out (its worker died) is due again. SQLite runs one writer at a
+time, so the same statement (without the locking clause) is safe there too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..effects import EffectRecord, EffectStatus
+from ._schema import effects
+from ._statements import insert
+
+__all__ = (
+    "backlog",
+    "claim",
+    "discard",
+    "finish",
+    "get",
+    "insert_effect",
+    "listing",
+    "record",
+    "redrive",
+)
+
+_e = effects.c
+
+
+def record(row: sa.Row[Any]) -> EffectRecord:
+    """An ``EffectRecord`` from a row."""
+    return EffectRecord.model_validate(dict(row._mapping))
+
+
+async def insert_effect(conn: AsyncConnection, effect: EffectRecord) -> bool:
+    """Insert unless the key exists; whether it did."""
+    statement = (
+        insert(conn.dialect.name, effects)
+        .values(**effect.model_dump())
+        .on_conflict_do_nothing(index_elements=[_e.key])
+        # SQLAlchemy keeps an INSERT's rowcount only when asked.
+        .execution_options(preserve_rowcount=True)
+    )
+    return (await conn.execute(statement)).rowcount == 1
+
+
+def _due(now: datetime) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        _e.status == "pending",
+        _e.next_attempt_at <= now,
+        sa.or_(_e.lease_until.is_(None), _e.lease_until <= now),
+    )
+
+
+async def claim(
+    conn: AsyncConnection, *, now: datetime, lease_until: datetime, worker: str, limit: int
+) -> list[EffectRecord]:
+    """Lease up to ``limit`` due effects to ``worker``, counting an attempt on each."""
+    picked = sa.select(_e.key).where(_due(now)).order_by(_e.next_attempt_at).limit(limit)
+    if conn.dialect.name == "postgresql":
+        picked = picked.with_for_update(skip_locked=True)
+    # A CTE runs once; a locking subquery under IN may be re-run by the planner and lock
+    # (and so hand out) more rows than it returned the first time.
+    chosen = picked.cte("chosen")
+    statement = (
+        sa.update(effects)
+        .where(_e.key == chosen.c.key, _due(now))
+        .values(attempts=_e.attempts + 1, lease_until=lease_until, leased_by=worker, updated_at=now)
+        .returning(*effects.c)
+    )
+    return [record(row) for row in await conn.execute(statement)]
+
+
+async def finish(
+    conn: AsyncConnection,
+    key: str,
+    *,
+    worker: str,
+    status: EffectStatus,
+    next_attempt_at: datetime | None,
+    error: str | None,
+    at: datetime,
+) -> bool:
+    """Record an attempt's result if ``worker`` still holds the lease."""
+    values: dict[str, Any] = {
+        "status": status,
+        "lease_until": None,
+        "leased_by": None,
+        "last_error": error,
+        "updated_at": at,
+        "delivered_at": at if status == "delivered" else None,
+    }
+    if next_attempt_at is not None:
+        values["next_attempt_at"] = next_attempt_at
+    result = await conn.execute(
+        sa.update(effects)
+        .where(_e.key == key, _e.status == "pending", _e.leased_by == worker)
+        .values(**values)
+    )
+    return result.rowcount == 1
+
+
+def get(key: str) -> sa.Select[Any]:
+    """One effect by key."""
+    return sa.select(effects).where(_e.key == key)
+
+
+def listing(
+    tenant_id: str | None, status: EffectStatus | None, request_id: str | None, limit: int
+) -> sa.Select[Any]:
+    """Effects, newest first, filtered."""
+    statement = sa.select(effects).order_by(_e.created_at.desc(), _e.seq.desc()).limit(limit)
+    if tenant_id is not None:
+        statement = statement.where(_e.tenant_id == tenant_id)
+    if status is not None:
+        statement = statement.where(_e.status == status)
+    if request_id is not None:
+        statement = statement.where(_e.request_id == request_id)
+    return statement
+
+
+async def redrive(conn: AsyncConnection, key: str, now: datetime) -> bool:
+    """A dead or discarded effect pending again with fresh attempts."""
+    result = await conn.execute(
+        sa.update(effects)
+        .where(_e.key == key, _e.status.in_(("dead", "discarded")))
+        .values(
+            status="pending",
+            attempts=0,
+            next_attempt_at=now,
+            lease_until=None,
+            leased_by=None,
+            updated_at=now,
+        )
+    )
+    return result.rowcount == 1
+
+
+async def discard(conn: AsyncConnection, key: str, now: datetime) -> bool:
+    """A pending or dead effect discarded."""
+    result = await conn.execute(
+        sa.update(effects)
+        .where(_e.key == key, _e.status.in_(("pending", "dead")))
+        .values(status="discarded", lease_until=None, leased_by=None, updated_at=now)
+    )
+    return result.rowcount == 1
+
+
+def backlog() -> sa.Select[int, datetime | None]:
+    """How many effects are pending, and the oldest one's creation time."""
+    oldest: sa.ColumnElement[datetime | None] = sa.func.min(_e.created_at)
+    return sa.select(sa.func.count(), oldest).where(_e.status == "pending")

@@ -1,0 +1,58 @@
+"""Constants and builders the tests share, so that one change of the contract is one edit.
+
+Import them as ``from tests.builders import WRITE_RISK``; a folder's own support module
+(``tests/battery/battery_support.py``, ``tests/store/store_records.py``) holds what only
+that folder builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from charter.risk import RiskPolicy, RiskTier, SideEffect
+from charter.tool import Tool, define_tool
+
+
+def risk(
+    *side_effects: SideEffect, destructive: bool = False, reversible: bool = True, **options: Any
+) -> RiskPolicy:
+    """A risk policy with no dry run: by default a write that can be undone."""
+    options.update(destructive=destructive, reversible=reversible, side_effects=side_effects)
+    return RiskPolicy(dry_run_supported=False, **options)
+
+
+def destructive_risk(*side_effects: SideEffect) -> RiskPolicy:
+    """The risk policy of a write that cannot be undone."""
+    return risk(*side_effects, destructive=True, reversible=False)
+
+
+WRITE_RISK = risk()
+"""A write that can be undone: ledgered, no approval needed by its risk alone."""
+
+DESTRUCTIVE_RISK = destructive_risk()
+"""A write that cannot be undone."""
+
+
+def tiered_tool(
+    name: str,
+    tier: RiskTier | str,
+    handler: Callable[..., Any],
+    input_schema: type[BaseModel],
+    output_schema: type[BaseModel],
+    **options: Any,
+) -> Tool[Any, Any, Any]:
+    """A tool at ``tier`` (a write gets ``WRITE_RISK`` unless ``options`` give a risk policy)."""
+    if RiskTier(tier) is not RiskTier.READ:
+        options.setdefault("risk_policy", WRITE_RISK)
+    options.setdefault("description", f"The {name} tool.")
+    return define_tool(
+        name=name,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        handler=handler,
+        tier=tier,
+        **options,
+    )

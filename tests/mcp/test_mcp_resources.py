@@ -1,0 +1,230 @@
+"""Resources, resource templates, prompts and completions over streamable HTTP.
+
+uvicorn on 127.0.0.1 and the official MCP client; every decision is the host's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import mcp.types as types
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_support import serve
+
+from charter.host import Host
+from charter.mcp import OUTCOME_META_KEY, create_asgi_app
+from content_support import build_content_host
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, Host]]:
+    host = build_content_host()
+    with serve(create_asgi_app(host)) as url:
+        yield url + "/mcp", host
+
+
+@asynccontextmanager
+async def connect(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
+        async with Client(streamable_http_client(url, http_client=http), **options) as client:
+            yield client
+
+
+async def test_an_agent_lists_what_it_may_read_and_reads_its_own_tenants_trip(
+    served: tuple[str, Host], mode: str
+) -> None:
+    url, _ = served
+    async with connect(url, "ada-token", mode=mode) as client:
+        resources = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+        read = await client.read_resource("trip://T-1")
+    assert sorted(str(r.uri) for r in resources) == ["handbook://travel", "logo://travel.png"]
+    assert [(t.uri_template, t.name, t.mime_type) for t in templates] == [
+        ("trip://{trip_id}", "trip", "application/json")
+    ]
+    [contents] = read.contents
+    assert isinstance(contents, types.TextResourceContents)
+    assert contents.mime_type == "application/json"
+    assert json.loads(contents.text) == {"id": "T-1", "name": "Lisbon offsite", "tenant": "acme"}
+
+
+async def test_binary_resources_are_base64_blobs(served: tuple[str, Host]) -> None:
+    url, _ = served
+    async with connect(url, "ada-token") as client:
+        read = await client.read_resource("logo://travel.png")
+    [contents] = read.contents
+    assert isinstance(contents, types.BlobResourceContents)
+    assert base64.b64decode(contents.blob) == b"\x89PNG\r\n\x1a\n"
+    assert contents.mime_type == "image/png"
+
+
+async def test_a_second_tenant_with_the_same_subject_cannot_read_the_first_tenants_trip(
+    served: tuple[str, Host], mode: str
+) -> None:
+    url, _ = served
+    async with connect(url, "gus-token", mode=mode) as client:
+        own = await client.read_resource("trip://T-9")
+        with pytest.raises(MCPError) as foreign:
+            await client.read_resource("trip://T-1")
+    assert json.loads(own.contents[0].text)["tenant"] == "globex"  # type: ignore[union-attr]
+    assert foreign.value.code == -32002
+    assert foreign.value.data[OUTCOME_META_KEY]["code"] == "NOT_FOUND"
+
+
+async def test_a_missing_scope_hides_the_template_and_refuses_the_read_naming_the_scope(
+    served: tuple[str, Host], mode: str
+) -> None:
+    url, _ = served
+    async with connect(url, "newt-token", mode=mode) as client:
+        templates = (await client.list_resource_templates()).resource_templates
+        prompts = (await client.list_prompts()).prompts
+        with pytest.raises(MCPError) as read:
+            await client.read_resource("trip://T-1")
+        with pytest.raises(MCPError) as got:
+            await client.get_prompt("trips.summary", {"trip_id": "T-1"})
+    assert templates == [] and prompts == []
+    assert read.value.code == types.INVALID_REQUEST
+    assert "trips:read" in read.value.message
+    assert read.value.data[OUTCOME_META_KEY]["meta"]["missing"] == ["trips:read"]
+    assert got.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
+
+
+async def test_a_wildcard_grant_reads_and_admin_only_resources_stay_hidden(
+    served: tuple[str, Host],
+) -> None:
+    url, _ = served
+    async with connect(url, "wild-token") as client:
+        read = await client.read_resource("trip://T-2")
+        listed = [str(r.uri) for r in (await client.list_resources()).resources]
+        with pytest.raises(MCPError) as admin:
+            await client.read_resource("audit://export")
+    async with connect(url, "olga-token") as client:
+        export = await client.read_resource("audit://export")
+    assert json.loads(read.contents[0].text)["name"] == "Lima sales trip"  # type: ignore[union-attr]
+    assert "audit://export" not in listed
+    assert admin.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
+    assert export.contents[0].text == "everything"  # type: ignore[union-attr]
+
+
+async def test_hostile_uris_and_arguments_get_typed_errors(served: tuple[str, Host]) -> None:
+    url, _ = served
+    async with connect(url, "ada-token") as client:
+        with pytest.raises(MCPError) as unknown:
+            await client.read_resource("trip://T-1/../../etc/passwd")
+        with pytest.raises(MCPError) as invalid:
+            await client.read_resource("trip://%00")
+        with pytest.raises(MCPError) as no_prompt:
+            await client.get_prompt("nope", {})
+        with pytest.raises(MCPError) as missing_arg:
+            await client.get_prompt("trips.summary", {})
+    assert unknown.value.code == -32002
+    assert invalid.value.code == types.INVALID_PARAMS
+    assert invalid.value.data[OUTCOME_META_KEY]["code"] == "INVALID_INPUT"
+    assert no_prompt.value.code == types.INVALID_PARAMS
+    assert missing_arg.value.data[OUTCOME_META_KEY]["code"] == "INVALID_INPUT"
+
+
+async def test_prompts_are_listed_with_arguments_and_rendered_for_the_callers_tenant(
+    served: tuple[str, Host], mode: str
+) -> None:
+    url, _ = served
+    async with connect(url, "ada-token", mode=mode) as client:
+        [listed] = (await client.list_prompts()).prompts
+        got = await client.get_prompt("trips.summary", {"trip_id": "T-1", "tone": "cheerful"})
+    assert listed.name == "trips.summary" and listed.title == "Trip summary"
+    assert [(a.name, a.required) for a in listed.arguments or []] == [
+        ("trip_id", True),
+        ("tone", False),
+    ]
+    [message] = got.messages
+    assert message.role == "user"
+    assert isinstance(message.content, types.TextContent)
+    assert message.content.text == "Summarise Lisbon offsite in a cheerful tone."
+
+
+async def test_completions_suggest_only_the_callers_own_values(
+    served: tuple[str, Host], mode: str
+) -> None:
+    url, _ = served
+    template = types.ResourceTemplateReference(type="ref/resource", uri="trip://{trip_id}")
+    summary = types.PromptReference(type="ref/prompt", name="trips.summary")
+    async with connect(url, "ada-token", mode=mode) as client:
+        acme = await client.complete(template, {"name": "trip_id", "value": "T-"})
+        by_prompt = await client.complete(summary, {"name": "trip_id", "value": "T-2"})
+        nothing = await client.complete(summary, {"name": "tone", "value": ""})
+    async with connect(url, "gus-token", mode=mode) as client:
+        globex = await client.complete(template, {"name": "trip_id", "value": "T-"})
+    async with connect(url, "newt-token", mode=mode) as client:
+        with pytest.raises(MCPError) as hidden:
+            await client.complete(template, {"name": "trip_id", "value": "T-"})
+    assert acme.completion.values == ["T-1", "T-2"]
+    assert by_prompt.completion.values == ["T-2"]
+    assert nothing.completion.values == []
+    assert globex.completion.values == ["T-9"]
+    assert hidden.value.data[OUTCOME_META_KEY]["code"] == "NOT_FOUND"
+
+
+async def test_reads_and_prompts_are_audited_with_the_caller_and_tenant(
+    served: tuple[str, Host],
+) -> None:
+    url, host = served
+    async with connect(url, "gus-token") as client:
+        await client.read_resource("trip://T-9")
+        await client.get_prompt("trips.summary", {"trip_id": "T-9"})
+    events = await host.audit.events(tenant="globex", limit=10)
+    seen = {(e.action, e.tool, e.outcome, e.subject) for e in events}
+    assert ("resource.read", "trip://T-9", "completed", "ada") in seen
+    assert ("prompt.get", "trips.summary", "completed", "ada") in seen
+
+
+# resources/subscribe is a handshake-era method; the SDK client warns that 2026-07-28 drops it.
+_SUBSCRIBE_DEPRECATED = pytest.mark.filterwarnings(
+    "ignore:resources/.*subscribe is removed:mcp.shared.exceptions.MCPDeprecationWarning"
+)
+
+
+@_SUBSCRIBE_DEPRECATED
+async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
+    served: tuple[str, Host],
+) -> None:
+    url, _ = served
+    updated: list[str] = []
+    told = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(message.params.uri)
+            told.set()
+
+    async with connect(url, "ada-token", mode="legacy", message_handler=on_message) as client:
+        await client.subscribe_resource("trip://T-1")
+        await client.subscribe_resource("trip://T-2")
+        await client.unsubscribe_resource("trip://T-2")
+        await client.call_tool("trips.touch", {"trip_id": "T-2"})
+        await client.call_tool("trips.touch", {"trip_id": "T-1"})
+        with anyio.fail_after(10):
+            await told.wait()
+    assert updated == ["trip://T-1"]
+
+
+@_SUBSCRIBE_DEPRECATED
+async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
+    served: tuple[str, Host],
+) -> None:
+    url, _ = served
+    async with connect(url, "newt-token", mode="legacy") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.subscribe_resource("trip://T-1")
+    assert refused.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"

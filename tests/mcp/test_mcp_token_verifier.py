@@ -1,0 +1,59 @@
+"""The SDK's ``TokenVerifier`` hook over the host: what it hands the SDK for each token.
+
+It builds the SDK's access token without validating it (it runs on every request), so
+these tests pin that the token is exactly what validation would have produced.
+"""
+
+from __future__ import annotations
+
+import pytest
+from mcp.server.auth.provider import AccessToken, principal_components
+from mcp_support import ALICE, TOKENS, Probe, build_host
+
+from charter.auth import Principal, StaticAuthenticator
+from charter.host import Host
+from charter.mcp._auth import HostTokenVerifier, PrincipalAccessToken
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_valid_token_becomes_an_sdk_access_token_carrying_the_principal() -> None:
+    verifier = HostTokenVerifier(build_host(Probe()))
+    token = await verifier.verify_token("alice-token")
+    assert isinstance(token, PrincipalAccessToken)
+    assert token.principal is ALICE
+    assert token.client_id == "acme/alice"
+    assert token.scopes == ["trips:read", "trips:write"]
+    assert token.subject == "alice"
+    assert (token.token, token.expires_at, token.resource, token.claims) == ("", None, None, None)
+    assert principal_components(token) == ("acme/alice", None, "alice")
+
+
+async def test_the_unvalidated_token_equals_what_validation_would_build() -> None:
+    verifier = HostTokenVerifier(build_host(Probe()))
+    token = await verifier.verify_token("alice-token")
+    assert token is not None
+    validated = PrincipalAccessToken.model_validate(token.model_dump())
+    assert validated == token
+    assert AccessToken.model_validate(token.model_dump(exclude={"principal"})).scopes == [
+        "trips:read",
+        "trips:write",
+    ]
+    assert token.model_fields_set >= {"token", "client_id", "scopes", "subject", "principal"}
+
+
+async def test_the_same_subject_in_two_tenants_gets_two_client_ids() -> None:
+    other = Principal(subject="alice", tenant_id="globex", scopes=frozenset({"trips:read"}))
+    registry = build_host(Probe()).registry
+    host = Host(registry, authenticator=StaticAuthenticator({**TOKENS, "globex-alice": other}))
+    verifier = HostTokenVerifier(host)
+    mine = await verifier.verify_token("alice-token")
+    theirs = await verifier.verify_token("globex-alice")
+    assert mine is not None and theirs is not None
+    assert (mine.client_id, theirs.client_id) == ("acme/alice", "globex/alice")
+
+
+async def test_an_unknown_or_missing_token_is_refused() -> None:
+    verifier = HostTokenVerifier(build_host(Probe()))
+    assert await verifier.verify_token("no-such-token") is None
+    assert await verifier.verify_token("") is None
