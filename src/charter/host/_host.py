@@ -213,7 +213,8 @@ class Host:
             clock=self._clock,
             lease=effect_lease,
             telemetry=Telemetry(),
-            oversees=self.approvals.oversees,
+            # Approvals are built below (they need the notifications, which need this).
+            oversees=lambda principal: self.approvals.oversees(principal),
             admin_scope=admin_scope,
         )
         """The effect outbox: enqueue outside handlers, run workers, list and re-drive."""
@@ -273,7 +274,7 @@ class Host:
         self.content = HostContent(
             registry.content,
             context_factory=content_context,
-            audit=self.audit,
+            audit=self._audit_watch,
             admin_scope=admin_scope,
             access_catalog=access_catalog,
             clock=self._clock,
