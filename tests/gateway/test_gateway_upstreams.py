@@ -521,3 +521,26 @@ async def test_an_upstreams_changed_tool_list_is_followed_in_the_registry() -> N
         told = await host.invoke("changing.secret", {}, ALICE)
     assert isinstance(told, Completed) and isinstance(told.output, dict)
     assert "swordfish" in json.dumps(told.output["content"])
+
+
+async def test_charters_own_mcp_clients_are_told_when_an_upstreams_tools_change() -> None:
+    script = Path(__file__).with_name("changing_server.py")
+    changing = UpstreamConfig(
+        name="changing", command=(sys.executable, str(script)), default=ToolPolicy(tier="read")
+    )
+    told = anyio.Event()
+
+    async def on_message(message: types.ServerNotification | Exception) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    async with governed(changing) as (host, _):
+        server = create_server(host, principal=ALICE)
+        async with Client(server, mode="legacy", message_handler=on_message) as client:
+            before = {tool.name for tool in (await client.list_tools()).tools}
+            await client.call_tool("changing.unlock", {})
+            with anyio.fail_after(60):
+                await told.wait()
+            after = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+    assert "changing.secret" not in before
+    assert "changing.secret" in after

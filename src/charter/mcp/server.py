@@ -29,6 +29,7 @@ from ..outcome import Completed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
+from ._changes import ToolListChanges
 from ._content import NO_SESSION, ContentHandlers
 from ._forwarded import is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
@@ -85,6 +86,8 @@ def create_server(
     if host.registry.get(STATUS_TOOL) is not None:
         raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
     adapter = _Adapter(host, principal=principal, presenters=presenters, poll_after=sse_poll_after)
+    # Tools registered or removed while serving (charter.gateway): clients are told.
+    host.registry.on_change(adapter.changes.listener())
     content = ContentHandlers(host, principal_of=adapter.principal, session_of=_session_key)
     server: Server[ConnectionState] = Server(
         name,
@@ -137,6 +140,7 @@ class _Adapter:
         self.presenters = presenters
         self.listing = ToolListing()
         self.status = status_tool()
+        self.changes = ToolListChanges()
 
     # -- who is calling -----------------------------------------------------------------
 
@@ -163,6 +167,9 @@ class _Adapter:
     ) -> types.ListToolsResult:
         """``tools/list``: the tools this caller may call."""
         principal = self.principal(ctx)
+        key = _session_key(ctx)
+        if key != _NO_SESSION:  # stateless HTTP has no channel to notify on
+            self.changes.remember(ctx, key)
         tools = [self.listing.tool(t) for t in self.host.callable_tools(principal)]
         if principal is not None:
             tools.append(self.status)

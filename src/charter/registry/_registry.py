@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel
@@ -49,6 +49,7 @@ class Registry:
         self._prepared: weakref.WeakSet[PreparedAction] = weakref.WeakSet()
         self._minted: weakref.WeakSet[HandlerActionPolicy] = weakref.WeakSet()
         self._runner = HandlerRunner(max_threads=max_threads)
+        self._listeners: builtins.list[Callable[[], None]] = []
         self._effects: dict[str, Effect] = {}
         self.content = ContentCatalog()
         """The resources, resource templates and prompts served beside the tools."""
@@ -77,6 +78,7 @@ class Registry:
         self._capabilities[key] = registered
         for name in (registered.name, *registered.aliases):
             self._names[name] = registered
+        self._changed()
         return registered
 
     def unregister(self, name: str) -> RegisteredTool | None:
@@ -91,7 +93,25 @@ class Registry:
         self._capabilities.pop((registered.capability_id, registered.capability_version), None)
         for key in (registered.name, *registered.aliases):
             self._names.pop(key, None)
+        self._changed()
         return registered
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` after each registration or removal; returns its remover.
+
+        Transports use it to tell connected clients that the tool list changed.
+        """
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
+    def _changed(self) -> None:
+        for listener in builtins.list(self._listeners):
+            listener()
 
     def register_all(self, tools: Iterable[Tool[Any, Any, Any]]) -> builtins.list[RegisteredTool]:
         """Register several tools without bindings, in order."""

@@ -1,0 +1,81 @@
+"""``notifications/tools/list_changed`` for charter's own MCP clients.
+
+When the registry's tools change while serving (the gateway follows an upstream's list),
+each handshake-era session that has listed tools is told so once per burst of changes.
+2026-07-28 sessions learn of changes through ``subscriptions/listen``, which charter does
+not serve yet; they see the new list on their next ``tools/list``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+__all__ = ("ToolListChanges",)
+
+logger = logging.getLogger("charter.mcp")
+
+_MOST_SESSIONS = 10_000
+"""Sessions remembered at most (the oldest is forgotten first)."""
+
+
+class ToolListChanges:
+    """Remembers the sessions that listed tools and tells them when the tools change."""
+
+    def __init__(self) -> None:
+        # By connection (its session id; None for stdio or in memory), the latest request's
+        # session object: the SDK makes one per request, and its notifications without a
+        # related request travel on the connection's own channel. A connection that cannot
+        # be reached any more is forgotten when a notification to it fails.
+        self._sessions: dict[str | None, ServerSession] = {}
+        self._pending = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def remember(self, ctx: ServerRequestContext[Any, Any], connection: str | None) -> None:
+        """Note the connection of a ``tools/list`` request (handshake-era sessions only)."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._sessions.pop(connection, None)
+            self._sessions[connection] = ctx.session
+            while len(self._sessions) > _MOST_SESSIONS:
+                del self._sessions[next(iter(self._sessions))]
+
+    def listener(self) -> Callable[[], None]:
+        """A registry listener that holds this object weakly (servers come and go)."""
+        ref = weakref.ref(self)
+
+        def changed() -> None:
+            changes = ref()
+            if changes is not None:
+                changes.changed()
+
+        return changed
+
+    def changed(self) -> None:
+        """The tools changed: notify every remembered session, soon and once."""
+        if self._pending or not self._sessions:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # registered outside the event loop: nobody is connected
+            return
+        self._pending = True
+        task = loop.create_task(self._notify())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _notify(self) -> None:
+        await asyncio.sleep(0)  # one refresh changes several tools: one notification
+        self._pending = False
+        for connection, session in list(self._sessions.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # the connection is gone: forget it
+                logger.debug("a session could not be told its tools changed", exc_info=True)
+                self._sessions.pop(connection, None)
