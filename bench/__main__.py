@@ -167,10 +167,56 @@ def load_section(results: Sequence[Result], failures: Sequence[tuple[Case, str]]
     return lines
 
 
-def splice(page: str, section: Sequence[str]) -> str:
-    """``page`` with its load section (from its heading to the end) replaced by ``section``."""
-    head = page.split(f"\n{_LOAD_HEADING}\n", 1)[0].rstrip("\n")
-    return head + "\n\n" + "\n".join(section) + "\n"
+def splice(page: str, section: Sequence[str], *, replace: bool = True) -> str:
+    """``page`` with its load section (its heading to the end) replaced by ``section``.
+
+    With ``replace=False`` (``--only`` picked some load cases), the rows, notes and
+    failures of the cases in ``section`` replace theirs in the page's section and the
+    others stay, under the new method paragraph and machine-load line.
+    """
+    head, _, old = page.partition(f"\n{_LOAD_HEADING}\n")
+    head = head.rstrip("\n")
+    if replace or not old:
+        return head + "\n\n" + "\n".join(section) + "\n"
+    merged = _merged(old.splitlines(), list(section))
+    return head + "\n\n" + "\n".join(merged) + "\n"
+
+
+def _key(line: str) -> str | None:
+    """What identifies a case's line in a table, the notes or the failures."""
+    if line.startswith("| ") and not line.startswith("| Case |"):
+        return "row:" + "|".join(line.split("|")[1:3])
+    if line.startswith("- **"):
+        return "item:" + line.split("):", 1)[0]
+    return None
+
+
+def _merged(old: list[str], new: list[str]) -> list[str]:
+    """The new section, keeping the old one's lines of cases the new one lacks."""
+    fresh = {_key(line) for line in new} - {None}
+    kept: dict[str, list[str]] = {}  # the old lines to keep, by the heading they were under
+    tables: dict[str, list[str]] = {}  # each old heading's table head, if it has a table
+    heading = _LOAD_HEADING
+    for line in old:
+        if line.startswith("#"):
+            heading = line
+        if line.startswith(("| Case |", "|---")):
+            tables.setdefault(heading, []).append(line)
+        key = _key(line)
+        if key is not None and key not in fresh:
+            kept.setdefault(heading, []).append(line)
+    result: list[str] = []
+    heading = _LOAD_HEADING
+    for index, line in enumerate(new):
+        if line.startswith("#"):
+            heading = line
+        result.append(line)
+        following = new[index + 1] if index + 1 < len(new) else ""
+        if _key(line) is not None and _key(following) is None:
+            result += kept.pop(heading, [])
+    for heading, lines in kept.items():
+        result += ["", heading, "", *tables.get(heading, []), *lines]
+    return result
 
 
 def _throughput(results: Sequence[Result]) -> list[str]:
@@ -268,7 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.disable(logging.NOTSET)
     page = render(results, failures)
     if args.load_only and args.output.exists():
-        page = splice(args.output.read_text(encoding="utf-8"), load_section(results, failures))
+        page = splice(
+            args.output.read_text(encoding="utf-8"),
+            load_section(results, failures),
+            replace=not args.only,
+        )
     if args.no_write:
         print(page)
     else:
