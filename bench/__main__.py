@@ -3,7 +3,10 @@
 Options: ``--rounds N`` and ``--iterations N`` per case, ``--clock cpu|wall`` (default
 ``cpu``: the process's CPU time), ``--output PATH`` (default ``docs/benchmarks.md``),
 ``--no-write`` to print the table only, ``--only SUBSTRING`` to run the cases whose name
-contains it.
+contains it, ``--load-only`` to run the load cases alone (servers under wrk,
+``bench/bench_load.py``) and rewrite only the page's load section (with ``--only``, only
+the rows of the cases run). ``CHARTER_BENCH_LOAD_SECONDS``, ``CHARTER_BENCH_LOAD_CONNECTIONS``
+and ``CHARTER_BENCH_RSS_CALLS`` shorten the load cases for a quick run.
 """
 
 from __future__ import annotations
