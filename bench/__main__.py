@@ -3,7 +3,10 @@
 Options: ``--rounds N`` and ``--iterations N`` per case, ``--clock cpu|wall`` (default
 ``cpu``: the process's CPU time), ``--output PATH`` (default ``docs/benchmarks.md``),
 ``--no-write`` to print the table only, ``--only SUBSTRING`` to run the cases whose name
-contains it.
+contains it, ``--load-only`` to run the load cases alone (servers under wrk,
+``bench/bench_load.py``) and rewrite only the page's load section (with ``--only``, only
+the rows of the cases run). ``CHARTER_BENCH_LOAD_SECONDS``, ``CHARTER_BENCH_LOAD_CONNECTIONS``
+and ``CHARTER_BENCH_RSS_CALLS`` shorten the load cases for a quick run.
 """
 
 from __future__ import annotations
@@ -93,8 +96,10 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
         "leaves allocated (tracemalloc, after a full collection) per item built, median of "
         "its rounds."
     )
-    loaded = [r for r in results if r.case.measure == "throughput"]
-    results = [r for r in results if r.case.measure != "throughput"]
+    loaded = [r for r in results if r.case.measure in _LOAD]
+    results = [r for r in results if r.case.measure not in _LOAD]
+    load_failures = [(c, e) for c, e in failures if c.measure in _LOAD]
+    failures = [(c, e) for c, e in failures if c.measure not in _LOAD]
     lines = [
         "# Benchmarks",
         "",
@@ -115,9 +120,7 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
             f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
             f"{shown(r.baseline_us, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | {met} |"
         )
-    if loaded:
-        lines += ["", *_throughput(loaded)]
-    notes = [r for r in [*results, *loaded] if r.case.note]
+    notes = [r for r in results if r.case.note]
     if notes:
         lines += ["", "## What each case measures", ""]
         lines += [f"- **{r.case.name}** (vs {r.case.baseline_name}): {r.case.note}" for r in notes]
@@ -126,11 +129,101 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
         lines += [
             f"- **{case.name}** (vs {case.baseline_name}): {error}" for case, error in failures
         ]
+    if loaded or load_failures:
+        lines += ["", *load_section(loaded, load_failures)]
     return "\n".join(lines) + "\n"
 
 
+_LOAD = ("throughput", "rss")
+_LOAD_HEADING = "## Throughput under load"
+
+
+def load_section(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ()) -> list[str]:
+    """The load cases' section, to the end of the page: method, tables, notes, failures."""
+    loaded = [r for r in results if r.case.measure == "throughput"]
+    rss = [r for r in results if r.case.measure == "rss"]
+    lines = _throughput(loaded) if loaded else [_LOAD_HEADING]
+    if rss:
+        lines += [
+            "",
+            "### Memory under load",
+            "",
+            "| Case | Baseline | RSS after | RSS before | ratio | target | met |",
+            "|---|---|---:|---:|---:|---:|:---:|",
+        ]
+        for r in rss:
+            met = "yes" if r.within_target else "**no**"
+            lines.append(
+                f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
+                f"{shown(r.baseline_us, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | "
+                f"{met} |"
+            )
+    notes = [r for r in results if r.case.note]
+    if notes:
+        lines += ["", "### What each load case measures", ""]
+        lines += [f"- **{r.case.name}** (vs {r.case.baseline_name}): {r.case.note}" for r in notes]
+    if failures:
+        lines += ["", "### Load cases that did not run", ""]
+        lines += [
+            f"- **{case.name}** (vs {case.baseline_name}): {error}" for case, error in failures
+        ]
+    return lines
+
+
+def splice(page: str, section: Sequence[str], *, replace: bool = True) -> str:
+    """``page`` with its load section (its heading to the end) replaced by ``section``.
+
+    With ``replace=False`` (``--only`` picked some load cases), the rows, notes and
+    failures of the cases in ``section`` replace theirs in the page's section and the
+    others stay, under the new method paragraph and machine-load line.
+    """
+    head, _, old = page.partition(f"\n{_LOAD_HEADING}\n")
+    head = head.rstrip("\n")
+    if replace or not old:
+        return head + "\n\n" + "\n".join(section) + "\n"
+    merged = _merged(old.splitlines(), list(section))
+    return head + "\n\n" + "\n".join(merged) + "\n"
+
+
+def _key(line: str) -> str | None:
+    """What identifies a case's line in a table, the notes or the failures."""
+    if line.startswith("| ") and not line.startswith("| Case |"):
+        return "row:" + "|".join(line.split("|")[1:3])
+    if line.startswith("- **"):
+        return "item:" + line.split("):", 1)[0]
+    return None
+
+
+def _merged(old: list[str], new: list[str]) -> list[str]:
+    """The new section, keeping the old one's lines of cases the new one lacks."""
+    fresh = {_key(line) for line in new} - {None}
+    kept: dict[str, list[str]] = {}  # the old lines to keep, by the heading they were under
+    tables: dict[str, list[str]] = {}  # each old heading's table head, if it has a table
+    heading = _LOAD_HEADING
+    for line in old:
+        if line.startswith("#"):
+            heading = line
+        if line.startswith(("| Case |", "|---")):
+            tables.setdefault(heading, []).append(line)
+        key = _key(line)
+        if key is not None and key not in fresh:
+            kept.setdefault(heading, []).append(line)
+    result: list[str] = []
+    heading = _LOAD_HEADING
+    for index, line in enumerate(new):
+        if line.startswith("#"):
+            heading = line
+        result.append(line)
+        following = new[index + 1] if index + 1 < len(new) else ""
+        if _key(line) is not None and _key(following) is None:
+            result += kept.pop(heading, [])
+    for heading, lines in kept.items():
+        result += ["", heading, "", *tables.get(heading, []), *lines]
+    return result
+
+
 def _throughput(results: Sequence[Result]) -> list[str]:
-    """The throughput section: how it is measured, then one table."""
+    """The throughput section's method and table."""
     seconds = os.environ.get("CHARTER_BENCH_LOAD_SECONDS", "5")
     rounds = "/".join(str(r) for r in sorted({r.rounds for r in results}))
     method = (
@@ -144,12 +237,18 @@ def _throughput(results: Sequence[Result]) -> list[str]:
         "is charter's requests per second over the baseline's, and the target is the "
         "least it should reach. wrk and the server share the machine's CPUs, and so does "
         "anyone else working on it: absolute numbers move with the load, the ratio much "
-        "less."
+        "less. `python -m bench --load-only` runs these cases alone and rewrites this "
+        "section only."
     )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
-        "## Throughput under load",
+        _LOAD_HEADING,
         "",
         *textwrap.wrap(method, width=90),
+        "",
+        f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC} on "
+        f"{os.cpu_count()} CPUs with a load average of {load} (1, 5, 15 minutes) when the "
+        "last case ended: other work on the machine competed with every server and wrk.",
         "",
         "| Case | Baseline | charter | baseline | charter p50 / p99 | baseline p50 / p99 "
         "| ratio | target | met |",
@@ -180,11 +279,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=_DEFAULT_OUTPUT)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--only", default="")
+    parser.add_argument(
+        "--load-only",
+        action="store_true",
+        help="run the load cases only and rewrite the page's load section alone",
+    )
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     args = parser.parse_args(argv)
     results: list[Result] = []
     failures: list[tuple[Case, str]] = []
     cases = [case for case in collect() if args.only in case.name]
+    if args.load_only:
+        cases = [case for case in cases if case.measure in _LOAD]
     # Libraries may configure logging on import (the MCP SDK's MCPServer does); a log
     # line per request would be timed too. Warnings and errors still show.
     logging.disable(logging.INFO)
@@ -210,6 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         logging.disable(logging.NOTSET)
     page = render(results, failures)
+    if args.load_only and args.output.exists():
+        page = splice(
+            args.output.read_text(encoding="utf-8"),
+            load_section(results, failures),
+            replace=not args.only,
+        )
     if args.no_write:
         print(page)
     else:

@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -195,10 +196,22 @@ async def wrk(
         for name, value in request.headers.items():
             argv += ["-H", f"{name}: {value}"]
         argv.append(server.url + request.path)
+        done = Path(body.name + ".done")
+        env["CHARTER_WRK_DONE"] = str(done)
         process = await asyncio.create_subprocess_exec(
             *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
-        out, err = await process.communicate()
+        finished = asyncio.ensure_future(process.communicate())
+        if calls is not None:
+            # wrk's main thread sleeps out -d even after every thread stopped: interrupt
+            # it once the script says the calls are answered (it then reports as usual).
+            while not finished.done():
+                if done.exists():
+                    process.send_signal(signal.SIGINT)
+                    break
+                await asyncio.sleep(0.2)
+        out, err = await finished
+        done.unlink(missing_ok=True)
     lines = [line for line in out.decode().splitlines() if line.startswith("{")]
     if process.returncode != 0 or not lines:
         raise RuntimeError(f"wrk failed ({process.returncode}): {err.decode()[-500:]}")

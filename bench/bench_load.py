@@ -36,6 +36,17 @@ _MODERN = "2026-07-28"
 _LEGACY = "2025-11-25"
 _ADD = {"name": "add", "arguments": {"a": 1, "b": 2}}
 _MCP_EXPECT = '"result":3'
+_MCP_PROFILE = (
+    " What the profile (cProfile of the server process, and CPU time per request in "
+    "process) shows: the SDK's own per-request machinery (JSON-RPC parsing, the request "
+    "runner, its OpenTelemetry span, the response) is the same on both sides; charter "
+    "adds the host pipeline (payload limits, scopes, tenancy, the tool context and its "
+    "cancel signal, output validation, the audit event), the bearer check through the "
+    "SDK's auth middleware, its own credential and session-cap middleware and the body "
+    "deadline. Fixed from it: the SDK access token is built once per request without "
+    "re-validation, and `/mcp` is matched before the REST routes; what remains is mostly "
+    "the host pipeline, which the baselines do not run."
+)
 _REST_EXPECT = '"result":3'
 
 
@@ -234,7 +245,8 @@ def _mcp_cases() -> list[Case]:
                     f"({session}), the server's session manager {mode}; charter's side is "
                     "`create_app(host)` (REST, MCP and the console on one port) checking "
                     f"the bearer token on every request; the baseline, {label}, serves the "
-                    "same tool from its own streamable HTTP app without authentication.",
+                    "same tool from its own streamable HTTP app without authentication."
+                    + (_MCP_PROFILE if kind == "sdk-mcp" else ""),
                 )
             )
     return cases
@@ -341,11 +353,12 @@ def _ledger_case() -> Case:
         target=0.8,
         note="`save_note` over REST with a fresh requestId per request (wrk fills it in), "
         "32 connections, each server on a schema of its own on the shared PostgreSQL "
-        "with `SqlStore`'s default pool: charter claims the request in the ledger, runs "
-        "the handler (one insert through `ctx.db`) and stores the outcome in one "
-        "transaction; the bare endpoint validates the same body and inserts a completed "
+        "with `SqlStore`'s default pool: charter runs its whole ledgered pipeline (the "
+        "claim of the request id, the handler's insert through `ctx.db`, the stored "
+        "outcome); the bare endpoint validates the same body and inserts a completed "
         "ledger row and the effect row in one SQLAlchemy Core transaction on the same "
-        "engine settings.",
+        "store's engine. Both wait mostly on the database, which other engineers' tests "
+        "share today.",
     )
     return _with_schemas(case, schemas)
 
@@ -399,7 +412,10 @@ def _replica_case() -> Case:
         "<PostgreSQL>` as users run it (its access log included): two replicas on one "
         "database, each loaded by a wrk of its own with half the connections at the same "
         "time (requests per second summed, the slower replica's latencies), against one "
-        "replica loaded with all of them.",
+        "replica loaded with all of them. Each request verifies its API key with one "
+        "query to the store (revocation takes effect at once, so nothing caches it), and "
+        "on a 2-CPU machine two replicas and two wrk processes share the same two CPUs: "
+        "the ratio says more about the machine than about the replicas.",
     )
     return _with_schemas(case, schemas)
 

@@ -6,7 +6,9 @@
 -- hex string per run, so ids of a later run against the same server are new too.
 -- CHARTER_WRK_EXPECT is a string every good answer contains; an answer without it, or a
 -- status other than 200, counts as bad. CHARTER_WRK_LIMIT, when set, stops each thread
--- after that many answers (a fixed number of calls rather than a duration).
+-- after that many answers (a fixed number of calls rather than a duration) and creates the
+-- file CHARTER_WRK_DONE names: wrk's main thread still waits out its duration, so the
+-- bench interrupts it (SIGINT, after which wrk reports as usual) once the file exists.
 -- Headers come from wrk's -H options. done() prints one JSON line for the bench to read.
 
 local body_file = assert(os.getenv("CHARTER_WRK_BODY"), "CHARTER_WRK_BODY is not set")
@@ -16,6 +18,7 @@ handle:close()
 local run = os.getenv("CHARTER_WRK_RUN") or "00000000"
 local expect = os.getenv("CHARTER_WRK_EXPECT") or ""
 local limit = tonumber(os.getenv("CHARTER_WRK_LIMIT") or "0")
+local done_file = os.getenv("CHARTER_WRK_DONE")
 local per_request = template:find("__ID__", 1, true) or template:find("__UUID__", 1, true)
 
 local threads = {}
@@ -49,7 +52,13 @@ function response(status, headers, body)
   if status ~= 200 or (expect ~= "" and not body:find(expect, 1, true)) then
     bad = bad + 1
   end
-  if limit > 0 and answered >= limit then
+  if limit > 0 and answered == limit then
+    if done_file then
+      local marker = io.open(done_file, "w")
+      if marker then
+        marker:close()
+      end
+    end
     wrk.thread:stop()
   end
 end
