@@ -149,9 +149,13 @@ def test_readyz_is_503_while_an_upstream_is_unreachable(db: str, tmp_path: Path)
 def test_an_upstreams_file_with_a_mistake_is_one_clear_line(tmp_path: Path) -> None:
     path = tmp_path / "upstreams.toml"
     path.write_text('[upstreams.fs]\ncommand = "npx server"\n')
-    result = CliRunner().invoke(app, ["tools", "--upstreams", str(path)], env={"CHARTER_DB": None})
+    db = f"sqlite+aiosqlite:///{tmp_path / 'never-opened.db'}"
+    result = CliRunner().invoke(
+        app, ["tools", "--upstreams", str(path), "--db", db], env={"CHARTER_DB": None}
+    )
     assert result.exit_code == 2
     assert "upstreams.fs.command" in result.stderr and "must be a list" in result.stderr
+    assert not (tmp_path / "never-opened.db").exists()
 
 
 @pytest.mark.browser

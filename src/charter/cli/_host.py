@@ -113,14 +113,18 @@ async def open_served(
     if spec is None and upstreams is None:
         raise Unusable("give TARGET (module:attribute), --upstreams FILE, or both")
     notify: dict[str, Any] = {"notifiers": notifiers, "console_url": console_url}
+    config = None
+    if upstreams is not None:
+        from charter.gateway import load_config
+
+        config = load_config(upstreams)  # a mistake in the file, before anything opens
     if spec is not None:
         opened = await open_host(spec, db, stack, **notify)
     else:
         opened = await _open_target("--upstreams", Registry(), db, stack, **notify)
-    if upstreams is not None:
-        from charter.gateway import Gateway, load_config
+    if config is not None:
+        from charter.gateway import Gateway
 
-        config = load_config(upstreams)
         gateway = Gateway(config, opened.host.registry)
         await stack.enter_async_context(gateway)
         opened = dataclasses.replace(opened, gateway=gateway)
