@@ -142,7 +142,8 @@ def load_section(results: Sequence[Result], failures: Sequence[tuple[Case, str]]
     """The load cases' section, to the end of the page: method, tables, notes, failures."""
     loaded = [r for r in results if r.case.measure == "throughput"]
     rss = [r for r in results if r.case.measure == "rss"]
-    lines = _throughput(loaded) if loaded else [_LOAD_HEADING]
+    # The table's head even without rows, so that merging keeps the page's other rows.
+    lines = _throughput(loaded)
     if rss:
         lines += [
             "",
@@ -225,7 +226,7 @@ def _merged(old: list[str], new: list[str]) -> list[str]:
 def _throughput(results: Sequence[Result]) -> list[str]:
     """The throughput section's method and table."""
     seconds = os.environ.get("CHARTER_BENCH_LOAD_SECONDS", "5")
-    rounds = "/".join(str(r) for r in sorted({r.rounds for r in results}))
+    rounds = "/".join(str(r) for r in sorted({r.rounds for r in results})) or "3"
     method = (
         "Each server runs alone in a process of its own on 127.0.0.1 (uvicorn, one worker, "
         "its defaults), loaded by wrk (Debian's, a C load generator; `bench/load.lua` "
