@@ -580,7 +580,7 @@ async def test_an_async_handler_exception_is_a_provider_error_too() -> None:
 @pytest.mark.parametrize(
     ("arguments", "loc", "kind"),
     [
-        ({"count": CANARY}, ["count"], "int_parsing"),
+        ({"count": CANARY}, ["count"], "int_type"),  # strict: a string is no integer
         ({"count": 1, "smuggled": CANARY}, ["smuggled"], "extra_forbidden"),
         ({}, ["count"], "missing"),
         ({"count": [CANARY]}, ["count"], "int_type"),

@@ -166,11 +166,12 @@ async def test_a_control_the_tool_does_not_accept_is_invalid_input() -> None:
     assert kit.inputs == []
 
 
-async def test_null_controls_are_no_controls() -> None:
+async def test_null_controls_are_refused_as_the_manifest_publishes_an_object() -> None:
     kit = Kit()
     outcome = await kit.host.invoke("read_note", {"_charter": None}, PRINCIPAL)
-    assert isinstance(outcome, Completed)
-    assert kit.inputs == [{"text": "x"}]
+    assert isinstance(outcome, Failed) and outcome.code == ErrorCode.INVALID_INPUT
+    assert outcome.reason == "invalid_controls"
+    assert kit.inputs == []
 
 
 # -- controls never reach the handler -------------------------------------------------------

@@ -147,7 +147,7 @@ def test_a_client_that_goes_away_cancels_the_call(live: Live) -> None:
     address = live.url.removeprefix("http://").split(":")
     with socket.create_connection((address[0], int(address[1])), timeout=5) as raw:
         raw.sendall(
-            b"POST /v1/tools/lab.hang:call HTTP/1.1\r\nHost: test\r\n"
+            b"POST /v1/tools/lab.hang:call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Authorization: Bearer lab-token\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
         )

@@ -69,22 +69,29 @@ def validate_input(registered: RegisteredTool, arguments: object) -> BaseModel |
             document, strict=_strict(validator)
         )
     except ValidationError as exc:
+        nan_at = _non_finite(arguments) if _may_hold_non_finite(validator) else None
+        if nan_at is not None:  # a Python caller's NaN: named as such, not as "no number"
+            return _not_finite(registered, nan_at)
         return failed(
             ErrorCode.INVALID_INPUT,
             f"Invalid input for tool {registered.name!r}: {_summary(exc)}",
             reason="validation_failed",
             issues=_issues(exc),
         )
-    loc = _non_finite(parsed) if _may_hold_non_finite(registered.tool.validator) else None
+    loc = _non_finite(parsed) if _may_hold_non_finite(validator) else None
     if loc is not None:
-        where = ".".join(loc) or "(root)"
-        return failed(
-            ErrorCode.INVALID_INPUT,
-            f"Invalid input for tool {registered.name!r}: {where}: {_FINITE_MSG}",
-            reason="validation_failed",
-            issues=[{"loc": list(loc), "msg": _FINITE_MSG, "type": "finite_number"}],
-        )
+        return _not_finite(registered, loc)
     return parsed
+
+
+def _not_finite(registered: RegisteredTool, loc: tuple[str, ...]) -> Failed:
+    where = ".".join(loc) or "(root)"
+    return failed(
+        ErrorCode.INVALID_INPUT,
+        f"Invalid input for tool {registered.name!r}: {where}: {_FINITE_MSG}",
+        reason="validation_failed",
+        issues=[{"loc": list(loc), "msg": _FINITE_MSG, "type": "finite_number"}],
+    )
 
 
 def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
