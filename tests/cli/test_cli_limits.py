@@ -38,7 +38,7 @@ class Trips(BaseModel):
     tier="read",
     name="trips.search",
     required_scopes=["trips:read"],
-    limits=[RateLimit(calls=10, per=60)],
+    limits=[RateLimit(calls=10, per=600)],
 )
 def search(args: Search) -> Trips:
     """Search trips to a destination."""
@@ -49,7 +49,8 @@ registry = Registry()
 registry.register(search)
 '''
 
-POLICY = '"10/60s by principal"'
+# One call back every 60 s: 64 calls finish long before, however loaded the machine.
+POLICY = '"10/600s by principal"'
 SEARCH = "/v1/tools/trips.search:call"
 
 
@@ -103,12 +104,12 @@ def test_64_concurrent_rest_calls_run_10_and_refuse_54_with_the_rate_limit_field
     assert statuses == [200] * 10 + [429] * 54
     refused = next(r for r in responses if r.status_code == 429)
     assert refused.headers["content-type"] == "application/problem+json"
-    assert refused.headers["retry-after"] == "6"
-    assert refused.headers["ratelimit"] == f"{POLICY};r=0;t=6"
-    assert refused.headers["ratelimit-policy"] == f"{POLICY};q=10;w=60"
+    assert refused.headers["retry-after"] == "60"
+    assert refused.headers["ratelimit"] == f"{POLICY};r=0;t=60"
+    assert refused.headers["ratelimit-policy"] == f"{POLICY};q=10;w=600"
     problem = refused.json()
     assert problem["code"] == "RATE_LIMITED" and problem["retryable"] is True
-    assert 5 < problem["meta"]["retryAfter"] <= 6 and problem["next_steps"]
+    assert 59 < problem["meta"]["retryAfter"] <= 60 and problem["next_steps"]
     assert mcp_error and mcp_meta["resolution"] == "retry" and mcp_meta["retryAfter"] > 0
     assert [r.status_code for r in elsewhere] == [200]
 
