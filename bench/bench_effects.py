@@ -9,9 +9,9 @@
   (nothing durable records that the call happened).
 - **Worker throughput (PostgreSQL, 4 workers)**: 200 due effects, each calling a provider
   that takes 2 ms (a network round trip), drained by four workers in this process
-  (``host.effects.work(once=True)`` side by side, each claiming batches of 50 with
-  ``FOR UPDATE SKIP LOCKED`` and running up to 8 attempts at once) against one worker
-  doing the same. The enqueueing is in both sides' time.
+  (``host.effects.work(once=True)`` side by side, each on a store of its own, claiming
+  batches of 50 with ``FOR UPDATE SKIP LOCKED`` and running up to 8 attempts at once)
+  against one worker doing the same. The enqueueing is in both sides' time.
 
 Both cases need PostgreSQL (a temporary schema, as ``bench_ledger``) and are left out
 when it does not answer.
@@ -116,6 +116,8 @@ class _Database:
         self.store: SqlStore | None = None
         self.host: Host | None = None
         self.slow: Host | None = None
+        self.workers: list[Host] = []
+        """Four hosts on four stores of their own: workers as separate processes run them."""
         self.provider = _Provider()
         self.slow_provider = _Provider(_PROVIDER_LATENCY)
         self._task: asyncio.Task[None] | None = None
@@ -137,6 +139,9 @@ class _Database:
             audit = MemoryAuditSink()
             self.host = Host(_registry(self.provider), store=self.store, audit=audit)
             self.slow = Host(_registry(self.slow_provider), store=self.store, audit=audit)
+            for _ in range(4):
+                own = await stack.enter_async_context(SqlStore(url, pool_size=4))
+                self.workers.append(Host(_registry(self.slow_provider), store=own, audit=audit))
             ready.set()
             await asyncio.Event().wait()
 
@@ -186,7 +191,10 @@ def _throughput(
                 ).model_copy(update={"lease_until": None, "leased_by": None, "attempts": 0})
                 await tx.insert_effect(record)
         done = await asyncio.gather(
-            *(host.effects.work(once=True, worker=f"w{w}") for w in range(workers))
+            *(
+                worker.effects.work(once=True, worker=f"w{w}")
+                for w, worker in enumerate(database.workers[:workers])
+            )
         )
         return sum(done)
 
@@ -248,9 +256,10 @@ def cases() -> list[Case]:
             iterations=1,
             note=(
                 f"on PostgreSQL, {_BATCH} due effects written in one transaction, then "
-                "drained by four workers in this process (`host.effects.work(once=True)` "
-                "side by side: claims of 50 with `FOR UPDATE SKIP LOCKED`, up to 8 attempts "
-                f"at once each) against one worker; the provider takes "
+                "drained by four workers (`host.effects.work(once=True)` side by side, each "
+                "on a store of its own with 4 connections, as separate processes would be: "
+                "claims of 50 with `FOR UPDATE SKIP LOCKED`, up to 8 attempts at once each, "
+                "one result `UPDATE` per attempt) against one such worker; the provider takes "
                 f"{_PROVIDER_LATENCY * 1000:.0f} ms per call (a remote call), so workers "
                 "overlap its waits; the ratio below 1 is the speed-up. Per operation: the "
                 f"whole batch of {_BATCH}."

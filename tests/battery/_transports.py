@@ -529,6 +529,10 @@ _VOLATILE = frozenset(
         "seq",
         "duration_ms",
         "settled_at",
+        "updated_at",
+        "delivered_at",
+        "next_attempt_at",
+        "lease_until",
     }
 )
 """Columns and audit fields that differ between two runs of the same scenario."""
@@ -550,6 +554,7 @@ async def ledger_state(url: str, labels: Mapping[str, str]) -> dict[str, list[st
         "bookings": "travel_bookings",
         "memories": "travel_memories",
         "payments": "travel_payment_calls",
+        "effects": "charter_effects",
     }
     state: dict[str, list[str]] = {}
     try:
@@ -578,6 +583,28 @@ def _canonical_row(table: str, row: dict[str, Any], labels: Mapping[str, str]) -
     if table == "bookings":
         kept["id"] = row["id"]
     return json.dumps(relabel(kept, labels), sort_keys=True, default=str)
+
+
+async def effect_labels(url: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """Labels for the effect keys of labelled requests (``effect 0 of R5``).
+
+    An effect's key is a hash over its request id (and tenant, caller, name, place), so it
+    differs between runs of one scenario as the request id does; relabelling it compares
+    the effects, the provider's calls and the outputs that carry the key.
+    """
+    engine = create_async_engine(url, poolclass=sa.NullPool)
+    try:
+        async with engine.connect() as conn:
+            rows = (
+                await conn.execute(sa.text("SELECT key, request_id, seq FROM charter_effects"))
+            ).all()
+    finally:
+        await engine.dispose()
+    return {
+        key: f"effect {seq} of {labels[request_id]}"
+        for key, request_id, seq in rows
+        if request_id in labels
+    }
 
 
 def unlabelled_ids(state: Mapping[str, list[str]]) -> list[str]:

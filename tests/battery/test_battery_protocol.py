@@ -158,6 +158,15 @@ class Database:
             payments = (
                 await conn.execute(sa.text("SELECT idempotency_key FROM travel_payment_calls"))
             ).all()
+            # The refund is a charter effect: its key is the one the provider was given.
+            effect_keys = (
+                await conn.execute(
+                    sa.text(
+                        "SELECT key, request_id FROM charter_effects WHERE request_id IN :ids"
+                    ).bindparams(wanted),
+                    {"ids": list(ids)},
+                )
+            ).all()
 
         def label(value: str | None) -> str | None:
             return labels.get(value or "", value)
@@ -167,7 +176,7 @@ class Database:
             event = json.loads(raw) if isinstance(raw, str) else raw
             if event.get("action", "call") == "call" and event["outcome"] == "completed":
                 completed.setdefault(ids[request_id], []).append(bool(event["replayed"]))
-        keys = {f"refund:{raw}": label for raw, label in ids.items()}
+        keys = {key: ids[raw] for key, raw in effect_keys}
         return {
             "ledger": {ids[r]: (tool, status, label(a)) for r, tool, status, a in ledger},
             "approvals": {
@@ -307,7 +316,7 @@ EXPECTED_RECORDS = {
     },
     # Each action ran once and was replayed once (the audit trail says which).
     "completed calls (replayed?)": {"R1": [False, True], "R5": [False, True]},
-    # The provider refunded once, under the key derived from R5's request id.
+    # The provider refunded once, under the key of the effect R5 staged.
     "payments": ["R5"],
 }
 

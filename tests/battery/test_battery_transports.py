@@ -39,6 +39,7 @@ from _transports import (
     RawStdio,
     Seen,
     TravelSite,
+    effect_labels,
     ledger_state,
     mcp_http_caller,
     mcp_stdio_caller,
@@ -244,6 +245,7 @@ async def test_X01_transport_parity(databases: Databases, tmp_path: Path) -> Non
                     async with mcp_http_caller(site) as mcp:
                         steps, approval = await run_x01(mcp, scenario)
         labels = {**scenario.labels(), approval: "A1"}
+        labels.update(await effect_labels(url, labels))
         runs[transport] = Served(db_url=url, steps=steps, labels=labels)
 
     for transport, served in runs.items():
