@@ -83,6 +83,7 @@ from charter.harness import (
     TurnResult,
     result_text,
 )
+from charter.harness.names import model_name_for
 from charter.harness.testing import ScriptedModel
 from charter.host import derive_request_id
 from charter.integrations.langchain import charter_tools
@@ -621,7 +622,9 @@ class PydanticAiCaller(_ModelCaller):
     ) -> Agent[None, str | DeferredToolRequests]:
         def respond(messages: list[ModelMessage], info: AgentInfo) -> PaiResponse:
             if len(messages) == 1:
-                part = ToolCallPart(tool, json.dumps(arguments), tool_call_id=call_id)
+                # The model calls the tool by the name the toolset gave it (trips_cancel).
+                called = model_name_for(tool)
+                part = ToolCallPart(called, json.dumps(arguments), tool_call_id=call_id)
                 return PaiResponse(parts=[part])
             return PaiResponse(parts=[TextPart("done")])
 
@@ -721,7 +724,10 @@ class LangChainCaller(_ModelCaller):
         """The request each approval id was asked for."""
 
     def _graph(self, tool: str, arguments: dict[str, Any], call_id: str) -> Any:
-        first = AIMessage(content="", tool_calls=[{"name": tool, "args": arguments, "id": call_id}])
+        called = model_name_for(tool)  # the name the model was given (trips_cancel)
+        first = AIMessage(
+            content="", tool_calls=[{"name": called, "args": arguments, "id": call_id}]
+        )
         replies: Iterator[AIMessage] = itertools.chain([first], itertools.repeat(AIMessage("done")))
         return create_agent(
             _FakeToolModel(messages=replies), tools=self.tools, checkpointer=self.checkpointer

@@ -130,6 +130,21 @@ async def test_json_forms_of_richer_types_are_accepted(host: Host) -> None:
     assert outcome.output == {"trips": [], "limit": 5}
 
 
+async def test_an_integer_written_with_a_zero_fraction_is_an_integer(host: Host) -> None:
+    # JSON Schema counts 2.0 an integer (pydantic's strict mode alone would not).
+    arguments = {"limit": 2.0, "window": {"nights": 3.0}}
+    jsonschema.validate(arguments, host.registry.get("trips.search").entry["inputSchema"])  # type: ignore[union-attr]
+    outcome = await call(host, "trips.search", arguments)
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.output == {"trips": [], "limit": 2}
+    text = await call(host, "trips.search", b'{"limit": 3.0}')
+    assert isinstance(text, Completed) and text.output == {"trips": [], "limit": 3}
+    # Still no integer: a fraction, or a zero fraction out of the field's range.
+    for refused in ({"limit": 2.5}, {"limit": 60.0}):
+        outcome = await call(host, "trips.search", refused)
+        assert isinstance(outcome, Failed) and outcome.code == ErrorCode.INVALID_INPUT
+
+
 async def test_raw_json_text_is_validated_as_strictly(host: Host) -> None:
     outcome = await call(host, "trips.search", b'{"limit": "2"}')
     assert isinstance(outcome, Failed) and outcome.code == ErrorCode.INVALID_INPUT

@@ -69,6 +69,18 @@ def validate_input(registered: RegisteredTool, arguments: object) -> BaseModel |
             document, strict=_strict(validator)
         )
     except ValidationError as exc:
+        if _integral_float_refused(exc):
+            # JSON Schema counts 1.0 an integer; pydantic's strict mode does not. Only on
+            # this error path, so a well-typed call pays nothing for it.
+            again = _with_integral_floats_as_ints(arguments)
+            try:
+                parsed = validator.__pydantic_validator__.validate_json(
+                    to_json(again, inf_nan_mode="constants"), strict=_strict(validator)
+                )
+            except ValidationError as second:
+                exc = second
+            else:
+                return _checked_finite(registered, validator, parsed)
         nan_at = _non_finite(arguments) if _may_hold_non_finite(validator) else None
         if nan_at is not None:  # a Python caller's NaN: named as such, not as "no number"
             return _not_finite(registered, nan_at)
@@ -78,10 +90,38 @@ def validate_input(registered: RegisteredTool, arguments: object) -> BaseModel |
             reason="validation_failed",
             issues=_issues(exc),
         )
+    return _checked_finite(registered, validator, parsed)
+
+
+def _checked_finite(
+    registered: RegisteredTool, validator: type[BaseModel], parsed: BaseModel
+) -> BaseModel | Failed:
     loc = _non_finite(parsed) if _may_hold_non_finite(validator) else None
     if loc is not None:
         return _not_finite(registered, loc)
     return parsed
+
+
+def _integral_float_refused(exc: ValidationError) -> bool:
+    """Whether some integer field was refused a float with no fractional part (``1.0``)."""
+    return any(
+        error["type"] == "int_type"
+        and isinstance(error.get("input"), float)
+        and math.isfinite(error["input"])
+        and error["input"].is_integer()
+        for error in exc.errors(include_url=False)
+    )
+
+
+def _with_integral_floats_as_ints(value: object) -> object:
+    """``value`` with every float that has no fractional part written as an integer."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: _with_integral_floats_as_ints(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_with_integral_floats_as_ints(item) for item in value]
+    return value
 
 
 def _not_finite(registered: RegisteredTool, loc: tuple[str, ...]) -> Failed:
