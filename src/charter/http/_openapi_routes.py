@@ -195,13 +195,21 @@ def _path_param(name: str, description: str) -> dict[str, Any]:
     }
 
 
+def _query(name: str, schema: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    """An optional query parameter."""
+    parameter: dict[str, Any] = {"name": name, "in": "query", "required": False}
+    if description is not None:
+        parameter["description"] = description
+    parameter["schema"] = schema
+    return parameter
+
+
 def _query_limit(default: int) -> dict[str, Any]:
-    return {
-        "name": "limit",
-        "in": "query",
-        "required": False,
-        "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": default},
-    }
+    return _query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": default})
+
+
+def _query_tenant() -> dict[str, Any]:
+    return _query("tenant", {"type": "string"}, "Another tenant (admin scope only).")
 
 
 _SECURED: list[dict[str, list[str]]] = [{"bearerAuth": []}, {"apiKeyAuth": []}]
@@ -363,16 +371,14 @@ def fixed_paths() -> dict[str, Any]:
                 ok="ApprovalList",
                 problems=(401, 422),
                 parameters=[
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "required": False,
-                        "schema": {
+                    _query(
+                        "status",
+                        {
                             "type": "string",
                             "enum": ["pending", "approved", "denied", "consumed", "all"],
                             "default": "pending",
                         },
-                    },
+                    ),
                     _query_limit(100),
                 ],
             )
@@ -417,13 +423,7 @@ def fixed_paths() -> dict[str, Any]:
                 ok="Audit",
                 problems=(401, 403, 422),
                 parameters=[
-                    {
-                        "name": "tenant",
-                        "in": "query",
-                        "required": False,
-                        "description": "Another tenant (admin scope only).",
-                        "schema": {"type": "string"},
-                    },
+                    _query_tenant(),
                     _query_limit(50),
                 ],
             )
@@ -436,13 +436,7 @@ def fixed_paths() -> dict[str, Any]:
                 ok="Budgets",
                 problems=(401, 403, 503),
                 parameters=[
-                    {
-                        "name": "tenant",
-                        "in": "query",
-                        "required": False,
-                        "description": "Another tenant (admin scope only).",
-                        "schema": {"type": "string"},
-                    },
+                    _query_tenant(),
                 ],
             )
         },
@@ -456,30 +450,15 @@ def fixed_paths() -> dict[str, Any]:
                 ok="Effects",
                 problems=(401, 403, 422, 503),
                 parameters=[
-                    {
-                        "name": "tenant",
-                        "in": "query",
-                        "required": False,
-                        "description": "Another tenant (admin scope only).",
-                        "schema": {"type": "string"},
-                    },
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "required": False,
-                        "description": "Only effects in this state.",
-                        "schema": {
-                            "type": "string",
-                            "enum": ["pending", "delivered", "dead", "discarded"],
-                        },
-                    },
-                    {
-                        "name": "requestId",
-                        "in": "query",
-                        "required": False,
-                        "description": "Only the effects this request staged.",
-                        "schema": {"type": "string"},
-                    },
+                    _query_tenant(),
+                    _query(
+                        "status",
+                        {"type": "string", "enum": ["pending", "delivered", "dead", "discarded"]},
+                        "Only effects in this state.",
+                    ),
+                    _query(
+                        "requestId", {"type": "string"}, "Only the effects this request staged."
+                    ),
                     _query_limit(100),
                 ],
             )
