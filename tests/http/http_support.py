@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import httpx
 from pydantic import BaseModel, Field
+from tests.builders import destructive_risk, risk
 
 from charter import (
     ActionPolicy,
@@ -258,9 +259,7 @@ def build_registry(lab: Lab) -> Registry:
     def defer(arguments: Key) -> Deferred:
         return Deferred()
 
-    write_risk = RiskPolicy(
-        destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
-    )
+    write_risk = risk("data-write")
     registry = Registry()
     registry.register_all(
         [
@@ -301,12 +300,7 @@ def build_registry(lab: Lab) -> Registry:
                 output_schema=Cancelled,
                 handler=cancel,
                 tier="sensitive",
-                risk_policy=RiskPolicy(
-                    destructive=True,
-                    reversible=False,
-                    dry_run_supported=False,
-                    side_effects=("data-write",),
-                ),
+                risk_policy=destructive_risk("data-write"),
                 required_scopes=["trips:write"],
                 action_policy=ActionPolicy(
                     target_type="trip", command_target_field="trip_id", confirmation="required"
@@ -319,12 +313,7 @@ def build_registry(lab: Lab) -> Registry:
                 output_schema=Refunded,
                 handler=refund,
                 tier="destructive",
-                risk_policy=RiskPolicy(
-                    destructive=True,
-                    reversible=False,
-                    dry_run_supported=False,
-                    side_effects=("refund",),
-                ),
+                risk_policy=destructive_risk("refund"),
                 required_scopes=["bookings:refund"],
                 action_policy=ActionPolicy(
                     target_type="booking",
@@ -341,12 +330,7 @@ def build_registry(lab: Lab) -> Registry:
                 output_schema=Transferred,
                 handler=transfer,
                 tier="destructive",
-                risk_policy=RiskPolicy(
-                    destructive=True,
-                    reversible=True,
-                    dry_run_supported=False,
-                    side_effects=("data-write", "email"),
-                ),
+                risk_policy=risk("data-write", "email", destructive=True),
                 required_scopes=["trips:write"],
                 action_policy=ActionPolicy(
                     target_type="trip",
