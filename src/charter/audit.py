@@ -29,11 +29,14 @@ AuditAction: TypeAlias = Literal[
     "effect.delivered",
     "effect.retried",
     "effect.dead",
+    "effect.retry",
+    "effect.discard",
     "resource.read",
     "prompt.get",
 ]
 """What an audit event records: a tool call, a decision on an approval (made or refused),
-an attempt at an effect (``tool`` is the effect's name, ``note`` its key), a resource read
+an attempt at an effect or a person's retry or discard of one (``tool`` is the effect's
+name, ``note`` its key), a resource read
 (``tool`` is the URI) or a prompt got (``tool`` is its name)."""
 
 

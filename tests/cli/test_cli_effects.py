@@ -159,3 +159,33 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     result = charter("effects", "show", "eff_nope", "--db", db)
     assert result.exit_code == 2
     assert "no effect 'eff_nope'" in error_line(result)
+
+
+def test_a_discard_is_audited_and_db_prune_deletes_finished_effects(
+    target: str, tmp_path: Path
+) -> None:
+    db = sqlite(tmp_path / "effects.db")
+    assert charter("tools", target, "--db", db).exit_code == 0
+    asyncio.run(_call_refund(_module(target), db))
+    [pending] = _effects(db)
+    assert charter("effects", "discard", pending["key"], "--db", db).exit_code == 0
+
+    async def audited() -> list[tuple[str, str | None, str | None]]:
+        async with SqlStore(db) as store:
+            return [(e.action, e.subject, e.note) for e in await store.events(tenant="acme")]
+
+    assert ("effect.discard", None, pending["key"]) in asyncio.run(audited())
+    kept = charter("db", "prune", "--db", db, "--json")
+    assert kept.exit_code == 0 and json.loads(kept.stdout)["effectsDeleted"] == 0
+    assert _effects(db)[0]["status"] == "discarded"
+    pruned = charter("db", "prune", "--db", db, "--effect-days", "0")
+    assert pruned.exit_code == 0 and "1 finished effects" in pruned.stdout
+    assert _effects(db) == []
+
+
+def test_retrying_an_unknown_effect_says_so(tmp_path: Path) -> None:
+    db = sqlite(tmp_path / "effects.db")
+    assert charter("db", "upgrade", "--db", db).exit_code == 0
+    result = charter("effects", "retry", "eff_nope", "--db", db)
+    assert result.exit_code == 1
+    assert error_line(result) == "error: No effect 'eff_nope' in the outbox."

@@ -114,3 +114,92 @@ def test_the_openapi_document_describes_the_route(live: tuple[str, Host, dict[st
     assert schema["properties"]["effects"]["items"] == {"$ref": "#/components/schemas/Effect"}
     effect = document["components"]["schemas"]["Effect"]["properties"]
     assert effect["status"]["enum"] == ["pending", "delivered", "dead", "discarded"]
+
+
+@pytest.fixture
+def dead() -> Iterator[tuple[str, FakeProvider, str]]:
+    """A live server whose one effect is dead (its provider failed every attempt)."""
+    provider = FakeProvider(failures=10**9)
+    host, _ = build(provider=provider, max_attempts=2, authenticator=StaticAuthenticator(TOKENS))
+    request_id = str(uuid.uuid4())
+
+    async def stage() -> str:
+        await refund(host, request_id=request_id)
+        while (await host.effects.list(request_id=request_id))[0].status != "dead":
+            await host.effects.work(once=True)
+        return (await host.effects.list(request_id=request_id))[0].key
+
+    key = asyncio.run(stage())
+    with serve(create_app(host, mcp=False, console=False)) as url:
+        yield url, provider, key
+
+
+def post(url: str, token: str | None, path: str) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.post(f"{url}/v1/effects/{path}", headers=headers, timeout=10)
+
+
+def test_an_admin_retries_a_dead_effect_and_it_is_delivered_once(
+    dead: tuple[str, FakeProvider, str],
+) -> None:
+    url, provider, key = dead
+    provider.failures = 0
+    retried = post(url, "admin", f"{key}:retry")
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["key"] == key and retried.json()["status"] == "pending"
+    assert retried.json()["attempts"] == 0
+    # Retrying what is no longer dead or discarded is refused with the state it is in.
+    again = post(url, "admin", f"{key}:retry")
+    assert again.status_code == 422
+    assert again.json()["reason"] == "effect_state" and again.json()["meta"]["status"] == "pending"
+    events = get_audit(url, "admin")
+    [event] = [e for e in events if e["action"] == "effect.retry"]
+    assert event["subject"] == "olga" and event["note"] == key and event["adminUsed"] is True
+
+
+def test_an_admin_discards_a_dead_effect_for_good(dead: tuple[str, FakeProvider, str]) -> None:
+    url, _, key = dead
+    discarded = post(url, "admin", f"{key}:discard")
+    assert discarded.status_code == 200, discarded.text
+    assert discarded.json()["status"] == "discarded"
+    twice = post(url, "admin", f"{key}:discard")
+    assert twice.status_code == 422 and twice.json()["meta"]["status"] == "discarded"
+    [event] = [e for e in get_audit(url, "admin") if e["action"] == "effect.discard"]
+    assert event["note"] == key
+    # A discarded effect can be re-driven.
+    assert post(url, "admin", f"{key}:retry").json()["status"] == "pending"
+
+
+def test_only_admins_change_effects_and_unknown_keys_are_404(
+    dead: tuple[str, FakeProvider, str],
+) -> None:
+    url, _, key = dead
+    assert post(url, None, f"{key}:retry").status_code == 401
+    for token in ("agent", "approver"):
+        refused = post(url, token, f"{key}:retry")
+        assert refused.status_code == 403 and refused.json()["reason"] == "insufficient_scope"
+    assert get(url, "admin", status="dead").json()["effects"][0]["key"] == key
+    missing = post(url, "admin", "eff_nope:discard")
+    assert missing.status_code == 404 and missing.json()["reason"] == "effect_not_found"
+    assert post(url, "admin", f"{key}:explode").status_code in (404, 405)
+
+
+def test_the_openapi_document_describes_retry_and_discard(
+    dead: tuple[str, FakeProvider, str],
+) -> None:
+    url, _, _ = dead
+    document = httpx.get(f"{url}/v1/openapi.json", timeout=10).json()
+    for action in ("retry", "discard"):
+        operation = document["paths"][f"/v1/effects/{{key}}:{action}"]["post"]
+        assert operation["operationId"] == f"{action}Effect"
+        ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+        assert ok == {"$ref": "#/components/schemas/Effect"}
+        assert {"403", "404", "422"} <= set(operation["responses"])
+
+
+def get_audit(url: str, token: str) -> list[dict[str, object]]:
+    response = httpx.get(
+        f"{url}/v1/audit", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    events: list[dict[str, object]] = response.json()["events"]
+    return events

@@ -105,6 +105,7 @@ def test_whoami_describes_the_caller(approver: httpx.Client, agent: httpx.Client
         "displayName": "Ana (staff approver)",
         "scopes": ["charter:approve", "trips:read"],
         "approver": True,
+        "admin": False,
     }
     assert agent.get("/v1/whoami").json()["approver"] is False
 

@@ -133,3 +133,37 @@ async def test_error_text_with_nul_is_stored(sql_store: SqlStore) -> None:
     stored = await sql_store.get_effect("eff_nul")
     assert stored is not None and stored.last_error == "bad\ufffdbyte"
     assert await sql_store.get_effect("nul\x00key") is None
+
+
+async def test_prune_deletes_finished_effects_and_keeps_pending_and_dead(
+    sql_store: SqlStore,
+) -> None:
+    long_ago = datetime(2026, 1, 1, tzinfo=UTC)
+    recent = datetime.now(UTC)
+    rows = {
+        "eff_old_delivered": ("delivered", long_ago),
+        "eff_old_discarded": ("discarded", long_ago),
+        "eff_old_dead": ("dead", long_ago),
+        "eff_old_pending": ("pending", long_ago),
+        "eff_new_delivered": ("delivered", recent),
+    }
+    async with sql_store.transaction(wait=5) as tx:
+        for key, (status, at) in rows.items():
+            assert await tx.insert_effect(_record(key, at, status=status, updated_at=at))
+    cutoff = recent - timedelta(hours=1)
+    assert await sql_store.prune_effects(cutoff, batch_size=1) == 2
+    kept = {r.key: r.status for r in await sql_store.list_effects(limit=100)}
+    assert kept == {
+        "eff_old_dead": "dead",
+        "eff_old_pending": "pending",
+        "eff_new_delivered": "delivered",
+    }
+    assert await sql_store.prune_effects(cutoff) == 0
+    # A dead effect stays until a person discards it; then it ages like the others.
+    host, _ = build(sql_store)
+    assert await host.effects.discard("eff_old_dead")
+    assert await sql_store.prune_effects(cutoff) == 0
+    assert await sql_store.prune_effects(datetime.now(UTC) + timedelta(days=2)) == 2
+    assert [r.key for r in await sql_store.list_effects(limit=100)] == ["eff_old_pending"]
+    with pytest.raises(ValueError, match="batch_size"):
+        await sql_store.prune_effects(cutoff, batch_size=0)

@@ -6,7 +6,6 @@ import asyncio
 import json
 import signal
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
 from typing import Annotated, Any, get_args
 
 import typer
@@ -27,7 +26,10 @@ from charter.cli._common import (
 from charter.cli._host import open_host, open_store
 from charter.cli._notify_config import load_notifiers
 from charter.effects import EffectRecord, EffectStatus
+from charter.host import EffectAction, Host
 from charter.notify import Notifier
+from charter.outcome import Failed
+from charter.registry import Registry
 
 __all__ = ("discard", "effects_app", "list_effects", "retry", "show", "worker")
 
@@ -169,24 +171,23 @@ def retry(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> No
     A running worker delivers it on its next pass (`charter worker TARGET --once` does now).
     """
     with unusable_input(debug):
-        done = asyncio.run(_change(resolve_db(db), key, "retry"))
-    _report(key, done, "is pending again", "is not dead or discarded (or does not exist)")
+        changed = asyncio.run(_change(resolve_db(db), key, "retry"))
+    _report(key, changed, "is pending again")
 
 
 @effects_app.command("discard")
 def discard(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> None:
     """Give up on a pending or dead effect: it is kept, and never run again."""
     with unusable_input(debug):
-        done = asyncio.run(_change(resolve_db(db), key, "discard"))
-    _report(key, done, "is discarded", "is not pending or dead (or does not exist)")
+        changed = asyncio.run(_change(resolve_db(db), key, "discard"))
+    _report(key, changed, "is discarded")
 
 
-def _report(key: str, done: bool, yes: str, no: str) -> None:
-    if done:
-        typer.echo(f"effect {key} {yes}")
-        return
-    typer.echo(f"error: effect {key} {no}", err=True)
-    raise typer.Exit(EXIT_CHECK_FAILED)
+def _report(key: str, changed: EffectRecord | Failed, done: str) -> None:
+    if isinstance(changed, Failed):
+        typer.echo(f"error: {changed.message}", err=True)
+        raise typer.Exit(EXIT_CHECK_FAILED)
+    typer.echo(f"effect {key} {done}")
 
 
 async def _list(
@@ -203,12 +204,11 @@ async def _get(url: str, key: str) -> EffectRecord | None:
         return await store.get_effect(key)
 
 
-async def _change(url: str, key: str, action: str) -> bool:
+async def _change(url: str, key: str, action: EffectAction) -> EffectRecord | Failed:
     async with open_store(url) as store:
-        now = datetime.now(UTC)
-        if action == "retry":
-            return await store.redrive_effect(key, now=now)
-        return await store.discard_effect(key, now=now)
+        # The operator who holds the database acts: audited with no subject.
+        host = Host(Registry(), store=store)
+        return await host.effects.change(key, action, by=None)
 
 
 def _as_json(record: EffectRecord) -> dict[str, Any]:

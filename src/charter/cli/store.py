@@ -281,60 +281,85 @@ def prune(
             "--audit-days", min=1, help="Keep every audit event this long. Default: forever."
         ),
     ] = None,
+    effect_days: Annotated[
+        float,
+        typer.Option(
+            "--effect-days",
+            min=0,
+            help="Keep delivered and discarded effects this long after they finished.",
+        ),
+    ] = 1,
     db: DbOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Delete expired completed requests and decided approvals, and old audit events.
 
-    Rate-limit buckets that have refilled completely go too (they mean the same as none).
-    Pending and approved approvals, deferred requests and API keys are never touched.
-    Audit events of anonymous calls go after `--anonymous-audit-days` (7), the others
-    only with `--audit-days`.
+    Rate-limit buckets that have refilled completely go too (they mean the same as none),
+    and delivered or discarded effects `--effect-days` (1) after they finished.
+    Pending and approved approvals, deferred requests, pending and dead effects and API
+    keys are never touched. Audit events of anonymous calls go after
+    `--anonymous-audit-days` (7), the others only with `--audit-days`.
     """
     moment = before or datetime.now(UTC)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     url = resolve_db(db)
-    retention = _AuditRetention(
+    retention = _Retention(
         anonymous=moment - timedelta(days=anonymous_audit_days),
         everyone=moment - timedelta(days=audit_days) if audit_days is not None else None,
+        effects=moment - timedelta(days=effect_days),
     )
     with unusable_input(debug), _progress(f"pruning {display_url(url)}"):
-        deleted, events = asyncio.run(_prune(url, moment, batch_size, retention))
+        pruned = asyncio.run(_prune(url, moment, batch_size, retention))
     if json_output:
         typer.echo(
             json.dumps(
-                {"deleted": deleted, "auditEventsDeleted": events, "before": moment.isoformat()}
+                {
+                    "deleted": pruned.records,
+                    "effectsDeleted": pruned.effects,
+                    "auditEventsDeleted": pruned.events,
+                    "before": moment.isoformat(),
+                }
             )
         )
         return
     console().print(
         Text(
-            f"deleted {deleted} expired records (before {moment.isoformat(timespec='seconds')})"
-            f" and {events} audit events"
+            f"deleted {pruned.records} expired records"
+            f" (before {moment.isoformat(timespec='seconds')}),"
+            f" {pruned.effects} finished effects and {pruned.events} audit events"
         )
     )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _AuditRetention:
+class _Retention:
     anonymous: datetime
     """Anonymous calls' events older than this go."""
     everyone: datetime | None
     """Every event older than this goes (None: kept)."""
+    effects: datetime
+    """Delivered and discarded effects that finished before this go."""
 
 
-async def _prune(
-    url: str, before: datetime, batch_size: int, audit: _AuditRetention
-) -> tuple[int, int]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Pruned:
+    records: int
+    """Ledger entries, approvals and full rate-limit buckets."""
+    effects: int
+    events: int
+
+
+async def _prune(url: str, before: datetime, batch_size: int, retention: _Retention) -> _Pruned:
     async with open_store(url) as store:
         deleted = await store.prune(before, batch_size=batch_size)
+        effects = await store.prune_effects(retention.effects, batch_size=batch_size)
         events = await store.prune_audit(
-            audit.anonymous, anonymous_only=True, batch_size=batch_size
+            retention.anonymous, anonymous_only=True, batch_size=batch_size
         )
-        if audit.everyone is not None:
-            events += await store.prune_audit(audit.everyone, batch_size=batch_size)
+        if retention.everyone is not None:
+            events += await store.prune_audit(retention.everyone, batch_size=batch_size)
         # Full buckets mean the same as none; "now", not --before, so no spent one goes.
         deleted += await store.prune_budgets(now=datetime.now(UTC).timestamp())
-        return deleted, events
+        return _Pruned(records=deleted, effects=effects, events=events)

@@ -613,12 +613,48 @@ function effectBadges(effects) {
               ? ["badge-warn", "failed, retrying"]
               : ["badge-info", "pending"];
       const detail = `${e.attempts}/${e.maxAttempts} attempts${e.lastError ? ` · ${e.lastError}` : ""}`;
-      return h("span", {
+      const badge = h("span", {
         class: `badge ${style}`,
         title: detail,
         text: `${e.name} ${label}`,
       });
+      // Admins re-drive or give up on a dead effect here (POST /v1/effects/{key}:retry|:discard).
+      if (e.status !== "dead" || !(state.me && state.me.admin)) return badge;
+      return h("span", { class: "effect-actions" }, badge, effectButton(e, "retry"), effectButton(e, "discard"));
     });
+}
+
+function effectButton(effect, action) {
+  const verb = action === "retry" ? "Retry" : "Discard";
+  const button = h("button", {
+    type: "button",
+    class: `button button-small ${action === "retry" ? "button-quiet" : "button-deny"}`,
+    "aria-label": `${verb} ${effect.name} ${effect.key}`,
+    text: verb,
+  });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      await api(`effects/${encodeURIComponent(effect.key)}:${action}`, { method: "POST" });
+      const done = `${effect.name} ${action === "retry" ? "is pending again" : "is discarded"}.`;
+      toast(done);
+      announce(done);
+      await refreshActivity();
+    } catch (e) {
+      button.disabled = false;
+      $("activity-error").textContent = `Could not ${action} ${effect.name}: ${
+        e instanceof ApiError && e.problem ? e.problem.detail : e.message
+      }`;
+    }
+  });
+  return button;
+}
+
+function activityCaller(e) {
+  // Attempts are the worker's; a retry or discard is a person's (or the CLI operator's).
+  if (e.action === "effect.retry" || e.action === "effect.discard") return e.subject || "operator";
+  if (e.action.startsWith("effect.")) return "effect worker";
+  return e.subject || "anonymous";
 }
 
 function activityBadge(e) {
@@ -646,7 +682,7 @@ function renderActivity(events, effects = new Map()) {
       h("td", { class: "mono", text: e.tool }),
       h("td", {}, activityBadge(e), e.replayed ? h("span", { class: "badge badge-tier", text: "replay" }) : null),
       h("td", { class: "mono", text: [e.code, e.reason].filter(Boolean).join(" · ") || "—" }),
-      h("td", { text: e.action.startsWith("effect.") ? "effect worker" : e.subject || "anonymous" }),
+      h("td", { text: activityCaller(e) }),
       h("td", { class: "mono", title: e.requestId || "", text: e.requestId ? `${e.requestId.slice(0, 8)}…` : "—" }),
       h("td", {}, e.action === "call" && e.requestId ? effectBadges(effects.get(e.requestId)) : "—"),
       h("td", { class: "num", text: `${Math.round(e.durationMs)} ms` })

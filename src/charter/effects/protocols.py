@@ -66,6 +66,13 @@ class EffectStore(Protocol):
         """Give up on a pending or dead effect (kept, never run again); whether it did."""
         ...
 
+    async def prune_effects(self, before: datetime, *, batch_size: int = 500) -> int:
+        """Delete delivered and discarded effects that finished before ``before``; how many.
+
+        Pending and dead effects are never deleted.
+        """
+        ...
+
     async def effect_backlog(self) -> tuple[int, datetime | None]:
         """How many effects are pending, and when the oldest of them was created."""
         ...

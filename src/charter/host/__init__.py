@@ -24,6 +24,7 @@ from ._calls import derive_request_id as derive_request_id
 from ._content import ContentContextFactory as ContentContextFactory
 from ._content import HostContent as HostContent
 from ._content import ResourceListener as ResourceListener
+from ._effects import EffectAction as EffectAction
 from ._effects import EffectBatch as EffectBatch
 from ._effects import EffectListing as EffectListing
 from ._effects import Effects as Effects
@@ -33,6 +34,7 @@ __all__ = (
     "CallOptions",
     "ContentContextFactory",
     "ContextFactory",
+    "EffectAction",
     "EffectBatch",
     "EffectListing",
     "Effects",

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal, TypeAlias
 
 from .._safe_log import log_exception
 from .._telemetry import Telemetry
@@ -32,12 +33,21 @@ from ..ledger.outbox import EffectOutbox, effect_payload
 from ..outcome import Failed, failed
 from ..registry import Registry
 
-__all__ = ("EffectBatch", "EffectListing", "Effects")
+__all__ = ("EffectAction", "EffectBatch", "EffectListing", "Effects")
 
 logger = logging.getLogger("charter")
 
 _ERROR_LIMIT = 2000
 """The longest error text kept on an effect row (the rest is cut)."""
+
+EffectAction: TypeAlias = Literal["retry", "discard"]
+"""What a person does to an effect: re-drive it (dead or discarded), or give up on it."""
+
+_FROM: dict[EffectAction, tuple[EffectStatus, ...]] = {
+    "retry": ("dead", "discarded"),
+    "discard": ("pending", "dead"),
+}
+"""The states each action applies to."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -255,10 +265,13 @@ class Effects:
             reason=error,
             note=record.key,
         )
+        await self._write_audit(event)
+
+    async def _write_audit(self, event: AuditEvent) -> None:
         try:
             await self._audit.record(event)
         except Exception:
-            log_exception(logger, "recording the audit event of effect %r failed", record.name)
+            log_exception(logger, "recording the audit event of effect %r failed", event.tool)
 
     # -- workers ----------------------------------------------------------------------------
 
@@ -383,13 +396,88 @@ class Effects:
         return await self.store.get_effect(key)
 
     async def retry(self, key: str) -> bool:
-        """Re-drive a dead or discarded effect: pending again, with fresh attempts."""
-        return await self.store.redrive_effect(key, now=self._clock())
+        """Re-drive a dead or discarded effect: pending again, with fresh attempts (audited)."""
+        return not isinstance(await self.change(key, "retry", by=None), Failed)
 
     async def discard(self, key: str) -> bool:
-        """Give up on a pending or dead effect: kept, never run again."""
-        return await self.store.discard_effect(key, now=self._clock())
+        """Give up on a pending or dead effect: kept, never run again (audited)."""
+        return not isinstance(await self.change(key, "discard", by=None), Failed)
+
+    async def change(
+        self, key: str, action: EffectAction, *, by: Principal | None
+    ) -> EffectRecord | Failed:
+        """Retry or discard one effect as ``by``; the effect as it is now, or why not.
+
+        What ``charter effects retry|discard`` (``by=None``: the operator who holds the
+        database) and ``POST /v1/effects/{key}:retry|:discard`` (an admin) do. Each change
+        is audited as ``effect.retry`` or ``effect.discard`` with the effect's key.
+        """
+        if by is not None and self._admin_scope not in by.scopes:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"Only the {self._admin_scope!r} scope may {action} effects.",
+                reason="insufficient_scope",
+                required_scopes=[self._admin_scope],
+            )
+        try:
+            record = await self.store.get_effect(key)
+            if record is None:
+                return _no_effect(key)
+            now = self._clock()
+            if action == "retry":
+                changed = await self.store.redrive_effect(key, now=now)
+            else:
+                changed = await self.store.discard_effect(key, now=now)
+            after = await self.store.get_effect(key)
+        except (StoreUnavailable, StoreBusy):
+            return failed(
+                ErrorCode.PROVIDER_UNAVAILABLE,
+                "The effect could not be changed: the database is busy or unreachable.",
+                reason="store_unavailable",
+            )
+        if after is None:  # pruned in between
+            return _no_effect(key)
+        if not changed:
+            done = "retried" if action == "retry" else "discarded"
+            return failed(
+                ErrorCode.INVALID_INPUT,
+                f"Effect {key[:200]!r} is {after.status}: only a "
+                f"{' or '.join(_FROM[action])} effect can be {done}.",
+                reason="effect_state",
+                status=after.status,
+            )
+        await self._audit_change(after, action, by, now)
+        return after
+
+    async def _audit_change(
+        self, record: EffectRecord, action: EffectAction, by: Principal | None, now: datetime
+    ) -> None:
+        event = AuditEvent(
+            id=uuid.uuid4().hex,
+            time=now,
+            action="effect.retry" if action == "retry" else "effect.discard",
+            subject=by.subject if by is not None else None,
+            principal_tenant=by.tenant_id if by is not None else None,
+            tenant=record.tenant_id,
+            delegated=by is not None and by.tenant_id != record.tenant_id,
+            admin_used=by is not None,
+            tool=record.name,
+            request_id=record.request_id,
+            outcome="completed",
+            reason=None if by is not None else "operator",
+            note=record.key,
+        )
+        await self._write_audit(event)
 
     async def backlog(self) -> tuple[int, datetime | None]:
         """How many effects are pending, and when the oldest was created."""
         return await self.store.effect_backlog()
+
+
+def _no_effect(key: str) -> Failed:
+    return failed(
+        ErrorCode.NOT_FOUND,
+        f"No effect {key[:200]!r} in the outbox.",
+        reason="effect_not_found",
+        next_steps=("List the effects (GET /v1/effects, `charter effects list`) and use a key.",),
+    )

@@ -54,7 +54,8 @@ _PROBLEM_STATUSES: Mapping[int, str] = {
     404: "Unknown, or not visible to the caller.",
     409: "The same request is still running; retry with the same Idempotency-Key.",
     413: "The body, or a string or number in it, is too large.",
-    422: "Invalid input, or a request id reused for a different call.",
+    422: "Invalid input, a request id reused for a different call, or an effect not in a "
+    "state the action applies to.",
     429: "A rate limit or quota is spent (RATE_LIMITED); retry after Retry-After seconds.",
     500: "The server failed; the problem carries only an error id.",
     503: "Unavailable: cancelled, a missing service, or a dependency that is down.",
@@ -260,6 +261,20 @@ def _with_ambiguous_credentials(problems: Iterable[int]) -> list[int]:
     return sorted(statuses)
 
 
+def _effect_action(operation_id: str, summary: str) -> dict[str, Any]:
+    """``POST /v1/effects/{key}:<action>``: an admin changes one effect, answered as it is now."""
+    return {
+        "post": _operation(
+            operation_id,
+            summary,
+            tag="operations",
+            ok="Effect",
+            problems=(401, 403, 404, 422, 503),
+            parameters=[_path_param("key", "The effect's key (eff_…).")],
+        )
+    }
+
+
 def fixed_paths() -> dict[str, Any]:
     approval_id = _path_param("approval_id", "The approval's id (apr_…).")
     decision = {
@@ -463,6 +478,16 @@ def fixed_paths() -> dict[str, Any]:
                 ],
             )
         },
+        "/v1/effects/{key}:retry": _effect_action(
+            "retryEffect",
+            "Re-drive a dead or discarded effect: pending again, with fresh attempts "
+            "(admin scope; audited as effect.retry).",
+        ),
+        "/v1/effects/{key}:discard": _effect_action(
+            "discardEffect",
+            "Give up on a pending or dead effect: kept, never run again (admin scope; "
+            "audited as effect.discard).",
+        ),
         "/v1/upstreams": {
             "get": _operation(
                 "listUpstreams",

@@ -305,6 +305,8 @@ class WhoamiBody(_Wire):
     scopes: list[str]
     approver: bool
     """Whether the caller may decide approvals (a hint for UIs; the host decides)."""
+    admin: bool = False
+    """Whether the caller holds the admin scope (may retry and discard effects)."""
 
 
 class HealthBody(_Wire):

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from charter._safe_log import log_exception
 from charter.effects import EffectStatus
 from charter.errors import ErrorCode
-from charter.host import Host
+from charter.host import EffectAction, Host
 from charter.outcome import Failed, failed
 
 from ._authentication import caller_of, required_caller
@@ -157,6 +157,23 @@ class OpsRoutes:
             )
         )
 
+    async def retry_effect(self, request: Request) -> Response:
+        """``POST /v1/effects/{key}:retry``: a dead or discarded effect pending again (admin)."""
+        return await self._change_effect(request, "retry")
+
+    async def discard_effect(self, request: Request) -> Response:
+        """``POST /v1/effects/{key}:discard``: give up on a pending or dead effect (admin)."""
+        return await self._change_effect(request, "discard")
+
+    async def _change_effect(self, request: Request, action: EffectAction) -> Response:
+        caller = required_caller(request)
+        if isinstance(caller, Response):
+            return caller
+        changed = await self.host.effects.change(request.path_params["key"], action, by=caller)
+        if isinstance(changed, Failed):
+            return failed_problem(changed)
+        return json_response(EffectBody.from_record(changed))
+
     async def whoami(self, request: Request) -> Response:
         """``GET /v1/whoami``: who the credentials belong to."""
         caller = required_caller(request)
@@ -171,6 +188,7 @@ class OpsRoutes:
                 display_name=caller.display_name,
                 scopes=sorted(caller.scopes),
                 approver=self.host.approvals.is_approver(caller),
+                admin=self.host.admin_scope in caller.scopes,
             )
         )
 

@@ -171,6 +171,10 @@ def create_app(
         _Route("/v1/audit", ops.audit, methods=["GET"], middleware=signed),
         _Route("/v1/limits", ops.limits, methods=["GET"], middleware=signed),
         _Route("/v1/effects", ops.effects, methods=["GET"], middleware=signed),
+        _Route("/v1/effects/{key}:retry", ops.retry_effect, methods=["POST"], middleware=signed),
+        _Route(
+            "/v1/effects/{key}:discard", ops.discard_effect, methods=["POST"], middleware=signed
+        ),
         _Route("/v1/whoami", ops.whoami, methods=["GET"], middleware=signed),
         _Route("/v1/upstreams", ops.upstreams, methods=["GET"], middleware=signed),
         _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"], middleware=signed),

@@ -273,6 +273,19 @@ class MemoryStore(MemoryAuditSink):
         )
         return True
 
+    async def prune_effects(self, before: datetime, *, batch_size: int = 500) -> int:
+        """Delete delivered and discarded effects that finished before ``before``; how many."""
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        doomed = [
+            key
+            for key, e in self.effects.items()
+            if e.status in ("delivered", "discarded") and e.updated_at < before
+        ]
+        for key in doomed:
+            del self.effects[key]
+        return len(doomed)
+
     async def effect_backlog(self) -> tuple[int, datetime | None]:
         """How many effects are pending, and the oldest one's creation time."""
         pending = [e.created_at for e in self.effects.values() if e.status == "pending"]

@@ -13,6 +13,7 @@ from ..effects import EffectRecord, EffectStatus
 from . import _effect_rows as rows
 from ._connections import run_to_completion
 from ._errors import translated
+from ._retention import PruneBatch, prune_finished_effects
 from ._types import is_storable
 
 __all__ = ("SqlEffectOutbox",)
@@ -29,6 +30,9 @@ class SqlEffectOutbox:
     async def _read(
         self, statement: sa.Executable, parameters: dict[str, Any] | None = None
     ) -> list[sa.Row[Any]]:
+        raise NotImplementedError  # SqlStore's
+
+    async def _prune_in_batches(self, batch: PruneBatch, before: datetime, batch_size: int) -> int:
         raise NotImplementedError  # SqlStore's
 
     @run_to_completion
@@ -110,6 +114,15 @@ class SqlEffectOutbox:
         async with self._connection(self.busy_timeout) as conn:
             with translated("discarding an effect"):
                 return await rows.discard(conn, key, now)
+
+    @run_to_completion
+    async def prune_effects(self, before: datetime, *, batch_size: int = 500) -> int:
+        """Delete delivered and discarded effects that finished before ``before``; how many.
+
+        Batches of ``batch_size`` rows, one short write transaction each. Pending and dead
+        effects stay.
+        """
+        return await self._prune_in_batches(prune_finished_effects, before, batch_size)
 
     @run_to_completion
     async def effect_backlog(self) -> tuple[int, datetime | None]:

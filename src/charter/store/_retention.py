@@ -8,9 +8,15 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ._schema import approvals, audit_events, claims, deferred, ledger_entries
+from ._schema import approvals, audit_events, claims, deferred, effects, ledger_entries
 
-__all__ = ("PruneBatch", "prune_approvals", "prune_audit_events", "prune_entries")
+__all__ = (
+    "PruneBatch",
+    "prune_approvals",
+    "prune_audit_events",
+    "prune_entries",
+    "prune_finished_effects",
+)
 
 PruneBatch = Callable[[AsyncConnection, datetime, int], Awaitable[int]]
 """Deletes one batch in the caller's transaction; returns how many rows it counted."""
@@ -79,4 +85,20 @@ async def prune_audit_events(
         doomed = sa.and_(doomed, c.subject.is_(None))
     batch = sa.select(c.seq).where(doomed).order_by(c.seq).limit(batch_size)
     result = await conn.execute(sa.delete(audit_events).where(c.seq.in_(batch.scalar_subquery())))
+    return result.rowcount
+
+
+async def prune_finished_effects(conn: AsyncConnection, before: datetime, batch_size: int) -> int:
+    """Delete up to ``batch_size`` delivered or discarded effects that finished before ``before``.
+
+    Pending effects (still to run) and dead ones (waiting for a person to retry or
+    discard them) are never deleted.
+    """
+    f = effects.c
+    doomed = sa.and_(f.status.in_(("delivered", "discarded")), f.updated_at < before)
+    batch = sa.select(f.key).where(doomed).order_by(f.updated_at).limit(batch_size)
+    # ``doomed`` again: an effect re-driven since the SELECT stays.
+    result = await conn.execute(
+        sa.delete(effects).where(f.key.in_(batch.scalar_subquery()), doomed)
+    )
     return result.rowcount

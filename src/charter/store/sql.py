@@ -376,23 +376,21 @@ class SqlStore(SqlEffectOutbox):
         entries, pending and approved approvals and active deferred records are never
         touched. Returns the number of entries and approvals deleted.
         """
+        entries = await self._prune_in_batches(prune_entries, before, batch_size)
+        return entries + await self._prune_in_batches(prune_approvals, before, batch_size)
+
+    async def _prune_in_batches(self, batch: PruneBatch, before: datetime, batch_size: int) -> int:
+        """Run ``batch`` in short transactions until it deletes less than a full batch."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         total = 0
-        while (deleted := await self._prune(prune_entries, before, batch_size)) > 0:
+        while True:
+            async with self._connection(self.busy_timeout) as conn:
+                with translated("pruning"):
+                    deleted = await batch(conn, before, batch_size)
             total += deleted
             if deleted < batch_size:
-                break
-        while (deleted := await self._prune(prune_approvals, before, batch_size)) > 0:
-            total += deleted
-            if deleted < batch_size:
-                break
-        return total
-
-    async def _prune(self, batch: PruneBatch, before: datetime, batch_size: int) -> int:
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("pruning"):
-                return await batch(conn, before, batch_size)
+                return total
 
     # -- audit events (the store is also the durable audit sink) ---------------------------
 
@@ -425,15 +423,8 @@ class SqlStore(SqlEffectOutbox):
         events were deleted. Charter never calls it by itself: ``charter db prune`` does,
         with the retentions it is given.
         """
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
         batch = functools.partial(prune_audit_events, anonymous_only=anonymous_only)
-        total = 0
-        while (deleted := await self._prune(batch, before, batch_size)) > 0:
-            total += deleted
-            if deleted < batch_size:
-                break
-        return total
+        return await self._prune_in_batches(batch, before, batch_size)
 
     # -- API keys -------------------------------------------------------------------------
 
