@@ -1,7 +1,9 @@
-"""A serving process killed (SIGKILL) after an approved call committed, before its notice went.
+"""A process killed (SIGKILL) after an approval change committed, before its notice went.
 
-argv: the database URL, the receiver URL, the request id. Prints the approval id, then
-dies at the gate's ``after_commit_before_response`` point of the approved call.
+argv: the database URL, the receiver URL, the request id, the kind of change. The one
+notifier sends only that kind; the process makes the change (for ``expired``: requests an
+approval, lets its expiry pass and runs a worker pass) and dies the moment the delivery
+of the committed notice starts, before a byte reaches the receiver.
 """
 
 from __future__ import annotations
@@ -10,35 +12,52 @@ import asyncio
 import os
 import signal
 import sys
+from datetime import UTC, datetime, timedelta
 
 from notify_support import ADA, ALICE, SECRET, approval_id_of, refund, registry
 
 from charter.host import Host
-from charter.ledger import FaultPoint
-from charter.notify import Webhook
+from charter.notify import ApprovalEvent, Webhook
+from charter.outcome import Failed
 from charter.store import SqlStore
 
 
-def _die(point: FaultPoint) -> None:
-    if point == "after_commit_before_response":
+class DyingWebhook(Webhook):
+    """The receiver's webhook (same name, same URL) whose process dies as it sends."""
+
+    async def send(self, event: ApprovalEvent) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def main(db: str, url: str, request_id: str) -> None:
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def main(db: str, url: str, request_id: str, kind: str) -> None:
+    clock = Clock()
     async with SqlStore(db) as store:
         host = Host(
             registry(),
             store=store,
-            notifiers=[Webhook(url, secret=SECRET, events=["consumed"])],
-            fault_hook=_die,
+            clock=clock,
+            notifiers=[DyingWebhook(url, secret=SECRET, events=[kind])],
         )
-        outcome = await host.invoke("bookings.refund", refund(request_id), ALICE)
-        approval_id = approval_id_of(outcome)
-        granted = await host.approvals.grant(approval_id, ADA)
-        assert not hasattr(granted, "code"), granted
-        print(approval_id, flush=True)
-        await host.invoke("bookings.refund", refund(request_id, approval_id), ALICE)
-        raise SystemExit("the fault hook did not kill the process")
+        requested = await host.invoke("bookings.refund", refund(request_id), ALICE)
+        approval_id = approval_id_of(requested)
+        if kind == "expired":
+            clock.now += timedelta(hours=1, seconds=1)
+            await host.effects.work(once=True)
+        elif kind in ("granted", "consumed"):
+            assert not isinstance(await host.approvals.grant(approval_id, ADA), Failed)
+            if kind == "consumed":
+                await host.invoke("bookings.refund", refund(request_id, approval_id), ALICE)
+        elif kind == "denied":
+            assert not isinstance(await host.approvals.deny(approval_id, ADA), Failed)
+        raise SystemExit(f"no {kind} notice was delivered: the process should be dead")
 
 
 if __name__ == "__main__":

@@ -300,8 +300,20 @@ def _event(**changes: Any) -> ApprovalEvent:
     return ApprovalEvent.model_validate(values)
 
 
+# What the committed change left in the store, per kind: the approval's status and the
+# ledger entry of the call (None: no call finished).
+_AFTER_CRASH: dict[str, tuple[str, str | None]] = {
+    "requested": ("pending", None),
+    "granted": ("approved", None),
+    "denied": ("denied", None),
+    "expired": ("pending", None),
+    "consumed": ("consumed", "completed"),
+}
+
+
+@pytest.mark.parametrize("kind", list(_AFTER_CRASH))
 async def test_sigkill_between_commit_and_delivery_loses_no_notification(
-    store: SqlStore, tmp_path: Path
+    store: SqlStore, tmp_path: Path, kind: str
 ) -> None:
     import os
     import subprocess
@@ -313,39 +325,43 @@ async def test_sigkill_between_commit_and_delivery_loses_no_notification(
         url = f"{base}/hooks/crash"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1])])}
         db = f"sqlite+aiosqlite:///{tmp_path / 'notify.db'}"  # the store fixture's file
-        command = [sys.executable, str(here / "notify_crash_child.py"), db, url, request_id]
+        command = [sys.executable, str(here / "notify_crash_child.py"), db, url, request_id, kind]
         child = await anyio.to_thread.run_sync(
             lambda: subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         )
         assert child.returncode == -9, child.stderr
-        approval_id = child.stdout.strip()
-        # Committed: the call's outcome, the consumed approval and the notification row.
+        # Committed: the change, (for consumed) the call's outcome, and the notice's row,
+        # whose delivery had started (one attempt counted) when the process died.
+        [approval] = await store.list_approvals("acme", None, 10)
+        status, entry_status = _AFTER_CRASH[kind]
+        assert approval.status == status
         entry = await store.get_entry("acme", "acme/alice", request_id)
-        assert entry is not None and entry.status == "completed"
-        approval = await store.get_approval(approval_id)
-        assert approval is not None and approval.status == "consumed"
-        (row,) = await store.list_effects(request_id=request_id)
-        assert (row.name, row.status) == ("charter.notify", "pending")
-        assert receiver.pending("crash") == 0  # the dead process sent nothing
+        assert (entry.status if entry is not None else None) == entry_status
+        (row,) = await store.list_effects(tenant_id="acme")
+        assert (row.name, row.status, row.attempts) == ("charter.notify", "pending", 1)
+        assert row.payload["event"]["kind"] == kind
+        assert receiver.attempts.total() == 0  # the dead process sent nothing
 
         # After the dead process's lease, a worker (here, a new host's) delivers it once.
         clock = Clock()
-        clock.advance(timedelta(seconds=61))
+        clock.advance(timedelta(hours=1, minutes=2) if kind == "expired" else timedelta(seconds=61))
         host = Host(
             registry(),
             store=store,
             clock=clock,
-            notifiers=[Webhook(url, secret=SECRET, events=["consumed"])],
+            notifiers=[Webhook(url, secret=SECRET, events=[kind])],
         )
         assert await host.effects.work(once=True) == 1
         event = await receiver.next("crash")
         assert await host.effects.work(once=True) == 0
         delivered = await store.get_effect(row.key)
         await host.aclose()
-    assert event["type"] == "approval.consumed"
-    assert event["data"]["approval_id"] == approval_id
+    # Verified with standardwebhooks by the receiver, and sent exactly once.
+    assert event["type"] == f"approval.{kind}"
+    assert event["data"]["approval_id"] == approval.id
     assert delivered is not None and delivered.status == "delivered"
-    assert len(receiver.accepted["crash"]) == 1
+    assert len(receiver.accepted["crash"]) == 1 and receiver.rejected == []
+    assert list(receiver.attempts.values()) == [1]
 
 
 async def test_a_call_that_rolls_back_tells_nothing_and_its_retry_tells_consumed_once() -> None:
