@@ -55,6 +55,7 @@ class ErrorCode(StrEnum):
     PROVIDER_ERROR = "PROVIDER_ERROR"
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
     RATE_LIMITED = "RATE_LIMITED"
+    UPSTREAM_ERROR = "UPSTREAM_ERROR"
 
 
 #: Codes a caller may retry unchanged, when the raiser does not say otherwise.
@@ -125,6 +126,11 @@ DEFAULT_NEXT_STEPS: Mapping[ErrorCode, tuple[str, ...]] = {
     ErrorCode.RATE_LIMITED: (
         "The caller's budget for this tool is spent; wait meta.retryAfter seconds, then "
         "retry the same call (with the same requestId).",
+    ),
+    ErrorCode.UPSTREAM_ERROR: (
+        "The upstream server ran the call and reported an error (its result is in "
+        "meta.result). Read it, fix the call and make a new request with a new requestId: "
+        "the same requestId replays this result without calling the upstream again.",
     ),
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 from pydantic_core import to_jsonable_python
@@ -21,6 +21,7 @@ __all__ = (
     "Gate",
     "Interaction",
     "InteractionRequired",
+    "ReportsToolError",
     "ToolOutcome",
     "failed",
     "failed_from_error",
@@ -175,6 +176,21 @@ ToolOutcome = Annotated[
 
 outcome_adapter: TypeAdapter[ToolOutcome] = TypeAdapter(ToolOutcome)
 """Validates and serialises outcomes (``outcome_adapter.validate_json(...)``)."""
+
+
+@runtime_checkable
+class ReportsToolError(Protocol):
+    """An output model whose values may say the tool failed: a gateway's upstream ``isError``.
+
+    The ledger stores such an output as ``Completed`` (the tool ran, and may have had an
+    effect), so a replay never runs it again; the host answers it, the first time and on
+    every replay, as ``Failed`` with ``UPSTREAM_ERROR`` and the output in ``meta["result"]``.
+    """
+
+    @classmethod
+    def reported_error(cls, output: JsonValue) -> str | None:
+        """What went wrong, in the tool's words, when ``output`` reports an error; else None."""
+        ...
 
 
 def failed(

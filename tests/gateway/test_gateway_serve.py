@@ -186,3 +186,35 @@ def test_the_console_shows_each_upstreams_health(
             expect(page.get_by_role("tab", name="Approvals")).to_be_focused()
         finally:
             browser.close()
+
+
+def test_an_upstream_tool_error_over_rest_is_a_502_that_replays_without_calling_again(
+    upstreams: Path, files: Path, db: str, keys: dict[str, str], tmp_path: Path
+) -> None:
+    agent = keys["agent"]
+    # Outside the served folder: the filesystem server runs the call and answers isError.
+    body = {"path": str(tmp_path / "elsewhere")}
+    headers = {**bearer(agent), "Idempotency-Key": str(uuid.uuid4()), "Charter-Confirm": "true"}
+    with (
+        charter_serve("--upstreams", str(upstreams), "--db", db, cwd=tmp_path, env=ENV) as served,
+        httpx.Client(base_url=served.url, timeout=60) as rest,
+    ):
+
+        def upstream_calls() -> int:
+            [fs] = rest.get("/v1/upstreams", headers=bearer(agent)).json()["upstreams"]
+            calls: int = fs["calls"]
+            return calls
+
+        first = rest.post("/v1/tools/fs.create_directory:call", json=body, headers=headers)
+        assert upstream_calls() == 1
+        replay = rest.post("/v1/tools/fs.create_directory:call", json=body, headers=headers)
+        assert upstream_calls() == 1
+    assert first.status_code == 502, first.text
+    problem = first.json()
+    assert problem["code"] == "UPSTREAM_ERROR" and problem["reason"] == "upstream_tool_error"
+    assert "outside allowed directories" in problem["detail"]
+    assert problem["meta"]["result"]["isError"] is True
+    assert "Idempotent-Replayed" not in first.headers
+    assert replay.status_code == 502 and replay.headers["Idempotent-Replayed"] == "true"
+    assert replay.json()["detail"] == problem["detail"] and replay.json()["replayed"] is True
+    assert not (tmp_path / "elsewhere").exists()

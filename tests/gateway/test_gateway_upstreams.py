@@ -199,9 +199,50 @@ async def test_an_upstream_tool_error_is_returned_as_the_upstreams_error(
     async with governed(fs_config(npm_servers["filesystem"], files)) as (host, _):
         async with Client(create_server(host, principal=ALICE)) as client:
             result = await client.call_tool("fs.read_text_file", {"path": outside})
+        outcome = await host.invoke("fs.read_text_file", {"path": outside}, ALICE)
     assert result.is_error is True
     assert isinstance(result.content[0], types.TextContent)
     assert "outside allowed directories" in result.content[0].text
+    # To the host (REST, the CLI, the harness) it is a failure with the upstream's words.
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.UPSTREAM_ERROR
+    assert outcome.reason == "upstream_tool_error" and not outcome.retryable
+    assert "outside allowed directories" in outcome.message
+
+
+async def test_an_upstream_tool_error_is_ledgered_and_replayed_without_calling_again(
+    npm_servers: dict[str, Path], files: Path, tmp_path: Path
+) -> None:
+    # create_directory is a write: confirmed, ledgered. Outside the folder, the upstream
+    # runs it and answers isError.
+    arguments = {"path": str(tmp_path / "elsewhere")}
+    over_host, over_mcp = str(uuid.uuid4()), str(uuid.uuid4())
+    async with governed(fs_config(npm_servers["filesystem"], files)) as (host, gateway):
+        call = {**arguments, **controls(over_host, confirmed=True)}
+        first = await host.invoke("fs.create_directory", dict(call), ALICE)
+        assert calls(gateway, "fs") == 1
+        replay = await host.invoke("fs.create_directory", dict(call), ALICE)
+        assert calls(gateway, "fs") == 1
+
+        async with Client(create_server(host, principal=ALICE)) as client:
+            mcp_call = {**arguments, **controls(over_mcp, confirmed=True)}
+            direct = await client.call_tool("fs.create_directory", mcp_call)
+            again = await client.call_tool("fs.create_directory", mcp_call)
+        assert calls(gateway, "fs") == 2
+        stored = await host.store.get_entry("acme", "acme/alice", over_host)
+    assert isinstance(first, Failed) and first.code is ErrorCode.UPSTREAM_ERROR
+    assert not first.replayed and "outside allowed directories" in first.message
+    result = (first.meta or {})["result"]
+    assert isinstance(result, dict) and result["isError"] is True
+    assert isinstance(replay, Failed) and replay.replayed
+    assert (replay.code, replay.message, replay.meta) == (first.code, first.message, first.meta)
+    # The ledger holds the upstream's answer as a completed call.
+    assert stored is not None and stored.status == "completed"
+    # Over MCP: the upstream's own error result, the first time and replayed.
+    assert direct.is_error is True and again.is_error is True
+    assert again.content == direct.content
+    assert isinstance(direct.content[0], types.TextContent)
+    assert "outside allowed directories" in direct.content[0].text
+    assert (again.meta or {}).get("charter/replayed") is True
 
 
 async def test_arguments_that_break_the_upstreams_schema_never_reach_it(

@@ -32,6 +32,7 @@ EXPECTED_STATUS = {
     ErrorCode.PROVIDER_ERROR: 500,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.UPSTREAM_ERROR: 502,
 }
 
 

@@ -25,7 +25,7 @@ from ..auth import Principal
 from ..context import discard_after_commit
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..ledger import LedgerGate, LedgerKey, confirmation_required
-from ..outcome import Failed, ToolOutcome, failed, failed_from_error
+from ..outcome import Completed, Failed, ReportsToolError, ToolOutcome, failed, failed_from_error
 from ..policy import InvocationControls, command_fingerprint
 from ..registry import Registry
 from ._access import ScopeChecks, caller_audience, visible
@@ -97,6 +97,7 @@ class Pipeline:
                 outcome = await self._guarded(trace, self._execute(prepared))
             else:
                 outcome = prepared
+            outcome = reported_failure(trace, outcome)
             self._finish(span, trace, outcome)
         await self._audit(trace, outcome)
         return outcome
@@ -119,6 +120,7 @@ class Pipeline:
             )
             if isinstance(prepared, PreparedCall):
                 return prepared
+            prepared = reported_failure(trace, prepared)
             self._finish(span, trace, prepared)
         await self._audit(trace, prepared)
         return prepared
@@ -127,7 +129,7 @@ class Pipeline:
         """Run a prepared call once (the ledger, the handler, output validation), audited."""
         trace = prepared.trace
         with self._telemetry.span(trace.tool, prepared.context.call_id) as span:
-            outcome = await self._guarded(trace, self._execute(prepared))
+            outcome = reported_failure(trace, await self._guarded(trace, self._execute(prepared)))
             self._finish(span, trace, outcome)
         await self._audit(trace, outcome)
         return outcome
@@ -352,7 +354,8 @@ class Pipeline:
             key=key,
             fingerprint=prepared.fingerprint,
             approval_id=prepared.controls.approval_id,
-            audit=lambda o: trace.event(o, trace.elapsed(), self._clock()),
+            # Audited as it is answered (an upstream's reported error as failed).
+            audit=lambda o: trace.event(reported_failure(trace, o), trace.elapsed(), self._clock()),
         )
         trace.audited = audited
         return outcome
@@ -387,3 +390,25 @@ def _internal_error(tool: str) -> Failed:
         f"The call to {tool!r} failed inside the server. Error id: {error_id}.",
         errorId=error_id,
     )
+
+
+def reported_failure(trace: Trace, outcome: ToolOutcome) -> ToolOutcome:
+    """A completed output that says its tool failed (an upstream's ``isError``), as ``Failed``.
+
+    The ledger keeps the output as completed (the tool ran and may have had an effect);
+    every answer, the first and each replay, is ``UPSTREAM_ERROR`` with it in
+    ``meta["result"]``, so REST, the CLI and models see an error and MCP can send the
+    upstream's own result again.
+    """
+    if not isinstance(outcome, Completed) or trace.registered is None:
+        return outcome
+    model = trace.registered.tool.output_model
+    if not (isinstance(model, type) and issubclass(model, ReportsToolError)):
+        return outcome
+    message = model.reported_error(outcome.output)
+    if message is None:
+        return outcome
+    answer = failed(
+        ErrorCode.UPSTREAM_ERROR, message, reason="upstream_tool_error", result=outcome.output
+    )
+    return answer.model_copy(update={"replayed": outcome.replayed})

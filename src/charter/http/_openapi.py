@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from charter.manifest import CONTRACT_VERSION, RegisteredTool
+from charter.outcome import ReportsToolError
 from charter.policy import CONTROL_FIELD, controls_schema
-from charter.tool import JSON_SCHEMA_DIALECT
+from charter.tool import JSON_SCHEMA_DIALECT, Tool
 
 from ._openapi_routes import (
     SCHEMAS,
@@ -39,6 +40,13 @@ _CONTROL_PARAMETERS: Mapping[str, str] = {
 """The header parameter of each control, documented for the tools that accept it."""
 
 _CALL_PROBLEMS = (400, 401, 403, 404, 409, 413, 422, 429, 500, 503, 504)
+
+
+def _call_problems(tool: Tool[Any, Any, Any]) -> list[int]:
+    """The problem statuses a call may answer: 502 too when its output can report an error."""
+    if issubclass(tool.output_model, ReportsToolError):
+        return sorted((*_CALL_PROBLEMS, 502))
+    return list(_CALL_PROBLEMS)
 
 
 class OpenAPIDocument:
@@ -159,7 +167,7 @@ class _ToolFragment:
                     },
                     "content": {"application/json": {"schema": {"$ref": SCHEMAS + "Accepted"}}},
                 },
-                **problem_refs(_CALL_PROBLEMS),
+                **problem_refs(_call_problems(tool)),
             },
             "x-charter": {
                 key: entry[key]

@@ -58,6 +58,8 @@ _PROBLEM_STATUSES: Mapping[int, str] = {
     "state the action applies to.",
     429: "A rate limit or quota is spent (RATE_LIMITED); retry after Retry-After seconds.",
     500: "The server failed; the problem carries only an error id.",
+    502: "An upstream MCP server ran the call and reported an error (UPSTREAM_ERROR); its "
+    "result is in meta.result.",
     503: "Unavailable: cancelled, a missing service, or a dependency that is down.",
     504: "The tool timed out; retry with the same Idempotency-Key.",
 }

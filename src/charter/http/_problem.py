@@ -57,6 +57,7 @@ STATUS_BY_CODE: Mapping[ErrorCode, tuple[int, str]] = {
     ErrorCode.PROVIDER_ERROR: (500, "Internal error"),
     ErrorCode.PROVIDER_UNAVAILABLE: (503, "Dependency unavailable"),
     ErrorCode.RATE_LIMITED: (429, "Too many requests"),
+    ErrorCode.UPSTREAM_ERROR: (502, "Upstream error"),
 }
 """Status and title for every error code; a test fails when a code is missing."""
 

@@ -14,9 +14,20 @@ from typing import Any, ClassVar
 import mcp.types as types
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from ..errors import ErrorCode
+from ..outcome import Completed, Failed, ToolOutcome
 from ..tool import Tool
 
-__all__ = ("ForwardedResult", "forwarded_output_schema", "is_forwarded", "render_forwarded")
+__all__ = (
+    "ForwardedResult",
+    "forwarded_output_schema",
+    "forwarded_result",
+    "is_forwarded",
+    "render_forwarded",
+)
+
+_ERROR_TEXT_LIMIT = 2000
+"""The longest upstream error text a ``Failed`` message carries (the result keeps all)."""
 
 
 class ForwardedResult(BaseModel):
@@ -59,6 +70,26 @@ class ForwardedResult(BaseModel):
             is_error=bool(result.is_error),
         )
 
+    @classmethod
+    def reported_error(cls, output: JsonValue) -> str | None:
+        """The upstream's error text when it flagged the result ``isError``; else None.
+
+        Its text blocks, joined (cut at 2,000 characters), or a sentence saying the
+        upstream reported an error without text.
+        """
+        if not isinstance(output, Mapping) or output.get("isError") is not True:
+            return None
+        blocks = output.get("content")
+        texts = [
+            block["text"]
+            for block in (blocks if isinstance(blocks, list) else [])
+            if isinstance(block, Mapping)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ]
+        text = "\n".join(t for t in texts if isinstance(t, str)).strip()
+        return text[:_ERROR_TEXT_LIMIT] if text else "The upstream tool reported an error."
+
 
 def is_forwarded(tool: Tool[Any, Any, Any]) -> bool:
     """Whether ``tool`` returns forwarded upstream results."""
@@ -69,6 +100,20 @@ def forwarded_output_schema(tool: Tool[Any, Any, Any]) -> dict[str, Any] | None:
     """The output schema MCP lists for a forwarded tool: the upstream's, or None."""
     model: type[ForwardedResult] = tool.output_model
     return model.mcp_output_schema
+
+
+def forwarded_result(outcome: ToolOutcome) -> Mapping[str, Any] | None:
+    """The upstream result an outcome carries: a completed output, or a reported error's.
+
+    The host answers an upstream ``isError`` result as ``UPSTREAM_ERROR`` with the result
+    in ``meta["result"]`` (``ForwardedResult.reported_error``); MCP sends it back as is.
+    """
+    if isinstance(outcome, Completed) and isinstance(outcome.output, Mapping):
+        return outcome.output
+    if isinstance(outcome, Failed) and outcome.code is ErrorCode.UPSTREAM_ERROR:
+        result = (outcome.meta or {}).get("result")
+        return result if isinstance(result, Mapping) else None
+    return None
 
 
 def render_forwarded(output: Mapping[str, Any], *, replayed: bool) -> types.CallToolResult:

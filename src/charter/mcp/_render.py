@@ -47,6 +47,7 @@ RESOLUTION: Mapping[ErrorCode, Resolution] = {
     ErrorCode.PROVIDER_ERROR: "operator",
     ErrorCode.PROVIDER_UNAVAILABLE: "retry",
     ErrorCode.RATE_LIMITED: "retry",
+    ErrorCode.UPSTREAM_ERROR: "caller",
 }
 """Every error code's MCP rendering: who can resolve it (``_meta`` ``resolution``).
 

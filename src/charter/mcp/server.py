@@ -25,13 +25,13 @@ from .._wording import canonical_uuid
 from ..auth import Principal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import CallOptions, Host
-from ..outcome import Completed, InteractionRequired, ToolOutcome, failed
+from ..outcome import Completed, Failed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD
 from . import _interact
 from ._auth import principal_from_scope
 from ._changes import ToolListChanges
 from ._content import NO_SESSION, ContentHandlers
-from ._forwarded import is_forwarded, render_forwarded
+from ._forwarded import forwarded_result, is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
 from ._listing import ToolListing, status_tool
 from ._render import STATUS_TOOL, Presenter, render_outcome
@@ -326,11 +326,13 @@ class _Adapter:
             # An alias names the same tool as its canonical name.
             registered = self.host.registry.get(name)
             presenter = self.presenters.get(registered.name) if registered is not None else None
-        if isinstance(outcome, Completed) and isinstance(outcome.output, Mapping):
+        forwarded = forwarded_result(outcome)
+        if forwarded is not None and isinstance(outcome, Completed | Failed):
             registered = self.host.registry.get(name)
             if registered is not None and is_forwarded(registered.tool):
-                # Another MCP server's result (charter.gateway): sent back as it came.
-                return render_forwarded(outcome.output, replayed=outcome.replayed)
+                # Another MCP server's result (charter.gateway), its isError included:
+                # sent back as it came.
+                return render_forwarded(forwarded, replayed=outcome.replayed)
         controls = arguments.get(CONTROL_FIELD)
         request_id = controls.get("requestId") if isinstance(controls, dict) else None
         try:
