@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+import anyio
 import httpx
 import httpx2
 import mcp.types as types
@@ -218,3 +219,37 @@ def test_an_upstream_tool_error_over_rest_is_a_502_that_replays_without_calling_
     assert replay.status_code == 502 and replay.headers["Idempotent-Replayed"] == "true"
     assert replay.json()["detail"] == problem["detail"] and replay.json()["replayed"] is True
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.anyio
+async def test_a_handshake_session_over_http_is_told_when_an_upstreams_tools_change(
+    db: str, keys: dict[str, str], tmp_path: Path
+) -> None:
+    import sys
+
+    script = Path(__file__).with_name("changing_server.py")
+    path = tmp_path / "upstreams.toml"
+    command = json.dumps([sys.executable, str(script)])
+    path.write_text(f'[upstreams.changing]\ncommand = {command}\ndefault = {{ tier = "read" }}\n')
+    told = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    with charter_serve("--upstreams", str(path), "--db", db, cwd=tmp_path, env=ENV) as served:
+        async with (
+            httpx2.AsyncClient(headers=bearer(keys["agent"]), timeout=60) as http,
+            Client(
+                streamable_http_client(served.url + "/mcp", http_client=http),
+                mode="legacy",
+                message_handler=on_message,
+            ) as client,
+        ):
+            before = {tool.name for tool in (await client.list_tools()).tools}
+            await client.call_tool("changing.unlock", {})
+            with anyio.fail_after(60):
+                await told.wait()
+            after = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+    assert "changing.unlock" in before and "changing.secret" not in before
+    assert after - before == {"changing.secret"}
