@@ -119,6 +119,25 @@ async def test_a_discarded_effect_is_kept_and_never_run() -> None:
     assert provider.calls[record.key] == 1
 
 
+async def test_pruning_deletes_finished_effects_and_keeps_dead_ones_on_the_memory_store() -> None:
+    provider = FakeProvider(failures=10**9)
+    host, _ = build(provider=provider, max_attempts=1)
+    await refund(host)  # one attempt: dead
+    provider.failures = 0
+    await refund(host)  # delivered
+    await refund(host)  # delivered
+    store = host.store
+    assert isinstance(store, MemoryStore)
+    later = datetime.now(UTC) + timedelta(days=1)
+    assert await store.prune_effects(later) == 2
+    [dead] = await host.effects.list()
+    assert dead.status == "dead"
+    assert await host.effects.discard(dead.key)
+    assert await store.prune_effects(datetime.now(UTC) - timedelta(days=1)) == 0
+    assert await store.prune_effects(later) == 1
+    assert await host.effects.list() == []
+
+
 async def test_a_live_lease_keeps_workers_off_and_an_expired_one_lets_them_in() -> None:
     now = [datetime.now(UTC)]
     store = MemoryStore()
