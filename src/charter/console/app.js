@@ -565,7 +565,7 @@ async function refreshActivity() {
       api("effects?limit=500").catch(() => ({ effects: [] })),
     ]);
     $("activity-error").textContent = "";
-    renderActivity(data.events, effectsByRequest(outbox.effects));
+    renderActivity(data.events, outbox.effects);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
       $("activity-error").textContent = `Could not load activity: ${error.message}`;
@@ -650,6 +650,15 @@ function effectButton(effect, action) {
   return button;
 }
 
+function activityEffects(e, byRequest, byKey) {
+  // A call's row: the effects it staged. An effect's "dead" row: while the effect is still
+  // dead, an admin's buttons (notifications and other host-enqueued effects have no call).
+  if (e.action === "call") return e.requestId ? effectBadges(byRequest.get(e.requestId)) : "—";
+  const effect = e.action === "effect.dead" ? byKey.get(e.note) : undefined;
+  if (!effect || effect.status !== "dead" || !(state.me && state.me.admin)) return "—";
+  return h("span", { class: "effect-actions" }, effectButton(effect, "retry"), effectButton(effect, "discard"));
+}
+
 function activityCaller(e) {
   // Attempts are the worker's; a retry or discard is a person's (or the CLI operator's).
   if (e.action === "effect.retry" || e.action === "effect.discard") return e.subject || "operator";
@@ -665,7 +674,9 @@ function activityBadge(e) {
   return h("span", { class: `badge ${style || "badge-tier"}`, text: `effect ${kind}` });
 }
 
-function renderActivity(events, effects = new Map()) {
+function renderActivity(events, outbox = []) {
+  const effects = effectsByRequest(outbox);
+  const byKey = new Map(outbox.map((effect) => [effect.key, effect]));
   const container = $("activity");
   if (events.length === 0) {
     container.replaceChildren(
@@ -684,7 +695,7 @@ function renderActivity(events, effects = new Map()) {
       h("td", { class: "mono", text: [e.code, e.reason].filter(Boolean).join(" · ") || "—" }),
       h("td", { text: activityCaller(e) }),
       h("td", { class: "mono", title: e.requestId || "", text: e.requestId ? `${e.requestId.slice(0, 8)}…` : "—" }),
-      h("td", {}, e.action === "call" && e.requestId ? effectBadges(effects.get(e.requestId)) : "—"),
+      h("td", {}, activityEffects(e, effects, byKey)),
       h("td", { class: "num", text: `${Math.round(e.durationMs)} ms` })
     );
   });
