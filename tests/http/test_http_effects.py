@@ -178,6 +178,7 @@ def test_only_admins_change_effects_and_unknown_keys_are_404(
     for token in ("agent", "approver"):
         refused = post(url, token, f"{key}:retry")
         assert refused.status_code == 403 and refused.json()["reason"] == "insufficient_scope"
+        assert 'scope="admin"' in refused.headers["WWW-Authenticate"]
     assert get(url, "admin", status="dead").json()["effects"][0]["key"] == key
     missing = post(url, "admin", "eff_nope:discard")
     assert missing.status_code == 404 and missing.json()["reason"] == "effect_not_found"

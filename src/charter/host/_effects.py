@@ -417,7 +417,7 @@ class Effects:
                 ErrorCode.AUTHORIZATION_DENIED,
                 f"Only the {self._admin_scope!r} scope may {action} effects.",
                 reason="insufficient_scope",
-                required_scopes=[self._admin_scope],
+                missing=[self._admin_scope],
             )
         try:
             record = await self.store.get_effect(key)

@@ -81,14 +81,14 @@ class ForwardedResult(BaseModel):
             return None
         blocks = output.get("content")
         texts = [
-            block["text"]
+            text
             for block in (blocks if isinstance(blocks, list) else [])
             if isinstance(block, Mapping)
             and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
+            and isinstance(text := block.get("text"), str)
         ]
-        text = "\n".join(t for t in texts if isinstance(t, str)).strip()
-        return text[:_ERROR_TEXT_LIMIT] if text else "The upstream tool reported an error."
+        joined = "\n".join(texts).strip()
+        return joined[:_ERROR_TEXT_LIMIT] if joined else "The upstream tool reported an error."
 
 
 def is_forwarded(tool: Tool[Any, Any, Any]) -> bool:
