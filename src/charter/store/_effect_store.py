@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..effects import EffectRecord, EffectStatus
 from . import _effect_rows as rows
+from ._access import SqlAccess
 from ._connections import run_to_completion
 from ._errors import translated
 from ._types import is_storable
@@ -18,18 +14,8 @@ from ._types import is_storable
 __all__ = ("SqlEffectOutbox",)
 
 
-class SqlEffectOutbox:
+class SqlEffectOutbox(SqlAccess):
     """The outbox half of ``SqlStore``: claim under a lease, finish, list, re-drive."""
-
-    busy_timeout: float
-
-    def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
-        raise NotImplementedError  # SqlStore's
-
-    async def _read(
-        self, statement: sa.Executable, parameters: dict[str, Any] | None = None
-    ) -> list[sa.Row[Any]]:
-        raise NotImplementedError  # SqlStore's
 
     @run_to_completion
     async def claim_effects(

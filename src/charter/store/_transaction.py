@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from types import TracebackType
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..audit import AuditEvent
 from ..effects import EffectRecord
@@ -20,13 +22,13 @@ from ..ledger import (
 )
 from . import _approval_rows as approval_rows
 from . import _effect_rows
-from ._connections import run_to_completion
+from ._connections import ConnectionScope, WriteQueue, run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit
 from ._statements import KEY, Statements, key_parameters, statements
 from ._types import is_storable
 
-__all__ = ("SqlTransaction",)
+__all__ = ("SqlTransaction", "TransactionScope")
 
 # A claim re-reads at most this often when the row it conflicted with vanishes (pruned)
 # or is replaced by a concurrent claim between two statements.
@@ -154,12 +156,17 @@ class SqlTransaction:
         """
         if not is_storable(approval_id) or not expected:
             return False
-        statement = approval_rows.decide(
-            approval_id, expected, status=status, by=decided_by, reason=reason, at=at
-        )
         with translated("deciding an approval"):
-            result = await self._conn.execute(statement, {"history": approval_rows.dump(history)})
-        return result.rowcount == 1
+            return await approval_rows.decide(
+                self._conn,
+                approval_id,
+                expected,
+                status,
+                by=decided_by,
+                reason=reason,
+                at=at,
+                history=history,
+            )
 
     @run_to_completion
     async def get_claim(
@@ -224,3 +231,24 @@ class SqlTransaction:
 
 def _without_key(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k not in KEY}
+
+
+class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
+    """``SqlStore.transaction``: a write ``ConnectionScope`` that enters a ``SqlTransaction``."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, engine: AsyncEngine, wait: float, queue: WriteQueue | None) -> None:
+        """Describe the transaction; it begins on entry."""
+        self._connection = ConnectionScope(engine, wait, queue)
+
+    async def __aenter__(self) -> SqlTransaction:
+        return SqlTransaction(await self._connection.__aenter__())
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._connection.__aexit__(exc_type, exc, tb)
