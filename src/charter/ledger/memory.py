@@ -97,14 +97,8 @@ class MemoryStore(MemoryAuditSink):
         record = self.approvals.get(approval_id)
         if record is None or record.status not in expected:
             return False
-        self.approvals[approval_id] = record.model_copy(
-            update={
-                "status": status,
-                "decided_by": decided_by,
-                "decided_at": at,
-                "decision_reason": reason,
-                "history": history,
-            }
+        self.approvals[approval_id] = record.with_decision(
+            status, decided_by=decided_by, at=at, reason=reason, history=history
         )
         return True
 
@@ -386,14 +380,8 @@ class _MemoryTransaction:
         record = self._approval(approval_id)
         if record is None or record.status not in expected:
             return False
-        self._approvals[approval_id] = record.model_copy(
-            update={
-                "status": status,
-                "decided_by": decided_by,
-                "decided_at": at,
-                "decision_reason": reason,
-                "history": history,
-            }
+        self._approvals[approval_id] = record.with_decision(
+            status, decided_by=decided_by, at=at, reason=reason, history=history
         )
         return True
 

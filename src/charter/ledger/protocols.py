@@ -16,10 +16,52 @@ from ..audit import AuditEvent
 from ..effects import EffectRecord
 from ..errors import ToolError
 from ..outcome import ApprovalStatus
-from .approvals import ApprovalDecision, ApprovalRecord, ApprovalStore
+from .approvals import ApprovalDecision, ApprovalRecord
 from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
-__all__ = ("FaultHook", "FaultPoint", "LedgerStore", "LedgerTransaction")
+__all__ = ("ApprovalStore", "FaultHook", "FaultPoint", "LedgerStore", "LedgerTransaction")
+
+
+class ApprovalStore(Protocol):
+    """Protocol: where approvals are kept (every ``LedgerStore`` is one)."""
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert a pending approval, or return the one already made for its request."""
+        ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """Read an approval by id."""
+        ...
+
+    async def find_approval(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """Read the approval made for one request."""
+        ...
+
+    async def list_approvals(
+        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+    ) -> list[ApprovalRecord]:
+        """List a tenant's approvals, newest first."""
+        ...
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """Change an approval's status if it is still in ``expected`` (compare-and-set).
+
+        ``history`` is the record's new history (the caller appends this decision to the
+        history it read with the expected status).
+        """
+        ...
 
 
 class LedgerTransaction(Protocol):
