@@ -39,14 +39,7 @@ from ..errors import ErrorCode
 from ..harness.names import model_names
 from ..host import CallOptions, Host, derive_request_id
 from ..manifest import RegisteredTool
-from ..outcome import (
-    Completed,
-    Deferred,
-    Denied,
-    Failed,
-    InteractionRequired,
-    ToolOutcome,
-)
+from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
 from ..policy import InvocationControls
 from ..registry import finish_output
 

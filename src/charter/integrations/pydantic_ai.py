@@ -52,14 +52,7 @@ from ..errors import ErrorCode
 from ..harness.names import ModelNames, model_names
 from ..host import CallOptions, Host, derive_request_id
 from ..manifest import RegisteredTool
-from ..outcome import (
-    Completed,
-    Deferred,
-    Denied,
-    Failed,
-    InteractionRequired,
-    ToolOutcome,
-)
+from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
 from ..policy import InvocationControls
 
 __all__ = ("CharterToolset",)
