@@ -8,7 +8,7 @@ from datetime import datetime
 from types import TracebackType
 
 from ..audit import AuditEvent, MemoryAuditSink
-from ..effects import EffectRecord, EffectStatus
+from ..effects import EffectRecord, EffectStatus, changes
 from ..errors import StoreBusy, ToolError
 from ..outcome import ApprovalStatus
 from .approvals import ApprovalDecision, ApprovalRecord
@@ -200,15 +200,7 @@ class MemoryStore(MemoryAuditSink):
         if record is None or record.status != "pending" or record.leased_by != worker:
             return False
         self.effects[key] = record.model_copy(
-            update={
-                "status": status,
-                "next_attempt_at": next_attempt_at or record.next_attempt_at,
-                "lease_until": None,
-                "leased_by": None,
-                "last_error": error,
-                "updated_at": at,
-                "delivered_at": at if status == "delivered" else None,
-            }
+            update=changes.finished(status, next_attempt_at=next_attempt_at, error=error, at=at)
         )
         return True
 
@@ -238,33 +230,17 @@ class MemoryStore(MemoryAuditSink):
     async def redrive_effect(self, key: str, *, now: datetime) -> bool:
         """Make a dead or discarded effect pending again, with fresh attempts."""
         record = self.effects.get(key)
-        if record is None or record.status not in ("dead", "discarded"):
+        if record is None or record.status not in changes.REDRIVABLE:
             return False
-        self.effects[key] = record.model_copy(
-            update={
-                "status": "pending",
-                "attempts": 0,
-                "next_attempt_at": now,
-                "lease_until": None,
-                "leased_by": None,
-                "updated_at": now,
-            }
-        )
+        self.effects[key] = record.model_copy(update=changes.redriven(now))
         return True
 
     async def discard_effect(self, key: str, *, now: datetime) -> bool:
         """Give up on a pending or dead effect."""
         record = self.effects.get(key)
-        if record is None or record.status not in ("pending", "dead"):
+        if record is None or record.status not in changes.DISCARDABLE:
             return False
-        self.effects[key] = record.model_copy(
-            update={
-                "status": "discarded",
-                "lease_until": None,
-                "leased_by": None,
-                "updated_at": now,
-            }
-        )
+        self.effects[key] = record.model_copy(update=changes.discarded(now))
         return True
 
     async def effect_backlog(self) -> tuple[int, datetime | None]:

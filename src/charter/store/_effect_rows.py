@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..effects import EffectRecord, EffectStatus
+from ..effects import EffectRecord, EffectStatus, changes
 from ._schema import effects
 from ._statements import insert
 
@@ -88,20 +88,10 @@ async def finish(
     at: datetime,
 ) -> bool:
     """Record an attempt's result if ``worker`` still holds the lease."""
-    values: dict[str, Any] = {
-        "status": status,
-        "lease_until": None,
-        "leased_by": None,
-        "last_error": error,
-        "updated_at": at,
-        "delivered_at": at if status == "delivered" else None,
-    }
-    if next_attempt_at is not None:
-        values["next_attempt_at"] = next_attempt_at
     result = await conn.execute(
         sa.update(effects)
         .where(_e.key == key, _e.status == "pending", _e.leased_by == worker, _no_flush(conn))
-        .values(**values)
+        .values(**changes.finished(status, next_attempt_at=next_attempt_at, error=error, at=at))
     )
     return result.rowcount == 1
 
@@ -142,15 +132,8 @@ async def redrive(conn: AsyncConnection, key: str, now: datetime) -> bool:
     """A dead or discarded effect pending again with fresh attempts."""
     result = await conn.execute(
         sa.update(effects)
-        .where(_e.key == key, _e.status.in_(("dead", "discarded")))
-        .values(
-            status="pending",
-            attempts=0,
-            next_attempt_at=now,
-            lease_until=None,
-            leased_by=None,
-            updated_at=now,
-        )
+        .where(_e.key == key, _e.status.in_(changes.REDRIVABLE))
+        .values(**changes.redriven(now))
     )
     return result.rowcount == 1
 
@@ -159,8 +142,8 @@ async def discard(conn: AsyncConnection, key: str, now: datetime) -> bool:
     """A pending or dead effect discarded."""
     result = await conn.execute(
         sa.update(effects)
-        .where(_e.key == key, _e.status.in_(("pending", "dead")))
-        .values(status="discarded", lease_until=None, leased_by=None, updated_at=now)
+        .where(_e.key == key, _e.status.in_(changes.DISCARDABLE))
+        .values(**changes.discarded(now))
     )
     return result.rowcount == 1
 
