@@ -6,6 +6,7 @@ import asyncio
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
+from typing import Any
 
 from ..audit import AuditEvent, MemoryAuditSink
 from ..effects import EffectRecord, EffectStatus, changes
@@ -229,18 +230,20 @@ class MemoryStore(MemoryAuditSink):
 
     async def redrive_effect(self, key: str, *, now: datetime) -> bool:
         """Make a dead or discarded effect pending again, with fresh attempts."""
-        record = self.effects.get(key)
-        if record is None or record.status not in changes.REDRIVABLE:
-            return False
-        self.effects[key] = record.model_copy(update=changes.redriven(now))
-        return True
+        return self._change_effect(key, changes.REDRIVABLE, changes.redriven(now))
 
     async def discard_effect(self, key: str, *, now: datetime) -> bool:
         """Give up on a pending or dead effect."""
+        return self._change_effect(key, changes.DISCARDABLE, changes.discarded(now))
+
+    def _change_effect(
+        self, key: str, allowed: tuple[EffectStatus, ...], fields: dict[str, Any]
+    ) -> bool:
+        """Set ``fields`` on the effect if its status is one of ``allowed``; whether it did."""
         record = self.effects.get(key)
-        if record is None or record.status not in changes.DISCARDABLE:
+        if record is None or record.status not in allowed:
             return False
-        self.effects[key] = record.model_copy(update=changes.discarded(now))
+        self.effects[key] = record.model_copy(update=fields)
         return True
 
     async def effect_backlog(self) -> tuple[int, datetime | None]:

@@ -130,20 +130,20 @@ def listing(
 
 async def redrive(conn: AsyncConnection, key: str, now: datetime) -> bool:
     """A dead or discarded effect pending again with fresh attempts."""
-    result = await conn.execute(
-        sa.update(effects)
-        .where(_e.key == key, _e.status.in_(changes.REDRIVABLE))
-        .values(**changes.redriven(now))
-    )
-    return result.rowcount == 1
+    return await _change(conn, key, changes.REDRIVABLE, changes.redriven(now))
 
 
 async def discard(conn: AsyncConnection, key: str, now: datetime) -> bool:
     """A pending or dead effect discarded."""
+    return await _change(conn, key, changes.DISCARDABLE, changes.discarded(now))
+
+
+async def _change(
+    conn: AsyncConnection, key: str, allowed: tuple[EffectStatus, ...], fields: dict[str, Any]
+) -> bool:
+    """Set ``fields`` on the effect if its status is one of ``allowed``; whether it did."""
     result = await conn.execute(
-        sa.update(effects)
-        .where(_e.key == key, _e.status.in_(changes.DISCARDABLE))
-        .values(**changes.discarded(now))
+        sa.update(effects).where(_e.key == key, _e.status.in_(allowed)).values(**fields)
     )
     return result.rowcount == 1
 
