@@ -4,8 +4,9 @@
 - ``approvals``: approval records, bound to one exact command, and their decisions.
 - ``approval_service``: ``Approvals``, the service that asks for, checks and decides
   approvals, and ``ApprovalNotices``, what must follow each change.
-- ``protocols``: ``LedgerStore``, ``ApprovalStore`` and ``LedgerTransaction``, what a store
-  implements (``charter.store.SqlStore`` on SQLite and PostgreSQL; ``MemoryStore`` here).
+- ``protocols``: ``LedgerStore``, ``ApprovalStore`` and ``LedgerTransaction`` (both make the
+  ``ApprovalWrites``), what a store implements (``charter.store.SqlStore`` on SQLite and
+  PostgreSQL; ``MemoryStore`` here).
 - ``gate``: ``LedgerGate``, which admits a call (replay, confirmation, approval) and runs
   it in one transaction (claim, approval consumed, handler writes, outcome, audit).
 - ``memory``: ``MemoryStore``, the in-memory store for tests and examples (not durable).
@@ -22,6 +23,7 @@ from .gate import LedgerGate as LedgerGate
 from .gate import LedgerKey as LedgerKey
 from .memory import MemoryStore as MemoryStore
 from .protocols import ApprovalStore as ApprovalStore
+from .protocols import ApprovalWrites as ApprovalWrites
 from .protocols import FaultHook as FaultHook
 from .protocols import FaultPoint as FaultPoint
 from .protocols import LedgerStore as LedgerStore
@@ -37,6 +39,7 @@ __all__ = (
     "ApprovalRecord",
     "ApprovalStatus",
     "ApprovalStore",
+    "ApprovalWrites",
     "Approvals",
     "ClaimRecord",
     "DeferredRecord",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus
 from . import _approval_rows as rows
@@ -11,11 +15,20 @@ from ._connections import run_to_completion
 from ._errors import translated
 from ._types import is_storable
 
-__all__ = ("SqlApprovalStore",)
+__all__ = ("SqlApprovalStore", "SqlApprovalWrites")
 
 
-class SqlApprovalStore(SqlAccess):
-    """The approvals half of ``SqlStore``: insert, read, list and decide approvals."""
+class SqlApprovalWrites:
+    """The approval writes (``ApprovalWrites``), on the connection the holder writes with.
+
+    ``SqlStore`` writes each in a transaction of its own; ``SqlTransaction`` in itself.
+    """
+
+    __slots__ = ()
+
+    def _writing(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """The connection to write with, its errors translated as ``action``."""
+        raise NotImplementedError
 
     @run_to_completion
     async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
@@ -26,9 +39,50 @@ class SqlApprovalStore(SqlAccess):
         Raises:
             UnstorableValue: A field holds a NUL character or an unpaired surrogate.
         """
+        async with self._writing("inserting an approval") as conn:
+            return await rows.insert_or_read(conn, record)
+
+    @run_to_completion
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """Change an approval's status if it is still in ``expected`` (compare-and-set).
+
+        Raises:
+            UnstorableValue: ``decided_by`` or ``reason`` holds a NUL character.
+        """
+        if not is_storable(approval_id) or not expected:
+            return False
+        async with self._writing("deciding an approval") as conn:
+            return await rows.decide(
+                conn,
+                approval_id,
+                expected,
+                status,
+                by=decided_by,
+                reason=reason,
+                at=at,
+                history=history,
+            )
+
+
+class SqlApprovalStore(SqlAccess, SqlApprovalWrites):
+    """The approvals half of ``SqlStore``: insert, read, list and decide approvals."""
+
+    @asynccontextmanager
+    async def _writing(self, action: str) -> AsyncIterator[AsyncConnection]:
+        """A write transaction of its own, its errors translated as ``action``."""
         async with self._connection(self.busy_timeout) as conn:
-            with translated("inserting an approval"):
-                return await rows.insert_or_read(conn, record)
+            with translated(action):
+                yield conn
 
     @run_to_completion
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
@@ -54,35 +108,3 @@ class SqlApprovalStore(SqlAccess):
         if limit <= 0 or not is_storable(tenant_id):
             return []
         return [rows.record(row) for row in await self._read(rows.newest(tenant_id, status, limit))]
-
-    @run_to_completion
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        """Change an approval's status if it is still in ``expected`` (compare-and-set).
-
-        Raises:
-            UnstorableValue: ``decided_by`` or ``reason`` holds a NUL character.
-        """
-        if not is_storable(approval_id) or not expected:
-            return False
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("deciding an approval"):
-                return await rows.decide(
-                    conn,
-                    approval_id,
-                    expected,
-                    status,
-                    by=decided_by,
-                    reason=reason,
-                    at=at,
-                    history=history,
-                )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -13,15 +14,12 @@ from ..audit import AuditEvent
 from ..effects import EffectRecord
 from ..errors import StoreBusy, StoreError, ToolError
 from ..ledger import (
-    ApprovalDecision,
-    ApprovalRecord,
-    ApprovalStatus,
     ClaimRecord,
     DeferredRecord,
     LedgerEntry,
 )
-from . import _approval_rows as approval_rows
 from . import _effect_rows
+from ._approval_store import SqlApprovalWrites
 from ._connections import ConnectionScope, WriteQueue, run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit
@@ -35,7 +33,7 @@ __all__ = ("SqlTransaction", "TransactionScope")
 _CLAIM_ATTEMPTS = 3
 
 
-class SqlTransaction:
+class SqlTransaction(SqlApprovalWrites):
     """A ``LedgerTransaction`` on one SQLAlchemy connection; the store commits or rolls back."""
 
     __slots__ = ("_conn", "_sql")
@@ -59,6 +57,12 @@ class SqlTransaction:
         with the same request id. None for any other exception.
         """
         return transient_tool_error(exc)
+
+    @asynccontextmanager
+    async def _writing(self, action: str) -> AsyncIterator[AsyncConnection]:
+        """This transaction's connection, its errors translated as ``action``."""
+        with translated(action):
+            yield self._conn
 
     @run_to_completion
     async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:
@@ -126,47 +130,6 @@ class SqlTransaction:
                 {"key_id": approval_id, "now": now, "consumed_by": request_id},
             )
         return result.rowcount == 1
-
-    @run_to_completion
-    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
-        """Insert a pending approval in this transaction, or read its request's own.
-
-        Raises:
-            UnstorableValue: A field holds a NUL character or an unpaired surrogate.
-        """
-        with translated("inserting an approval"):
-            return await approval_rows.insert_or_read(self._conn, record)
-
-    @run_to_completion
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        """Compare-and-set an approval's decision in this transaction; whether it changed.
-
-        Raises:
-            UnstorableValue: ``decided_by`` or ``reason`` holds a NUL character.
-        """
-        if not is_storable(approval_id) or not expected:
-            return False
-        with translated("deciding an approval"):
-            return await approval_rows.decide(
-                self._conn,
-                approval_id,
-                expected,
-                status,
-                by=decided_by,
-                reason=reason,
-                at=at,
-                history=history,
-            )
 
     @run_to_completion
     async def get_claim(
