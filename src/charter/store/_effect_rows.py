@@ -77,21 +77,12 @@ async def claim(
     return [record(row) for row in await conn.execute(statement)]
 
 
-async def finish(
-    conn: AsyncConnection,
-    key: str,
-    *,
-    worker: str,
-    status: EffectStatus,
-    next_attempt_at: datetime | None,
-    error: str | None,
-    at: datetime,
-) -> bool:
-    """Record an attempt's result if ``worker`` still holds the lease."""
+async def finish(conn: AsyncConnection, key: str, worker: str, fields: dict[str, Any]) -> bool:
+    """Set an attempt's result (``changes.finished``) if ``worker`` still holds the lease."""
     result = await conn.execute(
         sa.update(effects)
         .where(_e.key == key, _e.status == "pending", _e.leased_by == worker, _no_flush(conn))
-        .values(**changes.finished(status, next_attempt_at=next_attempt_at, error=error, at=at))
+        .values(**fields)
     )
     return result.rowcount == 1
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..effects import EffectRecord, EffectStatus
+from ..effects import EffectRecord, EffectStatus, changes
 from . import _effect_rows as rows
 from ._access import SqlAccess
 from ._connections import run_to_completion
@@ -44,17 +44,11 @@ class SqlEffectOutbox(SqlAccess):
         """Record an attempt's result if ``worker`` still holds the effect's lease."""
         if not is_storable(key, worker):
             return False
+        error = None if error is None else _storable(error)
+        fields = changes.finished(status, next_attempt_at=next_attempt_at, error=error, at=at)
         async with self._connection(self.busy_timeout) as conn:
             with translated("recording an effect attempt"):
-                return await rows.finish(
-                    conn,
-                    key,
-                    worker=worker,
-                    status=status,
-                    next_attempt_at=next_attempt_at,
-                    error=None if error is None else _storable(error),
-                    at=at,
-                )
+                return await rows.finish(conn, key, worker, fields)
 
     @run_to_completion
     async def get_effect(self, key: str) -> EffectRecord | None:
