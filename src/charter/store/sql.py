@@ -6,7 +6,6 @@ import enum
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Self
 
 import sqlalchemy as sa
@@ -111,12 +110,8 @@ class SqlStore(SqlApprovalStore, SqlAuditLog, SqlApiKeys, SqlBudgets, SqlEffectO
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
+        # Closes the same way whether or not the block raised.
         await self.aclose()
 
     async def open(self) -> None:
