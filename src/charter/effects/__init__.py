@@ -3,6 +3,7 @@
 - ``effect``/``Effect``: a named async ``fn(payload, key)``, registered on the ``Registry``.
 - ``records``: ``EffectRecord``, its status, and ``effect_key``.
 - ``protocols``: ``EffectStore``, what a store keeps of the outbox.
+- ``changes``: the outbox's changes of a delivery (finish, re-drive, discard), for stores.
 
 The delivery (fast path after commit, workers, retries) lives in ``charter.host``.
 """

@@ -37,18 +37,11 @@ from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..harness.names import model_names
-from ..host import CallOptions, Host, derive_request_id
+from ..host import Host
 from ..manifest import RegisteredTool
-from ..outcome import (
-    Completed,
-    Deferred,
-    Denied,
-    Failed,
-    InteractionRequired,
-    ToolOutcome,
-)
-from ..policy import InvocationControls
+from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
 from ..registry import finish_output
+from ._calls import model_call
 
 __all__ = ("CharterTool", "charter_tools")
 
@@ -129,13 +122,11 @@ class CharterTool(BaseTool):
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         arguments: dict[str, Any] = kwargs.get("arguments", {})
         call_id: str = kwargs.get("call_id") or uuid.uuid4().hex
-        request_id = derive_request_id(self.session_id, call_id)
-        controls = InvocationControls.model_validate({"requestId": request_id})
-        options = CallOptions(
-            audience=self.audience,
-            session_id=self.session_id,
-            call_id=call_id,
+        request_id, controls, options = model_call(
+            self.session_id,
+            call_id,
             invocation_id=f"lc_{call_id}",
+            audience=self.audience,
             model_name=self.name,
         )
         tool = self.registered.name

@@ -50,17 +50,10 @@ from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..harness.names import ModelNames, model_names
-from ..host import CallOptions, Host, derive_request_id
+from ..host import Host
 from ..manifest import RegisteredTool
-from ..outcome import (
-    Completed,
-    Deferred,
-    Denied,
-    Failed,
-    InteractionRequired,
-    ToolOutcome,
-)
-from ..policy import InvocationControls
+from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
+from ._calls import model_call
 
 __all__ = ("CharterToolset",)
 
@@ -149,13 +142,11 @@ class CharterToolset(AbstractToolset[Any]):
         called = name
         name = self._names().tool_name(called) or called
         call_id = ctx.tool_call_id or uuid.uuid4().hex
-        request_id = derive_request_id(self.session_id, call_id)
-        controls = InvocationControls.model_validate({"requestId": request_id})
-        options = CallOptions(
-            audience=self.audience,
-            session_id=self.session_id,
-            call_id=call_id,
+        request_id, controls, options = model_call(
+            self.session_id,
+            call_id,
             invocation_id=f"pai_{call_id}",
+            audience=self.audience,
             model_name=called,
         )
         if not ctx.tool_call_approved:

@@ -33,7 +33,8 @@ from ._answers import (
     unavailable,
 )
 from ._claims import claim_factory
-from .approvals import ApprovalRecord, Approvals
+from .approval_service import Approvals
+from .approvals import ApprovalRecord
 from .outbox import EffectOutbox, StagedEffects
 from .protocols import FaultHook, FaultPoint, LedgerStore, LedgerTransaction
 from .records import ActionStatus, DeferredRecord, LedgerEntry

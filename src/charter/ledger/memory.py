@@ -6,9 +6,10 @@ import asyncio
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
+from typing import Any
 
 from ..audit import AuditEvent, MemoryAuditSink
-from ..effects import EffectRecord, EffectStatus
+from ..effects import EffectRecord, EffectStatus, changes
 from ..errors import StoreBusy, ToolError
 from ..outcome import ApprovalStatus
 from .approvals import ApprovalDecision, ApprovalRecord
@@ -97,14 +98,8 @@ class MemoryStore(MemoryAuditSink):
         record = self.approvals.get(approval_id)
         if record is None or record.status not in expected:
             return False
-        self.approvals[approval_id] = record.model_copy(
-            update={
-                "status": status,
-                "decided_by": decided_by,
-                "decided_at": at,
-                "decision_reason": reason,
-                "history": history,
-            }
+        self.approvals[approval_id] = record.with_decision(
+            status, decided_by=decided_by, at=at, reason=reason, history=history
         )
         return True
 
@@ -206,15 +201,7 @@ class MemoryStore(MemoryAuditSink):
         if record is None or record.status != "pending" or record.leased_by != worker:
             return False
         self.effects[key] = record.model_copy(
-            update={
-                "status": status,
-                "next_attempt_at": next_attempt_at or record.next_attempt_at,
-                "lease_until": None,
-                "leased_by": None,
-                "last_error": error,
-                "updated_at": at,
-                "delivered_at": at if status == "delivered" else None,
-            }
+            update=changes.finished(status, next_attempt_at=next_attempt_at, error=error, at=at)
         )
         return True
 
@@ -243,34 +230,20 @@ class MemoryStore(MemoryAuditSink):
 
     async def redrive_effect(self, key: str, *, now: datetime) -> bool:
         """Make a dead or discarded effect pending again, with fresh attempts."""
-        record = self.effects.get(key)
-        if record is None or record.status not in ("dead", "discarded"):
-            return False
-        self.effects[key] = record.model_copy(
-            update={
-                "status": "pending",
-                "attempts": 0,
-                "next_attempt_at": now,
-                "lease_until": None,
-                "leased_by": None,
-                "updated_at": now,
-            }
-        )
-        return True
+        return self._change_effect(key, changes.REDRIVABLE, changes.redriven(now))
 
     async def discard_effect(self, key: str, *, now: datetime) -> bool:
         """Give up on a pending or dead effect."""
+        return self._change_effect(key, changes.DISCARDABLE, changes.discarded(now))
+
+    def _change_effect(
+        self, key: str, allowed: tuple[EffectStatus, ...], fields: dict[str, Any]
+    ) -> bool:
+        """Set ``fields`` on the effect if its status is one of ``allowed``; whether it did."""
         record = self.effects.get(key)
-        if record is None or record.status not in ("pending", "dead"):
+        if record is None or record.status not in allowed:
             return False
-        self.effects[key] = record.model_copy(
-            update={
-                "status": "discarded",
-                "lease_until": None,
-                "leased_by": None,
-                "updated_at": now,
-            }
-        )
+        self.effects[key] = record.model_copy(update=fields)
         return True
 
     async def prune_effects(self, before: datetime, *, batch_size: int = 500) -> int:
@@ -399,14 +372,8 @@ class _MemoryTransaction:
         record = self._approval(approval_id)
         if record is None or record.status not in expected:
             return False
-        self._approvals[approval_id] = record.model_copy(
-            update={
-                "status": status,
-                "decided_by": decided_by,
-                "decided_at": at,
-                "decision_reason": reason,
-                "history": history,
-            }
+        self._approvals[approval_id] = record.with_decision(
+            status, decided_by=decided_by, at=at, reason=reason, history=history
         )
         return True
 

@@ -1,7 +1,8 @@
 """The store protocols: what the ledger gate needs of a store and of one transaction.
 
 A store implements ``LedgerStore`` (which includes ``ApprovalStore``); its write
-transaction implements ``LedgerTransaction``. ``charter.testing.STORE_CHECKS`` is the
+transaction implements ``LedgerTransaction``; both make the ``ApprovalWrites``, the
+transaction within itself. ``charter.testing.STORE_CHECKS`` is the
 contract an implementation must keep (docs/ledger.md, "Writing a store").
 """
 
@@ -16,14 +17,74 @@ from ..audit import AuditEvent
 from ..effects import EffectRecord
 from ..errors import ToolError
 from ..outcome import ApprovalStatus
-from .approvals import ApprovalDecision, ApprovalRecord, ApprovalStore
+from .approvals import ApprovalDecision, ApprovalRecord
 from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
-__all__ = ("FaultHook", "FaultPoint", "LedgerStore", "LedgerTransaction")
+__all__ = (
+    "ApprovalStore",
+    "ApprovalWrites",
+    "FaultHook",
+    "FaultPoint",
+    "LedgerStore",
+    "LedgerTransaction",
+)
 
 
-class LedgerTransaction(Protocol):
-    """Protocol: one write transaction; everything in it commits or rolls back together."""
+class ApprovalWrites(Protocol):
+    """Protocol: the approval writes a store makes on its own and a transaction within itself.
+
+    ``ApprovalStore`` and ``LedgerTransaction`` both include them; in a transaction, what
+    follows the write (notifications) commits with it.
+    """
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert a pending approval, or return the one already made for its request."""
+        ...
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """Change an approval's status if it is still in ``expected`` (compare-and-set).
+
+        ``history`` is the record's new history (the caller appends this decision to the
+        history it read with the expected status).
+        """
+        ...
+
+
+class ApprovalStore(ApprovalWrites, Protocol):
+    """Protocol: where approvals are kept (every ``LedgerStore`` is one)."""
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """Read an approval by id."""
+        ...
+
+    async def find_approval(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """Read the approval made for one request."""
+        ...
+
+    async def list_approvals(
+        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+    ) -> list[ApprovalRecord]:
+        """List a tenant's approvals, newest first."""
+        ...
+
+
+class LedgerTransaction(ApprovalWrites, Protocol):
+    """Protocol: one write transaction; everything in it commits or rolls back together.
+
+    Its approval writes (``ApprovalWrites``) commit or roll back with the rest.
+    """
 
     @property
     def connection(self) -> object:
@@ -52,24 +113,6 @@ class LedgerTransaction(Protocol):
 
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
         """Mark an approved, unexpired approval consumed; False if it no longer is."""
-        ...
-
-    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
-        """``ApprovalStore.insert_approval`` in this transaction (what follows commits with it)."""
-        ...
-
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        """``ApprovalStore.decide_approval`` in this transaction."""
         ...
 
     async def get_claim(

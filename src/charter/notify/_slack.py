@@ -9,11 +9,9 @@ characters a section's text, 10 fields of 2,000 each, 150 for a header.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from ..host._notices import ApprovalEvent
-from ..ledger.approvals import ApprovalChange
 from ._http import HttpNotifier
 
 __all__ = ("SLACK_LIMITS", "Slack", "escape_mrkdwn")
@@ -70,25 +68,12 @@ def _code(text: str, limit: int) -> str:
 
 
 class Slack(HttpNotifier):
-    """Posts each event as a Block Kit message to a Slack incoming webhook."""
+    """Posts each event as a Block Kit message to a Slack incoming webhook.
+
+    Built like ``HttpNotifier``; the webhook URL is a secret: keep it in the environment.
+    """
 
     kind = "slack"
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        tenants: Iterable[str] | None = None,
-        events: Iterable[ApprovalChange] | None = None,
-        name: str | None = None,
-        timeout: float = 10.0,
-    ) -> None:
-        """Post to the incoming-webhook ``url`` (a secret: keep it in the environment).
-
-        Raises:
-            ConfigurationError: the URL is not http(s), or a routing option is invalid.
-        """
-        super().__init__(url, tenants=tenants, events=events, name=name, timeout=timeout)
 
     def message(self, event: ApprovalEvent) -> dict[str, Any]:
         """The Block Kit message of an event, within Block Kit's limits."""

@@ -290,12 +290,10 @@ class Registry:
         self, name: str, arguments: object, ctx: ToolContext
     ) -> PreparedAction | Failed:
         """Validate input once and resolve the action target; returns a single-use action."""
-        registered = self.get(name) if isinstance(name, str) else None
-        if registered is None:
-            return self.not_found(name if isinstance(name, str) else repr(name))
-        parsed = self.validate_input(registered, arguments)
-        if isinstance(parsed, Failed):
-            return parsed
+        found = self._parse(name, arguments)
+        if isinstance(found, Failed):
+            return found
+        registered, parsed = found
         target = await resolve_target(registered, parsed, ctx)
         if isinstance(target, Failed):
             return target
@@ -316,13 +314,21 @@ class Registry:
 
     async def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolOutcome:
         """Validate input, run the handler, validate output; always returns an outcome."""
+        found = self._parse(name, arguments)
+        if isinstance(found, Failed):
+            return found
+        registered, parsed = found
+        return await self._run(registered, parsed, ctx)
+
+    def _parse(self, name: object, arguments: object) -> tuple[RegisteredTool, BaseModel] | Failed:
+        """The named tool and its parsed input, or why not (no such tool, invalid input)."""
         registered = self.get(name) if isinstance(name, str) else None
         if registered is None:
             return self.not_found(name if isinstance(name, str) else repr(name))
         parsed = self.validate_input(registered, arguments)
         if isinstance(parsed, Failed):
             return parsed
-        return await self._run(registered, parsed, ctx)
+        return registered, parsed
 
     def validate_input(self, registered: RegisteredTool, arguments: object) -> BaseModel | Failed:
         """Parse ``arguments`` with the tool's input model; issues never echo the values."""

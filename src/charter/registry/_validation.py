@@ -25,15 +25,7 @@ from .._shortcuts import built
 from .._wording import new_error_id
 from ..errors import ErrorCode
 from ..manifest import RegisteredTool
-from ..outcome import (
-    Completed,
-    Deferred,
-    Denied,
-    Failed,
-    InteractionRequired,
-    ToolOutcome,
-    failed,
-)
+from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome, failed
 
 __all__ = ("finish_output", "validate_input")
 

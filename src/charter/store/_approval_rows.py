@@ -57,17 +57,23 @@ def newest(tenant_id: str, status: ApprovalStatus | None, limit: int) -> sa.Sele
     return statement if status is None else statement.where(_c.status == status)
 
 
-def decide(
+async def decide(
+    conn: AsyncConnection,
     approval_id: str,
     expected: Sequence[ApprovalStatus],
-    *,
     status: ApprovalStatus,
+    *,
     by: str,
     reason: str | None,
     at: datetime,
-) -> sa.Update:
-    """Set a decision if the status is still one of ``expected``; bind ``history``."""
-    return (
+    history: Sequence[ApprovalDecision],
+) -> bool:
+    """Set a decision and the new history if the status is still one of ``expected``.
+
+    Returns whether the approval changed (compare-and-set: of concurrent deciders on the
+    same expected status, one wins).
+    """
+    statement = (
         sa.update(approvals)
         .where(_c.id == approval_id, _c.status.in_(expected))
         .values(
@@ -78,6 +84,7 @@ def decide(
             history=sa.bindparam("history", type_=approvals.c.history.type),
         )
     )
+    return (await conn.execute(statement, {"history": dump(history)})).rowcount == 1
 
 
 async def insert_or_read(conn: AsyncConnection, new: ApprovalRecord) -> ApprovalRecord:

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..effects import EffectRecord, EffectStatus
+from ..effects import EffectRecord, EffectStatus, changes
 from ._schema import effects
 from ._statements import insert
 
@@ -77,31 +77,12 @@ async def claim(
     return [record(row) for row in await conn.execute(statement)]
 
 
-async def finish(
-    conn: AsyncConnection,
-    key: str,
-    *,
-    worker: str,
-    status: EffectStatus,
-    next_attempt_at: datetime | None,
-    error: str | None,
-    at: datetime,
-) -> bool:
-    """Record an attempt's result if ``worker`` still holds the lease."""
-    values: dict[str, Any] = {
-        "status": status,
-        "lease_until": None,
-        "leased_by": None,
-        "last_error": error,
-        "updated_at": at,
-        "delivered_at": at if status == "delivered" else None,
-    }
-    if next_attempt_at is not None:
-        values["next_attempt_at"] = next_attempt_at
+async def finish(conn: AsyncConnection, key: str, worker: str, fields: dict[str, Any]) -> bool:
+    """Set an attempt's result (``changes.finished``) if ``worker`` still holds the lease."""
     result = await conn.execute(
         sa.update(effects)
         .where(_e.key == key, _e.status == "pending", _e.leased_by == worker, _no_flush(conn))
-        .values(**values)
+        .values(**fields)
     )
     return result.rowcount == 1
 
@@ -140,27 +121,20 @@ def listing(
 
 async def redrive(conn: AsyncConnection, key: str, now: datetime) -> bool:
     """A dead or discarded effect pending again with fresh attempts."""
-    result = await conn.execute(
-        sa.update(effects)
-        .where(_e.key == key, _e.status.in_(("dead", "discarded")))
-        .values(
-            status="pending",
-            attempts=0,
-            next_attempt_at=now,
-            lease_until=None,
-            leased_by=None,
-            updated_at=now,
-        )
-    )
-    return result.rowcount == 1
+    return await _change(conn, key, changes.REDRIVABLE, changes.redriven(now))
 
 
 async def discard(conn: AsyncConnection, key: str, now: datetime) -> bool:
     """A pending or dead effect discarded."""
+    return await _change(conn, key, changes.DISCARDABLE, changes.discarded(now))
+
+
+async def _change(
+    conn: AsyncConnection, key: str, allowed: tuple[EffectStatus, ...], fields: dict[str, Any]
+) -> bool:
+    """Set ``fields`` on the effect if its status is one of ``allowed``; whether it did."""
     result = await conn.execute(
-        sa.update(effects)
-        .where(_e.key == key, _e.status.in_(("pending", "dead")))
-        .values(status="discarded", lease_until=None, leased_by=None, updated_at=now)
+        sa.update(effects).where(_e.key == key, _e.status.in_(allowed)).values(**fields)
     )
     return result.rowcount == 1
 

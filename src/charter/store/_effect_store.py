@@ -2,38 +2,21 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from ..effects import EffectRecord, EffectStatus
+from ..effects import EffectRecord, EffectStatus, changes
 from . import _effect_rows as rows
+from ._access import SqlAccess
 from ._connections import run_to_completion
 from ._errors import translated
-from ._retention import PruneBatch, prune_finished_effects
+from ._retention import prune_finished_effects
 from ._types import is_storable
 
 __all__ = ("SqlEffectOutbox",)
 
 
-class SqlEffectOutbox:
+class SqlEffectOutbox(SqlAccess):
     """The outbox half of ``SqlStore``: claim under a lease, finish, list, re-drive."""
-
-    busy_timeout: float
-
-    def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
-        raise NotImplementedError  # SqlStore's
-
-    async def _read(
-        self, statement: sa.Executable, parameters: dict[str, Any] | None = None
-    ) -> list[sa.Row[Any]]:
-        raise NotImplementedError  # SqlStore's
-
-    async def _prune_in_batches(self, batch: PruneBatch, before: datetime, batch_size: int) -> int:
-        raise NotImplementedError  # SqlStore's
 
     @run_to_completion
     async def claim_effects(
@@ -62,17 +45,11 @@ class SqlEffectOutbox:
         """Record an attempt's result if ``worker`` still holds the effect's lease."""
         if not is_storable(key, worker):
             return False
+        error = None if error is None else _storable(error)
+        fields = changes.finished(status, next_attempt_at=next_attempt_at, error=error, at=at)
         async with self._connection(self.busy_timeout) as conn:
             with translated("recording an effect attempt"):
-                return await rows.finish(
-                    conn,
-                    key,
-                    worker=worker,
-                    status=status,
-                    next_attempt_at=next_attempt_at,
-                    error=None if error is None else _storable(error),
-                    at=at,
-                )
+                return await rows.finish(conn, key, worker, fields)
 
     @run_to_completion
     async def get_effect(self, key: str) -> EffectRecord | None:

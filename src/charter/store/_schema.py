@@ -37,17 +37,32 @@ metadata = sa.MetaData(
     }
 )
 
+
+def _request_key() -> tuple[sa.Column[str], ...]:
+    """The primary key of a row about one request: tenant, principal, request id."""
+    return (
+        sa.Column("tenant_id", SafeText, primary_key=True),
+        sa.Column("principal_id", SafeText, primary_key=True),
+        sa.Column("request_id", SafeText, primary_key=True),
+    )
+
+
+def _bound_command() -> tuple[sa.Column[str], ...]:
+    """The exact command a row is bound to: the tool at its version, target, fingerprint."""
+    return (
+        sa.Column("tool", SafeText, nullable=False),
+        sa.Column("capability_id", SafeText, nullable=False),
+        sa.Column("capability_version", SafeText, nullable=False),
+        sa.Column("target", SafeText),
+        sa.Column("fingerprint", SafeText, nullable=False),
+    )
+
+
 ledger_entries = sa.Table(
     "charter_ledger_entries",
     metadata,
-    sa.Column("tenant_id", SafeText, primary_key=True),
-    sa.Column("principal_id", SafeText, primary_key=True),
-    sa.Column("request_id", SafeText, primary_key=True),
-    sa.Column("tool", SafeText, nullable=False),
-    sa.Column("capability_id", SafeText, nullable=False),
-    sa.Column("capability_version", SafeText, nullable=False),
-    sa.Column("target", SafeText),
-    sa.Column("fingerprint", SafeText, nullable=False),
+    *_request_key(),
+    *_bound_command(),
     sa.Column("status", SafeText, nullable=False),
     sa.Column("outcome", SafeText),
     sa.Column("approval_id", SafeText),
@@ -65,11 +80,7 @@ approvals = sa.Table(
     sa.Column("tenant_id", SafeText, nullable=False),
     sa.Column("requester_id", SafeText, nullable=False),
     sa.Column("request_id", SafeText, nullable=False),
-    sa.Column("tool", SafeText, nullable=False),
-    sa.Column("capability_id", SafeText, nullable=False),
-    sa.Column("capability_version", SafeText, nullable=False),
-    sa.Column("target", SafeText),
-    sa.Column("fingerprint", SafeText, nullable=False),
+    *_bound_command(),
     sa.Column("arguments", JSONText, nullable=False),
     sa.Column("risk", SafeText, nullable=False),
     sa.Column("reason_code", SafeText),
@@ -90,9 +101,7 @@ approvals = sa.Table(
 claims = sa.Table(
     "charter_claims",
     metadata,
-    sa.Column("tenant_id", SafeText, primary_key=True),
-    sa.Column("principal_id", SafeText, primary_key=True),
-    sa.Column("request_id", SafeText, primary_key=True),
+    *_request_key(),
     sa.Column("capability_id", SafeText, nullable=False),
     sa.Column("fingerprint", SafeText, nullable=False),
     sa.Column("result_reference", SafeText),

@@ -2,38 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+from types import TracebackType
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..audit import AuditEvent
 from ..effects import EffectRecord
 from ..errors import StoreBusy, StoreError, ToolError
 from ..ledger import (
-    ApprovalDecision,
-    ApprovalRecord,
-    ApprovalStatus,
     ClaimRecord,
     DeferredRecord,
     LedgerEntry,
 )
-from . import _approval_rows as approval_rows
 from . import _effect_rows
-from ._connections import run_to_completion
+from ._approval_store import SqlApprovalWrites
+from ._connections import ConnectionScope, WriteQueue, run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit
 from ._statements import KEY, Statements, key_parameters, statements
 from ._types import is_storable
 
-__all__ = ("SqlTransaction",)
+__all__ = ("SqlTransaction", "TransactionScope")
 
 # A claim re-reads at most this often when the row it conflicted with vanishes (pruned)
 # or is replaced by a concurrent claim between two statements.
 _CLAIM_ATTEMPTS = 3
 
 
-class SqlTransaction:
+class SqlTransaction(SqlApprovalWrites):
     """A ``LedgerTransaction`` on one SQLAlchemy connection; the store commits or rolls back."""
 
     __slots__ = ("_conn", "_sql")
@@ -57,6 +57,12 @@ class SqlTransaction:
         with the same request id. None for any other exception.
         """
         return transient_tool_error(exc)
+
+    @asynccontextmanager
+    async def _writing(self, action: str) -> AsyncIterator[AsyncConnection]:
+        """This transaction's connection, its errors translated as ``action``."""
+        with translated(action):
+            yield self._conn
 
     @run_to_completion
     async def claim(self, entry: LedgerEntry, now: datetime) -> LedgerEntry | None:
@@ -126,42 +132,6 @@ class SqlTransaction:
         return result.rowcount == 1
 
     @run_to_completion
-    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
-        """Insert a pending approval in this transaction, or read its request's own.
-
-        Raises:
-            UnstorableValue: A field holds a NUL character or an unpaired surrogate.
-        """
-        with translated("inserting an approval"):
-            return await approval_rows.insert_or_read(self._conn, record)
-
-    @run_to_completion
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        """Compare-and-set an approval's decision in this transaction; whether it changed.
-
-        Raises:
-            UnstorableValue: ``decided_by`` or ``reason`` holds a NUL character.
-        """
-        if not is_storable(approval_id) or not expected:
-            return False
-        statement = approval_rows.decide(
-            approval_id, expected, status=status, by=decided_by, reason=reason, at=at
-        )
-        with translated("deciding an approval"):
-            result = await self._conn.execute(statement, {"history": approval_rows.dump(history)})
-        return result.rowcount == 1
-
-    @run_to_completion
     async def get_claim(
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> ClaimRecord | None:
@@ -224,3 +194,24 @@ class SqlTransaction:
 
 def _without_key(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k not in KEY}
+
+
+class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
+    """``SqlStore.transaction``: a write ``ConnectionScope`` that enters a ``SqlTransaction``."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, engine: AsyncEngine, wait: float, queue: WriteQueue | None) -> None:
+        """Describe the transaction; it begins on entry."""
+        self._connection = ConnectionScope(engine, wait, queue)
+
+    async def __aenter__(self) -> SqlTransaction:
+        return SqlTransaction(await self._connection.__aenter__())
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._connection.__aexit__(exc_type, exc, tb)

@@ -3,35 +3,31 @@
 from __future__ import annotations
 
 import enum
-import functools
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..audit import AuditEvent
-from ..auth import PrincipalKind
-from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus, DeferredRecord, LedgerEntry
-from ..ledger.budgets import Bucket, BucketUsage
-from . import _approval_rows as approval_rows
-from . import _budget_rows, _keys, _secrets
+from ..ledger import DeferredRecord, LedgerEntry
+from . import _secrets
+from ._approval_store import SqlApprovalStore
+from ._audit_store import SqlAuditLog
+from ._budget_store import SqlBudgets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._effect_store import SqlEffectOutbox
 from ._engine import make_engine
 from ._errors import translated
+from ._key_store import SqlApiKeys
 from ._migrate import ensure_schema, upgrade
-from ._retention import PruneBatch, prune_approvals, prune_audit_events, prune_entries
-from ._rows import audit_from_row, searchable_tenant, write_audit
-from ._schema import audit_events, deferred
+from ._retention import prune_approvals, prune_entries
+from ._schema import deferred
 from ._statements import key_parameters, statements
-from ._transaction import SqlTransaction
+from ._transaction import SqlTransaction, TransactionScope
 from ._types import is_storable
-from .api_keys import ApiKeyRecord
 
 __all__ = ("SqlStore",)
 
@@ -45,7 +41,7 @@ class _State(enum.Enum):
     """``aclose()`` released the connections; the store cannot be reopened."""
 
 
-class SqlStore(SqlEffectOutbox):
+class SqlStore(SqlApprovalStore, SqlAuditLog, SqlApiKeys, SqlBudgets, SqlEffectOutbox):
     """The ledger, approvals, claims, deferred records, effects, audit events and API keys in SQL.
 
     ``sqlite+aiosqlite:///path`` (see ``sqlite_url``) is the embedded default: WAL,
@@ -114,12 +110,8 @@ class SqlStore(SqlEffectOutbox):
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
+        # Closes the same way whether or not the block raised.
         await self.aclose()
 
     async def open(self) -> None:
@@ -206,7 +198,7 @@ class SqlStore(SqlEffectOutbox):
                 connection was lost (on leaving: ``commit_unknown`` if during COMMIT).
         """
         self._require_open()
-        return _Transaction(self._engine, wait, self._queue)
+        return TransactionScope(self._engine, wait, self._queue)
 
     @asynccontextmanager
     async def _statement(self, action: str) -> AsyncIterator[AsyncConnection]:
@@ -229,13 +221,6 @@ class SqlStore(SqlEffectOutbox):
         finally:
             await conn.close()
 
-    async def _read(
-        self, statement: sa.Executable, parameters: dict[str, Any] | None = None
-    ) -> list[sa.Row[Any]]:
-        async with self._connection(None) as conn:
-            with translated("reading"):
-                return list(await conn.execute(statement, parameters))
-
     # -- ledger entries -------------------------------------------------------------------
 
     @run_to_completion
@@ -250,75 +235,6 @@ class SqlStore(SqlEffectOutbox):
             key_parameters(tenant_id, principal_id, request_id),
         )
         return LedgerEntry.model_validate(dict(rows[0]._mapping)) if rows else None
-
-    # -- approvals ------------------------------------------------------------------------
-
-    @run_to_completion
-    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
-        """Insert a pending approval, or return the one already made for its request.
-
-        The unique key (tenant, requester, request id) decides between concurrent callers.
-
-        Raises:
-            UnstorableValue: A field holds a NUL character or an unpaired surrogate.
-        """
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("inserting an approval"):
-                return await approval_rows.insert_or_read(conn, record)
-
-    @run_to_completion
-    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        """Read an approval by id."""
-        if not is_storable(approval_id):
-            return None
-        return approval_rows.first(await self._read(approval_rows.by_id(approval_id)))
-
-    @run_to_completion
-    async def find_approval(
-        self, tenant_id: str, requester_id: str, request_id: str
-    ) -> ApprovalRecord | None:
-        """Read the approval made for one request."""
-        if not is_storable(tenant_id, requester_id, request_id):
-            return None
-        statement = approval_rows.by_request(tenant_id, requester_id, request_id)
-        return approval_rows.first(await self._read(statement))
-
-    @run_to_completion
-    async def list_approvals(
-        self, tenant_id: str, status: ApprovalStatus | None, limit: int
-    ) -> list[ApprovalRecord]:
-        """List a tenant's approvals, newest first."""
-        if limit <= 0 or not is_storable(tenant_id):
-            return []
-        rows = await self._read(approval_rows.newest(tenant_id, status, limit))
-        return [approval_rows.record(row) for row in rows]
-
-    @run_to_completion
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        """Change an approval's status if it is still in ``expected`` (compare-and-set).
-
-        Raises:
-            UnstorableValue: ``decided_by`` or ``reason`` holds a NUL character.
-        """
-        if not is_storable(approval_id) or not expected:
-            return False
-        statement = approval_rows.decide(
-            approval_id, expected, status=status, by=decided_by, reason=reason, at=at
-        )
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("deciding an approval"):
-                result = await conn.execute(statement, {"history": approval_rows.dump(history)})
-        return result.rowcount == 1
 
     # -- deferred records -----------------------------------------------------------------
 
@@ -379,156 +295,6 @@ class SqlStore(SqlEffectOutbox):
         entries = await self._prune_in_batches(prune_entries, before, batch_size)
         return entries + await self._prune_in_batches(prune_approvals, before, batch_size)
 
-    async def _prune_in_batches(self, batch: PruneBatch, before: datetime, batch_size: int) -> int:
-        """Run ``batch`` in short transactions until it deletes less than a full batch."""
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        total = 0
-        while True:
-            async with self._connection(self.busy_timeout) as conn:
-                with translated("pruning"):
-                    deleted = await batch(conn, before, batch_size)
-            total += deleted
-            if deleted < batch_size:
-                return total
-
-    # -- audit events (the store is also the durable audit sink) ---------------------------
-
-    @run_to_completion
-    async def record(self, event: AuditEvent) -> None:
-        """Store an audit event in its own transaction."""
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("recording an audit event"):
-                await write_audit(conn, event)
-
-    @run_to_completion
-    async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:
-        """Recent audit events, newest first, acting on or made by one tenant (or all)."""
-        if limit <= 0:
-            return []
-        c = audit_events.c
-        statement = sa.select(c.event).order_by(c.time.desc(), c.seq.desc()).limit(limit)
-        if tenant is not None:
-            wanted = searchable_tenant(tenant)
-            statement = statement.where(sa.or_(c.tenant == wanted, c.principal_tenant == wanted))
-        return [audit_from_row(row) for row in await self._read(statement)]
-
-    @run_to_completion
-    async def prune_audit(
-        self, before: datetime, *, anonymous_only: bool = False, batch_size: int = 500
-    ) -> int:
-        """Delete audit events older than ``before`` (only anonymous ones, if asked).
-
-        Batches of ``batch_size`` rows, one short write transaction each. Returns how many
-        events were deleted. Charter never calls it by itself: ``charter db prune`` does,
-        with the retentions it is given.
-        """
-        batch = functools.partial(prune_audit_events, anonymous_only=anonymous_only)
-        return await self._prune_in_batches(batch, before, batch_size)
-
-    # -- API keys -------------------------------------------------------------------------
-
-    @run_to_completion
-    async def create_api_key(
-        self,
-        *,
-        tenant_id: str,
-        subject: str,
-        scopes: Iterable[str],
-        kind: PrincipalKind = "agent",
-        actor: str = "staff",
-        name: str | None = None,
-        expires_at: datetime | None = None,
-    ) -> tuple[str, ApiKeyRecord]:
-        """Create an API key; the returned ``chk_<id>_<secret>`` is the only copy of the secret.
-
-        Args:
-            tenant_id: The tenant the key acts for.
-            subject: The principal's subject (who the key stands for).
-            scopes: Granted scopes, each valid as given (``charter.auth.is_valid_scope``).
-            kind: The principal kind the key authenticates as (``agent`` by default; only
-                ``person`` keys may decide approvals).
-            actor: The principal's audience.
-            name: A label for people.
-            expires_at: When the key stops working (timezone-aware), or None.
-
-        Returns:
-            The key to hand over once, and its record (which never holds the secret).
-
-        Raises:
-            ValueError: A scope, tenant, subject, actor or kind is invalid, or
-                ``expires_at`` is naive.
-        """
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("creating an API key"):
-                return await _keys.create_key(
-                    conn,
-                    tenant_id=tenant_id,
-                    subject=subject,
-                    scopes=scopes,
-                    kind=kind,
-                    actor=actor,
-                    name=name,
-                    expires_at=expires_at,
-                    now=datetime.now(UTC),
-                )
-
-    @run_to_completion
-    async def list_api_keys(self, tenant_id: str | None = None) -> list[ApiKeyRecord]:
-        """The API keys of one tenant (or all), oldest first; never their secrets."""
-        async with self._connection(None) as conn:
-            with translated("listing API keys"):
-                return await _keys.list_keys(conn, tenant_id)
-
-    @run_to_completion
-    async def revoke_api_key(self, key_id: str) -> bool:
-        """Revoke a key at once; False when it does not exist or was already revoked."""
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("revoking an API key"):
-                return await _keys.revoke_key(conn, key_id, datetime.now(UTC))
-
-    @run_to_completion
-    async def verify_api_key(self, presented: str, *, now: datetime) -> ApiKeyRecord | None:
-        """The active key ``presented`` names if its secret matches, else None (no reason why)."""
-        async with self._connection(None) as conn:
-            with translated("checking an API key"):
-                return await _keys.verify_key(conn, presented, now)
-
-    # -- rate-limit buckets (charter.ledger.budgets) ---------------------------------------
-
-    @run_to_completion
-    async def spend_budget(self, bucket: Bucket, *, cost: float, now: float) -> bool:
-        """Spend ``cost`` seconds of the bucket if it has room: one statement, no lost update."""
-        async with self._statement("spending a rate limit") as conn:
-            return await _budget_rows.spend(conn, bucket, cost, now)
-
-    @run_to_completion
-    async def budget_arrival(self, bucket: Bucket) -> float | None:
-        """The bucket's theoretical arrival time (None when it was never spent)."""
-        async with self._connection(None) as conn:
-            with translated("reading a rate limit"):
-                return await _budget_rows.arrival(conn, bucket)
-
-    @run_to_completion
-    async def refund_budget(self, bucket: Bucket, *, cost: float) -> None:
-        """Give ``cost`` seconds back to the bucket (the call did not run its handler)."""
-        async with self._statement("refunding a rate limit") as conn:
-            await _budget_rows.refund(conn, bucket, cost)
-
-    @run_to_completion
-    async def budget_usage(self, *, now: float, tenant: str | None = None) -> list[BucketUsage]:
-        """The buckets not yet full again at ``now`` (of one tenant, when given)."""
-        async with self._connection(None) as conn:
-            with translated("listing rate limits"):
-                return await _budget_rows.usage(conn, now, tenant)
-
-    @run_to_completion
-    async def prune_budgets(self, *, now: float) -> int:
-        """Delete the buckets full again at ``now`` (they mean the same as no row)."""
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("pruning rate limits"):
-                return await _budget_rows.prune(conn, now)
-
     # -- shared secrets -------------------------------------------------------------------
 
     @run_to_completion
@@ -544,23 +310,3 @@ class SqlStore(SqlEffectOutbox):
                 return await _secrets.shared_secret(
                     conn, _secrets.REQUEST_STATE_KEY, datetime.now(UTC)
                 )
-
-
-class _Transaction(AbstractAsyncContextManager[SqlTransaction]):
-    """``SqlStore.transaction``: a write ``ConnectionScope`` that enters a ``SqlTransaction``."""
-
-    __slots__ = ("_connection",)
-
-    def __init__(self, engine: AsyncEngine, wait: float, queue: WriteQueue | None) -> None:
-        self._connection = ConnectionScope(engine, wait, queue)
-
-    async def __aenter__(self) -> SqlTransaction:
-        return SqlTransaction(await self._connection.__aenter__())
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._connection.__aexit__(exc_type, exc, tb)

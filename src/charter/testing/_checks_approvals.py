@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ..ledger import ApprovalDecision, ApprovalRecord, LedgerStore, LedgerTransaction
-from ._records import HOUR, NOW, WAIT, Abort, approval, decide, stored_approval
+from ._records import HOUR, NOW, WAIT, Abort, approval, decide, set_decision, stored_approval
 from ._store_check import StoreCheck, expect, expect_equal, store_check
 
 __all__ = ("APPROVAL_CHECKS",)
@@ -87,51 +87,21 @@ async def deciding_an_approval_is_a_compare_and_set(store: LedgerStore) -> None:
     at = NOW + timedelta(minutes=5)
     granted = ApprovalDecision(status="approved", decided_by="acme/bob", decided_at=at, reason="ok")
     expect(
-        await store.decide_approval(
-            "apr-1",
-            expected=("pending",),
-            status="approved",
-            decided_by="acme/bob",
-            reason="ok",
-            at=at,
-            history=(granted,),
-        ),
+        await set_decision(store, "apr-1", ("pending",), (granted,)),
         "decide_approval() of a pending approval expecting pending returned False",
     )
-    approved = record.model_copy(
-        update={
-            "status": "approved",
-            "decided_by": "acme/bob",
-            "decided_at": at,
-            "decision_reason": "ok",
-            "history": (granted,),
-        }
+    approved = record.with_decision(
+        "approved", decided_by="acme/bob", at=at, reason="ok", history=(granted,)
     )
     expect_equal(await store.get_approval("apr-1"), approved, "the approval once approved")
     lost = ApprovalDecision(status="denied", decided_by="acme/carol", decided_at=NOW)
     expect(
-        not await store.decide_approval(
-            "apr-1",
-            expected=("pending",),
-            status="denied",
-            decided_by="acme/carol",
-            reason=None,
-            at=NOW,
-            history=(lost,),
-        ),
+        not await set_decision(store, "apr-1", ("pending",), (lost,)),
         "decide_approval() of an approved approval expecting pending returned True",
     )
     expect_equal(await store.get_approval("apr-1"), approved, "the approval after a lost race")
     expect(
-        not await store.decide_approval(
-            "apr-1",
-            expected=(),
-            status="denied",
-            decided_by="acme/carol",
-            reason=None,
-            at=NOW,
-            history=(lost,),
-        ),
+        not await set_decision(store, "apr-1", (), (lost,)),
         "decide_approval() expecting no status returned True",
     )
     revoked_at = NOW + timedelta(minutes=6)
@@ -139,40 +109,22 @@ async def deciding_an_approval_is_a_compare_and_set(store: LedgerStore) -> None:
         status="denied", decided_by="acme/carol", decided_at=revoked_at, reason="revoked"
     )
     expect(
-        await store.decide_approval(
-            "apr-1",
-            expected=("pending", "approved"),
-            status="denied",
-            decided_by="acme/carol",
-            reason="revoked",
-            at=revoked_at,
-            history=(granted, revoked),
-        ),
+        await set_decision(store, "apr-1", ("pending", "approved"), (granted, revoked)),
         "decide_approval() of an approved approval expecting (pending, approved) returned False",
     )
     expect_equal(
         await store.get_approval("apr-1"),
-        approved.model_copy(
-            update={
-                "status": "denied",
-                "decided_by": "acme/carol",
-                "decided_at": revoked_at,
-                "decision_reason": "revoked",
-                "history": (granted, revoked),
-            }
+        approved.with_decision(
+            "denied",
+            decided_by="acme/carol",
+            at=revoked_at,
+            reason="revoked",
+            history=(granted, revoked),
         ),
         "the approval once revoked (its history keeps who granted)",
     )
     expect(
-        not await store.decide_approval(
-            "apr-unknown",
-            expected=("pending",),
-            status="approved",
-            decided_by="acme/b",
-            reason=None,
-            at=NOW,
-            history=(granted,),
-        ),
+        not await set_decision(store, "apr-unknown", ("pending",), (granted,)),
         "decide_approval() of an unknown approval returned True",
     )
 
@@ -217,14 +169,11 @@ async def an_approved_unexpired_approval_is_consumed_exactly_once(store: LedgerS
         "the consumed approval (its decision kept)",
     )
     expect(
-        not await store.decide_approval(
+        not await set_decision(
+            store,
             "apr-good",
-            expected=("pending", "approved"),
-            status="denied",
-            decided_by="acme/bob",
-            reason=None,
-            at=NOW,
-            history=(ApprovalDecision(status="denied", decided_by="acme/bob", decided_at=NOW),),
+            ("pending", "approved"),
+            (ApprovalDecision(status="denied", decided_by="acme/bob", decided_at=NOW),),
         ),
         "decide_approval() revoked a consumed approval",
     )
@@ -257,15 +206,7 @@ async def approvals_written_in_a_transaction_commit_or_roll_back_with_it(
     decision = ApprovalDecision(status="approved", decided_by="acme/bob", decided_at=NOW)
 
     async def grant(tx: LedgerTransaction) -> bool:
-        return await tx.decide_approval(
-            "apr-1",
-            expected=("pending",),
-            status="approved",
-            decided_by="acme/bob",
-            reason=None,
-            at=NOW,
-            history=(decision,),
-        )
+        return await set_decision(tx, "apr-1", ("pending",), (decision,))
 
     try:
         async with store.transaction(wait=WAIT) as tx:

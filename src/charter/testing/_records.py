@@ -15,10 +15,12 @@ from ..ledger import (
     ApprovalDecision,
     ApprovalRecord,
     ApprovalStatus,
+    ApprovalStore,
     ClaimRecord,
     DeferredRecord,
     LedgerEntry,
     LedgerStore,
+    LedgerTransaction,
 )
 from ._store_check import expect
 
@@ -34,6 +36,7 @@ __all__ = (
     "claim_record",
     "commit",
     "decide",
+    "set_decision",
     "deferred_record",
     "entry",
     "read_claim",
@@ -176,25 +179,37 @@ async def read_claim(
 
 
 async def decide(
-    store: LedgerStore, approval_id: str, status: ApprovalStatus, *, at: datetime = NOW
+    store: LedgerStore,
+    approval_id: str,
+    status: Literal["approved", "denied"],
+    *,
+    at: datetime = NOW,
 ) -> None:
     """Move a pending approval to ``status`` as ``acme/bob``; fail unless it was pending."""
     decision = ApprovalDecision(
-        status="approved" if status == "approved" else "denied",
-        decided_by="acme/bob",
-        decided_at=at,
-        reason=f"{status} by bob",
+        status=status, decided_by="acme/bob", decided_at=at, reason=f"{status} by bob"
     )
-    decided = await store.decide_approval(
-        approval_id,
-        expected=("pending",),
-        status=status,
-        decided_by="acme/bob",
-        reason=f"{status} by bob",
-        at=at,
-        history=(decision,),
-    )
+    decided = await set_decision(store, approval_id, ("pending",), (decision,))
     expect(decided, f"decide_approval() of the pending approval {approval_id!r} returned False")
+
+
+async def set_decision(
+    writer: ApprovalStore | LedgerTransaction,
+    approval_id: str,
+    expected: tuple[ApprovalStatus, ...],
+    history: tuple[ApprovalDecision, ...],
+) -> bool:
+    """``decide_approval`` of the last decision in ``history`` (status, decider, time, reason)."""
+    last = history[-1]
+    return await writer.decide_approval(
+        approval_id,
+        expected=expected,
+        status=last.status,
+        decided_by=last.decided_by,
+        reason=last.reason,
+        at=last.decided_at,
+        history=history,
+    )
 
 
 async def stored_approval(store: LedgerStore, approval_id: str) -> ApprovalRecord:

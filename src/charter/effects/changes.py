@@ -1,0 +1,57 @@
+"""The outbox's changes of an effect's delivery: which statuses allow each, and what it sets.
+
+Every store applies the same changes (``MemoryStore`` to its records, ``SqlStore`` in one
+``UPDATE … WHERE status IN …``), so the state machine is written once, here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .records import EffectStatus
+
+__all__ = ("DISCARDABLE", "REDRIVABLE", "discarded", "finished", "redriven")
+
+REDRIVABLE: tuple[EffectStatus, ...] = ("dead", "discarded")
+"""The statuses a person may re-drive an effect from."""
+
+DISCARDABLE: tuple[EffectStatus, ...] = ("pending", "dead")
+"""The statuses a person may discard an effect from."""
+
+
+def finished(
+    status: EffectStatus, *, next_attempt_at: datetime | None, error: str | None, at: datetime
+) -> dict[str, Any]:
+    """What an attempt's result sets: the status, no lease, the error, when it was delivered.
+
+    ``next_attempt_at`` is set only when given (a retry); otherwise the effect keeps its own.
+    """
+    fields: dict[str, Any] = {
+        "status": status,
+        "lease_until": None,
+        "leased_by": None,
+        "last_error": error,
+        "updated_at": at,
+        "delivered_at": at if status == "delivered" else None,
+    }
+    if next_attempt_at is not None:
+        fields["next_attempt_at"] = next_attempt_at
+    return fields
+
+
+def redriven(now: datetime) -> dict[str, Any]:
+    """What a re-drive sets: pending again, no attempts yet, due now, no lease."""
+    return {
+        "status": "pending",
+        "attempts": 0,
+        "next_attempt_at": now,
+        "lease_until": None,
+        "leased_by": None,
+        "updated_at": now,
+    }
+
+
+def discarded(now: datetime) -> dict[str, Any]:
+    """What discarding sets: discarded (kept, never run again), no lease."""
+    return {"status": "discarded", "lease_until": None, "leased_by": None, "updated_at": now}

@@ -1,0 +1,56 @@
+"""``SqlStore``'s rate-limit bucket methods (``charter.ledger.budgets``)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..ledger.budgets import Bucket, BucketUsage
+from . import _budget_rows as rows
+from ._access import SqlAccess
+from ._connections import run_to_completion
+from ._errors import translated
+
+__all__ = ("SqlBudgets",)
+
+
+class SqlBudgets(SqlAccess):
+    """The rate-limit half of ``SqlStore``: spend, refund, read, list and prune buckets."""
+
+    def _statement(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection for one write statement that commits on its own."""
+        raise NotImplementedError  # SqlStore's
+
+    @run_to_completion
+    async def spend_budget(self, bucket: Bucket, *, cost: float, now: float) -> bool:
+        """Spend ``cost`` seconds of the bucket if it has room: one statement, no lost update."""
+        async with self._statement("spending a rate limit") as conn:
+            return await rows.spend(conn, bucket, cost, now)
+
+    @run_to_completion
+    async def budget_arrival(self, bucket: Bucket) -> float | None:
+        """The bucket's theoretical arrival time (None when it was never spent)."""
+        async with self._connection(None) as conn:
+            with translated("reading a rate limit"):
+                return await rows.arrival(conn, bucket)
+
+    @run_to_completion
+    async def refund_budget(self, bucket: Bucket, *, cost: float) -> None:
+        """Give ``cost`` seconds back to the bucket (the call did not run its handler)."""
+        async with self._statement("refunding a rate limit") as conn:
+            await rows.refund(conn, bucket, cost)
+
+    @run_to_completion
+    async def budget_usage(self, *, now: float, tenant: str | None = None) -> list[BucketUsage]:
+        """The buckets not yet full again at ``now`` (of one tenant, when given)."""
+        async with self._connection(None) as conn:
+            with translated("listing rate limits"):
+                return await rows.usage(conn, now, tenant)
+
+    @run_to_completion
+    async def prune_budgets(self, *, now: float) -> int:
+        """Delete the buckets full again at ``now`` (they mean the same as no row)."""
+        async with self._connection(self.busy_timeout) as conn:
+            with translated("pruning rate limits"):
+                return await rows.prune(conn, now)
