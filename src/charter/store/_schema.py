@@ -23,6 +23,7 @@ __all__ = (
     "ledger_entries",
     "metadata",
     "secrets",
+    "stream_events",
 )
 
 VERSION_TABLE = "charter_alembic_version"
@@ -207,3 +208,24 @@ effects = sa.Table(
     sa.Index(None, "tenant_id", "request_id"),
 )
 """The effect outbox: one row per effect, written in the transaction that asked for it."""
+
+stream_events = sa.Table(
+    "charter_stream_events",
+    metadata,
+    # ``seq`` orders a stream's events; ``event_id`` is the unguessable id clients see.
+    sa.Column(
+        "seq",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("event_id", SafeText, nullable=False, unique=True),
+    sa.Column("session_id", SafeText, nullable=False),
+    sa.Column("stream_id", SafeText, nullable=False),
+    sa.Column("message", SafeText),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+    sa.Index(None, "session_id", "stream_id", "seq"),
+    sa.Index(None, "expires_at"),
+)
+"""The SSE events of resumable MCP streams (``_stream_rows``); ``message`` is the JSON-RPC
+message as JSON, NULL for a stream's priming event."""

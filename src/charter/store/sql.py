@@ -18,7 +18,7 @@ from ..auth import PrincipalKind
 from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus, DeferredRecord, LedgerEntry
 from ..ledger.budgets import Bucket, BucketUsage
 from . import _approval_rows as approval_rows
-from . import _budget_rows, _keys, _secrets
+from . import _budget_rows, _keys, _secrets, _stream_rows
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._effect_store import SqlEffectOutbox
@@ -29,6 +29,7 @@ from ._retention import PruneBatch, prune_approvals, prune_audit_events, prune_e
 from ._rows import audit_from_row, searchable_tenant, write_audit
 from ._schema import audit_events, deferred
 from ._statements import key_parameters, statements
+from ._stream_store import SqlStreamEvents
 from ._transaction import SqlTransaction
 from ._types import is_storable
 from .api_keys import ApiKeyRecord
@@ -45,8 +46,10 @@ class _State(enum.Enum):
     """``aclose()`` released the connections; the store cannot be reopened."""
 
 
-class SqlStore(SqlEffectOutbox):
+class SqlStore(SqlEffectOutbox, SqlStreamEvents):
     """The ledger, approvals, claims, deferred records, effects, audit events and API keys in SQL.
+
+    It also keeps the SSE events of resumable MCP streams (``charter.mcp.SqlEventStore``).
 
     ``sqlite+aiosqlite:///path`` (see ``sqlite_url``) is the embedded default: WAL,
     ``BEGIN IMMEDIATE`` for every write transaction, a busy timeout. A fresh database is
@@ -368,25 +371,22 @@ class SqlStore(SqlEffectOutbox):
 
     @run_to_completion
     async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
-        """Delete completed entries and decided approvals that expired before ``before``.
+        """Delete completed entries, decided approvals and stream events expired before ``before``.
 
         Works in batches of ``batch_size`` rows, one short write transaction each, so a
         large backlog never holds the write lock for long. A pruned entry takes its
         created-target claim and settled deferred record with it. Deferred (unsettled)
         entries, pending and approved approvals and active deferred records are never
-        touched. Returns the number of entries and approvals deleted.
+        touched. Returns the number of entries, approvals and stream events deleted.
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         total = 0
-        while (deleted := await self._prune(prune_entries, before, batch_size)) > 0:
-            total += deleted
-            if deleted < batch_size:
-                break
-        while (deleted := await self._prune(prune_approvals, before, batch_size)) > 0:
-            total += deleted
-            if deleted < batch_size:
-                break
+        for batch in (prune_entries, prune_approvals, _stream_rows.prune):
+            while (deleted := await self._prune(batch, before, batch_size)) > 0:
+                total += deleted
+                if deleted < batch_size:
+                    break
         return total
 
     async def _prune(self, batch: PruneBatch, before: datetime, batch_size: int) -> int:
