@@ -223,13 +223,18 @@ async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
 
 
 @_SUBSCRIBE_DEPRECATED
+@pytest.mark.parametrize("era", ["legacy", "auto"], ids=["subscribe", "listen"])
 async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
-    served: tuple[str, Host],
+    served: tuple[str, Host], era: str
 ) -> None:
     url, _ = served
-    async with connect(url, "newt-token", mode="legacy") as client:
+    async with connect(url, "newt-token", mode=era) as client:
         with pytest.raises(MCPError) as refused:
-            await client.subscribe_resource("trip://T-1")
+            if era == "legacy":
+                await client.subscribe_resource("trip://T-1")
+            else:  # 2026-07-28: subscriptions/listen
+                async with client.listen(resource_subscriptions=["trip://T-1"]):
+                    pass
     assert refused.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
 
 
@@ -248,17 +253,6 @@ async def test_a_listen_stream_hears_of_changes_to_the_resources_it_asked_for(
                 event = await anext(aiter(subscription))
     assert subscription.honored.resource_subscriptions == ["trip://T-1"]
     assert event == ResourceUpdated(uri="trip://T-1")
-
-
-async def test_listening_to_a_resource_the_caller_may_not_read_is_refused(
-    served: tuple[str, Host],
-) -> None:
-    url, _ = served
-    async with connect(url, "newt-token", mode="auto") as client:
-        with pytest.raises(MCPError) as refused:
-            async with client.listen(resource_subscriptions=["trip://T-1"]):
-                pass
-    assert refused.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
 
 
 class Nothing(BaseModel):

@@ -29,6 +29,17 @@ __all__ = (
 VERSION_TABLE = "charter_alembic_version"
 """Alembic's version table for charter's migrations (apart from the application's own)."""
 
+
+def _sequence() -> sa.Column[int]:
+    """An autoincrement ``seq`` primary key: BIGINT on PostgreSQL, SQLite's rowid alias."""
+    return sa.Column(
+        "seq",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    )
+
+
 metadata = sa.MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -120,12 +131,7 @@ audit_events = sa.Table(
     "charter_audit_events",
     metadata,
     # ``seq`` orders events recorded within the same clock tick, as the in-memory sink does.
-    sa.Column(
-        "seq",
-        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-        primary_key=True,
-        autoincrement=True,
-    ),
+    _sequence(),
     sa.Column("id", sa.Text, nullable=False, unique=True),
     sa.Column("time", UTCDateTime, nullable=False),
     # Search columns hold NUL-free copies; ``event`` holds the exact event as ASCII JSON.
@@ -213,12 +219,7 @@ stream_events = sa.Table(
     "charter_stream_events",
     metadata,
     # ``seq`` orders a stream's events; ``event_id`` is the unguessable id clients see.
-    sa.Column(
-        "seq",
-        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-        primary_key=True,
-        autoincrement=True,
-    ),
+    _sequence(),
     sa.Column("event_id", SafeText, nullable=False, unique=True),
     sa.Column("session_id", SafeText, nullable=False),
     sa.Column("stream_id", SafeText, nullable=False),

@@ -18,7 +18,7 @@ from ..auth import PrincipalKind
 from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus, DeferredRecord, LedgerEntry
 from ..ledger.budgets import Bucket, BucketUsage
 from . import _approval_rows as approval_rows
-from . import _budget_rows, _keys, _secrets, _stream_rows
+from . import _budget_rows, _keys, _secrets
 from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._effect_store import SqlEffectOutbox
@@ -29,7 +29,7 @@ from ._retention import PruneBatch, prune_approvals, prune_audit_events, prune_e
 from ._rows import audit_from_row, searchable_tenant, write_audit
 from ._schema import audit_events, deferred
 from ._statements import key_parameters, statements
-from ._stream_store import SqlStreamEvents
+from ._stream_store import SqlStreamEvents, prune_stream_events
 from ._transaction import SqlTransaction
 from ._types import is_storable
 from .api_keys import ApiKeyRecord
@@ -382,7 +382,7 @@ class SqlStore(SqlEffectOutbox, SqlStreamEvents):
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         total = 0
-        for batch in (prune_entries, prune_approvals, _stream_rows.prune):
+        for batch in (prune_entries, prune_approvals, prune_stream_events):
             while (deleted := await self._prune(batch, before, batch_size)) > 0:
                 total += deleted
                 if deleted < batch_size:
