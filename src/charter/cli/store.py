@@ -287,7 +287,8 @@ def prune(
 ) -> None:
     """Delete expired completed requests and decided approvals, and old audit events.
 
-    Rate-limit buckets that have refilled completely go too (they mean the same as none).
+    Rate-limit buckets that have refilled completely go too (they mean the same as none),
+    and the events of resumable MCP streams past their retention.
     Pending and approved approvals, deferred requests and API keys are never touched.
     Audit events of anonymous calls go after `--anonymous-audit-days` (7), the others
     only with `--audit-days`.
