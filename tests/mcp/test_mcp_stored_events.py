@@ -3,7 +3,8 @@
 The client is raw HTTP (httpx), so the test decides where a stream breaks: it reads a
 call's first events, hangs up, lets the call finish while nobody listens, and reconnects
 with ``Last-Event-ID``. A second session calls with the same JSON-RPC id meanwhile: its
-events must never reach the first session's replay.
+events must never reach the first session's replay. The ledgered variant sends its log
+messages while its transaction holds SQLite's write lock, which events must not wait for.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,8 +23,10 @@ from typing import Any
 import httpx2
 import pytest
 from pydantic import BaseModel
+from tests.builders import WRITE_RISK
 
 from charter import Registry, ToolContext, tool
+from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
 from charter.mcp import MemoryEventStore, SqlEventStore, create_asgi_app, streamable_http_app
 from charter.store import SqlStore, sqlite_url
@@ -31,7 +35,10 @@ from live_server import serve
 pytestmark = pytest.mark.anyio
 
 PROTOCOL = "2025-11-25"
-JSON_AND_SSE = {"Accept": "application/json, text/event-stream"}
+JSON_AND_SSE = {
+    "Accept": "application/json, text/event-stream",
+    "Authorization": "Bearer ada-token",
+}
 WAIT_SECONDS = 20
 
 
@@ -57,21 +64,37 @@ def build_registry(gate: threading.Event) -> Registry:
         await ctx.log("info", f"{args.label}: second")
         return Done(label=args.label)
 
+    @tool(tier="write", risk_policy=WRITE_RISK)
+    async def ledgered_steps(args: Step, ctx: ToolContext) -> Done:
+        """The same, as a ledgered write: its log messages are sent inside its transaction."""
+        return await two_steps.handler(args, ctx)
+
     registry = Registry()
     registry.register(two_steps)
+    registry.register(ledgered_steps)
     return registry
 
 
+ADA = Principal(subject="ada", tenant_id="acme", scopes=frozenset(), kind="agent")
+
+
 def sql_host(db: Path, gate: threading.Event) -> Host:
-    return Host(build_registry(gate), store=SqlStore(sqlite_url(db)))
+    return Host(
+        build_registry(gate),
+        store=SqlStore(sqlite_url(db)),
+        authenticator=StaticAuthenticator({"ada-token": ADA}),
+    )
 
 
-def call(request_id: int, label: str) -> dict[str, Any]:
+def call(request_id: int, label: str, name: str = "two_steps") -> dict[str, Any]:
+    arguments: dict[str, Any] = {"label": label}
+    if name == "ledgered_steps":
+        arguments["_charter"] = {"requestId": str(uuid.uuid4())}
     return {
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "tools/call",
-        "params": {"name": "two_steps", "arguments": {"label": label}},
+        "params": {"name": name, "arguments": arguments},
     }
 
 
@@ -135,8 +158,9 @@ def stored_events(db: Path) -> int:
     return int(count)
 
 
+@pytest.mark.parametrize("name", ["two_steps", "ledgered_steps"])
 async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
-    tmp_path: Path,
+    tmp_path: Path, name: str
 ) -> None:
     db = tmp_path / "charter.db"
     gate = threading.Event()
@@ -146,7 +170,7 @@ async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
             a = await open_session(http, url)
             # Session A's call: read up to its first log message, then hang up mid-call.
             seen: list[tuple[str | None, Any]] = []
-            async with http.stream("POST", url, json=call(7, "held"), headers=a) as response:
+            async with http.stream("POST", url, json=call(7, "held", name), headers=a) as response:
                 async for event_id, message in sse(response):
                     seen.append((event_id, message))
                     if message is not None:
@@ -155,7 +179,8 @@ async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
             assert first["params"]["data"] == "held: first"
             assert seen[0][1] is None  # the priming event came first
 
-            # Session B calls with the same JSON-RPC id, so the same stream id, and ends.
+            # Session B calls with the same JSON-RPC id, so the same stream id, and ends (an
+            # unledgered call: a held ledgered one holds SQLite's write lock until it ends).
             b = await open_session(http, url)
             response = await http.post(url, json=call(7, "quick"), headers=b)
             assert (await messages(response))[-1]["result"]["structuredContent"] == {

@@ -3,6 +3,8 @@ streams apart, a cap per stream, expiry and pruning; ``charter.mcp.SqlEventStore
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import mcp.types as types
@@ -18,21 +20,34 @@ NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 LATER = NOW + timedelta(hours=1)
 
 
-async def append(
-    store: SqlStore, session: str, stream: str, text: str | None, keep: int = 10
-) -> str:
-    return await store.store_stream_event(
-        session_id=session, stream_id=stream, message=text, expires_at=LATER, keep=keep
-    )
+@dataclass(frozen=True)
+class Row:
+    session_id: str
+    stream_id: str
+    message: str | None
+    expires_at: datetime = LATER
+    event_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.event_id:
+            object.__setattr__(self, "event_id", uuid.uuid4().hex)
+
+
+async def append(store: SqlStore, *rows: Row, keep: int = 10) -> list[str]:
+    await store.store_stream_events(rows, keep=keep)
+    return [row.event_id for row in rows]
 
 
 async def test_replay_gives_the_later_events_of_the_same_sessions_stream_only(
     sql_store: SqlStore,
 ) -> None:
-    priming = await append(sql_store, "s1", "7", None)
-    await append(sql_store, "s2", "7", "other session")  # the same stream id elsewhere
-    await append(sql_store, "s1", "8", "other stream")
-    second = await append(sql_store, "s1", "7", "mine")
+    priming, _, _, second = await append(
+        sql_store,
+        Row("s1", "7", None),
+        Row("s2", "7", "other session"),  # the same stream id elsewhere
+        Row("s1", "8", "other stream"),
+        Row("s1", "7", "mine"),
+    )
     assert await sql_store.stream_events_after(session_id="s1", event_id=priming, now=NOW) == (
         "7",
         [(second, "mine")],
@@ -46,8 +61,9 @@ async def test_replay_gives_the_later_events_of_the_same_sessions_stream_only(
 async def test_a_stream_keeps_its_newest_events_and_others_are_untouched(
     sql_store: SqlStore,
 ) -> None:
-    ids = [await append(sql_store, "s1", "get", f"m{i}", keep=3) for i in range(5)]
-    other = await append(sql_store, "s2", "get", None, keep=3)
+    ids = await append(sql_store, *(Row("s1", "get", f"m{i}") for i in range(3)), keep=3)
+    ids += await append(sql_store, *(Row("s1", "get", f"m{i}") for i in (3, 4)), keep=3)
+    [other] = await append(sql_store, Row("s2", "get", None), keep=3)
     assert await sql_store.stream_events_after(session_id="s1", event_id=ids[0], now=NOW) is None
     assert await sql_store.stream_events_after(session_id="s1", event_id=ids[2], now=NOW) == (
         "get",
@@ -62,10 +78,7 @@ async def test_a_stream_keeps_its_newest_events_and_others_are_untouched(
 async def test_expired_events_replay_nothing_and_prune_deletes_only_them(
     sql_store: SqlStore,
 ) -> None:
-    old = await sql_store.store_stream_event(
-        session_id="s1", stream_id="1", message=None, expires_at=NOW, keep=10
-    )
-    fresh = await append(sql_store, "s1", "2", None)
+    old, fresh = await append(sql_store, Row("s1", "1", None, expires_at=NOW), Row("s1", "2", None))
     after_expiry = NOW + timedelta(seconds=1)
     assert (
         await sql_store.stream_events_after(session_id="s1", event_id=old, now=after_expiry) is None
@@ -77,7 +90,14 @@ async def test_expired_events_replay_nothing_and_prune_deletes_only_them(
     )
 
 
-async def test_the_mcp_event_store_round_trips_messages_and_survives_an_unstorable_id(
+async def test_an_event_the_database_cannot_hold_is_skipped_alone(sql_store: SqlStore) -> None:
+    kept = await sql_store.store_stream_events(
+        [Row("s1", "bad\x00id", "x"), Row("s1", "1", None)], keep=10
+    )
+    assert kept == 1
+
+
+async def test_the_mcp_event_store_round_trips_messages_written_or_not_yet(
     sql_store: SqlStore,
 ) -> None:
     events = SqlEventStore(sql_store, max_events_per_stream=5)
@@ -88,15 +108,23 @@ async def test_the_mcp_event_store_round_trips_messages_and_survives_an_unstorab
     )
     priming = await bound.store_event("3", None)
     first = await bound.store_event("3", ping)
-    second = await bound.store_event("3", note)
     sent: list[EventMessage] = []
 
     async def send(event: EventMessage) -> None:
         sent.append(event)
 
+    assert await bound.replay_events_after(priming, send) == "3"  # from memory: unwritten
+    await events.flush()
+    second = await bound.store_event("3", note)  # unwritten, after written ones
     assert await bound.replay_events_after(priming, send) == "3"
-    assert [(e.event_id, e.message) for e in sent] == [(first, ping), (second, note)]
-    # A stream id the database cannot hold costs that event's replay, not the stream.
-    unstored = await bound.store_event("bad\x00id", ping)
-    assert await bound.replay_events_after(unstored, send) is None
+    assert [(e.event_id, e.message) for e in sent] == [
+        (first, ping),
+        (first, ping),
+        (second, note),
+    ]
+    await events.flush()
     assert await events.for_session("session-b").replay_events_after(priming, send) is None
+    assert await sql_store.stream_events_after(session_id="session-a", event_id=first, now=NOW) == (
+        "3",
+        [(second, note.model_dump_json(by_alias=True, exclude_unset=True))],
+    )
