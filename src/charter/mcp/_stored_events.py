@@ -157,6 +157,13 @@ class SqlEventStore(SessionEventStore):
         while self._writer is not None and not self._writer.done():
             await asyncio.shield(self._writer)
 
+    def close(self) -> None:
+        """Stop writing (the server stopped: its sessions, and so their streams, are over)."""
+        if self._writer is not None:
+            self._writer.cancel()
+        self._unwritten.clear()
+        self._writing = 0
+
     def _unwritten_of(self, session_id: str) -> list[_Event]:
         return [e for e in self._unwritten if e.session_id == session_id]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -79,9 +79,17 @@ class StreamableHTTPApp:
         """Serve one ASGI request."""
         await self._app(scope, receive, send)
 
-    def run(self) -> AbstractAsyncContextManager[None]:
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
         """Run the session manager; enter it once, for as long as the app serves."""
-        return self.session_manager.run()
+        try:
+            async with self.session_manager.run():
+                yield
+        finally:
+            # The sessions are over: their events will never be replayed.
+            store = self.session_manager.event_store
+            if isinstance(store, SqlEventStore):
+                store.close()
 
     def open_sessions(self, principal: Principal | None) -> int:
         """How many sessions ``principal`` (None: anonymous callers) holds now.
