@@ -152,6 +152,14 @@ def stored_result(db: Path, session_id: str, stream_id: str) -> bool:
     return any(text is not None and '"result"' in text for (text,) in rows)
 
 
+async def until_stored(db: Path, session_id: str, stream_id: str) -> None:
+    """Wait until a session's stream has its response in the store (the call finished)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not stored_result(db, session_id, stream_id):
+        assert time.monotonic() < deadline, "the call's response was never stored"
+        await asyncio.sleep(0.05)
+
+
 def stored_events(db: Path) -> int:
     with sqlite3.connect(db) as conn:
         (count,) = conn.execute("SELECT count(*) FROM charter_stream_events").fetchone()
@@ -188,10 +196,7 @@ async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
             }
 
             gate.set()  # A's call goes on while nobody listens; its events are stored
-            deadline = time.monotonic() + WAIT_SECONDS
-            while not stored_result(db, a["Mcp-Session-Id"], "7"):
-                assert time.monotonic() < deadline, "the held call never finished"
-                await asyncio.sleep(0.05)
+            await until_stored(db, a["Mcp-Session-Id"], "7")
 
             replayed: list[Any] = []
             resume = {**a, "Last-Event-ID": str(last_id)}
@@ -221,7 +226,8 @@ async def test_after_a_restart_the_old_session_is_unknown_and_prune_deletes_its_
                 "POST", base + "/mcp", json=call(3, "held"), headers=a
             ) as response:
                 ids = [event_id async for event_id, _ in sse(response)]
-    assert stored_events(db) > 0
+            await until_stored(db, a["Mcp-Session-Id"], "3")  # written behind the stream
+    assert stored_events(db) >= len(ids)
     # A new server on the same database: the SDK keeps sessions in memory, so the old
     # session id is unknown (404) and the client must initialize again; nothing of the
     # old session can be replayed, to anyone.

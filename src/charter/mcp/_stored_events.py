@@ -182,16 +182,15 @@ class SqlEventStore(SessionEventStore):
                 await self.store.store_stream_events(batch, keep=self.max_events_per_stream)
             except Exception as exc:
                 self._writing = 0
-                log_exception(
-                    logger,
-                    "SSE events could not be written; trying again",
-                    exc=exc,
-                    level=logging.WARNING,
-                )
+                # Once per streak: a long ledgered call on SQLite holds the lock a while.
+                first = wait == _RETRY_SECONDS[0]
+                level = logging.WARNING if first else logging.DEBUG
+                message = "SSE events could not be written yet; trying again"
+                log_exception(logger, message, exc=exc, level=level)
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, _RETRY_SECONDS[1])
                 continue
-            for _ in batch:
+            for _ in range(min(len(batch), len(self._unwritten))):
                 self._unwritten.popleft()
             self._writing = 0
             wait = _RETRY_SECONDS[0]
