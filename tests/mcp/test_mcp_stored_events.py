@@ -1,4 +1,4 @@
-"""Resumable streams kept in the SQL store: a real server on 127.0.0.1 with a SQLite file.
+"""Resumable streams kept in the SQL store: a real server on 127.0.0.1, on SQLite and PostgreSQL.
 
 The client is raw HTTP (httpx), so the test decides where a stream breaks: it reads a
 call's first events, hangs up, lets the call finish while nobody listens, and reconnects
@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
+import sqlalchemy as sa
 from pydantic import BaseModel
 from tests.builders import WRITE_RISK
+from tests.store.conftest import postgres_schema, require_postgres
 
 from charter import Registry, ToolContext, tool
 from charter.auth import Principal, StaticAuthenticator
@@ -78,10 +79,21 @@ def build_registry(gate: threading.Event) -> Registry:
 ADA = Principal(subject="ada", tenant_id="acme", scopes=frozenset(), kind="agent")
 
 
-def sql_host(db: Path, gate: threading.Event) -> Host:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database: a SQLite file, or a PostgreSQL schema (skipped when it is down)."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path / "charter.db")
+        return
+    require_postgres()
+    with postgres_schema() as url:
+        yield url
+
+
+def sql_host(db: str, gate: threading.Event) -> Host:
     return Host(
         build_registry(gate),
-        store=SqlStore(sqlite_url(db)),
+        store=SqlStore(db),
         authenticator=StaticAuthenticator({"ada-token": ADA}),
     )
 
@@ -142,17 +154,28 @@ async def open_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
     return headers
 
 
-def stored_result(db: Path, session_id: str, stream_id: str) -> bool:
+def read(db: str, statement: str, **parameters: str) -> list[Any]:
+    """Rows of a query on the test's database, through a connection of the test's own."""
+    engine = sa.create_engine(db.replace("+aiosqlite", ""))
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.text(statement), parameters))
+    finally:
+        engine.dispose()
+
+
+def stored_result(db: str, session_id: str, stream_id: str) -> bool:
     """Whether the store holds the response on a session's stream yet."""
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute(
-            "SELECT message FROM charter_stream_events WHERE session_id = ? AND stream_id = ?",
-            (session_id, stream_id),
-        ).fetchall()
+    rows = read(
+        db,
+        "SELECT message FROM charter_stream_events WHERE session_id = :s AND stream_id = :t",
+        s=session_id,
+        t=stream_id,
+    )
     return any(text is not None and '"result"' in text for (text,) in rows)
 
 
-async def until_stored(db: Path, session_id: str, stream_id: str) -> None:
+async def until_stored(db: str, session_id: str, stream_id: str) -> None:
     """Wait until a session's stream has its response in the store (the call finished)."""
     deadline = time.monotonic() + WAIT_SECONDS
     while not stored_result(db, session_id, stream_id):
@@ -160,17 +183,15 @@ async def until_stored(db: Path, session_id: str, stream_id: str) -> None:
         await asyncio.sleep(0.05)
 
 
-def stored_events(db: Path) -> int:
-    with sqlite3.connect(db) as conn:
-        (count,) = conn.execute("SELECT count(*) FROM charter_stream_events").fetchone()
+def stored_events(db: str) -> int:
+    [(count,)] = read(db, "SELECT count(*) FROM charter_stream_events")
     return int(count)
 
 
 @pytest.mark.parametrize("name", ["two_steps", "ledgered_steps"])
 async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
-    tmp_path: Path, name: str
+    db: str, name: str
 ) -> None:
-    db = tmp_path / "charter.db"
     gate = threading.Event()
     with serve(create_asgi_app(sql_host(db, gate))) as base:
         url = base + "/mcp"
@@ -214,9 +235,8 @@ async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
 
 
 async def test_after_a_restart_the_old_session_is_unknown_and_prune_deletes_its_events(
-    tmp_path: Path,
+    db: str,
 ) -> None:
-    db = tmp_path / "charter.db"
     gate = threading.Event()
     gate.set()
     with serve(create_asgi_app(sql_host(db, gate))) as base:
@@ -240,7 +260,7 @@ async def test_after_a_restart_the_old_session_is_unknown_and_prune_deletes_its_
                 base + "/mcp", headers={**fresh, "Last-Event-ID": str(ids[0])}
             )
             assert await messages(response) == []  # another session's event id resumes nothing
-    async with SqlStore(sqlite_url(db)) as store:
+    async with SqlStore(db) as store:
         assert await store.prune(datetime.now(UTC) + timedelta(days=1)) >= len(ids)
     assert stored_events(db) == 0
 
@@ -248,7 +268,9 @@ async def test_after_a_restart_the_old_session_is_unknown_and_prune_deletes_its_
 async def test_the_store_is_chosen_by_the_hosts_store(tmp_path: Path) -> None:
     gate = threading.Event()
     assert isinstance(
-        streamable_http_app(sql_host(tmp_path / "a.db", gate)).session_manager.event_store,
+        streamable_http_app(
+            sql_host(sqlite_url(tmp_path / "a.db"), gate)
+        ).session_manager.event_store,
         SqlEventStore,
     )
     assert isinstance(
