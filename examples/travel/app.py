@@ -101,7 +101,12 @@ async def build_host(store: SqlStore) -> Host:
     def context(
         principal: Principal | None, tool: RegisteredTool, controls: InvocationControls
     ) -> TravelContext:
-        return TravelContext(trips=trips, memories=memories, payments=payments)
+        return TravelContext(
+            trips=trips,
+            memories=memories,
+            payments=payments,
+            resource_updated=lambda uri: travel.content.updated(uri),
+        )
 
     def content_context(principal: Principal | None) -> TravelContext:
         return TravelContext(trips=trips, memories=memories, payments=payments)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date
 from typing import Literal
@@ -34,6 +35,8 @@ class TravelContext(ToolContext):
     trips: TripService
     memories: MemoryService
     payments: PaymentProvider
+    resource_updated: Callable[[str], Awaitable[None]] | None = None
+    """``host.content.updated``: tells MCP sessions subscribed to a resource that it changed."""
 
 
 # -- models ----------------------------------------------------------------------------
@@ -302,6 +305,12 @@ async def _update(ctx: TravelContext, trip_id: str, **values: str) -> Trip:
     row = await ctx.trips.update(ctx.db, ctx.tenant_id, trip_id, **values)
     if row is None:
         raise ToolError(ErrorCode.NOT_FOUND, f"No trip {trip_id!r} in your tenant.")
+    announce = ctx.resource_updated
+    if announce is not None:
+        # After the call commits, never for one that rolls back: a subscriber that reads
+        # trip://… again then sees the change.
+        uri = f"trip://{row['id']}"
+        ctx.wait_until(lambda: announce(uri))
     return Trip.model_validate(row)
 
 

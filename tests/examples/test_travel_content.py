@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import uuid
+from typing import Any
 
+import anyio
 import mcp.types as types
 import pytest
+import sqlalchemy as sa
+from examples.travel.db import trips
 from mcp.client import Client
+from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from travel_support import AGENT, GLOBEX_AGENT, Travel
 
@@ -57,3 +63,91 @@ async def test_reads_and_prompts_are_audit_rows_in_the_sql_store(travel: Travel)
         ("prompt.get", "trips.summary", "completed"),
         ("resource.read", "trip://trp_lisbon01", "completed"),
     ]
+
+
+class User:
+    """Answers each confirmation the server asks for with the next of ``answers``."""
+
+    def __init__(self, *answers: types.ElicitResult) -> None:
+        self.answers = list(answers)
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        return self.answers.pop(0)
+
+
+def controls() -> dict[str, Any]:
+    return {"_charter": {"requestId": str(uuid.uuid4())}}
+
+
+async def stored_trip(travel: Travel, trip_id: str) -> tuple[str, str]:
+    """The trip's committed name and status, read on a connection of its own."""
+    async with travel.store.engine.connect() as conn:
+        row = (
+            await conn.execute(sa.select(trips.c.name, trips.c.status).where(trips.c.id == trip_id))
+        ).one()
+    return row.name, row.status
+
+
+def fail_before_commit(point: str) -> None:
+    if point == "before_commit":
+        raise RuntimeError("the commit never happens")
+
+
+@pytest.mark.filterwarnings(
+    "ignore:resources/.*subscribe is removed:mcp.shared.exceptions.MCPDeprecationWarning"
+)
+async def test_a_trip_subscriber_is_told_of_committed_changes_only(travel: Travel) -> None:
+    uri = "trip://trp_lisbon01"
+    told: list[tuple[str, tuple[str, str]]] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            # What a subscriber reads again when told: the change must be committed by then.
+            told.append((message.params.uri, await stored_trip(travel, "trp_lisbon01")))
+            if len(told) == 2:
+                arrived.set()
+
+    user = User(
+        types.ElicitResult(action="decline"),
+        types.ElicitResult(action="accept", content={"confirm": True}),
+    )
+    lisbon = {"trip_id": "trp_lisbon01"}
+    async with (
+        Client(
+            create_server(travel.host, principal=AGENT),
+            mode="legacy",
+            message_handler=on_message,
+            elicitation_callback=user,
+        ) as agent,
+        Client(create_server(travel.host, principal=GLOBEX_AGENT), mode="legacy") as globex,
+    ):
+        await agent.subscribe_resource(uri)
+        # Refused or rolled back: nothing changed, nobody is told.
+        foreign = await globex.call_tool("trips.rename", {**lisbon, "name": "x", **controls()})
+        declined = await agent.call_tool(
+            "trips.cancel", {**lisbon, "reason": "weather", **controls()}
+        )
+        travel.host._gate.fault_hook = fail_before_commit  # the gate's crash-test seam
+        try:
+            rolled_back = await agent.call_tool(
+                "trips.rename", {**lisbon, "name": "Rolled back", **controls()}
+            )
+        finally:
+            travel.host._gate.fault_hook = None
+        assert (foreign.is_error, declined.is_error, rolled_back.is_error) == (True, True, True)
+        assert await stored_trip(travel, "trp_lisbon01") == ("Lisbon offsite", "planned")
+        assert told == []
+        # Committed: a rename, then a cancel the user confirmed.
+        renamed = await agent.call_tool(
+            "trips.rename", {**lisbon, "name": "Lisbon summit", **controls()}
+        )
+        cancelled = await agent.call_tool(
+            "trips.cancel", {**lisbon, "reason": "weather", **controls()}
+        )
+        with anyio.fail_after(10):
+            await arrived.wait()
+    assert (renamed.is_error, cancelled.is_error) == (False, False)
+    assert told == [(uri, ("Lisbon summit", "planned")), (uri, ("Lisbon summit", "cancelled"))]

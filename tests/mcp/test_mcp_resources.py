@@ -17,11 +17,14 @@ import mcp.types as types
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_support import serve
+from pydantic import BaseModel
 
+from charter import tool
 from charter.host import Host
-from charter.mcp import OUTCOME_META_KEY, create_asgi_app
+from charter.mcp import OUTCOME_META_KEY, create_asgi_app, create_server
 from content_support import build_content_host
 
 pytestmark = pytest.mark.anyio
@@ -220,11 +223,53 @@ async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
 
 
 @_SUBSCRIBE_DEPRECATED
+@pytest.mark.parametrize("era", ["legacy", "auto"], ids=["subscribe", "listen"])
 async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
+    served: tuple[str, Host], era: str
+) -> None:
+    url, _ = served
+    async with connect(url, "newt-token", mode=era) as client:
+        with pytest.raises(MCPError) as refused:
+            if era == "legacy":
+                await client.subscribe_resource("trip://T-1")
+            else:  # 2026-07-28: subscriptions/listen
+                async with client.listen(resource_subscriptions=["trip://T-1"]):
+                    pass
+    assert refused.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
+
+
+# -- subscriptions/listen (2026-07-28) ------------------------------------------------------
+
+
+async def test_a_listen_stream_hears_of_changes_to_the_resources_it_asked_for(
     served: tuple[str, Host],
 ) -> None:
     url, _ = served
-    async with connect(url, "newt-token", mode="legacy") as client:
-        with pytest.raises(MCPError) as refused:
-            await client.subscribe_resource("trip://T-1")
-    assert refused.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
+    async with connect(url, "ada-token", mode="auto") as client:
+        async with client.listen(resource_subscriptions=["trip://T-1"]) as subscription:
+            await client.call_tool("trips.touch", {"trip_id": "T-2"})
+            await client.call_tool("trips.touch", {"trip_id": "T-1"})
+            with anyio.fail_after(10):
+                event = await anext(aiter(subscription))
+    assert subscription.honored.resource_subscriptions == ["trip://T-1"]
+    assert event == ResourceUpdated(uri="trip://T-1")
+
+
+class Nothing(BaseModel):
+    """No fields."""
+
+
+async def test_a_listen_stream_hears_that_the_tool_list_changed() -> None:
+    host = build_content_host()
+
+    @tool(name="trips.extra", tier="read", required_scopes=("trips:read",))
+    async def extra(_: Nothing) -> Nothing:
+        """A tool that arrives while serving."""
+        return Nothing()
+
+    async with Client(create_server(host), mode="auto") as client:
+        async with client.listen(tools_list_changed=True) as subscription:
+            host.registry.register(extra)
+            with anyio.fail_after(10):
+                event = await anext(aiter(subscription))
+    assert event == ToolsListChanged()

@@ -45,10 +45,10 @@ class WatchedStore(MemoryEventStore):
         self.replays = 0
         self.resumed = asyncio.Event()
 
-    async def replay_events_after(
-        self, last_event_id: str, send_callback: EventCallback
+    async def replay_session_events_after(
+        self, session_id: str, last_event_id: str, send_callback: EventCallback
     ) -> str | None:
-        found = await super().replay_events_after(last_event_id, send_callback)
+        found = await super().replay_session_events_after(session_id, last_event_id, send_callback)
         self.replays += 1
         self.resumed.set()
         return found
@@ -122,6 +122,24 @@ async def test_the_memory_event_store_replays_only_later_events_of_the_same_stre
         await store.store_event("c", ping)
     assert store.size == 4
     assert await store.replay_events_after(first, send) is None  # dropped: too late
+
+
+async def test_each_sessions_view_of_a_memory_store_replays_only_its_own_streams() -> None:
+    store = MemoryEventStore()
+    a, b = store.for_session("a"), store.for_session("b")
+    ping = types.JSONRPCRequest(jsonrpc="2.0", id=1, method="ping")
+    pong = types.JSONRPCRequest(jsonrpc="2.0", id=2, method="ping")
+    primed = await a.store_event("1", None)
+    await b.store_event("1", pong)  # the same request id, so the same stream id
+    mine = await a.store_event("1", ping)
+    sent: list[EventMessage] = []
+
+    async def send(event: EventMessage) -> None:
+        sent.append(event)
+
+    assert await a.replay_events_after(primed, send) == "1"
+    assert [(e.event_id, e.message) for e in sent] == [(mine, ping)]
+    assert await b.replay_events_after(primed, send) is None
 
 
 def test_resumability_refuses_negative_settings() -> None:

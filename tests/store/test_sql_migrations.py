@@ -31,6 +31,7 @@ CHARTER_TABLES = {
     "charter_effects",
     "charter_ledger_entries",
     "charter_secrets",
+    "charter_stream_events",
 }
 
 HEAD = _migrate.head_revision()

@@ -296,7 +296,8 @@ def prune(
     """Delete expired completed requests and decided approvals, and old audit events.
 
     Rate-limit buckets that have refilled completely go too (they mean the same as none),
-    and delivered or discarded effects `--effect-days` (1) after they finished.
+    and delivered or discarded effects `--effect-days` (1) after they finished,
+    and the events of resumable MCP streams past their retention.
     Pending and approved approvals, deferred requests, pending and dead effects and API
     keys are never touched. Audit events of anonymous calls go after
     `--anonymous-audit-days` (7), the others only with `--audit-days`.

@@ -1,9 +1,8 @@
 """``notifications/tools/list_changed`` for charter's own MCP clients.
 
 When the registry's tools change while serving (the gateway follows an upstream's list),
-each handshake-era session that has listed tools is told so once per burst of changes.
-2026-07-28 sessions learn of changes through ``subscriptions/listen``, which charter does
-not serve yet; they see the new list on their next ``tools/list``.
+each handshake-era session that has listed tools is told so once per burst of changes, and
+so is each 2026-07-28 ``subscriptions/listen`` stream that asked for it (``_listen``).
 """
 
 from __future__ import annotations
@@ -11,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._safe_log import log_exception
 
 __all__ = ("ToolListChanges",)
 
@@ -29,7 +30,9 @@ _MOST_SESSIONS = 10_000
 class ToolListChanges:
     """Remembers the sessions that listed tools and tells them when the tools change."""
 
-    def __init__(self) -> None:
+    def __init__(self, publish: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Remember sessions; ``publish`` also announces each burst (to listen streams)."""
+        self.publish = publish
         # By connection (its session id; None for stdio or in memory), the latest request's
         # session object: the SDK makes one per request, and its notifications without a
         # related request travel on the connection's own channel. A connection that cannot
@@ -59,7 +62,7 @@ class ToolListChanges:
 
     def changed(self) -> None:
         """The tools changed: notify every remembered session, soon and once."""
-        if self._pending or not self._sessions:
+        if self._pending or (not self._sessions and self.publish is None):
             return
         try:
             loop = asyncio.get_running_loop()
@@ -73,6 +76,11 @@ class ToolListChanges:
     async def _notify(self) -> None:
         await asyncio.sleep(0)  # one refresh changes several tools: one notification
         self._pending = False
+        if self.publish is not None:
+            try:
+                await self.publish()
+            except Exception as exc:  # a bus of the application's: the sessions still hear
+                log_exception(logger, "the tool list change could not be published", exc=exc)
         for connection, session in list(self._sessions.items()):
             try:
                 await session.send_tool_list_changed()

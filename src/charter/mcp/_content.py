@@ -39,7 +39,7 @@ from ..resources import (
 )
 from ._render import OUTCOME_META_KEY
 
-__all__ = ("NO_SESSION", "RESOURCE_NOT_FOUND", "ContentHandlers")
+__all__ = ("NO_SESSION", "RESOURCE_NOT_FOUND", "ContentHandlers", "content_error")
 
 NO_SESSION = "\x00no-session"
 """A stateless HTTP request: it belongs to no session that could remember anything."""
@@ -101,7 +101,7 @@ class ContentHandlers:
         """``resources/read``: the host reads it as this caller."""
         read = await self.host.content.read(params.uri, self.principal_of(ctx))
         if isinstance(read, Failed):
-            raise _error(read, resource=True)
+            raise content_error(read, resource=True)
         return types.ReadResourceResult(contents=[_contents(c) for c in read.contents])
 
     async def subscribe(
@@ -111,7 +111,7 @@ class ContentHandlers:
         principal = self.principal_of(ctx)
         refusal = self.host.content.check_read(params.uri, principal)
         if refusal is not None:
-            raise _error(refusal, resource=True)
+            raise content_error(refusal, resource=True)
         key = self.session_of(ctx)
         if key == NO_SESSION:
             raise MCPError(
@@ -173,7 +173,7 @@ class ContentHandlers:
             params.name, params.arguments, self.principal_of(ctx)
         )
         if isinstance(got, Failed):
-            raise _error(got, resource=False)
+            raise content_error(got, resource=False)
         return types.GetPromptResult(
             description=got.description,
             messages=[
@@ -206,7 +206,7 @@ class ContentHandlers:
                 self.principal_of(ctx),
             )
         if isinstance(values, Failed):
-            raise _error(values, resource=False)
+            raise content_error(values, resource=False)
         return types.CompleteResult(
             completion=types.Completion(values=values, total=len(values), has_more=False)
         )
@@ -278,7 +278,7 @@ _INVALID = {ErrorCode.INVALID_INPUT, ErrorCode.NOT_FOUND}
 _REFUSED = {ErrorCode.AUTHORIZATION_DENIED, ErrorCode.UNAUTHENTICATED}
 
 
-def _error(outcome: Failed, *, resource: bool) -> MCPError:
+def content_error(outcome: Failed, *, resource: bool) -> MCPError:
     """The JSON-RPC error for a refused read, get or completion."""
     if resource and outcome.code == ErrorCode.NOT_FOUND:
         code = RESOURCE_NOT_FOUND

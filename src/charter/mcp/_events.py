@@ -2,15 +2,20 @@
 
 The SDK's streamable HTTP transport gives each SSE event an id from an ``EventStore`` and,
 when a client reconnects with ``Last-Event-ID`` (after a dropped connection, or after the
-server closed the stream to make it poll), replays what that stream sent since. This
-store keeps the newest events in this process's memory: a client resumes on the replica
-that holds its session, which is the one stateful sessions already need.
+server closed the stream to make it poll), replays what that stream sent since.
+
+The SDK hands one store to every session and names streams by JSON-RPC request id (or
+``_GET_stream``), which two sessions share all the time: a store keyed by those alone
+would replay one session's events into another's stream. charter's stores are
+``SessionEventStore``s, bound to one session each (``for_session``): an event id resumes
+only a stream of the session that asks.
 """
 
 from __future__ import annotations
 
 import itertools
 import secrets
+from abc import abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -19,18 +24,22 @@ from mcp.types import JSONRPCMessage
 
 from ..errors import ConfigurationError
 
-__all__ = ("MemoryEventStore", "Resumability")
+__all__ = ("MemoryEventStore", "Resumability", "SessionEventStore")
+
+_UNBOUND = ""
+"""The session of events stored through the plain ``EventStore`` methods."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Resumability:
     """How stateful sessions' SSE streams resume (SEP-1699).
 
-    ``event_store`` keeps the events (default: a ``MemoryEventStore`` per app);
-    ``retry_ms`` is the reconnection delay the priming event suggests; ``poll_after``
-    closes a ``tools/call`` stream once the call has run that many seconds, so a client
-    polls (reconnects with ``Last-Event-ID``) instead of holding a connection open.
-    Only clients of protocol 2025-11-25 or later get priming events and closed streams.
+    ``event_store`` keeps the events (default: a ``SqlEventStore`` on the host's store
+    when it is a ``SqlStore``, else a ``MemoryEventStore`` per app); ``retry_ms`` is the
+    reconnection delay the priming event suggests; ``poll_after`` closes a ``tools/call``
+    stream once the call has run that many seconds, so a client polls (reconnects with
+    ``Last-Event-ID``) instead of holding a connection open. Only clients of protocol
+    2025-11-25 or later get priming events and closed streams.
     """
 
     event_store: EventStore | None = None
@@ -44,13 +53,69 @@ class Resumability:
             raise ConfigurationError("poll_after must be zero or more seconds")
 
 
-class MemoryEventStore(EventStore):
+class SessionEventStore(EventStore):
+    """An event store that keeps each session's streams apart.
+
+    charter's HTTP app gives each session ``for_session(its id)``, so replay finds only
+    that session's events. The plain ``EventStore`` methods (for use outside charter's
+    app) keep everything in one unnamed session.
+    """
+
+    @abstractmethod
+    async def store_session_event(
+        self, session_id: str, stream_id: str, message: JSONRPCMessage | None
+    ) -> str:
+        """Keep one event of a session's stream (None: a priming event); its new id."""
+
+    @abstractmethod
+    async def replay_session_events_after(
+        self, session_id: str, last_event_id: str, send_callback: EventCallback
+    ) -> str | None:
+        """Send the later events of ``last_event_id``'s stream, if it is ``session_id``'s.
+
+        Returns the stream's id, or None when the event is unknown, dropped, or another
+        session's (nothing is sent then).
+        """
+
+    def for_session(self, session_id: str) -> EventStore:
+        """This store as one session's transport should see it."""
+        return _BoundEvents(self, session_id)
+
+    async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
+        """Keep one event of ``stream_id`` (None: the stream's priming event); its new id."""
+        return await self.store_session_event(_UNBOUND, stream_id, message)
+
+    async def replay_events_after(
+        self, last_event_id: str, send_callback: EventCallback
+    ) -> str | None:
+        """Send the events of ``last_event_id``'s stream that came after it; its stream id."""
+        return await self.replay_session_events_after(_UNBOUND, last_event_id, send_callback)
+
+
+class _BoundEvents(EventStore):
+    """One session's view of a ``SessionEventStore``."""
+
+    def __init__(self, store: SessionEventStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+
+    async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
+        return await self.store.store_session_event(self.session_id, stream_id, message)
+
+    async def replay_events_after(
+        self, last_event_id: str, send_callback: EventCallback
+    ) -> str | None:
+        return await self.store.replay_session_events_after(
+            self.session_id, last_event_id, send_callback
+        )
+
+
+class MemoryEventStore(SessionEventStore):
     """The newest ``max_events`` SSE events of this process, for ``Last-Event-ID`` replays.
 
-    Event ids are unguessable (a random prefix per store, then a counter), so one client
-    cannot ask for another's stream by guessing; replay also needs the session the SDK
-    checked before it asks the store. The oldest events are dropped past the bound, so a
-    client that reconnects too late gets nothing replayed.
+    Event ids are unguessable (a random prefix per store, then a counter), and replay
+    needs the session the SDK checked before it asks the store. The oldest events are
+    dropped past the bound, so a client that reconnects too late gets nothing replayed.
     """
 
     def __init__(self, max_events: int = 10_000) -> None:
@@ -60,32 +125,34 @@ class MemoryEventStore(EventStore):
         self.max_events = max_events
         self._prefix = secrets.token_hex(8)
         self._counter = itertools.count(1)
-        self._events: OrderedDict[str, tuple[str, JSONRPCMessage | None]] = OrderedDict()
+        self._events: OrderedDict[str, tuple[str, str, JSONRPCMessage | None]] = OrderedDict()
 
-    async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
-        """Keep one event of ``stream_id`` (None: the stream's priming event); its new id."""
+    async def store_session_event(
+        self, session_id: str, stream_id: str, message: JSONRPCMessage | None
+    ) -> str:
+        """Keep one event of a session's stream (None: a priming event); its new id."""
         event_id = f"{self._prefix}-{next(self._counter)}"
-        self._events[event_id] = (stream_id, message)
+        self._events[event_id] = (session_id, stream_id, message)
         while len(self._events) > self.max_events:
             self._events.popitem(last=False)
         return event_id
 
-    async def replay_events_after(
-        self, last_event_id: str, send_callback: EventCallback
+    async def replay_session_events_after(
+        self, session_id: str, last_event_id: str, send_callback: EventCallback
     ) -> str | None:
-        """Send the events of ``last_event_id``'s stream that came after it; its stream id."""
+        """Send the later events of ``last_event_id``'s stream, if it is ``session_id``'s."""
         found = self._events.get(last_event_id)
-        if found is None:
+        if found is None or found[0] != session_id:
             return None
-        stream_id = found[0]
+        stream = found[:2]
         after = False
-        for event_id, (stream, message) in list(self._events.items()):
+        for event_id, (session, stream_id, message) in list(self._events.items()):
             if event_id == last_event_id:
                 after = True
                 continue
-            if after and stream == stream_id and message is not None:
+            if after and (session, stream_id) == stream and message is not None:
                 await send_callback(EventMessage(message, event_id))
-        return stream_id
+        return stream[1]
 
     @property
     def size(self) -> int:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthorizationContext,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+)
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http import EventStore
+from mcp.server.streamable_http import EventStore, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
@@ -33,10 +37,11 @@ from ..auth import AuthenticationUnavailable, Principal
 from ..errors import ConfigurationError, ErrorCode
 from ..host import Host
 from ._auth import HostTokenVerifier
-from ._events import MemoryEventStore, Resumability
+from ._events import MemoryEventStore, Resumability, SessionEventStore
 from ._interact import ConnectionState
 from ._render import Presenter
 from ._sessions import SessionLimiter, SessionLimits
+from ._stored_events import SqlEventStore, StreamEventStorage
 from .server import create_server
 
 __all__ = ("DEFAULT_ALLOWED_HOSTS", "StreamableHTTPApp", "create_asgi_app", "streamable_http_app")
@@ -74,9 +79,17 @@ class StreamableHTTPApp:
         """Serve one ASGI request."""
         await self._app(scope, receive, send)
 
-    def run(self) -> AbstractAsyncContextManager[None]:
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
         """Run the session manager; enter it once, for as long as the app serves."""
-        return self.session_manager.run()
+        try:
+            async with self.session_manager.run():
+                yield
+        finally:
+            # The sessions are over: their events will never be replayed.
+            store = self.session_manager.event_store
+            if isinstance(store, SqlEventStore):
+                store.close()
 
     def open_sessions(self, principal: Principal | None) -> int:
         """How many sessions ``principal`` (None: anonymous callers) holds now.
@@ -131,7 +144,8 @@ def streamable_http_app(
             ``SessionLimits()``.
         resumability: how stateful sessions' SSE streams resume after a reconnect with
             ``Last-Event-ID`` (``Resumability``); True: the defaults (events kept in
-            memory), False: not at all. Stateless mode has no streams to resume.
+            the host's ``SqlStore``, else in memory), False: not at all. Stateless mode
+            has no streams to resume.
 
     Raises:
         ConfigurationError: ``require_auth=True`` on a host without an authenticator.
@@ -158,7 +172,7 @@ def streamable_http_app(
         if allowed_origins is not None
         else [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
     )
-    manager = StreamableHTTPSessionManager(
+    manager = _SessionManager(
         app=server,
         json_response=json_response,
         stateless=stateless,
@@ -167,7 +181,7 @@ def streamable_http_app(
         ),
         session_idle_timeout=limits.idle_timeout,
         max_sessions=limits.max_sessions,
-        event_store=_event_store(resume),
+        event_store=_event_store(resume, host),
         retry_interval=None if resume is None else resume.retry_ms,
     )
     # Innermost: the body is read only once the caller is known (as on REST).
@@ -195,12 +209,38 @@ def streamable_http_app(
     return StreamableHTTPApp(server=server, session_manager=manager, app=app, limiter=limiter)
 
 
-def _event_store(resume: Resumability | None) -> EventStore | None:
+def _event_store(resume: Resumability | None, host: Host) -> EventStore | None:
     # ``is None``, not ``or``: a store may define ``__len__`` (the SDK then sees an empty
-    # one as no store at all, so charter's does not).
+    # one as no store at all, so charter's do not).
     if resume is None:
         return None
-    return resume.event_store if resume.event_store is not None else MemoryEventStore()
+    if resume.event_store is not None:
+        return resume.event_store
+    if isinstance(host.store, StreamEventStorage):
+        return SqlEventStore(host.store)
+    return MemoryEventStore()
+
+
+class _SessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, giving each session its own view of the event store.
+
+    The SDK hands every session's transport the one store it was given; a
+    ``SessionEventStore`` is bound here to the new session's id, so one session's
+    ``Last-Event-ID`` never replays another's events (stream ids, JSON-RPC request ids,
+    repeat across sessions). The SDK has no public hook for this: this overrides where
+    it builds a session's transport (tests/mcp/test_mcp_resumable.py checks it holds).
+    """
+
+    def _admit_session(
+        self, requestor: AuthorizationContext | None
+    ) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        store = self.event_store
+        if transport is not None and isinstance(store, SessionEventStore):
+            session_id = transport.mcp_session_id
+            assert session_id is not None
+            transport._event_store = store.for_session(session_id)
+        return transport
 
 
 def create_asgi_app(

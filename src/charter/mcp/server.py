@@ -33,6 +33,7 @@ from ._changes import ToolListChanges
 from ._content import NO_SESSION, ContentHandlers
 from ._forwarded import forwarded_result, is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
+from ._listen import Listening
 from ._listing import ToolListing, status_tool
 from ._render import STATUS_TOOL, Presenter, render_outcome
 
@@ -86,6 +87,9 @@ def create_server(
     if host.registry.get(STATUS_TOOL) is not None:
         raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
     adapter = _Adapter(host, principal=principal, presenters=presenters, poll_after=sse_poll_after)
+    # 2026-07-28 clients hear of changes on subscriptions/listen streams.
+    listening = Listening(host, principal_of=adapter.principal)
+    adapter.changes.publish = listening.tools_changed
     # Tools registered or removed while serving (charter.gateway): clients are told.
     host.registry.on_change(adapter.changes.listener())
     content = ContentHandlers(host, principal_of=adapter.principal, session_of=_session_key)
@@ -105,6 +109,7 @@ def create_server(
         on_list_prompts=content.list_prompts,
         on_get_prompt=content.get_prompt,
         on_completion=content.complete,
+        on_subscriptions_listen=listening.listen,
     )
     # Registered directly: the constructor's on_set_logging_level warns that logging is
     # deprecated at 2026-07-28, but handshake-era clients still set levels.

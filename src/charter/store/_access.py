@@ -16,7 +16,7 @@ __all__ = ("SqlAccess",)
 
 
 class SqlAccess:
-    """The base of ``SqlStore``'s method groups (approvals, audit, keys, budgets, effects)."""
+    """What every group of ``SqlStore``'s methods (approvals, keys, effects …) builds on."""
 
     busy_timeout: float
     """Seconds a write outside the gate waits for a lock."""

@@ -23,10 +23,22 @@ __all__ = (
     "ledger_entries",
     "metadata",
     "secrets",
+    "stream_events",
 )
 
 VERSION_TABLE = "charter_alembic_version"
 """Alembic's version table for charter's migrations (apart from the application's own)."""
+
+
+def _sequence() -> sa.Column[int]:
+    """An autoincrement ``seq`` primary key: BIGINT on PostgreSQL, SQLite's rowid alias."""
+    return sa.Column(
+        "seq",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    )
+
 
 metadata = sa.MetaData(
     naming_convention={
@@ -128,12 +140,7 @@ audit_events = sa.Table(
     "charter_audit_events",
     metadata,
     # ``seq`` orders events recorded within the same clock tick, as the in-memory sink does.
-    sa.Column(
-        "seq",
-        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-        primary_key=True,
-        autoincrement=True,
-    ),
+    _sequence(),
     sa.Column("id", sa.Text, nullable=False, unique=True),
     sa.Column("time", UTCDateTime, nullable=False),
     # Search columns hold NUL-free copies; ``event`` holds the exact event as ASCII JSON.
@@ -216,3 +223,19 @@ effects = sa.Table(
     sa.Index(None, "tenant_id", "request_id"),
 )
 """The effect outbox: one row per effect, written in the transaction that asked for it."""
+
+stream_events = sa.Table(
+    "charter_stream_events",
+    metadata,
+    # ``seq`` orders a stream's events; ``event_id`` is the unguessable id clients see.
+    _sequence(),
+    sa.Column("event_id", SafeText, nullable=False, unique=True),
+    sa.Column("session_id", SafeText, nullable=False),
+    sa.Column("stream_id", SafeText, nullable=False),
+    sa.Column("message", SafeText),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+    sa.Index(None, "session_id", "stream_id", "seq"),
+    sa.Index(None, "expires_at"),
+)
+"""The SSE events of resumable MCP streams (``_stream_rows``); ``message`` is the JSON-RPC
+message as JSON, NULL for a stream's priming event."""

@@ -26,6 +26,7 @@ from ._migrate import ensure_schema, upgrade
 from ._retention import prune_approvals, prune_entries
 from ._schema import deferred
 from ._statements import key_parameters, statements
+from ._stream_store import SqlStreamEvents, prune_stream_events
 from ._transaction import SqlTransaction, TransactionScope
 from ._types import is_storable
 
@@ -41,8 +42,12 @@ class _State(enum.Enum):
     """``aclose()`` released the connections; the store cannot be reopened."""
 
 
-class SqlStore(SqlApprovalStore, SqlAuditLog, SqlApiKeys, SqlBudgets, SqlEffectOutbox):
+class SqlStore(
+    SqlApprovalStore, SqlAuditLog, SqlApiKeys, SqlBudgets, SqlEffectOutbox, SqlStreamEvents
+):
     """The ledger, approvals, claims, deferred records, effects, audit events and API keys in SQL.
+
+    It also keeps the SSE events of resumable MCP streams (``charter.mcp.SqlEventStore``).
 
     ``sqlite+aiosqlite:///path`` (see ``sqlite_url``) is the embedded default: WAL,
     ``BEGIN IMMEDIATE`` for every write transaction, a busy timeout. A fresh database is
@@ -284,16 +289,21 @@ class SqlStore(SqlApprovalStore, SqlAuditLog, SqlApiKeys, SqlBudgets, SqlEffectO
 
     @run_to_completion
     async def prune(self, before: datetime, *, batch_size: int = 500) -> int:
-        """Delete completed entries and decided approvals that expired before ``before``.
+        """Delete completed entries, decided approvals and stream events expired before ``before``.
 
         Works in batches of ``batch_size`` rows, one short write transaction each, so a
         large backlog never holds the write lock for long. A pruned entry takes its
         created-target claim and settled deferred record with it. Deferred (unsettled)
         entries, pending and approved approvals and active deferred records are never
-        touched. Returns the number of entries and approvals deleted.
+        touched. Returns the number of entries, approvals and stream events deleted.
         """
         entries = await self._prune_in_batches(prune_entries, before, batch_size)
-        return entries + await self._prune_in_batches(prune_approvals, before, batch_size)
+        approvals = await self._prune_in_batches(prune_approvals, before, batch_size)
+        return (
+            entries
+            + approvals
+            + await self._prune_in_batches(prune_stream_events, before, batch_size)
+        )
 
     # -- shared secrets -------------------------------------------------------------------
 
