@@ -258,10 +258,11 @@ class Host:
             host_limits=check_limits("the host's rate_limits", rate_limits),
             clock=self._clock,
         )
+        access = ScopeChecks(catalog=access_catalog, admin_scope=admin_scope)
         self._pipeline = Pipeline(
             registry=registry,
             gate=self._gate,
-            access=ScopeChecks(catalog=access_catalog, admin_scope=admin_scope),
+            access=access,
             limits=self.limits,
             context_factory=context_factory,
             audit=self._audit_watch,
@@ -275,8 +276,7 @@ class Host:
             registry.content,
             context_factory=content_context,
             audit=self._audit_watch,
-            admin_scope=admin_scope,
-            access_catalog=access_catalog,
+            access=access,
             clock=self._clock,
         )
         """Resources, resource templates and prompts under this host's authority."""

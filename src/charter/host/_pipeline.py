@@ -363,7 +363,7 @@ class Pipeline:
         return [
             t
             for t in self.registry.tools()
-            if visible(t, seen_by) and self._access.allows(t, principal)
+            if visible(t, seen_by) and self._access.tool_allows(t, principal)
         ]
 
     async def drain(self) -> None:
