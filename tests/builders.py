@@ -56,3 +56,22 @@ def tiered_tool(
         tier=tier,
         **options,
     )
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+"""The headers a raw streamable HTTP request to /mcp needs."""
+
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+"""A raw JSON-RPC initialize request (handshake era), for tests that post to /mcp by hand."""
+
+MCP_PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+"""A raw JSON-RPC ping, the request after ``MCP_INITIALIZE``."""

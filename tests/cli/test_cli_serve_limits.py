@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from cli_support import charter, notes_host, sqlite
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE, MCP_PING
 
 from charter._serve_protocol import guarded_protocol
 from charter.cli._serve_options import (
@@ -66,19 +67,6 @@ registry = Registry()
 registry.register_all([echo, publish])
 '''
 
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-
 
 @pytest.fixture
 def target(write_target: Callable[[str], str]) -> str:
@@ -96,7 +84,7 @@ def create_key(db: str, tenant: str, subject: str) -> str:
 
 
 def bearer(key: str) -> dict[str, str]:
-    return {**HEADERS, "Authorization": f"Bearer {key}"}
+    return {**MCP_HEADERS, "Authorization": f"Bearer {key}"}
 
 
 # -- MCP sessions per principal ---------------------------------------------------------------
@@ -113,13 +101,13 @@ def test_a_key_past_its_session_cap_loses_its_oldest_sessions_and_no_one_else_do
         mcp = served.url + "/mcp"
 
         def open_session(key: str) -> str:
-            response = http.post(mcp, json=INITIALIZE, headers=bearer(key))
+            response = http.post(mcp, json=MCP_INITIALIZE, headers=bearer(key))
             assert response.status_code == 200, response.text
             return response.headers["mcp-session-id"]
 
         def ping(key: str, session: str) -> int:
             headers = {**bearer(key), "Mcp-Session-Id": session}
-            return http.post(mcp, json=PING, headers=headers).status_code
+            return http.post(mcp, json=MCP_PING, headers=headers).status_code
 
         bobs, globex = open_session(bob), open_session(ann_at_globex)
         anns = [open_session(ann) for _ in range(5)]

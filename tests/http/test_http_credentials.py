@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from http_support import INITIALIZE, MCP_HEADERS, Lab, Live, build_host, serve
+from http_support import Lab, Live, build_host, serve
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.http import create_app
 
@@ -80,7 +81,7 @@ def test_ambiguous_credentials_are_a_400_over_mcp_before_a_session_starts(
     both: Live, headers: list[tuple[str, str]]
 ) -> None:
     with httpx.Client(base_url=both.url, timeout=10) as http:
-        response = http.post("/mcp", json=INITIALIZE, headers=[*MCP_HEADERS.items(), *headers])
+        response = http.post("/mcp", json=MCP_INITIALIZE, headers=[*MCP_HEADERS.items(), *headers])
     assert_ambiguous(response)
     assert "mcp-session-id" not in response.headers
 
@@ -90,7 +91,9 @@ def test_one_credential_still_works_on_both(both: Live) -> None:
         by_bearer = http.get("/v1/whoami", headers={"Authorization": "Bearer agent-token"})
         by_key = http.get("/v1/whoami", headers={"X-API-Key": "agent-token"})
         mcp = http.post(
-            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer agent-token"}
+            "/mcp",
+            json=MCP_INITIALIZE,
+            headers={**MCP_HEADERS, "Authorization": "Bearer agent-token"},
         )
     assert by_bearer.status_code == by_key.status_code == 200
     assert by_bearer.json()["subject"] == by_key.json()["subject"] == "agent-7"

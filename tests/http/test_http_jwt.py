@@ -15,10 +15,11 @@ import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from http_support import INITIALIZE, MCP_HEADERS, Lab, Live, build_registry, serve
+from http_support import Lab, Live, build_registry, serve
 from jwt.algorithms import RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.host import Host
 from charter.http import create_app
@@ -144,7 +145,7 @@ async def test_a_bad_jwt_is_a_401_challenge_over_rest_and_mcp(
             headers={"Authorization": f"Bearer {bad}"},
         )
         mcp = await http.post(
-            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}
+            "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}
         )
     assert rest.status_code == 401
     assert rest.headers["www-authenticate"] == 'Bearer error="invalid_token"'
