@@ -25,6 +25,8 @@ __all__ = (
     "ReportingServer",
     "Served",
     "charter_serve",
+    "die_with_parent",
+    "interrupt",
     "loopback_socket",
     "raw_connection",
     "read_until_closed",
@@ -156,22 +158,27 @@ def charter_serve(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     try:
         served = Served(url=_banner_url(process, log), process=process, log=log)
         yield served
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            code = process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
+        code = interrupt(process)
         if process.stdout is not None:
             process.stdout.close()
     assert code == 0, log.read_text()
+
+
+def interrupt(process: subprocess.Popen[Any]) -> int:
+    """Stop a server as Ctrl-C does and return its exit code (killed if it hangs 30 s)."""
+    process.send_signal(signal.SIGINT)
+    try:
+        return process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
 
 
 def _banner_url(process: subprocess.Popen[str], log: Path) -> str:
@@ -185,7 +192,7 @@ def _banner_url(process: subprocess.Popen[str], log: Path) -> str:
     raise RuntimeError(f"charter serve exited with {process.returncode}:\n{log.read_text()}")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Stop the server if pytest itself is killed (Linux), so no orphan keeps running."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
