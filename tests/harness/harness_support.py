@@ -378,3 +378,29 @@ def last_results(request_messages: Any) -> Any:
 
 
 Clock = Callable[[], datetime]
+
+
+class QueryOut(BaseModel):
+    """What a ``recording_tool`` answers: its own name."""
+
+    tool: str
+
+
+def recording_tool(
+    name: str, runs: list[str], input_schema: type[BaseModel], **options: Any
+) -> Any:
+    """A read tool called ``name`` that appends its name to ``runs`` each time it runs."""
+
+    def handler(args: BaseModel) -> QueryOut:
+        runs.append(name)
+        return QueryOut(tool=name)
+
+    return define_tool(
+        name=name,
+        description=f"Tool {name}.",
+        input_schema=input_schema,
+        output_schema=QueryOut,
+        handler=handler,
+        tier="read",
+        **options,
+    )

@@ -20,9 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
+from harness_support import recording_tool
 from pydantic import BaseModel
 
-from charter import Principal, Registry, define_tool
+from charter import Principal, Registry
 from charter.harness import (
     Harness,
     ModelRequest,
@@ -158,10 +159,6 @@ class QueryIn(BaseModel):
     note: str | None = None
 
 
-class QueryOut(BaseModel):
-    tool: str
-
-
 LONG = "travel." + "itineraries." * 8 + "search"
 
 
@@ -169,19 +166,7 @@ def pathological(runs: list[str]) -> Registry:
     """Dotted, over-long and overridden names, each tool recording its runs."""
 
     def tool(name: str, **options: Any) -> Any:
-        def handler(args: QueryIn) -> QueryOut:
-            runs.append(name)
-            return QueryOut(tool=name)
-
-        return define_tool(
-            name=name,
-            description=f"Tool {name}.",
-            input_schema=QueryIn,
-            output_schema=QueryOut,
-            handler=handler,
-            tier="read",
-            **options,
-        )
+        return recording_tool(name, runs, QueryIn, **options)
 
     registry = Registry()
     registry.register(tool("trips.search", aliases=["trips.find"]))
