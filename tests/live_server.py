@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import http.server
 import os
 import signal
 import socket
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ __all__ = (
     "charter_serve",
     "die_with_parent",
     "interrupt",
+    "json_server",
     "loopback_socket",
     "raw_connection",
     "read_until_closed",
@@ -196,3 +198,33 @@ def die_with_parent() -> None:
     """Stop the server if pytest itself is killed (Linux), so no orphan keeps running."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@contextmanager
+def json_server(answer: Callable[[str], tuple[int, bytes]]) -> Iterator[str]:
+    """A stdlib HTTP server on 127.0.0.1 whose GETs get ``answer(path)``: a status and JSON.
+
+    Yields the server's base URL; stops it on the way out.
+    """
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = answer(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)

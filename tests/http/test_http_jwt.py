@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -24,6 +22,7 @@ from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 from charter.host import Host
 from charter.http import create_app
 from charter.jwt import JwtAuthenticator
+from live_server import json_server
 
 pytestmark = pytest.mark.anyio
 
@@ -54,26 +53,8 @@ def jwks_url() -> Iterator[str]:
     jwk = {**RSAAlgorithm.to_jwk(KEY.public_key(), as_dict=True), "kid": "k1", "alg": "RS256"}
     body = json.dumps({"keys": [jwk]}).encode()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/jwks.json"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with json_server(lambda path: (200, body)) as url:
+        yield f"{url}/jwks.json"
 
 
 @pytest.fixture(scope="module")
