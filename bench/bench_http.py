@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import httpx
-from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,50 +24,23 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from bench import Case
+from bench._echo import PRINCIPAL, Query, echo, echo_registry
 from bench._live import Held, closing, serving
-from charter import Completed, Principal, Registry, define_tool
+from charter import Completed
 from charter.audit import MemoryAuditSink
 from charter.auth import Credentials, StaticAuthenticator
 from charter.host import Host
 from charter.http import create_app
 
-
-class Query(BaseModel):
-    text: str
-    limit: int = 10
-
-
-class Echo(BaseModel):
-    text: str
-    limit: int
-
-
-async def echo(query: Query) -> Echo:
-    return Echo(text=query.text, limit=query.limit)
-
-
 _BODY = b'{"text": "hello", "limit": 3}'
 _TOKEN = "bench-token"
-_PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:read"}))
 _EXPECTED = {"text": "hello", "limit": 3}
 
 
 def _host() -> Host:
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="echo",
-            description="Echo the query back.",
-            input_schema=Query,
-            output_schema=Echo,
-            handler=echo,
-            tier="read",
-            required_scopes=["notes:read"],
-        )
-    )
     return Host(
-        registry,
-        authenticator=StaticAuthenticator({_TOKEN: _PRINCIPAL}),
+        echo_registry(),
+        authenticator=StaticAuthenticator({_TOKEN: PRINCIPAL}),
         audit=MemoryAuditSink(),
     )
 

@@ -28,62 +28,35 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel
 from pydantic_core import to_json
 from starlette.applications import Starlette
 
 from bench import Case
+from bench._echo import PRINCIPAL, Echo, Query, echo, echo_registry
 from bench._live import Held, closing, serving
-from charter import Completed, Principal, Registry, define_tool
+from charter import Completed
 from charter.audit import MemoryAuditSink
 from charter.auth import StaticAuthenticator
 from charter.host import Host
 from charter.http import create_app
 from charter.mcp import STATUS_TOOL, create_server
 
-
-class Query(BaseModel):
-    text: str
-    limit: int = 10
-
-
-class Echo(BaseModel):
-    text: str
-    limit: int
-
-
-async def echo(query: Query) -> Echo:
-    return Echo(text=query.text, limit=query.limit)
-
-
 _ARGUMENTS = {"text": "hello", "limit": 3}
 _EXPECTED = {"text": "hello", "limit": 3}
-_PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:read"}))
 _TOKEN = "bench-token"
 _ROOT = Path(__file__).resolve().parent.parent
 
 
 def _host(*, authenticated: bool = False) -> Host:
     """The host every charter side runs; ``authenticated``: with a bearer token for
-    ``_PRINCIPAL`` (HTTP carries credentials; in memory and stdio run as the principal)."""
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="echo",
-            description="Echo the query back.",
-            input_schema=Query,
-            output_schema=Echo,
-            handler=echo,
-            tier="read",
-            required_scopes=["notes:read"],
-        )
-    )
-    authenticator = StaticAuthenticator({_TOKEN: _PRINCIPAL}) if authenticated else None
+    ``PRINCIPAL`` (HTTP carries credentials; in memory and stdio run as the principal)."""
+    registry = echo_registry()
+    authenticator = StaticAuthenticator({_TOKEN: PRINCIPAL}) if authenticated else None
     return Host(registry, authenticator=authenticator, audit=MemoryAuditSink())
 
 
 def _charter_server(host: Host) -> Server[Any]:
-    return create_server(host, principal=_PRINCIPAL)
+    return create_server(host, principal=PRINCIPAL)
 
 
 def _bare_server(host: Host | None = None) -> Server[Any]:
@@ -107,7 +80,7 @@ def _bare_server(host: Host | None = None) -> Server[Any]:
     async def run(arguments: dict[str, Any]) -> Any:
         if host is None:
             return (await echo(Query.model_validate(arguments))).model_dump(mode="json")
-        outcome = await host.invoke("echo", arguments, _PRINCIPAL)
+        outcome = await host.invoke("echo", arguments, PRINCIPAL)
         assert isinstance(outcome, Completed)
         return outcome.output
 
@@ -434,7 +407,7 @@ def _serve_stdio(side: str) -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     if side == "charter":
-        anyio.run(serve_stdio, _host(), _PRINCIPAL)
+        anyio.run(serve_stdio, _host(), PRINCIPAL)
     elif side == "bare":
         anyio.run(bare)
     else:
