@@ -9,8 +9,6 @@ what is timed is the cost of checking and spending a budget, not of being refuse
 from __future__ import annotations
 
 import asyncio
-import itertools
-import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
@@ -19,14 +17,14 @@ import sqlalchemy as sa
 from bench import Case
 from bench.bench_ledger import (
     _PRINCIPAL,
-    Note,
-    Saved,
     _postgres,
     _postgres_reachable,
+    each_completes,
     effects,
-    save_note,
+    note_registry,
+    note_writes,
 )
-from charter import Completed, RateLimit, Registry, RiskPolicy, define_tool
+from charter import RateLimit, Registry
 from charter.audit import MemoryAuditSink
 from charter.host import Host
 from charter.ledger.budgets import Bucket
@@ -37,21 +35,7 @@ _LIMIT = RateLimit(calls=1_000_000, per=60)
 
 
 def _registry(*, limited: bool) -> Registry:
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="save_note",
-            description="Save a note in the application's table.",
-            input_schema=Note,
-            output_schema=Saved,
-            handler=save_note,
-            tier="write",
-            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
-            required_scopes=["notes:write"],
-            limits=[_LIMIT] if limited else [],
-        )
-    )
-    return registry
+    return note_registry(limits=[_LIMIT] if limited else [])
 
 
 class _Hosts:
@@ -88,24 +72,18 @@ Operation = Callable[[], Awaitable[object]]
 
 
 def _operations(hosts: _Hosts) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
-    request_ids = (str(uuid.uuid4()) for _ in itertools.count())
+    async def limited_host() -> Host:
+        return (await hosts.open())[1]
 
-    async def limited() -> object:
-        _, host, _ = await hosts.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
+    async def plain_host() -> Host:
+        return (await hosts.open())[2]
 
-    async def plain() -> object:
-        _, _, host = await hosts.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
+    limited = note_writes(limited_host, "limited")
+    plain = note_writes(plain_host, "plain")
 
     async def check() -> None:
         store, _, _ = await hosts.open()
-        for operation in (limited, plain):
-            outcome = await operation()
-            if not isinstance(outcome, Completed) or outcome.replayed:
-                raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
+        await each_completes(limited, plain)
         async with store.engine.connect() as conn:
             rows = (await conn.execute(sa.select(budgets.c.bucket_key))).scalars().all()
         bucket = Bucket(

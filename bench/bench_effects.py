@@ -30,7 +30,14 @@ import sqlalchemy as sa
 
 import charter
 from bench import Case
-from bench.bench_ledger import _PRINCIPAL, Note, Saved, _postgres, _postgres_reachable, effects
+from bench.bench_ledger import (
+    Note,
+    Saved,
+    _postgres,
+    _postgres_reachable,
+    effects,
+    note_writes,
+)
 from charter import Completed, Registry, RiskPolicy, ToolContext, define_tool
 from charter.audit import MemoryAuditSink
 from charter.host import Host
@@ -150,17 +157,11 @@ Operation = Callable[[], Awaitable[object]]
 
 
 def _delivery(database: _Database) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
-    request_ids = (str(uuid.uuid4()) for _ in itertools.count())
+    async def host() -> Host:
+        return (await database.open())[1]
 
-    async def effect() -> object:
-        _, host, _ = await database.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
-
-    async def bare() -> object:
-        _, host, _ = await database.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note_bare", arguments, _PRINCIPAL)
+    effect = note_writes(host, "effect")
+    bare = note_writes(host, "bare", tool="save_note_bare")
 
     async def check() -> None:
         _, host, _ = await database.open()

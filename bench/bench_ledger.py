@@ -21,7 +21,7 @@ import itertools
 import os
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
@@ -33,6 +33,7 @@ from bench import Case
 from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, define_tool
 from charter.audit import MemoryAuditSink
 from charter.host import Host
+from charter.limits import Limit
 from charter.store import SqlStore, sqlite_url
 from charter.store._schema import ledger_entries
 
@@ -71,7 +72,8 @@ async def save_note(note: Note, ctx: ToolContext) -> Saved:
     return Saved(note_id=note_id, text=note.text)
 
 
-def _registry() -> Registry:
+def note_registry(*, limits: Sequence[Limit] = ()) -> Registry:
+    """A registry of the ledgered ``save_note`` write (with ``limits``, as ``bench_budgets``)."""
     registry = Registry()
     registry.register(
         define_tool(
@@ -83,6 +85,7 @@ def _registry() -> Registry:
             tier="write",
             risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
             required_scopes=["notes:write"],
+            limits=limits,
         )
     )
     return registry
@@ -149,12 +152,37 @@ class _Database:
             self.store = await stack.enter_async_context(SqlStore(url))
             async with self.store.engine.begin() as conn:
                 await conn.run_sync(effects.metadata.create_all)
-            self.host = Host(_registry(), store=self.store, audit=MemoryAuditSink())
+            self.host = Host(note_registry(), store=self.store, audit=MemoryAuditSink())
             ready.set()
             await asyncio.Event().wait()
 
 
 Operation = Callable[[], Awaitable[object]]
+
+
+def note_writes(
+    host: Callable[[], Awaitable[Host]], name: str, tool: str = "save_note"
+) -> Operation:
+    """An operation called ``name``: ``tool`` on ``host()`` as ``_PRINCIPAL``, fresh requestIds.
+
+    The ids are made outside the timed work's own steps, as a client would.
+    """
+    request_ids = (str(uuid.uuid4()) for _ in itertools.count())
+
+    async def write() -> object:
+        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
+        return await (await host()).invoke(tool, arguments, _PRINCIPAL)
+
+    write.__name__ = name
+    return write
+
+
+async def each_completes(*operations: Operation) -> None:
+    """Run each operation once; raise unless each completed (and was not a replay)."""
+    for operation in operations:
+        outcome = await operation()
+        if not isinstance(outcome, Completed) or outcome.replayed:
+            raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
 
 
 def _operations(
@@ -163,10 +191,10 @@ def _operations(
     # Fresh request ids, made outside the timed work's own steps as a client would.
     request_ids = (str(uuid.uuid4()) for _ in itertools.count())
 
-    async def ledgered() -> object:
-        _, host = await database.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
+    async def host() -> Host:
+        return (await database.open())[1]
+
+    ledgered = note_writes(host, "ledgered")
 
     async def bare() -> object:
         store, _ = await database.open()
@@ -202,10 +230,7 @@ def _operations(
 
     async def check() -> None:
         store, _ = await database.open()
-        for operation in (ledgered, bare):
-            outcome = await operation()
-            if not isinstance(outcome, Completed) or outcome.replayed:
-                raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
+        await each_completes(ledgered, bare)
         async with store.engine.connect() as conn:
             rows = await conn.execute(sa.select(sa.func.count()).select_from(effects))
             ledger = await conn.execute(sa.select(sa.func.count()).select_from(ledger_entries))
