@@ -8,21 +8,21 @@ what is timed is the cost of checking and spending a budget, not of being refuse
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import sqlalchemy as sa
 
 from bench import Case
+from bench._live import Held
 from bench.bench_ledger import (
     _PRINCIPAL,
     _postgres,
     _postgres_reachable,
     each_completes,
-    effects,
     note_registry,
     note_writes,
+    open_notes_store,
 )
 from charter import RateLimit, Registry
 from charter.audit import MemoryAuditSink
@@ -38,34 +38,16 @@ def _registry(*, limited: bool) -> Registry:
     return note_registry(limits=[_LIMIT] if limited else [])
 
 
-class _Hosts:
-    """A limited and an unlimited host on one PostgreSQL store, held open by their own task."""
+_Hosts = Held[tuple[SqlStore, Host, Host]]
+"""The store, and a limited and an unlimited host on it."""
 
-    def __init__(self) -> None:
-        self.store: SqlStore | None = None
-        self.limited: Host | None = None
-        self.plain: Host | None = None
-        self._task: asyncio.Task[None] | None = None
 
-    async def open(self) -> tuple[SqlStore, Host, Host]:
-        if self._task is None:
-            ready = asyncio.Event()
-            self._task = asyncio.create_task(self._hold(ready))
-            await ready.wait()
-        assert self.store is not None and self.limited is not None and self.plain is not None
-        return self.store, self.limited, self.plain
-
-    async def _hold(self, ready: asyncio.Event) -> None:
-        async with AsyncExitStack() as stack:
-            url = await stack.enter_async_context(_postgres())
-            self.store = await stack.enter_async_context(SqlStore(url))
-            async with self.store.engine.begin() as conn:
-                await conn.run_sync(effects.metadata.create_all)
-            audit = MemoryAuditSink()
-            self.limited = Host(_registry(limited=True), store=self.store, audit=audit)
-            self.plain = Host(_registry(limited=False), store=self.store, audit=audit)
-            ready.set()
-            await asyncio.Event().wait()
+async def _open_hosts(stack: AsyncExitStack) -> tuple[SqlStore, Host, Host]:
+    store = await open_notes_store(stack, await stack.enter_async_context(_postgres()))
+    audit = MemoryAuditSink()
+    limited = Host(_registry(limited=True), store=store, audit=audit)
+    plain = Host(_registry(limited=False), store=store, audit=audit)
+    return store, limited, plain
 
 
 Operation = Callable[[], Awaitable[object]]
@@ -104,7 +86,7 @@ def cases() -> list[Case]:
     """The limited write against the plain one, on PostgreSQL (left out without it)."""
     if not _postgres_reachable():
         return []
-    limited, plain, check = _operations(_Hosts())
+    limited, plain, check = _operations(Held(_open_hosts, "budget hosts"))
     return [
         Case(
             name="Ledgered write under a rate limit (PostgreSQL)",

@@ -16,7 +16,6 @@ the application's own table.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import tempfile
@@ -24,12 +23,14 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 
 from bench import Case
+from bench._live import Held
 from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, define_tool
 from charter.audit import MemoryAuditSink
 from charter.host import Host
@@ -124,37 +125,27 @@ def _postgres_reachable() -> bool:
     return True
 
 
-class _Database:
-    """A store and a host on it, held open by their own task.
+async def open_notes_store(stack: AsyncExitStack, url: str, **options: Any) -> SqlStore:
+    """A ``SqlStore`` on ``url``, entered on ``stack``, with the application's notes table."""
+    store = await stack.enter_async_context(SqlStore(url, **options))
+    async with store.engine.begin() as conn:
+        await conn.run_sync(effects.metadata.create_all)
+    return store
+
+
+def _database(url: Callable[[], AbstractAsyncContextManager[str]]) -> Held[tuple[SqlStore, Host]]:
+    """A store and a host on it, held open by their own task (``bench._live.Held``).
 
     The bench times operations in one event loop and has no teardown hook: a task that
     enters the store and waits lets ``asyncio.run`` cancel it when the loop ends, which
     closes the store (and drops the temporary file or schema) in the task that opened it.
     """
 
-    def __init__(self, url: Callable[[], AbstractAsyncContextManager[str]]) -> None:
-        self._url = url
-        self.store: SqlStore | None = None
-        self.host: Host | None = None
-        self._task: asyncio.Task[None] | None = None
+    async def enter(stack: AsyncExitStack) -> tuple[SqlStore, Host]:
+        store = await open_notes_store(stack, await stack.enter_async_context(url()))
+        return store, Host(note_registry(), store=store, audit=MemoryAuditSink())
 
-    async def open(self) -> tuple[SqlStore, Host]:
-        if self._task is None:
-            ready = asyncio.Event()
-            self._task = asyncio.create_task(self._hold(ready))
-            await ready.wait()
-        assert self.store is not None and self.host is not None
-        return self.store, self.host
-
-    async def _hold(self, ready: asyncio.Event) -> None:
-        async with AsyncExitStack() as stack:
-            url = await stack.enter_async_context(self._url())
-            self.store = await stack.enter_async_context(SqlStore(url))
-            async with self.store.engine.begin() as conn:
-                await conn.run_sync(effects.metadata.create_all)
-            self.host = Host(note_registry(), store=self.store, audit=MemoryAuditSink())
-            ready.set()
-            await asyncio.Event().wait()
+    return Held(enter, "ledger database")
 
 
 Operation = Callable[[], Awaitable[object]]
@@ -186,7 +177,7 @@ async def each_completes(*operations: Operation) -> None:
 
 
 def _operations(
-    database: _Database,
+    database: Held[tuple[SqlStore, Host]],
 ) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
     # Fresh request ids, made outside the timed work's own steps as a client would.
     request_ids = (str(uuid.uuid4()) for _ in itertools.count())
@@ -252,7 +243,7 @@ def cases() -> list[Case]:
         backends.append(("PostgreSQL", _postgres))
     result = []
     for label, url in backends:
-        ledgered, bare, check = _operations(_Database(url))
+        ledgered, bare, check = _operations(_database(url))
         result.append(
             Case(
                 name=f"Ledgered write ({label})",
