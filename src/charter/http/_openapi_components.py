@@ -8,29 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from ._payloads import (
-    AcceptedBody,
-    ActionStatusBody,
-    ApprovalBody,
-    ApprovalListBody,
-    AuditBody,
-    BudgetsBody,
-    CallResultBody,
-    DecisionBody,
-    EffectsBody,
-    HealthBody,
-    ProblemBody,
-    ReadyBody,
-    ToolListBody,
-    UpstreamsBody,
-    WhoamiBody,
-)
-from ._payloads_content import (
-    PromptListBody,
-    PromptResultBody,
-    ResourceListBody,
-    ResourceReadBody,
-)
+from . import _payloads, _payloads_content
 from ._problem import PROBLEM_MEDIA_TYPE
 
 __all__ = (
@@ -64,27 +42,28 @@ _PROBLEM_STATUSES: Mapping[int, str] = {
 def payload_schemas() -> dict[str, Any]:
     """Component schemas of the transport's own payloads, named without the ``Body`` suffix."""
     responses: list[type[BaseModel]] = [
-        AcceptedBody,
-        ActionStatusBody,
-        ApprovalBody,
-        ApprovalListBody,
-        AuditBody,
-        BudgetsBody,
-        CallResultBody,
-        EffectsBody,
-        HealthBody,
-        ProblemBody,
-        ReadyBody,
-        PromptListBody,
-        PromptResultBody,
-        ResourceListBody,
-        ResourceReadBody,
-        ToolListBody,
-        UpstreamsBody,
-        WhoamiBody,
+        _payloads.AcceptedBody,
+        _payloads.ActionStatusBody,
+        _payloads.ApprovalBody,
+        _payloads.ApprovalListBody,
+        _payloads.AuditBody,
+        _payloads.BudgetsBody,
+        _payloads.CallResultBody,
+        _payloads.EffectsBody,
+        _payloads.HealthBody,
+        _payloads.ProblemBody,
+        _payloads.ReadyBody,
+        _payloads_content.PromptListBody,
+        _payloads_content.PromptResultBody,
+        _payloads_content.ResourceListBody,
+        _payloads_content.ResourceReadBody,
+        _payloads.ToolListBody,
+        _payloads.UpstreamsBody,
+        _payloads.WhoamiBody,
     ]
     _, top = models_json_schema(
-        [(model, "serialization") for model in responses] + [(DecisionBody, "validation")],
+        [(model, "serialization") for model in responses]
+        + [(_payloads.DecisionBody, "validation")],
         by_alias=True,
         ref_template=SCHEMAS + "{model}",
     )
