@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from http_support import serve
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from test_http_console_browser import CHROMIUM, CHROMIUM_ARGS, sign_in
+from playwright.sync_api import Page, expect
+from test_http_console_browser import sign_in
 from test_http_effects import TOKENS
 from tests.effects.kit import FakeProvider, build, refund
 
@@ -18,23 +17,6 @@ from charter.auth import StaticAuthenticator
 from charter.http import create_app
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield page
-    context.close()
 
 
 def test_the_activity_tab_shows_pending_failed_and_dead_effects_per_call(page: Page) -> None:
