@@ -162,6 +162,15 @@ class QueryIn(BaseModel):
 LONG = "travel." + "itineraries." * 8 + "search"
 
 
+def strict_calls(registry: Registry) -> list[tuple[str, dict[str, Any]]]:
+    """One call of each tool by its model-facing name, as a strict-mode model sends it."""
+    names = model_names(registry.tools())
+    return [
+        (names.model_name(t.name), {"text": "x", "limit": None, "note": None})
+        for t in registry.tools()
+    ]
+
+
 def pathological(runs: list[str]) -> Registry:
     """Dotted, over-long and overridden names, each tool recording its runs."""
 
@@ -359,11 +368,7 @@ async def test_openai_chat_completions_runs_each_pathological_tool_exactly_once(
     openai = pytest.importorskip("openai")
     runs: list[str] = []
     registry = pathological(runs)
-    names = model_names(registry.tools())
-    calls = [
-        (names.model_name(t.name), {"text": "x", "limit": None, "note": None})
-        for t in registry.tools()
-    ]
+    calls = strict_calls(registry)
     wire = Wire([lambda body: _chat_calls(calls)])
     client = openai.AsyncOpenAI(api_key="test", http_client=wire.client())
     result = (
@@ -438,11 +443,7 @@ async def test_openai_responses_runs_each_pathological_tool_exactly_once() -> No
     openai = pytest.importorskip("openai")
     runs: list[str] = []
     registry = pathological(runs)
-    names = model_names(registry.tools())
-    calls = [
-        (names.model_name(t.name), {"text": "x", "limit": None, "note": None})
-        for t in registry.tools()
-    ]
+    calls = strict_calls(registry)
     wire = Wire([lambda body: _responses_calls(calls), lambda body: _responses_text()])
     client = openai.AsyncOpenAI(api_key="test", http_client=wire.client())
     result = await Harness(Host(registry), ResponsesModel(client)).session(ADA).run("go")
