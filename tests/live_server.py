@@ -27,6 +27,7 @@ __all__ = (
     "Served",
     "charter_serve",
     "die_with_parent",
+    "http_server",
     "interrupt",
     "json_server",
     "loopback_socket",
@@ -219,7 +220,14 @@ def json_server(answer: Callable[[str], tuple[int, bytes]]) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with http_server(Handler) as url:
+        yield url
+
+
+@contextmanager
+def http_server(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A stdlib threading HTTP server on 127.0.0.1 answering with ``handler``; its base URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
