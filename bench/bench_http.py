@@ -25,7 +25,7 @@ from starlette.types import ASGIApp
 
 from bench import Case
 from bench._echo import PRINCIPAL, Query, echo, echo_registry
-from bench._live import Held, closing, serving
+from bench._live import Held, held_case, serving
 from charter import Completed
 from charter.audit import MemoryAuditSink
 from charter.auth import Credentials, StaticAuthenticator
@@ -200,14 +200,14 @@ def _socket_case(host: Host) -> Case:
     """The first case over a real connection: uvicorn on 127.0.0.1, one keep-alive client."""
     charter = _over_http(lambda: create_app(host), "charter app over HTTP")
     bare = _over_http(_bare_app, "bare Starlette over HTTP")
-    return Case(
+    return held_case(
+        charter,
+        bare,
+        call=_held_post,
+        check=_held_check,
         name="HTTP POST /v1/tools/{name}:call over 127.0.0.1",
         baseline_name="bare Starlette endpoint (Pydantic validation), same server",
-        run=_held_post(charter),
-        baseline=_held_post(bare),
         target=1.10,
-        check=_held_check(charter, bare),
-        close=closing(charter, bare),
         note="the first case's call as users make it: each app served by uvicorn on "
         "127.0.0.1 in the bench's event loop and called by one `httpx.AsyncClient` "
         "(one keep-alive connection, reused), so the CPU time is both ends (HTTP parsing, "

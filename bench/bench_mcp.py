@@ -33,7 +33,7 @@ from starlette.applications import Starlette
 
 from bench import Case
 from bench._echo import PRINCIPAL, Echo, Query, echo, echo_registry
-from bench._live import Held, closing, serving
+from bench._live import Held, held_case, serving
 from charter import Completed
 from charter.audit import MemoryAuditSink
 from charter.auth import StaticAuthenticator
@@ -278,14 +278,14 @@ def _transport_cases(host: Host) -> list[Case]:
         charter = _over_http(lambda: _charter_http_app(host), mode, "charter over HTTP")
         bare = _over_http(_bare_http_app, mode, "bare Server over HTTP")
         result.append(
-            Case(
+            held_case(
+                charter,
+                bare,
+                call=_held_call,
+                check=_held_check,
                 name=f"MCP tools/call over streamable HTTP (127.0.0.1, {era})",
                 baseline_name="bare low-level Server, SDK streamable HTTP app",
-                run=_held_call(charter),
-                baseline=_held_call(bare),
                 target=1.10,
-                check=_held_check(charter, bare),
-                close=closing(charter, bare),
                 note=f"{about}. This case: {era}; the baseline is the in-memory case's "
                 "hand-written `on_call_tool` served by the SDK's own "
                 "`Server.streamable_http_app()` (the same DNS-rebinding protection, no "
@@ -296,14 +296,14 @@ def _transport_cases(host: Host) -> list[Case]:
     charter = _over_http(lambda: _charter_http_app(host), "auto", "charter over HTTP")
     sdk = _over_http(_mcpserver_http_app, "auto", "MCPServer over HTTP")
     result.append(
-        Case(
+        held_case(
+            charter,
+            sdk,
+            call=_held_call,
+            check=_held_check,
             name="MCP tools/call over streamable HTTP vs MCPServer (127.0.0.1, 2026-07-28)",
             baseline_name="SDK MCPServer, its streamable HTTP app",
-            run=_held_call(charter),
-            baseline=_held_call(sdk),
             target=1.10,
-            check=_held_check(charter, sdk),
-            close=closing(charter, sdk),
             note=f"{about}. This case: 2026-07-28; the baseline is the SDK's `MCPServer` "
             "serving the same tool as a decorated function from its own "
             "`streamable_http_app()` (no authentication).",
@@ -314,14 +314,14 @@ def _transport_cases(host: Host) -> list[Case]:
         charter_stdio = _over_stdio("charter", mode, "charter over stdio")
         bare_stdio = _over_stdio("bare", mode, "bare Server over stdio")
         result.append(
-            Case(
+            held_case(
+                charter_stdio,
+                bare_stdio,
+                call=_held_call,
+                check=_held_check,
                 name=f"MCP tools/call over stdio ({era})",
                 baseline_name="bare low-level Server over stdio",
-                run=_held_call(charter_stdio),
-                baseline=_held_call(bare_stdio),
                 target=1.10,
-                check=_held_check(charter_stdio, bare_stdio),
-                close=closing(charter_stdio, bare_stdio),
                 note="an async read tool (one scope, held) called with the SDK's `Client` "
                 f"over stdio ({era}) to a server subprocess, one connection reused: "
                 "`serve_stdio(host, principal)` against the in-memory case's bare server on "
