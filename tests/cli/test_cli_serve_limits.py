@@ -250,6 +250,26 @@ def modern_call(http: httpx.Client, served: Served, key: str, params: dict[str, 
     return response.json()
 
 
+def publish_across(
+    http: httpx.Client, text: str, asking: tuple[Served, str], answering: tuple[Served, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``notes.publish`` on one replica (it asks to confirm), confirmed on another.
+
+    Each side is a server and the API key to call it with; the results: the question, and
+    the answer to the confirmed retry.
+    """
+    call = {
+        "name": "notes.publish",
+        "arguments": {"text": text, "_charter": {"requestId": request_id()}},
+        "_meta": MODERN_META,
+    }
+    asked: dict[str, Any] = modern_call(http, *asking, call)["result"]
+    [question] = asked["inputRequests"]
+    answer = {question: {"action": "accept", "content": {"confirm": True}}}
+    retry = {**call, "requestState": asked["requestState"], "inputResponses": answer}
+    return asked, modern_call(http, *answering, retry)
+
+
 @pytest.fixture(
     params=[pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -275,16 +295,7 @@ def test_a_confirmation_asked_by_one_stateless_replica_is_answered_through_anoth
         charter_serve(*args, cwd=tmp_path) as second,
         httpx.Client(timeout=30) as http,
     ):
-        call = {
-            "name": "notes.publish",
-            "arguments": {"text": "hello", "_charter": {"requestId": request_id()}},
-            "_meta": MODERN_META,
-        }
-        asked = modern_call(http, first, key, call)["result"]
-        [question] = asked["inputRequests"]
-        answer = {question: {"action": "accept", "content": {"confirm": True}}}
-        retry = {**call, "requestState": asked["requestState"], "inputResponses": answer}
-        answered = modern_call(http, second, key, retry)
+        asked, answered = publish_across(http, "hello", (first, key), (second, key))
     assert asked["resultType"] == "input_required"
     assert answered["result"]["structuredContent"] == {"text": "hello"}
 
@@ -301,16 +312,7 @@ def test_replicas_given_the_same_keys_share_them_and_a_short_key_is_refused(
         charter_serve(target, "--db", db_b, "--stateless", cwd=tmp_path, env=env) as second,
         httpx.Client(timeout=30) as http,
     ):
-        call = {
-            "name": "notes.publish",
-            "arguments": {"text": "hi", "_charter": {"requestId": request_id()}},
-            "_meta": MODERN_META,
-        }
-        asked = modern_call(http, first, key_a, call)["result"]
-        [question] = asked["inputRequests"]
-        answer = {question: {"action": "accept", "content": {"confirm": True}}}
-        retry = {**call, "requestState": asked["requestState"], "inputResponses": answer}
-        answered = modern_call(http, second, key_b, retry)
+        _, answered = publish_across(http, "hi", (first, key_a), (second, key_b))
     # Two databases, so only the configured keys are shared.
     assert answered["result"]["structuredContent"] == {"text": "hi"}
     short = charter("serve", target, "--request-state-key", "too-short")
