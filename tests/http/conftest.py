@@ -36,6 +36,15 @@ def live() -> Iterator[Live]:
         yield Live(url=url, host=host, lab=lab)
 
 
+@pytest.fixture(scope="module")
+def both() -> Iterator[Live]:
+    """The standard app with MCP mounted at ``/mcp`` beside REST, one per test module."""
+    lab = Lab()
+    host = build_host(lab)
+    with serve(create_app(host)) as url:
+        yield Live(url=url, host=host, lab=lab)
+
+
 @pytest.fixture
 def agent(live: Live) -> Iterator[httpx.Client]:
     with live.client("agent-token") as client:

@@ -7,14 +7,10 @@ request before any authenticator runs, with the same problem.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
-from http_support import Lab, Live, build_host, serve
+from http_support import Live
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
-
-from charter.http import create_app
 
 PROBLEM = "application/problem+json"
 
@@ -37,14 +33,6 @@ AMBIGUOUS = {
         ("X-API-Key", "approver-token"),
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def both() -> Iterator[Live]:
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host)) as url:
-        yield Live(url=url, host=host, lab=lab)
 
 
 def assert_ambiguous(response: httpx.Response) -> None:

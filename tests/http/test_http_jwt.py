@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from http_support import Lab, Live, build_registry, serve
+from http_support import Lab, Live, build_registry, mcp_client, serve
 from jwt.algorithms import RSAAlgorithm
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.host import Host
@@ -66,14 +62,6 @@ def live(jwks_url: str) -> Iterator[Live]:
         yield Live(url=url, host=host, lab=lab)
 
 
-@asynccontextmanager
-async def connect(url: str, bearer: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {bearer}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-            yield client
-
-
 def test_a_jwt_calls_a_tool_over_rest_as_the_principal_its_claims_name(live: Live) -> None:
     with live.client(token()) as rest:
         who = rest.get("/v1/whoami").json()
@@ -88,7 +76,7 @@ def test_a_jwt_calls_a_tool_over_rest_as_the_principal_its_claims_name(live: Liv
 
 
 async def test_a_jwt_calls_a_tool_over_mcp_streamable_http(live: Live) -> None:
-    async with connect(live.url, token()) as client:
+    async with mcp_client(live.url, token()) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("trips.search", {"query": "lisbon", "limit": 1})
     assert "trips.search" in names
