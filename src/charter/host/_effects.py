@@ -26,12 +26,12 @@ from .._telemetry import Telemetry
 from ..audit import AuditAction, AuditEvent, AuditSink
 from ..auth import Principal
 from ..effects import Effect, EffectRecord, EffectStatus, EffectStore, effect_key
-from ..errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable
+from ..errors import ConfigurationError, StoreBusy, StoreUnavailable
 from ..ledger import LedgerStore, LedgerTransaction
 from ..ledger.outbox import EffectOutbox, effect_payload
-from ..outcome import Failed, failed
+from ..outcome import Failed
 from ..registry import Registry
-from ._standing import readable_tenant
+from ._standing import readable_tenant, unreadable
 
 __all__ = ("EffectBatch", "EffectListing", "Effects")
 
@@ -364,11 +364,7 @@ class Effects:
                 tenant_id=where, status=status, request_id=request_id, limit=limit
             )
         except (StoreUnavailable, StoreBusy):
-            return failed(
-                ErrorCode.PROVIDER_UNAVAILABLE,
-                "The effects could not be read: the database is busy or unreachable.",
-                reason="store_unavailable",
-            )
+            return unreadable("effects")
         if not self._oversees(principal):
             found = [e for e in found if e.principal_id == principal.key]
         return EffectListing(tenant=where, effects=found)

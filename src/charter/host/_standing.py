@@ -15,7 +15,7 @@ from ..ledger.budgets import BudgetReport
 from ..outcome import Failed, failed
 from ._budgets import Budgets
 
-__all__ = ("audit_events", "budget_usage", "readable_tenant")
+__all__ = ("audit_events", "budget_usage", "readable_tenant", "unreadable")
 
 
 def readable_tenant(
@@ -32,6 +32,15 @@ def readable_tenant(
             reason="tenant_forbidden",
         )
     return decision.tenant_id
+
+
+def unreadable(what: str) -> Failed:
+    """``PROVIDER_UNAVAILABLE``: the ``what`` could not be read from a busy or unreachable store."""
+    return failed(
+        ErrorCode.PROVIDER_UNAVAILABLE,
+        f"The {what} could not be read: the database is busy or unreachable.",
+        reason="store_unavailable",
+    )
 
 
 async def audit_events(
@@ -69,11 +78,7 @@ async def budget_usage(
     try:
         now, buckets = await budgets.usage(where)
     except (StoreUnavailable, StoreBusy):
-        return failed(
-            ErrorCode.PROVIDER_UNAVAILABLE,
-            "The budgets could not be read: the database is busy or unreachable.",
-            reason="store_unavailable",
-        )
+        return unreadable("budgets")
     if not approvals.oversees(principal):
         own = (principal.key, "tenant:" + where)
         buckets = [b for b in buckets if b.bucket.holder in own]
