@@ -114,21 +114,8 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
         "| Case | Baseline | charter median | baseline median | ratio | target | met |",
         "|---|---|---:|---:|---:|---:|:---:|",
     ]
-    for r in results:
-        met = "yes" if r.within_target else "**no**"
-        lines.append(
-            f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
-            f"{shown(r.baseline_us, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | {met} |"
-        )
-    notes = [r for r in results if r.case.note]
-    if notes:
-        lines += ["", "## What each case measures", ""]
-        lines += [f"- **{r.case.name}** (vs {r.case.baseline_name}): {r.case.note}" for r in notes]
-    if failures:
-        lines += ["", "## Cases that did not run", ""]
-        lines += [
-            f"- **{case.name}** (vs {case.baseline_name}): {error}" for case, error in failures
-        ]
+    lines += [_row(r) for r in results]
+    lines += _notes(results, failures, "## What each case measures", "## Cases that did not run")
     if loaded or load_failures:
         lines += ["", *load_section(loaded, load_failures)]
     return "\n".join(lines) + "\n"
@@ -152,19 +139,38 @@ def load_section(results: Sequence[Result], failures: Sequence[tuple[Case, str]]
             "| Case | Baseline | RSS after | RSS before | ratio | target | met |",
             "|---|---|---:|---:|---:|---:|:---:|",
         ]
-        for r in rss:
-            met = "yes" if r.within_target else "**no**"
-            lines.append(
-                f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
-                f"{shown(r.baseline_us, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | "
-                f"{met} |"
-            )
+        lines += [_row(r) for r in rss]
+    return lines + _notes(
+        results,
+        failures,
+        "### What each load case measures",
+        "### Load cases that did not run",
+    )
+
+
+def _row(r: Result) -> str:
+    """A result's row of a ``ratio ≤ target`` table."""
+    met = "yes" if r.within_target else "**no**"
+    return (
+        f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
+        f"{shown(r.baseline_us, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | {met} |"
+    )
+
+
+def _notes(
+    results: Sequence[Result],
+    failures: Sequence[tuple[Case, str]],
+    notes_heading: str,
+    failures_heading: str,
+) -> list[str]:
+    """What each case measures, then the cases that did not run (each part only if any)."""
+    lines: list[str] = []
     notes = [r for r in results if r.case.note]
     if notes:
-        lines += ["", "### What each load case measures", ""]
+        lines += ["", notes_heading, ""]
         lines += [f"- **{r.case.name}** (vs {r.case.baseline_name}): {r.case.note}" for r in notes]
     if failures:
-        lines += ["", "### Load cases that did not run", ""]
+        lines += ["", failures_heading, ""]
         lines += [
             f"- **{case.name}** (vs {case.baseline_name}): {error}" for case, error in failures
         ]

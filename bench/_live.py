@@ -23,7 +23,9 @@ from typing import Any, Generic, TypeVar
 import uvicorn
 from starlette.applications import Starlette
 
-__all__ = ("Held", "closing", "serving")
+from bench import Case
+
+__all__ = ("Held", "closing", "held_case", "serving")
 
 T = TypeVar("T")
 
@@ -134,3 +136,24 @@ def closing(*held: Held[Any]) -> Callable[[], Awaitable[None]]:
             raise errors[0]
 
     return close
+
+
+def held_case(
+    charter: Held[T],
+    baseline: Held[T],
+    *,
+    call: Callable[[Held[T]], Callable[[], Awaitable[object]]],
+    check: Callable[[Held[T], Held[T]], Callable[[], Awaitable[None]]],
+    **case: Any,
+) -> Case:
+    """A case timing ``call(charter)`` against ``call(baseline)``, both held open.
+
+    ``check(charter, baseline)`` runs before timing; both are closed after it (``closing``).
+    """
+    return Case(
+        run=call(charter),
+        baseline=call(baseline),
+        check=check(charter, baseline),
+        close=closing(charter, baseline),
+        **case,
+    )

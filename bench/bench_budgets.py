@@ -8,25 +8,23 @@ what is timed is the cost of checking and spending a budget, not of being refuse
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import sqlalchemy as sa
 
 from bench import Case
+from bench._live import Held
 from bench.bench_ledger import (
     _PRINCIPAL,
-    Note,
-    Saved,
     _postgres,
     _postgres_reachable,
-    effects,
-    save_note,
+    each_completes,
+    note_registry,
+    note_writes,
+    open_notes_store,
 )
-from charter import Completed, RateLimit, Registry, RiskPolicy, define_tool
+from charter import RateLimit, Registry
 from charter.audit import MemoryAuditSink
 from charter.host import Host
 from charter.ledger.budgets import Bucket
@@ -37,75 +35,37 @@ _LIMIT = RateLimit(calls=1_000_000, per=60)
 
 
 def _registry(*, limited: bool) -> Registry:
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="save_note",
-            description="Save a note in the application's table.",
-            input_schema=Note,
-            output_schema=Saved,
-            handler=save_note,
-            tier="write",
-            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
-            required_scopes=["notes:write"],
-            limits=[_LIMIT] if limited else [],
-        )
-    )
-    return registry
+    return note_registry(limits=[_LIMIT] if limited else [])
 
 
-class _Hosts:
-    """A limited and an unlimited host on one PostgreSQL store, held open by their own task."""
+_Hosts = Held[tuple[SqlStore, Host, Host]]
+"""The store, and a limited and an unlimited host on it."""
 
-    def __init__(self) -> None:
-        self.store: SqlStore | None = None
-        self.limited: Host | None = None
-        self.plain: Host | None = None
-        self._task: asyncio.Task[None] | None = None
 
-    async def open(self) -> tuple[SqlStore, Host, Host]:
-        if self._task is None:
-            ready = asyncio.Event()
-            self._task = asyncio.create_task(self._hold(ready))
-            await ready.wait()
-        assert self.store is not None and self.limited is not None and self.plain is not None
-        return self.store, self.limited, self.plain
-
-    async def _hold(self, ready: asyncio.Event) -> None:
-        async with AsyncExitStack() as stack:
-            url = await stack.enter_async_context(_postgres())
-            self.store = await stack.enter_async_context(SqlStore(url))
-            async with self.store.engine.begin() as conn:
-                await conn.run_sync(effects.metadata.create_all)
-            audit = MemoryAuditSink()
-            self.limited = Host(_registry(limited=True), store=self.store, audit=audit)
-            self.plain = Host(_registry(limited=False), store=self.store, audit=audit)
-            ready.set()
-            await asyncio.Event().wait()
+async def _open_hosts(stack: AsyncExitStack) -> tuple[SqlStore, Host, Host]:
+    store = await open_notes_store(stack, await stack.enter_async_context(_postgres()))
+    audit = MemoryAuditSink()
+    limited = Host(_registry(limited=True), store=store, audit=audit)
+    plain = Host(_registry(limited=False), store=store, audit=audit)
+    return store, limited, plain
 
 
 Operation = Callable[[], Awaitable[object]]
 
 
 def _operations(hosts: _Hosts) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
-    request_ids = (str(uuid.uuid4()) for _ in itertools.count())
+    async def limited_host() -> Host:
+        return (await hosts.open())[1]
 
-    async def limited() -> object:
-        _, host, _ = await hosts.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
+    async def plain_host() -> Host:
+        return (await hosts.open())[2]
 
-    async def plain() -> object:
-        _, _, host = await hosts.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
+    limited = note_writes(limited_host, "limited")
+    plain = note_writes(plain_host, "plain")
 
     async def check() -> None:
         store, _, _ = await hosts.open()
-        for operation in (limited, plain):
-            outcome = await operation()
-            if not isinstance(outcome, Completed) or outcome.replayed:
-                raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
+        await each_completes(limited, plain)
         async with store.engine.connect() as conn:
             rows = (await conn.execute(sa.select(budgets.c.bucket_key))).scalars().all()
         bucket = Bucket(
@@ -126,7 +86,7 @@ def cases() -> list[Case]:
     """The limited write against the plain one, on PostgreSQL (left out without it)."""
     if not _postgres_reachable():
         return []
-    limited, plain, check = _operations(_Hosts())
+    limited, plain, check = _operations(Held(_open_hosts, "budget hosts"))
     return [
         Case(
             name="Ledgered write under a rate limit (PostgreSQL)",

@@ -30,7 +30,16 @@ import sqlalchemy as sa
 
 import charter
 from bench import Case
-from bench.bench_ledger import _PRINCIPAL, Note, Saved, _postgres, _postgres_reachable, effects
+from bench._live import Held
+from bench.bench_ledger import (
+    Note,
+    Saved,
+    _postgres,
+    _postgres_reachable,
+    effects,
+    note_writes,
+    open_notes_store,
+)
 from charter import Completed, Registry, RiskPolicy, ToolContext, define_tool
 from charter.audit import MemoryAuditSink
 from charter.host import Host
@@ -110,57 +119,40 @@ _outbox = sa.Table(
 
 
 class _Database:
-    """A PostgreSQL store and hosts on it, held open by their own task (as bench_ledger)."""
+    """A PostgreSQL store and hosts on it, held open by their own task (``bench._live.Held``)."""
 
     def __init__(self) -> None:
-        self.store: SqlStore | None = None
-        self.host: Host | None = None
-        self.slow: Host | None = None
         self.workers: list[Host] = []
         """Four hosts on four stores of their own: workers as separate processes run them."""
         self.provider = _Provider()
         self.slow_provider = _Provider(_PROVIDER_LATENCY)
-        self._task: asyncio.Task[None] | None = None
+        self._held = Held(self._enter, "effects database")
 
     async def open(self) -> tuple[SqlStore, Host, Host]:
-        if self._task is None:
-            ready = asyncio.Event()
-            self._task = asyncio.create_task(self._hold(ready))
-            await ready.wait()
-        assert self.store is not None and self.host is not None and self.slow is not None
-        return self.store, self.host, self.slow
+        """The store, the host, and the host whose provider is slow (opened once)."""
+        return await self._held.open()
 
-    async def _hold(self, ready: asyncio.Event) -> None:
-        async with AsyncExitStack() as stack:
-            url = await stack.enter_async_context(_postgres())
-            self.store = await stack.enter_async_context(SqlStore(url, pool_size=8))
-            async with self.store.engine.begin() as conn:
-                await conn.run_sync(effects.metadata.create_all)
-            audit = MemoryAuditSink()
-            self.host = Host(_registry(self.provider), store=self.store, audit=audit)
-            self.slow = Host(_registry(self.slow_provider), store=self.store, audit=audit)
-            for _ in range(4):
-                own = await stack.enter_async_context(SqlStore(url, pool_size=4))
-                self.workers.append(Host(_registry(self.slow_provider), store=own, audit=audit))
-            ready.set()
-            await asyncio.Event().wait()
+    async def _enter(self, stack: AsyncExitStack) -> tuple[SqlStore, Host, Host]:
+        url = await stack.enter_async_context(_postgres())
+        store = await open_notes_store(stack, url, pool_size=8)
+        audit = MemoryAuditSink()
+        host = Host(_registry(self.provider), store=store, audit=audit)
+        slow = Host(_registry(self.slow_provider), store=store, audit=audit)
+        for _ in range(4):
+            own = await stack.enter_async_context(SqlStore(url, pool_size=4))
+            self.workers.append(Host(_registry(self.slow_provider), store=own, audit=audit))
+        return store, host, slow
 
 
 Operation = Callable[[], Awaitable[object]]
 
 
 def _delivery(database: _Database) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
-    request_ids = (str(uuid.uuid4()) for _ in itertools.count())
+    async def host() -> Host:
+        return (await database.open())[1]
 
-    async def effect() -> object:
-        _, host, _ = await database.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
-
-    async def bare() -> object:
-        _, host, _ = await database.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note_bare", arguments, _PRINCIPAL)
+    effect = note_writes(host, "effect")
+    bare = note_writes(host, "bare", tool="save_note_bare")
 
     async def check() -> None:
         _, host, _ = await database.open()

@@ -5,27 +5,11 @@ from __future__ import annotations
 import itertools
 import uuid
 
-from pydantic import BaseModel
-
 from bench import Case
+from bench._echo import Echo, Query, echo, echo_tool
 from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, define_tool
 from charter.audit import MemoryAuditSink
 from charter.host import Host
-
-
-class Query(BaseModel):
-    text: str
-    limit: int = 10
-
-
-class Echo(BaseModel):
-    text: str
-    limit: int
-
-
-async def echo(query: Query) -> Echo:
-    return Echo(text=query.text, limit=query.limit)
-
 
 _ARGUMENTS = {"text": "hello", "limit": 3}
 _PRINCIPAL = Principal(
@@ -35,17 +19,7 @@ _PRINCIPAL = Principal(
 
 def _registry() -> Registry:
     registry = Registry()
-    registry.register(
-        define_tool(
-            name="echo",
-            description="Echo the query back.",
-            input_schema=Query,
-            output_schema=Echo,
-            handler=echo,
-            tier="read",
-            required_scopes=["notes:read"],
-        )
-    )
+    registry.register(echo_tool())
     registry.register(
         define_tool(
             name="save_note",

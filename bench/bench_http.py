@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import httpx
-from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,50 +24,23 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from bench import Case
-from bench._live import Held, closing, serving
-from charter import Completed, Principal, Registry, define_tool
+from bench._echo import PRINCIPAL, Query, echo, echo_registry
+from bench._live import Held, held_case, serving
+from charter import Completed
 from charter.audit import MemoryAuditSink
 from charter.auth import Credentials, StaticAuthenticator
 from charter.host import Host
 from charter.http import create_app
 
-
-class Query(BaseModel):
-    text: str
-    limit: int = 10
-
-
-class Echo(BaseModel):
-    text: str
-    limit: int
-
-
-async def echo(query: Query) -> Echo:
-    return Echo(text=query.text, limit=query.limit)
-
-
 _BODY = b'{"text": "hello", "limit": 3}'
 _TOKEN = "bench-token"
-_PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:read"}))
 _EXPECTED = {"text": "hello", "limit": 3}
 
 
 def _host() -> Host:
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="echo",
-            description="Echo the query back.",
-            input_schema=Query,
-            output_schema=Echo,
-            handler=echo,
-            tier="read",
-            required_scopes=["notes:read"],
-        )
-    )
     return Host(
-        registry,
-        authenticator=StaticAuthenticator({_TOKEN: _PRINCIPAL}),
+        echo_registry(),
+        authenticator=StaticAuthenticator({_TOKEN: PRINCIPAL}),
         audit=MemoryAuditSink(),
     )
 
@@ -228,14 +200,14 @@ def _socket_case(host: Host) -> Case:
     """The first case over a real connection: uvicorn on 127.0.0.1, one keep-alive client."""
     charter = _over_http(lambda: create_app(host), "charter app over HTTP")
     bare = _over_http(_bare_app, "bare Starlette over HTTP")
-    return Case(
+    return held_case(
+        charter,
+        bare,
+        call=_held_post,
+        check=_held_check,
         name="HTTP POST /v1/tools/{name}:call over 127.0.0.1",
         baseline_name="bare Starlette endpoint (Pydantic validation), same server",
-        run=_held_post(charter),
-        baseline=_held_post(bare),
         target=1.10,
-        check=_held_check(charter, bare),
-        close=closing(charter, bare),
         note="the first case's call as users make it: each app served by uvicorn on "
         "127.0.0.1 in the bench's event loop and called by one `httpx.AsyncClient` "
         "(one keep-alive connection, reused), so the CPU time is both ends (HTTP parsing, "

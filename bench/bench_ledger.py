@@ -16,23 +16,25 @@ the application's own table.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 
 from bench import Case
+from bench._live import Held
 from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, define_tool
 from charter.audit import MemoryAuditSink
 from charter.host import Host
+from charter.limits import Limit
 from charter.store import SqlStore, sqlite_url
 from charter.store._schema import ledger_entries
 
@@ -71,7 +73,8 @@ async def save_note(note: Note, ctx: ToolContext) -> Saved:
     return Saved(note_id=note_id, text=note.text)
 
 
-def _registry() -> Registry:
+def note_registry(*, limits: Sequence[Limit] = ()) -> Registry:
+    """A registry of the ledgered ``save_note`` write (with ``limits``, as ``bench_budgets``)."""
     registry = Registry()
     registry.register(
         define_tool(
@@ -83,6 +86,7 @@ def _registry() -> Registry:
             tier="write",
             risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
             required_scopes=["notes:write"],
+            limits=limits,
         )
     )
     return registry
@@ -121,52 +125,67 @@ def _postgres_reachable() -> bool:
     return True
 
 
-class _Database:
-    """A store and a host on it, held open by their own task.
+async def open_notes_store(stack: AsyncExitStack, url: str, **options: Any) -> SqlStore:
+    """A ``SqlStore`` on ``url``, entered on ``stack``, with the application's notes table."""
+    store = await stack.enter_async_context(SqlStore(url, **options))
+    async with store.engine.begin() as conn:
+        await conn.run_sync(effects.metadata.create_all)
+    return store
+
+
+def _database(url: Callable[[], AbstractAsyncContextManager[str]]) -> Held[tuple[SqlStore, Host]]:
+    """A store and a host on it, held open by their own task (``bench._live.Held``).
 
     The bench times operations in one event loop and has no teardown hook: a task that
     enters the store and waits lets ``asyncio.run`` cancel it when the loop ends, which
     closes the store (and drops the temporary file or schema) in the task that opened it.
     """
 
-    def __init__(self, url: Callable[[], AbstractAsyncContextManager[str]]) -> None:
-        self._url = url
-        self.store: SqlStore | None = None
-        self.host: Host | None = None
-        self._task: asyncio.Task[None] | None = None
+    async def enter(stack: AsyncExitStack) -> tuple[SqlStore, Host]:
+        store = await open_notes_store(stack, await stack.enter_async_context(url()))
+        return store, Host(note_registry(), store=store, audit=MemoryAuditSink())
 
-    async def open(self) -> tuple[SqlStore, Host]:
-        if self._task is None:
-            ready = asyncio.Event()
-            self._task = asyncio.create_task(self._hold(ready))
-            await ready.wait()
-        assert self.store is not None and self.host is not None
-        return self.store, self.host
-
-    async def _hold(self, ready: asyncio.Event) -> None:
-        async with AsyncExitStack() as stack:
-            url = await stack.enter_async_context(self._url())
-            self.store = await stack.enter_async_context(SqlStore(url))
-            async with self.store.engine.begin() as conn:
-                await conn.run_sync(effects.metadata.create_all)
-            self.host = Host(_registry(), store=self.store, audit=MemoryAuditSink())
-            ready.set()
-            await asyncio.Event().wait()
+    return Held(enter, "ledger database")
 
 
 Operation = Callable[[], Awaitable[object]]
 
 
+def note_writes(
+    host: Callable[[], Awaitable[Host]], name: str, tool: str = "save_note"
+) -> Operation:
+    """An operation called ``name``: ``tool`` on ``host()`` as ``_PRINCIPAL``, fresh requestIds.
+
+    The ids are made outside the timed work's own steps, as a client would.
+    """
+    request_ids = (str(uuid.uuid4()) for _ in itertools.count())
+
+    async def write() -> object:
+        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
+        return await (await host()).invoke(tool, arguments, _PRINCIPAL)
+
+    write.__name__ = name
+    return write
+
+
+async def each_completes(*operations: Operation) -> None:
+    """Run each operation once; raise unless each completed (and was not a replay)."""
+    for operation in operations:
+        outcome = await operation()
+        if not isinstance(outcome, Completed) or outcome.replayed:
+            raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
+
+
 def _operations(
-    database: _Database,
+    database: Held[tuple[SqlStore, Host]],
 ) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
     # Fresh request ids, made outside the timed work's own steps as a client would.
     request_ids = (str(uuid.uuid4()) for _ in itertools.count())
 
-    async def ledgered() -> object:
-        _, host = await database.open()
-        arguments = {"text": "hello", "_charter": {"requestId": next(request_ids)}}
-        return await host.invoke("save_note", arguments, _PRINCIPAL)
+    async def host() -> Host:
+        return (await database.open())[1]
+
+    ledgered = note_writes(host, "ledgered")
 
     async def bare() -> object:
         store, _ = await database.open()
@@ -202,10 +221,7 @@ def _operations(
 
     async def check() -> None:
         store, _ = await database.open()
-        for operation in (ledgered, bare):
-            outcome = await operation()
-            if not isinstance(outcome, Completed) or outcome.replayed:
-                raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
+        await each_completes(ledgered, bare)
         async with store.engine.connect() as conn:
             rows = await conn.execute(sa.select(sa.func.count()).select_from(effects))
             ledger = await conn.execute(sa.select(sa.func.count()).select_from(ledger_entries))
@@ -227,7 +243,7 @@ def cases() -> list[Case]:
         backends.append(("PostgreSQL", _postgres))
     result = []
     for label, url in backends:
-        ledgered, bare, check = _operations(_Database(url))
+        ledgered, bare, check = _operations(_database(url))
         result.append(
             Case(
                 name=f"Ledgered write ({label})",

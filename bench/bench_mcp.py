@@ -28,62 +28,35 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel
 from pydantic_core import to_json
 from starlette.applications import Starlette
 
 from bench import Case
-from bench._live import Held, closing, serving
-from charter import Completed, Principal, Registry, define_tool
+from bench._echo import PRINCIPAL, Echo, Query, echo, echo_registry
+from bench._live import Held, held_case, serving
+from charter import Completed
 from charter.audit import MemoryAuditSink
 from charter.auth import StaticAuthenticator
 from charter.host import Host
 from charter.http import create_app
 from charter.mcp import STATUS_TOOL, create_server
 
-
-class Query(BaseModel):
-    text: str
-    limit: int = 10
-
-
-class Echo(BaseModel):
-    text: str
-    limit: int
-
-
-async def echo(query: Query) -> Echo:
-    return Echo(text=query.text, limit=query.limit)
-
-
 _ARGUMENTS = {"text": "hello", "limit": 3}
 _EXPECTED = {"text": "hello", "limit": 3}
-_PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:read"}))
 _TOKEN = "bench-token"
 _ROOT = Path(__file__).resolve().parent.parent
 
 
 def _host(*, authenticated: bool = False) -> Host:
     """The host every charter side runs; ``authenticated``: with a bearer token for
-    ``_PRINCIPAL`` (HTTP carries credentials; in memory and stdio run as the principal)."""
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="echo",
-            description="Echo the query back.",
-            input_schema=Query,
-            output_schema=Echo,
-            handler=echo,
-            tier="read",
-            required_scopes=["notes:read"],
-        )
-    )
-    authenticator = StaticAuthenticator({_TOKEN: _PRINCIPAL}) if authenticated else None
+    ``PRINCIPAL`` (HTTP carries credentials; in memory and stdio run as the principal)."""
+    registry = echo_registry()
+    authenticator = StaticAuthenticator({_TOKEN: PRINCIPAL}) if authenticated else None
     return Host(registry, authenticator=authenticator, audit=MemoryAuditSink())
 
 
 def _charter_server(host: Host) -> Server[Any]:
-    return create_server(host, principal=_PRINCIPAL)
+    return create_server(host, principal=PRINCIPAL)
 
 
 def _bare_server(host: Host | None = None) -> Server[Any]:
@@ -107,7 +80,7 @@ def _bare_server(host: Host | None = None) -> Server[Any]:
     async def run(arguments: dict[str, Any]) -> Any:
         if host is None:
             return (await echo(Query.model_validate(arguments))).model_dump(mode="json")
-        outcome = await host.invoke("echo", arguments, _PRINCIPAL)
+        outcome = await host.invoke("echo", arguments, PRINCIPAL)
         assert isinstance(outcome, Completed)
         return outcome.output
 
@@ -305,14 +278,14 @@ def _transport_cases(host: Host) -> list[Case]:
         charter = _over_http(lambda: _charter_http_app(host), mode, "charter over HTTP")
         bare = _over_http(_bare_http_app, mode, "bare Server over HTTP")
         result.append(
-            Case(
+            held_case(
+                charter,
+                bare,
+                call=_held_call,
+                check=_held_check,
                 name=f"MCP tools/call over streamable HTTP (127.0.0.1, {era})",
                 baseline_name="bare low-level Server, SDK streamable HTTP app",
-                run=_held_call(charter),
-                baseline=_held_call(bare),
                 target=1.10,
-                check=_held_check(charter, bare),
-                close=closing(charter, bare),
                 note=f"{about}. This case: {era}; the baseline is the in-memory case's "
                 "hand-written `on_call_tool` served by the SDK's own "
                 "`Server.streamable_http_app()` (the same DNS-rebinding protection, no "
@@ -323,14 +296,14 @@ def _transport_cases(host: Host) -> list[Case]:
     charter = _over_http(lambda: _charter_http_app(host), "auto", "charter over HTTP")
     sdk = _over_http(_mcpserver_http_app, "auto", "MCPServer over HTTP")
     result.append(
-        Case(
+        held_case(
+            charter,
+            sdk,
+            call=_held_call,
+            check=_held_check,
             name="MCP tools/call over streamable HTTP vs MCPServer (127.0.0.1, 2026-07-28)",
             baseline_name="SDK MCPServer, its streamable HTTP app",
-            run=_held_call(charter),
-            baseline=_held_call(sdk),
             target=1.10,
-            check=_held_check(charter, sdk),
-            close=closing(charter, sdk),
             note=f"{about}. This case: 2026-07-28; the baseline is the SDK's `MCPServer` "
             "serving the same tool as a decorated function from its own "
             "`streamable_http_app()` (no authentication).",
@@ -341,14 +314,14 @@ def _transport_cases(host: Host) -> list[Case]:
         charter_stdio = _over_stdio("charter", mode, "charter over stdio")
         bare_stdio = _over_stdio("bare", mode, "bare Server over stdio")
         result.append(
-            Case(
+            held_case(
+                charter_stdio,
+                bare_stdio,
+                call=_held_call,
+                check=_held_check,
                 name=f"MCP tools/call over stdio ({era})",
                 baseline_name="bare low-level Server over stdio",
-                run=_held_call(charter_stdio),
-                baseline=_held_call(bare_stdio),
                 target=1.10,
-                check=_held_check(charter_stdio, bare_stdio),
-                close=closing(charter_stdio, bare_stdio),
                 note="an async read tool (one scope, held) called with the SDK's `Client` "
                 f"over stdio ({era}) to a server subprocess, one connection reused: "
                 "`serve_stdio(host, principal)` against the in-memory case's bare server on "
@@ -434,7 +407,7 @@ def _serve_stdio(side: str) -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     if side == "charter":
-        anyio.run(serve_stdio, _host(), _PRINCIPAL)
+        anyio.run(serve_stdio, _host(), PRINCIPAL)
     elif side == "bare":
         anyio.run(bare)
     else:

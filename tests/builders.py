@@ -7,7 +7,10 @@ that folder builds.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,3 +59,35 @@ def tiered_tool(
         tier=tier,
         **options,
     )
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+"""The headers a raw streamable HTTP request to /mcp needs."""
+
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+"""A raw JSON-RPC initialize request (handshake era), for tests that post to /mcp by hand."""
+
+MCP_PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+"""A raw JSON-RPC ping, the request after ``MCP_INITIALIZE``."""
+
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository's root."""
+
+
+def run_example(module: str) -> list[str]:
+    """The lines an example (``examples.quickstart``) prints, run from the root; it must exit 0."""
+    result = subprocess.run(
+        [sys.executable, "-m", module], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()

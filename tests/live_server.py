@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import http.server
 import os
 import signal
 import socket
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ __all__ = (
     "ReportingServer",
     "Served",
     "charter_serve",
+    "die_with_parent",
+    "http_server",
+    "interrupt",
+    "json_server",
     "loopback_socket",
     "raw_connection",
     "read_until_closed",
@@ -156,22 +161,27 @@ def charter_serve(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     try:
         served = Served(url=_banner_url(process, log), process=process, log=log)
         yield served
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            code = process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
+        code = interrupt(process)
         if process.stdout is not None:
             process.stdout.close()
     assert code == 0, log.read_text()
+
+
+def interrupt(process: subprocess.Popen[Any]) -> int:
+    """Stop a server as Ctrl-C does and return its exit code (killed if it hangs 30 s)."""
+    process.send_signal(signal.SIGINT)
+    try:
+        return process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
 
 
 def _banner_url(process: subprocess.Popen[str], log: Path) -> str:
@@ -185,7 +195,44 @@ def _banner_url(process: subprocess.Popen[str], log: Path) -> str:
     raise RuntimeError(f"charter serve exited with {process.returncode}:\n{log.read_text()}")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Stop the server if pytest itself is killed (Linux), so no orphan keeps running."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@contextmanager
+def json_server(answer: Callable[[str], tuple[int, bytes]]) -> Iterator[str]:
+    """A stdlib HTTP server on 127.0.0.1 whose GETs get ``answer(path)``: a status and JSON.
+
+    Yields the server's base URL; stops it on the way out.
+    """
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = answer(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with http_server(Handler) as url:
+        yield url
+
+
+@contextmanager
+def http_server(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A stdlib threading HTTP server on 127.0.0.1 answering with ``handler``; its base URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import http.server
 import json
 import re
-import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -38,6 +36,7 @@ from charter.jwt import (
     TokenRejected,
     discover_jwks_url,
 )
+from live_server import json_server
 
 pytestmark = pytest.mark.anyio
 
@@ -146,34 +145,16 @@ class JwksServer:
 def server(rsa_key: SigningKey) -> Iterator[JwksServer]:
     state = JwksServer(document=jwks(rsa_key))
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/.well-known/openid-configuration":
-                body = json.dumps(state.discovery).encode()
-                status = 200
-            else:
-                state.fetches += 1
-                body = state.body if state.body is not None else json.dumps(state.document).encode()
-                status = state.status
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, bytes]:
+        if path == "/.well-known/openid-configuration":
+            return 200, json.dumps(state.discovery).encode()
+        state.fetches += 1
+        body = state.body if state.body is not None else json.dumps(state.document).encode()
+        return state.status, body
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    try:
+    with json_server(answer) as url:
+        state.url = url
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
 
 
 def authenticator(server: JwksServer, **options: Any) -> JwtAuthenticator:

@@ -2,13 +2,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.builders import ROOT, run_example
 
-ROOT = Path(__file__).resolve().parent.parent
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
@@ -35,15 +32,7 @@ def test_the_readme_quickstart_runs_as_written(capsys: pytest.CaptureFixture[str
 
 
 def test_the_quickstart_example_runs() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "examples.quickstart"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = run_example("examples.quickstart")
     assert lines[0].startswith("greet {'name': 'Ada'} -> {\"kind\":\"completed\"")
     assert '"code":"NOT_FOUND"' in lines[3]
     manifest = json.loads("\n".join(lines[4:]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,6 +60,13 @@ class TripList(BaseModel):
     trips: list[Trip]
 
 
+Id = Annotated[str, Field(min_length=1, max_length=40)]
+"""A trip's or booking's id."""
+
+Text = Annotated[str, Field(min_length=1, max_length=200)]
+"""A short non-empty text: a name, a destination, a memory's key."""
+
+
 class TripSearch(BaseModel):
     """What to search for."""
 
@@ -70,43 +77,43 @@ class TripSearch(BaseModel):
 class TripRef(BaseModel):
     """Which trip."""
 
-    trip_id: str = Field(min_length=1, max_length=40)
+    trip_id: Id
 
 
 class NewTrip(BaseModel):
     """A trip to create."""
 
-    name: str = Field(min_length=1, max_length=200)
-    destination: str = Field(min_length=1, max_length=200)
+    name: Text
+    destination: Text
     nights: int = Field(ge=1, le=365)
 
 
 class RenameTrip(BaseModel):
     """A new name for a trip (capability version 1)."""
 
-    trip_id: str = Field(min_length=1, max_length=40)
-    name: str = Field(min_length=1, max_length=200)
+    trip_id: Id
+    name: Text
 
 
 class RenameTripV2(BaseModel):
     """A new name and, optionally, destination (capability version 2)."""
 
-    trip_id: str = Field(min_length=1, max_length=40)
-    name: str = Field(min_length=1, max_length=200)
+    trip_id: Id
+    name: Text
     destination: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class CancelTrip(BaseModel):
     """A trip to cancel, and why."""
 
-    trip_id: str = Field(min_length=1, max_length=40)
+    trip_id: Id
     reason: str = Field(min_length=1, max_length=500)
 
 
 class RefundRequest(BaseModel):
     """A refund on a booking."""
 
-    booking_id: str = Field(min_length=1, max_length=40)
+    booking_id: Id
     amount_cents: int = Field(gt=0, le=10_000_000)
 
 
@@ -139,7 +146,7 @@ class MemoryWrite(BaseModel):
     """A memory to set."""
 
     tenant_id: str | None = Field(default=None, description="Defaults to your tenant.")
-    key: str = Field(min_length=1, max_length=200)
+    key: Text
     value: str = Field(max_length=10_000)
 
 
@@ -147,7 +154,7 @@ class MemoryKey(BaseModel):
     """A memory to delete."""
 
     tenant_id: str | None = Field(default=None, description="Defaults to your tenant.")
-    key: str = Field(min_length=1, max_length=200)
+    key: Text
 
 
 class Memories(BaseModel):

@@ -7,7 +7,6 @@ import json
 import re
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from charter._target import load_target, manifest_of, registry_of
 from charter.cli import app
 from charter.evolution import ManifestError, lock_json
 from charter.testing import assert_compatible_with_lock
+from live_server import http_server
 
 runner = CliRunner()
 
@@ -189,15 +189,8 @@ def server(tmp_path: Path) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep the test output clean
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with http_server(Handler) as url:
+        yield url
 
 
 def test_diff_reads_a_discovery_document_from_a_url(

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from cli_support import charter, notes_host, sqlite
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE, MCP_PING
 
 from charter._serve_protocol import guarded_protocol
 from charter.cli._serve_options import (
@@ -66,19 +67,6 @@ registry = Registry()
 registry.register_all([echo, publish])
 '''
 
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-
 
 @pytest.fixture
 def target(write_target: Callable[[str], str]) -> str:
@@ -96,7 +84,7 @@ def create_key(db: str, tenant: str, subject: str) -> str:
 
 
 def bearer(key: str) -> dict[str, str]:
-    return {**HEADERS, "Authorization": f"Bearer {key}"}
+    return {**MCP_HEADERS, "Authorization": f"Bearer {key}"}
 
 
 # -- MCP sessions per principal ---------------------------------------------------------------
@@ -113,13 +101,13 @@ def test_a_key_past_its_session_cap_loses_its_oldest_sessions_and_no_one_else_do
         mcp = served.url + "/mcp"
 
         def open_session(key: str) -> str:
-            response = http.post(mcp, json=INITIALIZE, headers=bearer(key))
+            response = http.post(mcp, json=MCP_INITIALIZE, headers=bearer(key))
             assert response.status_code == 200, response.text
             return response.headers["mcp-session-id"]
 
         def ping(key: str, session: str) -> int:
             headers = {**bearer(key), "Mcp-Session-Id": session}
-            return http.post(mcp, json=PING, headers=headers).status_code
+            return http.post(mcp, json=MCP_PING, headers=headers).status_code
 
         bobs, globex = open_session(bob), open_session(ann_at_globex)
         anns = [open_session(ann) for _ in range(5)]
@@ -262,6 +250,26 @@ def modern_call(http: httpx.Client, served: Served, key: str, params: dict[str, 
     return response.json()
 
 
+def publish_across(
+    http: httpx.Client, text: str, asking: tuple[Served, str], answering: tuple[Served, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``notes.publish`` on one replica (it asks to confirm), confirmed on another.
+
+    Each side is a server and the API key to call it with; the results: the question, and
+    the answer to the confirmed retry.
+    """
+    call = {
+        "name": "notes.publish",
+        "arguments": {"text": text, "_charter": {"requestId": request_id()}},
+        "_meta": MODERN_META,
+    }
+    asked: dict[str, Any] = modern_call(http, *asking, call)["result"]
+    [question] = asked["inputRequests"]
+    answer = {question: {"action": "accept", "content": {"confirm": True}}}
+    retry = {**call, "requestState": asked["requestState"], "inputResponses": answer}
+    return asked, modern_call(http, *answering, retry)
+
+
 @pytest.fixture(
     params=[pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -287,16 +295,7 @@ def test_a_confirmation_asked_by_one_stateless_replica_is_answered_through_anoth
         charter_serve(*args, cwd=tmp_path) as second,
         httpx.Client(timeout=30) as http,
     ):
-        call = {
-            "name": "notes.publish",
-            "arguments": {"text": "hello", "_charter": {"requestId": request_id()}},
-            "_meta": MODERN_META,
-        }
-        asked = modern_call(http, first, key, call)["result"]
-        [question] = asked["inputRequests"]
-        answer = {question: {"action": "accept", "content": {"confirm": True}}}
-        retry = {**call, "requestState": asked["requestState"], "inputResponses": answer}
-        answered = modern_call(http, second, key, retry)
+        asked, answered = publish_across(http, "hello", (first, key), (second, key))
     assert asked["resultType"] == "input_required"
     assert answered["result"]["structuredContent"] == {"text": "hello"}
 
@@ -313,16 +312,7 @@ def test_replicas_given_the_same_keys_share_them_and_a_short_key_is_refused(
         charter_serve(target, "--db", db_b, "--stateless", cwd=tmp_path, env=env) as second,
         httpx.Client(timeout=30) as http,
     ):
-        call = {
-            "name": "notes.publish",
-            "arguments": {"text": "hi", "_charter": {"requestId": request_id()}},
-            "_meta": MODERN_META,
-        }
-        asked = modern_call(http, first, key_a, call)["result"]
-        [question] = asked["inputRequests"]
-        answer = {question: {"action": "accept", "content": {"confirm": True}}}
-        retry = {**call, "requestState": asked["requestState"], "inputResponses": answer}
-        answered = modern_call(http, second, key_b, retry)
+        _, answered = publish_across(http, "hi", (first, key_a), (second, key_b))
     # Two databases, so only the configured keys are shared.
     assert answered["result"]["structuredContent"] == {"text": "hi"}
     short = charter("serve", target, "--request-state-key", "too-short")

@@ -3,12 +3,10 @@ subprocess, driven with httpx, the official MCP client and the `charter` command
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,8 +24,9 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from travel_support import ROOT
 
+from live_server import die_with_parent, interrupt
+
 CHARTER = str(Path(sys.executable).with_name("charter"))
-PR_SET_PDEATHSIG = 1
 STARTUP_SECONDS = 90.0
 """Importing the MCP SDK alone takes seconds on a busy CI machine."""
 
@@ -72,25 +71,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         keys = {k["role"]: k["key"] for k in json.loads((tmp / "keys.json").read_text())}
         yield Server(url=url, db=db, keys=keys, env=env, stderr=tmp / "stderr")
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            code = process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
+        code = interrupt(process)
     banner = (tmp / "stdout").read_text()
     log = (tmp / "stderr").read_text()
     assert code == 0, log
     assert "Traceback" not in log
     assert f"REST     {url}/v1/tools" in banner and f"MCP      {url}/mcp" in banner
-
-
-def die_with_parent() -> None:
-    """Stop the server if pytest itself is killed (Linux), so no orphan keeps the port."""
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def wait_until_healthy(process: subprocess.Popen[bytes], url: str, stderr: Path) -> None:

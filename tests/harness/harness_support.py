@@ -27,6 +27,7 @@ from charter import (
 from charter.harness import Capability, Harness, Model, ModelResponse, SessionStore, ToolCall
 from charter.host import Host
 from charter.ledger import MemoryStore
+from charter.risk import RiskTier
 
 ALICE = Principal(
     subject="alice",
@@ -261,102 +262,57 @@ def build_world() -> World:
     booking_policy = ActionPolicy(
         target_type="booking", command_target_field="booking_id", approval="required"
     )
-    tools = [
-        define_tool(
-            name="add",
-            description="Add two integers.",
-            input_schema=AddIn,
-            output_schema=AddOut,
-            handler=h["add"],
-            tier="read",
-            required_scopes=("trips:read",),
-        ),
-        define_tool(
-            name="wait_for",
-            description="Wait until the test opens a gate.",
-            input_schema=WaitIn,
-            output_schema=AddOut,
-            handler=h["wait_for"],
-            tier="read",
-        ),
-        define_tool(
-            name="cancel_booking",
-            description="Cancel a booking (needs confirmation and an approver).",
-            input_schema=BookingIn,
-            output_schema=CancelOut,
-            handler=h["cancel_booking"],
-            tier="destructive",
-            risk_policy=DESTRUCTIVE,
-            required_scopes=("bookings:cancel",),
-            action_policy=booking_policy,
-        ),
-        define_tool(
-            name="ask_user",
-            description="Ask the user a question.",
-            input_schema=AskIn,
-            output_schema=AskOut,
-            handler=h["ask_user"],
-            tier="read",
-        ),
-        define_tool(
-            name="start_job",
-            description="Start a job that finishes elsewhere.",
-            input_schema=JobIn,
-            output_schema=JobOut,
-            handler=h["start_job"],
-            tier="write",
-            risk_policy=WRITE,
-        ),
-        define_tool(
-            name="boom",
-            description="Always raises.",
-            input_schema=Empty,
-            output_schema=AddOut,
-            handler=h["boom"],
-            tier="read",
-        ),
-        define_tool(
-            name="refuse",
-            description="Fails with a coded error.",
-            input_schema=Empty,
-            output_schema=AddOut,
-            handler=h["refuse"],
-            tier="read",
-        ),
-        define_tool(
-            name="bad_total",
-            description="Returns output that breaks its schema.",
-            input_schema=Empty,
-            output_schema=TotalOut,
-            handler=h["bad_total"],
-            tier="read",
-        ),
-        define_tool(
-            name="sync_wait",
-            description="A sync handler that waits for cancellation.",
-            input_schema=Empty,
-            output_schema=AddOut,
-            handler=h["sync_wait"],
-            tier="read",
-        ),
-        define_tool(
-            name="async_wait",
-            description="An async handler that sleeps.",
-            input_schema=Empty,
-            output_schema=AddOut,
-            handler=h["async_wait"],
-            tier="read",
-        ),
-    ]
-    registry.register_all(tools)
-    add_item_tool = define_tool(
-        name="add_item",
-        description="Add an item to the session's cart.",
-        input_schema=ItemIn,
-        output_schema=CartOut,
-        handler=h["add_item"],
-        tier="read",
+
+    def made(
+        name: str,
+        description: str,
+        input_schema: type[BaseModel],
+        output_schema: type[BaseModel] = AddOut,
+        tier: RiskTier = "read",
+        **options: Any,
+    ) -> Any:
+        """Tool ``name`` whose handler is the world's handler of that name."""
+        return define_tool(
+            name=name,
+            description=description,
+            input_schema=input_schema,
+            output_schema=output_schema,
+            handler=h[name],
+            tier=tier,
+            **options,
+        )
+
+    registry.register_all(
+        [
+            made("add", "Add two integers.", AddIn, required_scopes=("trips:read",)),
+            made("wait_for", "Wait until the test opens a gate.", WaitIn),
+            made(
+                "cancel_booking",
+                "Cancel a booking (needs confirmation and an approver).",
+                BookingIn,
+                CancelOut,
+                "destructive",
+                risk_policy=DESTRUCTIVE,
+                required_scopes=("bookings:cancel",),
+                action_policy=booking_policy,
+            ),
+            made("ask_user", "Ask the user a question.", AskIn, AskOut),
+            made(
+                "start_job",
+                "Start a job that finishes elsewhere.",
+                JobIn,
+                JobOut,
+                "write",
+                risk_policy=WRITE,
+            ),
+            made("boom", "Always raises.", Empty),
+            made("refuse", "Fails with a coded error.", Empty),
+            made("bad_total", "Returns output that breaks its schema.", Empty, TotalOut),
+            made("sync_wait", "A sync handler that waits for cancellation.", Empty),
+            made("async_wait", "An async handler that sleeps.", Empty),
+        ]
     )
+    add_item_tool = made("add_item", "Add an item to the session's cart.", ItemIn, CartOut)
     world.cart = Capability(id="cart", tools=(add_item_tool,), state_factory=h["make_state"])
     world.cart.register(registry)
     return world
@@ -378,3 +334,29 @@ def last_results(request_messages: Any) -> Any:
 
 
 Clock = Callable[[], datetime]
+
+
+class QueryOut(BaseModel):
+    """What a ``recording_tool`` answers: its own name."""
+
+    tool: str
+
+
+def recording_tool(
+    name: str, runs: list[str], input_schema: type[BaseModel], **options: Any
+) -> Any:
+    """A read tool called ``name`` that appends its name to ``runs`` each time it runs."""
+
+    def handler(args: BaseModel) -> QueryOut:
+        runs.append(name)
+        return QueryOut(tool=name)
+
+    return define_tool(
+        name=name,
+        description=f"Tool {name}.",
+        input_schema=input_schema,
+        output_schema=QueryOut,
+        handler=handler,
+        tier="read",
+        **options,
+    )

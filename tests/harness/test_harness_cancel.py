@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
 from harness_support import ALICE, World, calls
 
-from charter.harness import ModelRequest, ModelResponse, SealCodes, TurnResult
+from charter.harness import ModelRequest, ModelResponse, SealCodes, Session, TurnResult
 from charter.harness.testing import FunctionModel, ScriptedModel
 
 pytestmark = pytest.mark.anyio
@@ -19,21 +20,27 @@ async def wait_in_thread(event: object, timeout: float = 5.0) -> bool:
     return bool(await anyio.to_thread.run_sync(event.wait, timeout))  # type: ignore[attr-defined]
 
 
-async def test_cancelling_a_session_reaches_an_async_handler(world: World) -> None:
-    model = ScriptedModel([calls(("async_wait", "c1", {}), ("add", "c2", {"a": 1, "b": 1}))])
-    session = world.harness(model).session(ALICE)
-    results: list[TurnResult] = []
+async def cancelled_turn(session: Session, started: Callable[[], Awaitable[None]]) -> TurnResult:
+    """Run one turn of ``session``, cancelling the session once ``started()`` returns."""
 
-    async def run() -> None:
-        results.append(await session.run("go"))
+    async def cancel_once_started() -> None:
+        await started()
+        session.cancel()
 
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            await world.entered_event("async_wait").wait()
-            session.cancel()
+            tg.start_soon(cancel_once_started)
+            return await session.run("go")
 
-    (result,) = results
+
+async def test_cancelling_a_session_reaches_an_async_handler(world: World) -> None:
+    model = ScriptedModel([calls(("async_wait", "c1", {}), ("add", "c2", {"a": 1, "b": 1}))])
+    session = world.harness(model).session(ALICE)
+
+    async def started() -> None:
+        await world.entered_event("async_wait").wait()
+
+    result = await cancelled_turn(session, started)
     assert result.status == "cancelled"
     assert [(r.call_id, r.kind, r.code) for r in result.results] == [
         ("c1", "failed", SealCodes.CANCELLED),
@@ -50,19 +57,12 @@ async def test_cancelling_a_session_reaches_a_sync_handler_through_ctx_cancel(
     # in wait_sync for its full 10 s instead of returning at once.
     model = ScriptedModel([calls(("sync_wait", "c1", {}))])
     session = world.harness(model).session(ALICE)
-    results: list[TurnResult] = []
 
-    async def run() -> None:
-        results.append(await session.run("go"))
+    async def started() -> None:
+        assert await wait_in_thread(world.sync_started)
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            assert await wait_in_thread(world.sync_started)
-            session.cancel()
-        assert await wait_in_thread(world.sync_saw_cancel)
-
-    (result,) = results
+    result = await cancelled_turn(session, started)
+    assert await wait_in_thread(world.sync_saw_cancel)
     assert result.status == "cancelled"
     assert [(r.kind, r.code) for r in result.results] == [("failed", SealCodes.CANCELLED)]
 
@@ -78,19 +78,13 @@ async def test_cancelling_during_a_model_step_ends_the_turn_without_waiting_for_
         return ModelResponse(text="too late")
 
     session = world.harness(FunctionModel(slow)).session(ALICE)
-    results: list[TurnResult] = []
 
-    async def run() -> None:
-        results.append(await session.run("go"))
+    async def model_started() -> None:
+        await started.wait()
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            await started.wait()
-            session.cancel()
-
-    assert results[0].status == "cancelled"
-    assert results[0].text is None
+    result = await cancelled_turn(session, model_started)
+    assert result.status == "cancelled"
+    assert result.text is None
     # The session can take the next turn.
     record = await session.record()
     assert record is not None and record.status == "idle"
@@ -107,15 +101,12 @@ async def test_a_cancelled_turn_pairs_every_call_in_the_transcript(world: World)
     )
     session = world.harness(model).session(ALICE)
 
-    async def cancel_when_both_started() -> None:
+    async def both_started() -> None:
         await world.entered_event("async_wait").wait()
         await wait_in_thread(world.sync_started)
-        session.cancel()
 
+    first = await cancelled_turn(session, both_started)
     with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancel_when_both_started)
-            first = await session.run("go")
         second = await session.run("again")
 
     assert first.status == "cancelled"

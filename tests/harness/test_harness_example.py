@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.builders import run_example
 
 
 def test_the_demo_pauses_twice_resumes_after_a_restart_and_cancels_once() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "examples.harness_demo"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = run_example("examples.harness_demo")
     statuses = [line for line in lines if not line.startswith(" ")]
     assert statuses == [
         "turn: paused",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from harness_support import QueryOut, recording_tool
 from pydantic import BaseModel, model_validator
 
 from charter import ConfigurationError, Principal, Registry, define_tool
@@ -37,26 +38,9 @@ class QueryIn(BaseModel):
     text: str
 
 
-class QueryOut(BaseModel):
-    tool: str
-
-
 def counted(name: str, runs: list[str], **options: Any) -> Any:
     """A read tool called ``name`` that records each run in ``runs``."""
-
-    def handler(args: QueryIn) -> QueryOut:
-        runs.append(name)
-        return QueryOut(tool=name)
-
-    return define_tool(
-        name=name,
-        description=f"Tool {name}.",
-        input_schema=QueryIn,
-        output_schema=QueryOut,
-        handler=handler,
-        tier="read",
-        **options,
-    )
+    return recording_tool(name, runs, QueryIn, **options)
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
+from harness_support import recording_tool
 from pydantic import BaseModel
 
-from charter import Principal, Registry, define_tool
+from charter import Principal, Registry
 from charter.harness import (
     Harness,
     ModelRequest,
@@ -158,30 +159,23 @@ class QueryIn(BaseModel):
     note: str | None = None
 
 
-class QueryOut(BaseModel):
-    tool: str
-
-
 LONG = "travel." + "itineraries." * 8 + "search"
+
+
+def strict_calls(registry: Registry) -> list[tuple[str, dict[str, Any]]]:
+    """One call of each tool by its model-facing name, as a strict-mode model sends it."""
+    names = model_names(registry.tools())
+    return [
+        (names.model_name(t.name), {"text": "x", "limit": None, "note": None})
+        for t in registry.tools()
+    ]
 
 
 def pathological(runs: list[str]) -> Registry:
     """Dotted, over-long and overridden names, each tool recording its runs."""
 
     def tool(name: str, **options: Any) -> Any:
-        def handler(args: QueryIn) -> QueryOut:
-            runs.append(name)
-            return QueryOut(tool=name)
-
-        return define_tool(
-            name=name,
-            description=f"Tool {name}.",
-            input_schema=QueryIn,
-            output_schema=QueryOut,
-            handler=handler,
-            tier="read",
-            **options,
-        )
+        return recording_tool(name, runs, QueryIn, **options)
 
     registry = Registry()
     registry.register(tool("trips.search", aliases=["trips.find"]))
@@ -374,11 +368,7 @@ async def test_openai_chat_completions_runs_each_pathological_tool_exactly_once(
     openai = pytest.importorskip("openai")
     runs: list[str] = []
     registry = pathological(runs)
-    names = model_names(registry.tools())
-    calls = [
-        (names.model_name(t.name), {"text": "x", "limit": None, "note": None})
-        for t in registry.tools()
-    ]
+    calls = strict_calls(registry)
     wire = Wire([lambda body: _chat_calls(calls)])
     client = openai.AsyncOpenAI(api_key="test", http_client=wire.client())
     result = (
@@ -453,11 +443,7 @@ async def test_openai_responses_runs_each_pathological_tool_exactly_once() -> No
     openai = pytest.importorskip("openai")
     runs: list[str] = []
     registry = pathological(runs)
-    names = model_names(registry.tools())
-    calls = [
-        (names.model_name(t.name), {"text": "x", "limit": None, "note": None})
-        for t in registry.tools()
-    ]
+    calls = strict_calls(registry)
     wire = Wire([lambda body: _responses_calls(calls), lambda body: _responses_text()])
     client = openai.AsyncOpenAI(api_key="test", http_client=wire.client())
     result = await Harness(Host(registry), ResponsesModel(client)).session(ADA).run("go")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,6 +44,21 @@ def sdk_http() -> Any:
     return httpx2
 
 
+def sdk_client(
+    sdk: Callable[..., Any],
+    base_url: str,
+    answers: list[dict[str, Any]],
+    seen: list[dict[str, Any]],
+) -> Any:
+    """An SDK client (``openai.AsyncOpenAI``, ...) whose requests get ``answers`` in turn."""
+    http = sdk_http()
+    return sdk(
+        api_key="test",
+        base_url=base_url,
+        http_client=http.AsyncClient(transport=transport(answers, seen, http)),
+    )
+
+
 def chat_answer(message: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": "chatcmpl-1",
@@ -71,12 +87,7 @@ async def test_a_harness_turn_over_the_openai_sdk(world: World) -> None:
         ),
         chat_answer({"role": "assistant", "content": "42"}),
     ]
-    http = sdk_http()
-    client = openai.AsyncOpenAI(
-        api_key="test",
-        base_url="http://openai.test/v1",
-        http_client=http.AsyncClient(transport=transport(answers, seen, http)),
-    )
+    client = sdk_client(openai.AsyncOpenAI, "http://openai.test/v1", answers, seen)
     model = OpenAIChatModel(client, model="gpt-test", instructions="Be brief.")
     result = await world.harness(model, tools=["add"], capabilities=()).session(ALICE).run("20+22?")
 
@@ -120,12 +131,7 @@ async def test_a_harness_turn_over_the_anthropic_sdk(world: World) -> None:
             "usage": usage,
         },
     ]
-    http = sdk_http()
-    client = anthropic.AsyncAnthropic(
-        api_key="test",
-        base_url="http://anthropic.test",
-        http_client=http.AsyncClient(transport=transport(answers, seen, http)),
-    )
+    client = sdk_client(anthropic.AsyncAnthropic, "http://anthropic.test", answers, seen)
     model = AnthropicModel(client, model="claude-test", instructions="Be brief.")
     result = await world.harness(model, tools=["add"], capabilities=()).session(ALICE).run("1+x?")
 

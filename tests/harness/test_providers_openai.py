@@ -97,16 +97,19 @@ def test_strict_mode_agrees_with_the_sdks_own_transform_on_what_is_required() ->
     assert [o["required"] for o in objects(ours)] == [o["required"] for o in objects(theirs)]
 
 
+STRICT_SENT = {
+    "city": "Oslo",
+    "nights": None,
+    "note": None,
+    "cabin": None,
+    "lead": {"name": "Ann", "age": None},
+    "others": None,
+}
+"""What a model in strict mode sends for a search that leaves the optional arguments out."""
+
+
 def test_strict_nulls_for_left_out_arguments_are_dropped_so_defaults_apply() -> None:
-    args = {
-        "city": "Oslo",
-        "nights": None,
-        "note": None,
-        "cabin": None,
-        "lead": {"name": "Ann", "age": None},
-        "others": None,
-    }
-    cleaned = drop_strict_nulls(args, SEARCH.input_schema)
+    cleaned = drop_strict_nulls(STRICT_SENT, SEARCH.input_schema)
     # "note" and "age" allow null themselves, so their nulls are values and stay.
     assert cleaned == {"city": "Oslo", "note": None, "lead": {"name": "Ann", "age": None}}
     assert SearchIn.model_validate(cleaned).nights == 2
@@ -114,15 +117,7 @@ def test_strict_nulls_for_left_out_arguments_are_dropped_so_defaults_apply() -> 
 
 def test_a_strict_schema_accepts_what_the_model_must_send() -> None:
     schema = openai_tools([SEARCH])[0]["function"]["parameters"]
-    sent = {
-        "city": "Oslo",
-        "nights": None,
-        "note": None,
-        "cabin": None,
-        "lead": {"name": "Ann", "age": None},
-        "others": None,
-    }
-    jsonschema.validate(sent, schema)
+    jsonschema.validate(STRICT_SENT, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"city": "Oslo"}, schema)
 

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 from http_support import Lab, Live, build_host, serve
 
 from charter.http import create_app
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +33,15 @@ def live() -> Iterator[Live]:
     lab = Lab()
     host = build_host(lab)
     with serve(create_app(host, mcp=False)) as url:
+        yield Live(url=url, host=host, lab=lab)
+
+
+@pytest.fixture(scope="module")
+def both() -> Iterator[Live]:
+    """The standard app with MCP mounted at ``/mcp`` beside REST, one per test module."""
+    lab = Lab()
+    host = build_host(lab)
+    with serve(create_app(host)) as url:
         yield Live(url=url, host=host, lab=lab)
 
 
@@ -42,3 +67,26 @@ def anonymous(live: Live) -> Iterator[httpx.Client]:
 def lab_client(live: Live) -> Iterator[httpx.Client]:
     with live.client("lab-token") as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's headless Chromium, driven by Playwright (the console tests)."""
+    from playwright.sync_api import sync_playwright  # only the browser tests need it
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page in a 1280x860 window, waiting at most 10 s for anything."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()

@@ -6,10 +6,15 @@ import asyncio
 import ssl
 import threading
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, Field
 from tests.builders import destructive_risk, risk
 
@@ -78,19 +83,13 @@ TOKENS = {
 }
 
 
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-"""The headers a raw streamable HTTP request to /mcp needs."""
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-"""A raw JSON-RPC initialize request (handshake era), for tests that post to /mcp by hand."""
+@asynccontextmanager
+async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
+    """The SDK's client on the server at ``url``'s ``/mcp``, sending ``token`` as a bearer."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
+        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
+            yield client
 
 
 def bearer(token: str) -> dict[str, str]:

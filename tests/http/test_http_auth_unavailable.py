@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from http_support import INITIALIZE, MCP_HEADERS, Lab, build_registry, serve
+from http_support import Lab, build_registry, serve
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.auth import (
     AuthenticationUnavailable,
@@ -102,11 +103,11 @@ async def test_mcp_answers_503_with_retry_after(
     url, _ = served
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
         response = await http.post(
-            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
+            "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
         )
         down.up = True
         after = await http.post(
-            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
+            "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
         )
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"

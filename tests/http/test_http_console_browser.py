@@ -15,34 +15,14 @@ from typing import Any
 import httpx
 import pytest
 from http_support import Lab, Live, build_host, serve
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from charter import RateLimit
 from charter.http import create_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.serial]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -52,15 +32,6 @@ def console() -> Iterator[Live]:
     host = build_host(lab)
     with serve(create_app(host, mcp=False)) as url:
         yield Live(url=url, host=host, lab=lab)
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield page
-    context.close()
 
 
 def ask(agent: httpx.Client, tool: str, arguments: dict[str, Any]) -> tuple[str, str]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pytest
 from http_support import serve
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
-from test_http_console_browser import CHROMIUM, CHROMIUM_ARGS, sign_in
+from playwright.sync_api import Locator, Page, expect
+from test_http_console_browser import sign_in
 from test_http_effects import TOKENS
 from tests.effects.kit import FakeProvider, build, refund
 
@@ -21,23 +21,6 @@ from charter.http import create_app
 pytestmark = pytest.mark.browser
 
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield page
-    context.close()
 
 
 def in_another_thread(work: Coroutine[Any, Any, T]) -> T:

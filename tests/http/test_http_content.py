@@ -56,7 +56,12 @@ def test_another_tenant_a_missing_scope_and_anonymous_callers_are_refused(url: s
     assert foreign.status_code == 404
     assert foreign.json()["code"] == "NOT_FOUND"
     assert unscoped.status_code == 403
-    assert unscoped.json()["meta"]["missing"] == ["trips:read"]
+    # The same meta as a tool's insufficient-scope refusal (one ScopeChecks decides both).
+    assert unscoped.json()["meta"] == {
+        "required": ["trips:read"],
+        "granted": ["notes:read"],
+        "missing": ["trips:read"],
+    }
     assert listed["resourceTemplates"] == []
     assert anonymous.status_code == 401
     assert public.status_code == 200

@@ -7,13 +7,10 @@ request before any authenticator runs, with the same problem.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
-from http_support import INITIALIZE, MCP_HEADERS, Lab, Live, build_host, serve
-
-from charter.http import create_app
+from http_support import Live
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 PROBLEM = "application/problem+json"
 
@@ -36,14 +33,6 @@ AMBIGUOUS = {
         ("X-API-Key", "approver-token"),
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def both() -> Iterator[Live]:
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host)) as url:
-        yield Live(url=url, host=host, lab=lab)
 
 
 def assert_ambiguous(response: httpx.Response) -> None:
@@ -80,7 +69,7 @@ def test_ambiguous_credentials_are_a_400_over_mcp_before_a_session_starts(
     both: Live, headers: list[tuple[str, str]]
 ) -> None:
     with httpx.Client(base_url=both.url, timeout=10) as http:
-        response = http.post("/mcp", json=INITIALIZE, headers=[*MCP_HEADERS.items(), *headers])
+        response = http.post("/mcp", json=MCP_INITIALIZE, headers=[*MCP_HEADERS.items(), *headers])
     assert_ambiguous(response)
     assert "mcp-session-id" not in response.headers
 
@@ -90,7 +79,9 @@ def test_one_credential_still_works_on_both(both: Live) -> None:
         by_bearer = http.get("/v1/whoami", headers={"Authorization": "Bearer agent-token"})
         by_key = http.get("/v1/whoami", headers={"X-API-Key": "agent-token"})
         mcp = http.post(
-            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer agent-token"}
+            "/mcp",
+            json=MCP_INITIALIZE,
+            headers={**MCP_HEADERS, "Authorization": "Bearer agent-token"},
         )
     assert by_bearer.status_code == by_key.status_code == 200
     assert by_bearer.json()["subject"] == by_key.json()["subject"] == "agent-7"

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from http_support import INITIALIZE, MCP_HEADERS, Lab, Live, build_registry, serve
+from http_support import Lab, Live, build_registry, mcp_client, serve
 from jwt.algorithms import RSAAlgorithm
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.host import Host
 from charter.http import create_app
 from charter.jwt import JwtAuthenticator
+from live_server import json_server
 
 pytestmark = pytest.mark.anyio
 
@@ -53,26 +49,8 @@ def jwks_url() -> Iterator[str]:
     jwk = {**RSAAlgorithm.to_jwk(KEY.public_key(), as_dict=True), "kid": "k1", "alg": "RS256"}
     body = json.dumps({"keys": [jwk]}).encode()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/jwks.json"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with json_server(lambda path: (200, body)) as url:
+        yield f"{url}/jwks.json"
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +60,6 @@ def live(jwks_url: str) -> Iterator[Live]:
     host = Host(build_registry(lab), authenticator=authenticator)
     with serve(create_app(host)) as url:
         yield Live(url=url, host=host, lab=lab)
-
-
-@asynccontextmanager
-async def connect(url: str, bearer: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {bearer}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-            yield client
 
 
 def test_a_jwt_calls_a_tool_over_rest_as_the_principal_its_claims_name(live: Live) -> None:
@@ -106,7 +76,7 @@ def test_a_jwt_calls_a_tool_over_rest_as_the_principal_its_claims_name(live: Liv
 
 
 async def test_a_jwt_calls_a_tool_over_mcp_streamable_http(live: Live) -> None:
-    async with connect(live.url, token()) as client:
+    async with mcp_client(live.url, token()) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("trips.search", {"query": "lisbon", "limit": 1})
     assert "trips.search" in names
@@ -144,7 +114,7 @@ async def test_a_bad_jwt_is_a_401_challenge_over_rest_and_mcp(
             headers={"Authorization": f"Bearer {bad}"},
         )
         mcp = await http.post(
-            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}
+            "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}
         )
     assert rest.status_code == 401
     assert rest.headers["www-authenticate"] == 'Bearer error="invalid_token"'

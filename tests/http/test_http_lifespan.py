@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -31,7 +30,7 @@ from charter.auth import StaticAuthenticator
 from charter.host import Host
 from charter.http import create_app
 from charter.store import SqlStore
-from live_server import loopback_socket
+from live_server import interrupt, loopback_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,13 +150,7 @@ def uvicorn_process(tmp_path: Path, kind: str, db_url: str) -> Iterator[tuple[st
         _wait_until_listening(url, process, log)
         yield url, log
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            code = process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
+        code = interrupt(process)
     assert code == 0, log.read_text()
 
 

@@ -3,39 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 
 import httpx
-import httpx2
 import pytest
-from http_support import Lab, Live, build_host, serve
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-
-from charter.http import create_app
+from http_support import Live, mcp_client
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def both() -> Iterator[Live]:
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host)) as url:
-        yield Live(url=url, host=host, lab=lab)
-
-
-@asynccontextmanager
-async def connect(url: str, token: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-            yield client
-
-
 async def test_mcp_and_rest_list_the_same_tools(both: Live) -> None:
-    async with connect(both.url, "agent-token") as client:
+    async with mcp_client(both.url, "agent-token") as client:
         over_mcp = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("trips.search", {"query": "lisbon", "limit": 1})
     with both.client("agent-token") as rest:
@@ -55,7 +32,7 @@ async def test_mcp_and_rest_list_the_same_tools(both: Live) -> None:
 async def test_an_approval_asked_over_mcp_is_granted_and_completed_over_rest(both: Live) -> None:
     request_id = str(uuid.uuid4())
     arguments = {"booking_id": "bkg_mcp", "amount_cents": 900}
-    async with connect(both.url, "agent-token") as client:
+    async with mcp_client(both.url, "agent-token") as client:
         asked = await client.call_tool(
             "bookings.refund",
             {**arguments, "_charter": {"requestId": request_id, "confirmed": True}},

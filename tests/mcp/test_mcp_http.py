@@ -17,6 +17,7 @@ from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import BOB, PRESENTERS, Probe, build_host, request_id, serve
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.errors import ConfigurationError
 from charter.host import Host
@@ -24,18 +25,6 @@ from charter.ledger import ApprovalRecord
 from charter.mcp import OUTCOME_META_KEY, STATUS_TOOL, create_asgi_app, streamable_http_app
 
 pytestmark = pytest.mark.anyio
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @dataclass
@@ -203,12 +192,14 @@ async def test_cancellation_reaches_a_sync_handler(live: Live, mode: str) -> Non
 
 async def test_no_token_is_a_401_challenge_and_a_bad_token_too(live: Live) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
-        anonymous = await http.post(live.mcp, json=INITIALIZE, headers=HEADERS)
+        anonymous = await http.post(live.mcp, json=MCP_INITIALIZE, headers=MCP_HEADERS)
         bad = await http.post(
-            live.mcp, json=INITIALIZE, headers={**HEADERS, "Authorization": "Bearer wrong"}
+            live.mcp, json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer wrong"}
         )
         good = await http.post(
-            live.mcp, json=INITIALIZE, headers={**HEADERS, "Authorization": "Bearer alice-token"}
+            live.mcp,
+            json=MCP_INITIALIZE,
+            headers={**MCP_HEADERS, "Authorization": "Bearer alice-token"},
         )
     for response in (anonymous, bad):
         assert response.status_code == 401
@@ -224,17 +215,17 @@ async def test_the_mcp_client_cannot_connect_without_a_token(live: Live) -> None
 
 
 async def test_a_foreign_host_or_origin_is_refused_dns_rebinding(live: Live) -> None:
-    auth = {**HEADERS, "Authorization": "Bearer alice-token"}
+    auth = {**MCP_HEADERS, "Authorization": "Bearer alice-token"}
     async with httpx.AsyncClient(timeout=10) as http:
         foreign_host = await http.post(
-            live.mcp, json=INITIALIZE, headers={**auth, "Host": "evil.example.com"}
+            live.mcp, json=MCP_INITIALIZE, headers={**auth, "Host": "evil.example.com"}
         )
         foreign_origin = await http.post(
-            live.mcp, json=INITIALIZE, headers={**auth, "Origin": "http://evil.example.com"}
+            live.mcp, json=MCP_INITIALIZE, headers={**auth, "Origin": "http://evil.example.com"}
         )
         local = await http.post(
             live.mcp,
-            json=INITIALIZE,
+            json=MCP_INITIALIZE,
             headers={**auth, "Host": "localhost", "Origin": "http://localhost"},
         )
     assert foreign_host.status_code == 421
@@ -246,11 +237,11 @@ async def test_allowed_hosts_are_configurable(probe: Probe) -> None:
     app = create_asgi_app(build_host(probe), allowed_hosts=["tools.example.com"])
     with serve(app) as url:
         async with httpx.AsyncClient(timeout=10) as http:
-            headers = {**HEADERS, "Authorization": "Bearer alice-token"}
+            headers = {**MCP_HEADERS, "Authorization": "Bearer alice-token"}
             named = await http.post(
-                url + "/mcp", json=INITIALIZE, headers={**headers, "Host": "tools.example.com"}
+                url + "/mcp", json=MCP_INITIALIZE, headers={**headers, "Host": "tools.example.com"}
             )
-            loopback = await http.post(url + "/mcp", json=INITIALIZE, headers=headers)
+            loopback = await http.post(url + "/mcp", json=MCP_INITIALIZE, headers=headers)
     assert named.status_code == 200
     assert loopback.status_code == 421
 
@@ -305,7 +296,7 @@ async def test_stateless_2026_elicitation_survives_a_hop_to_another_replica(
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
     }
     headers = {
-        **HEADERS,
+        **MCP_HEADERS,
         "Authorization": "Bearer alice-token",
         "MCP-Protocol-Version": "2026-07-28",
         "Mcp-Method": "tools/call",
@@ -343,7 +334,7 @@ async def test_stateless_2026_elicitation_survives_a_hop_to_another_replica(
 
 async def test_a_malformed_call_is_a_protocol_error(stateless: Live) -> None:
     headers = {
-        **HEADERS,
+        **MCP_HEADERS,
         "Authorization": "Bearer alice-token",
         "MCP-Protocol-Version": "2025-11-25",
     }

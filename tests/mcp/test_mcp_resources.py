@@ -100,7 +100,12 @@ async def test_a_missing_scope_hides_the_template_and_refuses_the_read_naming_th
     assert templates == [] and prompts == []
     assert read.value.code == types.INVALID_REQUEST
     assert "trips:read" in read.value.message
-    assert read.value.data[OUTCOME_META_KEY]["meta"]["missing"] == ["trips:read"]
+    assert read.value.data[OUTCOME_META_KEY]["meta"] == {
+        "reason": "insufficient_scope",
+        "required": ["trips:read"],
+        "granted": ["notes:read"],
+        "missing": ["trips:read"],
+    }
     assert got.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
 
 

@@ -16,6 +16,7 @@ import pytest
 from mcp_support import ALICE, BOB, TOKENS, Probe, build_registry, serve
 from starlette.applications import Starlette
 from starlette.routing import Route
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE, MCP_PING
 
 from charter.auth import Principal, StaticAuthenticator
 from charter.errors import ConfigurationError
@@ -23,18 +24,6 @@ from charter.host import Host
 from charter.mcp import SessionLimits, streamable_http_app
 from charter.mcp.http import StreamableHTTPApp
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 ALICE_AT_GLOBEX = Principal(subject="alice", tenant_id="globex", scopes=ALICE.scopes)
 """Alice's subject in another tenant: another principal."""
 WAIT_SECONDS = 30
@@ -63,18 +52,18 @@ def served(limits: SessionLimits) -> Iterator[tuple[str, StreamableHTTPApp]]:
 
 
 def open_session(http: httpx.Client, url: str, token: str) -> str:
-    response = http.post(url, json=INITIALIZE, headers=_auth(token))
+    response = http.post(url, json=MCP_INITIALIZE, headers=_auth(token))
     assert response.status_code == 200, response.text
     return response.headers["mcp-session-id"]
 
 
 def ping(http: httpx.Client, url: str, token: str, session: str) -> int:
     headers = {**_auth(token), "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
-    return http.post(url, json=PING, headers=headers).status_code
+    return http.post(url, json=MCP_PING, headers=headers).status_code
 
 
 def _auth(token: str) -> dict[str, str]:
-    return {**HEADERS, "Authorization": f"Bearer {token}"}
+    return {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
 
 
 def test_a_principal_past_its_cap_loses_its_oldest_sessions_and_no_one_else_does() -> None:

@@ -9,6 +9,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
@@ -30,6 +31,7 @@ from charter import (
     ToolError,
     tool,
 )
+from charter.notify import ApprovalEvent
 from charter.outcome import ToolOutcome
 
 SECRET = "whsec_" + base64.b64encode(b"charter-notify-test-secret-32by!").decode()
@@ -106,6 +108,29 @@ def approval_id_of(outcome: ToolOutcome) -> str:
     assert isinstance(outcome, InteractionRequired), outcome
     assert outcome.approval_id is not None
     return outcome.approval_id
+
+
+def approval_event(**changes: Any) -> ApprovalEvent:
+    """A valid ``requested`` event of approval ``apr_1`` (a refund in acme), with ``changes``."""
+    values: dict[str, Any] = {
+        "id": "evt_1",
+        "kind": "requested",
+        "approval_id": "apr_1",
+        "tenant_id": "acme",
+        "request_id": "0b0c6f5e-4f0e-4b8e-9a57-0d9c5b1c9a11",
+        "tool": "bookings.refund",
+        "capability_version": "1.0.0",
+        "risk": "high",
+        "target": "bk_1",
+        "arguments": {"booking_id": "bk_1", "amount_cents": 1250},
+        "requester": "acme/alice",
+        "created_at": datetime(2030, 1, 1, tzinfo=UTC),
+        "expires_at": datetime(2030, 1, 1, 1, tzinfo=UTC),
+        "occurred_at": datetime(2030, 1, 1, tzinfo=UTC),
+        "url": "https://charter.example.com/console/#/approvals/apr_1",
+    }
+    values.update(changes)
+    return ApprovalEvent.model_validate(values)
 
 
 def rid() -> str:

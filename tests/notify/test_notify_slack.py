@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from notify_support import ADA, ALICE, approval_id_of, receiving, refund, registry, rid
+from notify_support import (
+    ADA,
+    ALICE,
+    approval_event,
+    approval_id_of,
+    receiving,
+    refund,
+    registry,
+    rid,
+)
 
 from charter import Failed
 from charter.host import Host
@@ -22,25 +30,9 @@ _LINK = re.compile(r"<https://charter\.example\.com/console/#/approvals/[^|<>]+\
 
 
 def _event(**changes: Any) -> ApprovalEvent:
-    values: dict[str, Any] = {
-        "id": "evt_1",
-        "kind": "requested",
-        "approval_id": "apr_1",
-        "tenant_id": "acme",
-        "request_id": "0b0c6f5e-4f0e-4b8e-9a57-0d9c5b1c9a11",
-        "tool": "bookings.refund",
-        "capability_version": "1.0.0",
-        "risk": "high",
-        "target": "bk_1",
-        "arguments": {"booking_id": "bk_1", "amount_cents": 1250, "note": HOSTILE},
-        "requester": "acme/alice",
-        "created_at": datetime(2030, 1, 1, tzinfo=UTC),
-        "expires_at": datetime(2030, 1, 1, 1, tzinfo=UTC),
-        "occurred_at": datetime(2030, 1, 1, tzinfo=UTC),
-        "url": "https://charter.example.com/console/#/approvals/apr_1",
-    }
-    values.update(changes)
-    return ApprovalEvent.model_validate(values)
+    """An approval event whose arguments carry ``HOSTILE`` markup unless ``changes`` say else."""
+    arguments = {"booking_id": "bk_1", "amount_cents": 1250, "note": HOSTILE}
+    return approval_event(**{"arguments": arguments, **changes})
 
 
 def _texts(message: dict[str, Any]) -> list[str]:

@@ -17,6 +17,7 @@ from notify_support import (
     CARD,
     GUS,
     SECRET,
+    approval_event,
     approval_id_of,
     receiving,
     refund,
@@ -226,7 +227,7 @@ async def test_an_unused_approval_tells_it_expired_and_a_decided_one_never_does(
 
 def test_the_webhook_id_is_stable_and_the_signature_verifies_with_the_reference_library() -> None:
     webhook = Webhook("https://hooks.example.com/charter", secret=SECRET)
-    event = _event()
+    event = approval_event()
     body = webhook.body(event)
     first, second = webhook.headers(event, body), webhook.headers(event, body)
     assert first["webhook-id"] == second["webhook-id"] == event.id
@@ -274,30 +275,6 @@ def test_a_notifier_never_shows_its_url() -> None:
     slack = Slack(url)
     assert "very-secret-token" not in repr(slack)
     assert "very-secret-token" not in slack.name
-
-
-def _event(**changes: Any) -> ApprovalEvent:
-    from datetime import UTC, datetime
-
-    values: dict[str, Any] = {
-        "id": "evt_0123",
-        "kind": "requested",
-        "approval_id": "apr_1",
-        "tenant_id": "acme",
-        "request_id": "0b0c6f5e-4f0e-4b8e-9a57-0d9c5b1c9a11",
-        "tool": "bookings.refund",
-        "capability_version": "1.0.0",
-        "risk": "high",
-        "target": "bk_1",
-        "arguments": {"booking_id": "bk_1", "amount_cents": 1250},
-        "requester": "acme/alice",
-        "created_at": datetime(2030, 1, 1, tzinfo=UTC),
-        "expires_at": datetime(2030, 1, 1, 1, tzinfo=UTC),
-        "occurred_at": datetime(2030, 1, 1, tzinfo=UTC),
-        "url": "https://charter.example.com/console/#/approvals/apr_1",
-    }
-    values.update(changes)
-    return ApprovalEvent.model_validate(values)
 
 
 # What the committed change left in the store, per kind: the approval's status and the

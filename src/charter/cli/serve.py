@@ -98,6 +98,14 @@ class _Notifying:
     notifiers: list[Notifier]
     console_url: str | None
 
+    async def open(
+        self, target: str | None, upstreams: str | None, db: str | None, stack: AsyncExitStack
+    ) -> OpenedHost:
+        """``open_served`` with these notifiers and console URL."""
+        return await open_served(
+            target, upstreams, db, stack, notifiers=self.notifiers, console_url=self.console_url
+        )
+
 
 def _checked_public_url(url: str | None) -> str | None:
     """``--public-url`` if it is an absolute http(s) URL.
@@ -261,14 +269,7 @@ async def _serve_http(
     from charter.http import create_app
 
     async with AsyncExitStack() as stack:
-        opened = await open_served(
-            target,
-            upstreams,
-            db,
-            stack,
-            notifiers=notifying.notifiers,
-            console_url=notifying.console_url,
-        )
+        opened = await notifying.open(target, upstreams, db, stack)
         app = create_app(
             opened.host,
             mcp_stateless=http.stateless,
@@ -350,14 +351,7 @@ async def _serve_stdio(
 
     notes = error_console()  # stdout carries the protocol
     async with AsyncExitStack() as stack:
-        opened = await open_served(
-            target,
-            upstreams,
-            db,
-            stack,
-            notifiers=notifying.notifiers,
-            console_url=notifying.console_url,
-        )
+        opened = await notifying.open(target, upstreams, db, stack)
         try:
             principal = await principal_for(opened.host, key)
         except AuthenticationFailed as exc:

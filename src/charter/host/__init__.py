@@ -1,11 +1,15 @@
 """The host: one pipeline every transport calls, and what it takes and gives.
 
-- ``_host``: ``Host``: ``invoke`` (``prepare`` then ``execute``), ``resume``,
-  ``request_approval``, ``settle``, discovery, where requests stand.
+- ``_host``: ``Host``, built around a registry: discovery, ``invoke`` (``prepare`` then
+  ``execute``), and one method per thing below, each in its own module.
+- ``_pipeline``: the steps every call runs, in order; ``_pauses``: ``resume`` and
+  ``request_approval``; ``_settle``: settling a deferred call; ``_standing``: the audit
+  events and budgets a caller may read; ``_serving``: opening the store for serving.
 - ``_calls``: ``CallOptions`` (a transport's facts about a call), ``PreparedCall``,
   ``Settlement``, the request-id helpers.
 - the steps ``prepare`` runs, one idea each: ``_arguments`` (payload limits, reserved
-  controls), ``_access`` (audience, auth mode, scopes, actor types), ``_tenancy``,
+  controls), ``_access`` (audience, auth mode, scopes, actor types; for tools, resources
+  and prompts alike), ``_tenancy``,
   ``_context`` (the handler's context); ``_trace`` and ``_ids`` for the audit event.
 - ``_effects``: ``Effects`` (``host.effects``), the outbox's delivery: the fast path after
   commit, worker passes with retries, enqueueing from host code, listing and re-driving.

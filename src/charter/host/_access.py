@@ -1,13 +1,17 @@
-"""Who may call a tool: audience, auth mode, required scopes and actor types.
+"""Who may use a tool, resource or prompt: audience, auth mode, required scopes, actor types.
 
 The decisions themselves are ``charter.auth``'s pure functions; this module applies them
-to a registered tool and a caller, and words the refusals.
+to a caller and what it asks for (a registered tool, or a resource's or prompt's
+``Access``), and words the refusals, the same for all three.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..auth import (
     AccessCatalog,
+    AuthMode,
     Principal,
     ScopeCheck,
     audience_allows,
@@ -20,16 +24,28 @@ from ..manifest import RegisteredTool
 from ..outcome import Failed, failed
 from ._trace import Trace
 
-__all__ = ("ScopeChecks", "caller_audience", "visible")
+__all__ = ("Admitted", "ScopeChecks", "audience_visible", "caller_audience", "visible")
 
 _CACHE_SIZE = 4096
-"""How many scope decisions are remembered (distinct scope sets times tools)."""
+"""How many scope decisions are remembered (distinct scope sets times required sets)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The caller passed the auth mode and the scopes."""
+
+    admin_used: bool
+    """Whether only the admin scope let it through (the host audits such calls)."""
+
+
+_ADMITTED = Admitted(admin_used=False)
+_ADMITTED_AS_ADMIN = Admitted(admin_used=True)
 
 
 class ScopeChecks:
-    """Decides whether callers may call tools, remembering each scope decision.
+    """Decides whether callers may use tools, resources and prompts; remembers scope decisions.
 
-    ``missing_scopes`` is a pure function of (the principal's scopes, the tool's required
+    ``missing_scopes`` is a pure function of (the principal's scopes, the required
     scopes, the catalog, the admin scope), all immutable, so a remembered answer is the
     answer. The memory is bounded: past ``_CACHE_SIZE`` decisions it starts again.
     """
@@ -40,30 +56,74 @@ class ScopeChecks:
         self.admin_scope = admin_scope
         self._checks: dict[tuple[frozenset[str], tuple[str, ...]], ScopeCheck] = {}
 
-    def scopes(self, principal: Principal, registered: RegisteredTool) -> ScopeCheck:
-        """``missing_scopes`` for this caller and tool."""
-        key = (principal.scopes, registered.required_scopes)
+    def scopes(self, principal: Principal, required: tuple[str, ...]) -> ScopeCheck:
+        """``missing_scopes`` for this caller and these required scopes."""
+        key = (principal.scopes, required)
         check = self._checks.get(key)
         if check is None:
             check = missing_scopes(
-                principal.scopes,
-                registered.required_scopes,
-                self.catalog,
-                admin_scope=self.admin_scope,
+                principal.scopes, required, self.catalog, admin_scope=self.admin_scope
             )
             if len(self._checks) >= _CACHE_SIZE:
                 self._checks.clear()
             self._checks[key] = check
         return check
 
-    def allows(self, registered: RegisteredTool, principal: Principal | None) -> bool:
-        """Whether ``principal`` passes the tool's auth mode and scopes (for discovery)."""
-        tool = registered.tool
-        if not check_auth_mode(tool.auth, principal, admin_scope=self.admin_scope).ok:
+    def allows(
+        self, auth: AuthMode, required: tuple[str, ...], principal: Principal | None
+    ) -> bool:
+        """Whether ``principal`` passes an auth mode and required scopes (for listings)."""
+        if not check_auth_mode(auth, principal, admin_scope=self.admin_scope).ok:
             return False
-        if tool.auth == "public" or principal is None:
+        if auth == "public" or principal is None:
             return True
-        return self.scopes(principal, registered).allowed
+        return self.scopes(principal, required).allowed
+
+    def admit(
+        self,
+        kind: str,
+        name: str,
+        auth: AuthMode,
+        required: tuple[str, ...],
+        principal: Principal | None,
+    ) -> Admitted | Failed:
+        """Whether ``principal`` may use the ``kind`` (Tool, Resource, Prompt) named ``name``.
+
+        The refusal is ``UNAUTHENTICATED``, or ``AUTHORIZATION_DENIED`` whose meta names
+        the ``required`` scopes, the ones ``granted`` and the ones ``missing``.
+        """
+        decision = check_auth_mode(auth, principal, admin_scope=self.admin_scope)
+        if not decision.ok:
+            if decision.code == "UNAUTHENTICATED":
+                return failed(
+                    ErrorCode.UNAUTHENTICATED,
+                    f"{kind} {name!r} requires an authenticated caller.",
+                    reason=decision.reason,
+                )
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"{kind} {name!r} requires the admin scope.",
+                reason=decision.reason,
+                required=[self.admin_scope],
+                missing=[self.admin_scope],
+            )
+        if auth == "public" or principal is None:
+            return _ADMITTED_AS_ADMIN if decision.admin_used else _ADMITTED
+        check = self.scopes(principal, required)
+        if not check.allowed:
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"{kind} {name!r} needs scopes the caller lacks: {', '.join(check.missing)}.",
+                reason="insufficient_scope",
+                required=list(required),
+                granted=sorted(principal.scopes),
+                missing=list(check.missing),
+            )
+        return _ADMITTED_AS_ADMIN if decision.admin_used or check.admin_used else _ADMITTED
+
+    def tool_allows(self, registered: RegisteredTool, principal: Principal | None) -> bool:
+        """Whether ``principal`` passes the tool's auth mode and scopes (for discovery)."""
+        return self.allows(registered.tool.auth, registered.required_scopes, principal)
 
     def refusal(
         self, registered: RegisteredTool, principal: Principal | None, trace: Trace
@@ -72,36 +132,12 @@ class ScopeChecks:
 
         Records on ``trace`` whether the admin scope was needed.
         """
-        tool = registered.tool
-        decision = check_auth_mode(tool.auth, principal, admin_scope=self.admin_scope)
-        if not decision.ok:
-            if decision.code == "UNAUTHENTICATED":
-                return failed(
-                    ErrorCode.UNAUTHENTICATED,
-                    f"Tool {registered.name!r} requires an authenticated caller.",
-                    reason=decision.reason,
-                )
-            return failed(
-                ErrorCode.AUTHORIZATION_DENIED,
-                f"Tool {registered.name!r} requires the admin scope.",
-                reason=decision.reason,
-                required=[self.admin_scope],
-                missing=[self.admin_scope],
-            )
-        trace.admin_used = decision.admin_used
-        if tool.auth != "public" and principal is not None:
-            check = self.scopes(principal, registered)
-            if not check.allowed:
-                return failed(
-                    ErrorCode.AUTHORIZATION_DENIED,
-                    f"Tool {registered.name!r} needs scopes the caller lacks: "
-                    f"{', '.join(check.missing)}.",
-                    reason="insufficient_scope",
-                    required=list(registered.required_scopes),
-                    granted=sorted(principal.scopes),
-                    missing=list(check.missing),
-                )
-            trace.admin_used = trace.admin_used or check.admin_used
+        admitted = self.admit(
+            "Tool", registered.name, registered.tool.auth, registered.required_scopes, principal
+        )
+        if isinstance(admitted, Failed):
+            return admitted
+        trace.admin_used = admitted.admin_used
         return _actor_refusal(registered, principal)
 
 
@@ -135,9 +171,13 @@ def caller_audience(principal: Principal | None, requested: str | None) -> str |
     return principal.actor
 
 
-def visible(registered: RegisteredTool, audience: str | None) -> bool:
-    """Whether a tool is visible to ``audience`` (a tool without an audience list is public)."""
-    allowed = registered.tool.audience
+def audience_visible(allowed: tuple[str, ...] | None, audience: str | None) -> bool:
+    """Whether what is limited to ``allowed`` audiences is visible to ``audience`` (none: all)."""
     if not allowed:
         return True
     return audience is not None and audience_allows(allowed, audience)
+
+
+def visible(registered: RegisteredTool, audience: str | None) -> bool:
+    """Whether a tool is visible to ``audience`` (a tool without an audience list is public)."""
+    return audience_visible(registered.tool.audience, audience)

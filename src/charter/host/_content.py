@@ -1,8 +1,9 @@
 """Resources, resource templates and prompts under the host's authority.
 
-The same decisions as for tools (``_access``): a resource or prompt outside the caller's
-audience answers like an unknown one; one needing a scope the caller lacks is not listed,
-and reading or getting it is ``AUTHORIZATION_DENIED`` naming the missing scopes. The
+The same decisions as for tools, by the same ``ScopeChecks`` (``_access``): a resource or
+prompt outside the caller's audience answers like an unknown one; one needing a scope the
+caller lacks is not listed, and reading or getting it is ``AUTHORIZATION_DENIED`` naming
+the required, granted and missing scopes, like a tool's refusal. The
 handler's context is pinned to the caller's tenant (a template's ``tenant_param`` may name
 another only for a delegable resource read with the admin scope). Every read and every
 prompt got is audited; completions are not (they run on each keystroke).
@@ -21,15 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._safe_log import log_exception
 from ..audit import AuditAction, AuditEvent, AuditSink
-from ..auth import (
-    AccessCatalog,
-    Principal,
-    ScopeCheck,
-    audience_allows,
-    check_auth_mode,
-    missing_scopes,
-    resolve_tenant,
-)
+from ..auth import Principal, resolve_tenant
 from ..context import ToolContext
 from ..errors import ErrorCode, ToolError
 from ..outcome import Failed, failed, failed_from_error
@@ -42,7 +35,7 @@ from ..resources import (
     ResourceRead,
     complete_values,
 )
-from ._access import caller_audience
+from ._access import ScopeChecks, audience_visible, caller_audience
 from ._ids import random_id
 
 __all__ = ("ContentContextFactory", "HostContent", "ResourceListener")
@@ -69,16 +62,14 @@ class HostContent:
         *,
         context_factory: ContentContextFactory | None,
         audit: AuditSink,
-        admin_scope: str,
-        access_catalog: AccessCatalog | None,
+        access: ScopeChecks,
         clock: Callable[[], datetime],
     ) -> None:
         """Serve ``catalog``'s items; handlers get ``context_factory``'s context."""
         self.catalog = catalog
         self._context_factory = context_factory
         self._audit = audit
-        self._admin_scope = admin_scope
-        self._access_catalog = access_catalog
+        self._access = access
         self._clock = clock
         self._listeners: list[ResourceListener] = []
 
@@ -222,58 +213,22 @@ class HostContent:
     # -- decisions ------------------------------------------------------------------------------
 
     def _lists(self, access: Access, principal: Principal | None, audience: str | None) -> bool:
-        if not _visible(access, caller_audience(principal, audience)):
+        if not audience_visible(access.audience, caller_audience(principal, audience)):
             return False
-        if not check_auth_mode(access.auth, principal, admin_scope=self._admin_scope).ok:
-            return False
-        if access.auth == "public" or principal is None:
-            return True
-        return self._scopes(access, principal).allowed
-
-    def _scopes(self, access: Access, principal: Principal) -> ScopeCheck:
-        return missing_scopes(
-            principal.scopes,
-            access.required_scopes,
-            self._access_catalog,
-            admin_scope=self._admin_scope,
-        )
+        return self._access.allows(access.auth, access.required_scopes, principal)
 
     def _refusal(
         self,
-        what: str,
+        kind: str,
         name: str,
         access: Access,
         principal: Principal | None,
         audience: str | None,
     ) -> Failed | None:
-        if not _visible(access, caller_audience(principal, audience)):
+        if not audience_visible(access.audience, caller_audience(principal, audience)):
             return None  # the caller answers like an unknown name
-        decision = check_auth_mode(access.auth, principal, admin_scope=self._admin_scope)
-        if not decision.ok:
-            if decision.code == "UNAUTHENTICATED":
-                return failed(
-                    ErrorCode.UNAUTHENTICATED,
-                    f"{what} {name!r} requires an authenticated caller.",
-                    reason=decision.reason,
-                )
-            return failed(
-                ErrorCode.AUTHORIZATION_DENIED,
-                f"{what} {name!r} requires the admin scope.",
-                reason=decision.reason,
-                missing=[self._admin_scope],
-            )
-        if access.auth == "public" or principal is None:
-            return None
-        check = self._scopes(access, principal)
-        if check.allowed:
-            return None
-        return failed(
-            ErrorCode.AUTHORIZATION_DENIED,
-            f"{what} {name!r} needs scopes the caller lacks: {', '.join(check.missing)}.",
-            reason="insufficient_scope",
-            required=list(access.required_scopes),
-            missing=list(check.missing),
-        )
+        admitted = self._access.admit(kind, name, access.auth, access.required_scopes, principal)
+        return admitted if isinstance(admitted, Failed) else None
 
     def _admit_resource(
         self, uri: str, principal: Principal | None, audience: str | None
@@ -284,7 +239,7 @@ class HostContent:
         if found is None:
             return None, tenant, False, None
         resource, values = found
-        if not _visible(resource.access, caller_audience(principal, audience)):
+        if not audience_visible(resource.access.audience, caller_audience(principal, audience)):
             return None, tenant, False, None
         refusal = self._refusal("Resource", uri, resource.access, principal, audience)
         if refusal is not None:
@@ -299,7 +254,7 @@ class HostContent:
             principal=principal,
             requested=requested,
             delegable=resource.delegable,
-            admin_scope=self._admin_scope,
+            admin_scope=self._access.admin_scope,
         )
         if decision.denied:
             return (
@@ -358,12 +313,6 @@ class HostContent:
             await self._audit.record(event)
         except Exception:
             log_exception(logger, "could not record the audit event of %r", event.tool)
-
-
-def _visible(access: Access, audience: str | None) -> bool:
-    if not access.audience:
-        return True
-    return audience is not None and audience_allows(access.audience, audience)
 
 
 async def _read(

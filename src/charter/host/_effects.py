@@ -25,13 +25,14 @@ from typing import Literal, TypeAlias
 from .._safe_log import log_exception
 from .._telemetry import Telemetry
 from ..audit import AuditAction, AuditEvent, AuditSink
-from ..auth import Principal, resolve_tenant
+from ..auth import Principal
 from ..effects import Effect, EffectRecord, EffectStatus, EffectStore, effect_key
 from ..errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable
 from ..ledger import LedgerStore, LedgerTransaction
 from ..ledger.outbox import EffectOutbox, effect_payload
 from ..outcome import Failed, failed
 from ..registry import Registry
+from ._standing import readable_tenant, unreadable
 
 __all__ = ("EffectAction", "EffectBatch", "EffectListing", "Effects")
 
@@ -368,28 +369,18 @@ class Effects:
         Approvers and admins see every effect of the tenant, other callers those their
         own calls staged.
         """
-        decision = resolve_tenant(
-            principal=principal, requested=tenant, delegable=True, admin_scope=self._admin_scope
-        )
-        if decision.denied:
-            return failed(
-                ErrorCode.AUTHORIZATION_DENIED,
-                "Only the admin scope may read another tenant's effects.",
-                reason="tenant_forbidden",
-            )
+        where = readable_tenant(principal, tenant, admin_scope=self._admin_scope, what="effects")
+        if isinstance(where, Failed):
+            return where
         try:
             found = await self.list(
-                tenant_id=decision.tenant_id, status=status, request_id=request_id, limit=limit
+                tenant_id=where, status=status, request_id=request_id, limit=limit
             )
         except (StoreUnavailable, StoreBusy):
-            return failed(
-                ErrorCode.PROVIDER_UNAVAILABLE,
-                "The effects could not be read: the database is busy or unreachable.",
-                reason="store_unavailable",
-            )
+            return unreadable("effects")
         if not self._oversees(principal):
             found = [e for e in found if e.principal_id == principal.key]
-        return EffectListing(tenant=decision.tenant_id, effects=found)
+        return EffectListing(tenant=where, effects=found)
 
     async def get(self, key: str) -> EffectRecord | None:
         """One effect by key."""

@@ -1,41 +1,19 @@
 """The host: the one pipeline every transport calls (``invoke``, or ``prepare`` then ``execute``).
 
-``prepare`` runs steps 1-6, ``execute`` steps 7-8 (``_pipeline``); checks before the
-ledger never leave a row, so a corrected retry with the same request id works:
-
-1. Limits on the raw payload (size, depth, width, NaN/Infinity, duplicate keys).
-2. Find the tool. A tool outside the caller's audience answers like an unknown one.
-3. Auth mode, required scopes (AND; the admin scope satisfies scope checks only, and
-   each such use is audited) and actor types (``_access``).
-4. Reserved controls: ``_charter`` is taken out of the arguments and parsed strictly,
-   and merged with the transport's controls (which must agree) (``_arguments``).
-5. Tenancy: the principal's tenant, or, for a delegable tool called with the admin
-   scope, the tenant named in ``tenant_field`` or ``_charter.onBehalfOf`` (audited as
-   delegated). Any other foreign tenant is ``AUTHORIZATION_DENIED`` (``_tenancy``).
-6. The context (``_context``); input validation and target resolution
-   (``Registry.prepare_action``); the request id a write needs; the command
-   fingerprint; the gates (``LedgerGate.admit``): a committed request's replay,
-   confirmation, the request's approval, a person's final denial.
-7. Budgets (``_budgets``): the tool's and the host's rate limits, quotas and in-flight
-   caps, spent on the store and given back if the handler then does not run. Then the
-   ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler under
-   its timeout and cancellation, output validation, stored outcome.
-8. Audit event, trace span and metrics; return the outcome.
-
-Continuing a pause (``resume``), asking for an approval (``request_approval``) and
-settling a deferred call (``settle``) go through the same steps.
+The steps every call goes through, in order, are ``_pipeline``'s. The host builds the
+pipeline and what it needs (the ledger gate, approvals, budgets, effects, notifications,
+audit), and is the one place transports call: discovery, the pipeline, continuing a pause
+(``resume``), asking for an approval (``request_approval``), settling a deferred call
+(``settle``) and where requests stand.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
-
-from pydantic import ValidationError
 
 from .._limits import PayloadLimits
 from .._refusals import RefusalAggregator
@@ -47,10 +25,8 @@ from ..auth import (
     Authenticator,
     Credentials,
     Principal,
-    resolve_tenant,
 )
-from ..context import ResumeInfo
-from ..errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable
+from ..errors import ConfigurationError, StoreBusy, StoreUnavailable
 from ..ledger import (
     ActionStatus,
     ApprovalRecord,
@@ -64,19 +40,14 @@ from ..ledger.budgets import BudgetReport, BudgetStore, MemoryBudgets
 from ..limits import Limit, check_limits
 from ..manifest import RegisteredTool, deprecation_warnings
 from ..outcome import (
-    Completed,
-    Continuation,
-    Denied,
     Failed,
     InteractionRequired,
     ToolOutcome,
-    failed,
-    outcome_adapter,
 )
-from ..policy import CONTROL_FIELD, InvocationControls
-from ..registry import Registry, finish_output
+from ..policy import InvocationControls
+from ..registry import Registry
+from . import _pauses, _serving, _settle, _standing
 from ._access import ScopeChecks
-from ._arguments import check_payload, foreign_pause, merge_controls
 from ._budgets import Budgets
 from ._calls import (
     NO_CALL_OPTIONS,
@@ -258,10 +229,11 @@ class Host:
             host_limits=check_limits("the host's rate_limits", rate_limits),
             clock=self._clock,
         )
+        access = ScopeChecks(catalog=access_catalog, admin_scope=admin_scope)
         self._pipeline = Pipeline(
             registry=registry,
             gate=self._gate,
-            access=ScopeChecks(catalog=access_catalog, admin_scope=admin_scope),
+            access=access,
             limits=self.limits,
             context_factory=context_factory,
             audit=self._audit_watch,
@@ -275,8 +247,7 @@ class Host:
             registry.content,
             context_factory=content_context,
             audit=self._audit_watch,
-            admin_scope=admin_scope,
-            access_catalog=access_catalog,
+            access=access,
             clock=self._clock,
         )
         """Resources, resource templates and prompts under this host's authority."""
@@ -415,53 +386,18 @@ class Host:
             person declined is ``Denied`` (``user_declined``); an approval still pending
             answers the same pause again.
         """
-        call = call or NO_CALL_OPTIONS
-        if paused.gate == "handler":
-            resume = ResumeInfo(
-                interaction_id=paused.interaction.id,
-                kind=paused.interaction.kind,
-                approved=approved,
-                value=value,
-                token=paused.token,
-            )
-            return await self.invoke(
-                name, arguments, principal, controls, call=replace(call, resume=resume)
-            )
-        if not approved:
-            what = "confirm" if paused.gate == "confirmation" else "go ahead with"
-            return Denied(
-                reason=f"The user declined to {what} this action; it did not run.",
-                cause="user_declined",
-                approval_id=paused.approval_id,
-                request_id=paused.request_id,
-                next_steps=("Do not retry this action unless the user asks for it again.",),
-            )
-        payload = check_payload(arguments, self.limits)
-        if isinstance(payload, Failed):
-            return await self.invoke(name, arguments, principal, controls, call=call)
-        sent = payload.get(CONTROL_FIELD)
-        mismatch = foreign_pause(paused, controls, sent)
-        if mismatch is not None:
-            return mismatch
-        continuation = paused.continuation or Continuation(confirmed=True)
-        if sent is None:
-            # Nothing in the arguments to override: the continuation joins the transport's
-            # controls as they are, not written into ``_charter`` to be parsed back out.
-            merged = merge_controls(
-                InvocationControls.model_validate(continuation.controls()), controls
-            )
-            if isinstance(merged, Failed):
-                return merged
-            return await self.invoke(name, payload, principal, merged, call=call)
-        # The continuation's controls win over what the paused call sent (say an explicit
-        # "confirmed": false), so the retry is exactly the paused call, now confirmed.
-        resumed = {
-            **payload,
-            CONTROL_FIELD: {**sent, **continuation.controls()}
-            if isinstance(sent, Mapping)
-            else sent,
-        }
-        return await self.invoke(name, resumed, principal, controls, call=call)
+        return await _pauses.resume(
+            self._pipeline,
+            self.limits,
+            paused,
+            name,
+            arguments,
+            principal,
+            approved=approved,
+            value=value,
+            controls=controls,
+            call=call or NO_CALL_OPTIONS,
+        )
 
     async def request_approval(
         self,
@@ -480,33 +416,16 @@ class Host:
         is nothing to approve: ``INVALID_INPUT`` (``approval_not_required``) for a call
         that would simply run, or what ``prepare`` answered (a replay, a denial, an error).
         """
-        try:
-            controls = InvocationControls(
-                request_id=request_id,
-                confirmed=True,
-                reason_code=reason_code,
-            )
-        except ValidationError:
-            return failed(
-                ErrorCode.INVALID_INPUT,
-                "The requestId must be a UUID you generate once for the action.",
-                reason="invalid_controls",
-                issues=[],
-            )
-        prepared = await self.prepare(name, arguments, principal, controls, call=call)
-        if isinstance(prepared, PreparedCall):
-            self.discard(prepared)
-            return failed(
-                ErrorCode.INVALID_INPUT,
-                f"Tool {prepared.name!r} does not need an approval for this call; make the "
-                "call itself (with the confirmation it asks for).",
-                reason="approval_not_required",
-            )
-        if isinstance(prepared, InteractionRequired) and prepared.approval_id is not None:
-            record = await self.store.get_approval(prepared.approval_id)
-            if record is not None:
-                return record
-        return prepared
+        return await _pauses.request_approval(
+            self._pipeline,
+            self.store,
+            name,
+            arguments,
+            principal,
+            request_id=request_id,
+            reason_code=reason_code,
+            call=call,
+        )
 
     # -- where requests stand ---------------------------------------------------------------
 
@@ -518,23 +437,14 @@ class Host:
         The caller's own tenant by default; only the admin scope may name another tenant.
         Approvers and admins see every event of the tenant, other callers their own.
         """
-        decision = resolve_tenant(
-            principal=principal, requested=tenant, delegable=True, admin_scope=self.admin_scope
+        return await _standing.audit_events(
+            self.audit,
+            self.approvals,
+            principal,
+            tenant=tenant,
+            limit=limit,
+            admin_scope=self.admin_scope,
         )
-        if decision.denied:
-            return failed(
-                ErrorCode.AUTHORIZATION_DENIED,
-                "Only the admin scope may read another tenant's audit events.",
-                reason="tenant_forbidden",
-            )
-        events = await self.audit.events(tenant=decision.tenant_id, limit=limit)
-        if not self.approvals.oversees(principal):
-            events = [
-                e
-                for e in events
-                if (e.subject, e.principal_tenant) == (principal.subject, principal.tenant_id)
-            ]
-        return AuditTrail(tenant=decision.tenant_id, events=events)
 
     async def budget_usage(
         self, principal: Principal, *, tenant: str | None = None
@@ -546,27 +456,9 @@ class Host:
         the tenant's. A whole tool's budgets (``key="tool"``) belong to no tenant: the
         operator sees them with ``charter limits``.
         """
-        decision = resolve_tenant(
-            principal=principal, requested=tenant, delegable=True, admin_scope=self.admin_scope
+        return await _standing.budget_usage(
+            self._budgets, self.approvals, principal, tenant=tenant, admin_scope=self.admin_scope
         )
-        if decision.denied:
-            return failed(
-                ErrorCode.AUTHORIZATION_DENIED,
-                "Only the admin scope may read another tenant's budgets.",
-                reason="tenant_forbidden",
-            )
-        try:
-            now, buckets = await self._budgets.usage(decision.tenant_id)
-        except (StoreUnavailable, StoreBusy):
-            return failed(
-                ErrorCode.PROVIDER_UNAVAILABLE,
-                "The budgets could not be read: the database is busy or unreachable.",
-                reason="store_unavailable",
-            )
-        if not self.approvals.oversees(principal):
-            own = (principal.key, "tenant:" + decision.tenant_id)
-            buckets = [b for b in buckets if b.bucket.holder in own]
-        return BudgetReport(tenant=decision.tenant_id, at=now, buckets=buckets)
 
     async def action_status(
         self, principal: Principal, request_id: str, *, tenant: str | None = None
@@ -591,43 +483,8 @@ class Host:
         does not match the tool's output model is refused (``INVALID_OUTPUT``) and nothing
         is stored. The result is falsy when nothing was stored, with the reason.
         """
-        record = await self.store.get_deferred(invocation_id)
-        if record is None:
-            return Settlement(
-                settled=False,
-                refused=failed(
-                    ErrorCode.NOT_FOUND,
-                    f"No deferred call {invocation_id[:200]!r} to settle.",
-                    reason="deferred_not_found",
-                ),
-            )
-        if isinstance(outcome, Completed):
-            registered = self.registry.get(record.tool)
-            checked = finish_output(registered, outcome) if registered is not None else outcome
-            if not isinstance(checked, Completed):
-                return Settlement(settled=False, refused=_as_failed(checked))
-            outcome = checked
-        elif not isinstance(outcome, Denied | Failed):
-            return Settlement(
-                settled=False,
-                refused=failed(
-                    ErrorCode.INVALID_INPUT,
-                    "A deferred call settles with a completed, denied or failed outcome.",
-                    reason="invalid_settlement",
-                ),
-            )
-        stored = await self.store.settle_deferred(
-            invocation_id, outcome_adapter.dump_json(outcome).decode(), self._clock()
-        )
-        if stored:
-            return Settlement(settled=True, stored=outcome)
-        return Settlement(
-            settled=False,
-            refused=failed(
-                ErrorCode.IDEMPOTENCY_CONFLICT,
-                f"The deferred call {invocation_id[:200]!r} was already settled.",
-                reason="already_settled",
-            ),
+        return await _settle.settle(
+            self.store, self.registry, invocation_id, outcome, self._clock()
         )
 
     def audit_losses(self) -> AuditLosses:
@@ -646,22 +503,8 @@ class Host:
             RuntimeError: the store was already closed.
             StoreError: opening it failed (``SqlStore.open``).
         """
-        opened: list[_OpensOnce] = []
-        for resource in dict.fromkeys((self.store, self.audit)):
-            if isinstance(resource, _OpensOnce) and resource.state == "new":
-                await resource.open()
-                opened.append(resource)
-            elif isinstance(resource, _OpensOnce) and resource.state == "closed":
-                raise RuntimeError(
-                    f"{resource!r} is closed; give the host a new one to serve again"
-                )
-        try:
+        async with _serving.opened((self.store, self.audit), drain=self._pipeline.drain):
             yield self
-        finally:
-            if opened:
-                await self._pipeline.drain()
-            for resource in reversed(opened):
-                await resource.aclose()
 
     async def aclose(self) -> None:
         """Record pending audit counts; release the store's connections and worker threads."""
@@ -674,32 +517,8 @@ class Host:
 
 
 @runtime_checkable
-class _OpensOnce(Protocol):
-    """Protocol: a resource opened once before use and closed after (``SqlStore``)."""
-
-    @property
-    def state(self) -> str:
-        """``new`` (not opened yet), ``open`` or ``closed``."""
-        ...
-
-    async def open(self) -> None:
-        """Connect; allowed once, while ``new``."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release everything; the resource cannot be reopened."""
-        ...
-
-
-@runtime_checkable
 class _StoreAuditSink(AuditSink, Protocol):
     """A store that also keeps audit events (then they commit with the action)."""
-
-
-def _as_failed(outcome: ToolOutcome) -> Failed:
-    if isinstance(outcome, Failed):
-        return outcome
-    return failed(ErrorCode.INVALID_OUTPUT, "The settled outcome is not valid.")
 
 
 def _aggregator(window: timedelta, clock: Callable[[], datetime]) -> RefusalAggregator | None:

@@ -1,9 +1,31 @@
 """Running one call through the host's steps: ``prepare`` (every check and gate), ``execute``.
 
-The order is the host's (see ``charter.host``); each step is a function of its own module
-(``_arguments``, ``_access``, ``_tenancy``, ``_context``), the gates are the ledger's.
-The pipeline adds what every call gets whichever way it ends: one trace span, one audit
-event (anonymous refusals aggregated), and an outcome, never an exception.
+``prepare`` runs steps 1-6, ``execute`` steps 7-8; checks before the ledger never leave a
+row, so a corrected retry with the same request id works:
+
+1. Limits on the raw payload (size, depth, width, NaN/Infinity, duplicate keys).
+2. Find the tool. A tool outside the caller's audience answers like an unknown one.
+3. Auth mode, required scopes (AND; the admin scope satisfies scope checks only, and
+   each such use is audited) and actor types (``_access``).
+4. Reserved controls: ``_charter`` is taken out of the arguments and parsed strictly,
+   and merged with the transport's controls (which must agree) (``_arguments``).
+5. Tenancy: the principal's tenant, or, for a delegable tool called with the admin
+   scope, the tenant named in ``tenant_field`` or ``_charter.onBehalfOf`` (audited as
+   delegated). Any other foreign tenant is ``AUTHORIZATION_DENIED`` (``_tenancy``).
+6. The context (``_context``); input validation and target resolution
+   (``Registry.prepare_action``); the request id a write needs; the command
+   fingerprint; the gates (``LedgerGate.admit``): a committed request's replay,
+   confirmation, the request's approval, a person's final denial.
+7. Budgets (``_budgets``): the tool's and the host's rate limits, quotas and in-flight
+   caps, spent on the store and given back if the handler then does not run. Then the
+   ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler under
+   its timeout and cancellation, output validation, stored outcome.
+8. Audit event, trace span and metrics; return the outcome.
+
+Each step is a function of its own module (``_arguments``, ``_access``, ``_tenancy``,
+``_context``, ``_budgets``); the gates are the ledger's. The pipeline adds what every
+call gets whichever way it ends: one trace span, one audit event (anonymous refusals
+aggregated), and an outcome, never an exception.
 """
 
 from __future__ import annotations
@@ -366,7 +388,7 @@ class Pipeline:
         return [
             t
             for t in self.registry.tools()
-            if visible(t, seen_by) and self._access.allows(t, principal)
+            if visible(t, seen_by) and self._access.tool_allows(t, principal)
         ]
 
     async def drain(self) -> None:

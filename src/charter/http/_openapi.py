@@ -18,14 +18,14 @@ from charter.outcome import ReportsToolError
 from charter.policy import CONTROL_FIELD, controls_schema
 from charter.tool import JSON_SCHEMA_DIALECT, Tool
 
-from ._openapi_routes import (
+from ._openapi_components import (
     SCHEMAS,
     control_parameters,
-    fixed_paths,
     payload_schemas,
     problem_refs,
     problem_responses,
 )
+from ._openapi_paths import fixed_paths
 
 __all__ = ("OpenAPIDocument",)
 

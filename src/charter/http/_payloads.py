@@ -6,12 +6,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
 
 from charter.audit import AuditAction, AuditEvent
 from charter.effects import EffectRecord
 from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
+
+from ._wire import WireModel
 
 __all__ = (
     "AcceptedBody",
@@ -32,12 +33,6 @@ __all__ = (
     "UpstreamsBody",
     "WhoamiBody",
 )
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
-    )
 
 
 class ProblemBody(BaseModel):
@@ -66,14 +61,14 @@ class ProblemBody(BaseModel):
     """True when this is the stored outcome of an earlier identical request."""
 
 
-class CallResultBody(_Wire):
+class CallResultBody(WireModel):
     """A completed call: the tool's validated output."""
 
     output: JsonValue
     replayed: bool
 
 
-class AcceptedBody(_Wire):
+class AcceptedBody(WireModel):
     """A call that is paused for a person (``interaction-required``) or continues elsewhere."""
 
     kind: Literal["interaction-required", "deferred"]
@@ -93,14 +88,14 @@ class AcceptedBody(_Wire):
     token: JsonValue = None
 
 
-class ToolListBody(_Wire):
+class ToolListBody(WireModel):
     """The manifest entries the caller may call."""
 
     contract_version: str
     tools: list[dict[str, Any]]
 
 
-class ApprovalDecisionBody(_Wire):
+class ApprovalDecisionBody(WireModel):
     """One decision in an approval's history."""
 
     status: Literal["approved", "denied"]
@@ -109,7 +104,7 @@ class ApprovalDecisionBody(_Wire):
     reason: str | None = None
 
 
-class ApprovalBody(_Wire):
+class ApprovalBody(WireModel):
     """One approval, as an approver (or its requester) sees it."""
 
     id: str
@@ -156,19 +151,19 @@ class ApprovalBody(_Wire):
         )
 
 
-class ApprovalListBody(_Wire):
+class ApprovalListBody(WireModel):
     """Approvals in the caller's tenant, newest first."""
 
     approvals: list[ApprovalBody]
 
 
-class DecisionBody(_Wire):
+class DecisionBody(WireModel):
     """The optional body of ``:grant`` and ``:deny``."""
 
     reason: str | None = Field(default=None, max_length=2000)
 
 
-class ActionStatusBody(_Wire):
+class ActionStatusBody(WireModel):
     """Where a request stands."""
 
     request_id: str
@@ -184,7 +179,7 @@ class ActionStatusBody(_Wire):
         return cls(**status.model_dump())
 
 
-class AuditEventBody(_Wire):
+class AuditEventBody(WireModel):
     """One audit event."""
 
     id: str
@@ -218,14 +213,14 @@ class AuditEventBody(_Wire):
         return cls(**event.model_dump())
 
 
-class AuditBody(_Wire):
+class AuditBody(WireModel):
     """Recent audit events of one tenant, newest first."""
 
     tenant: str
     events: list[AuditEventBody]
 
 
-class BudgetBody(_Wire):
+class BudgetBody(WireModel):
     """One rate limit or quota being spent: whose, how much, until when."""
 
     tool: str
@@ -239,14 +234,14 @@ class BudgetBody(_Wire):
     """Seconds until the budget is full again."""
 
 
-class BudgetsBody(_Wire):
+class BudgetsBody(WireModel):
     """The budgets being spent by calls for one tenant (full ones are not listed)."""
 
     tenant: str
     budgets: list[BudgetBody]
 
 
-class EffectBody(_Wire):
+class EffectBody(WireModel):
     """One effect in the outbox and where its delivery stands (docs/effects.md)."""
 
     key: str
@@ -287,14 +282,14 @@ class EffectBody(_Wire):
         )
 
 
-class EffectsBody(_Wire):
+class EffectsBody(WireModel):
     """The effects of one tenant the caller may see, newest first."""
 
     tenant: str
     effects: list[EffectBody]
 
 
-class WhoamiBody(_Wire):
+class WhoamiBody(WireModel):
     """The authenticated caller, for consoles and scripts."""
 
     subject: str
@@ -309,13 +304,13 @@ class WhoamiBody(_Wire):
     """Whether the caller holds the admin scope (may retry and discard effects)."""
 
 
-class HealthBody(_Wire):
+class HealthBody(WireModel):
     """Liveness or readiness."""
 
     status: Literal["ok"]
 
 
-class UpstreamBody(_Wire):
+class UpstreamBody(WireModel):
     """One upstream MCP server the gateway governs (``charter.gateway.UpstreamHealth``)."""
 
     name: str
@@ -329,13 +324,13 @@ class UpstreamBody(_Wire):
     last_error: str | None = None
 
 
-class UpstreamsBody(_Wire):
+class UpstreamsBody(WireModel):
     """Every upstream MCP server the gateway governs (none without one)."""
 
     upstreams: list[UpstreamBody]
 
 
-class ReadyBody(_Wire):
+class ReadyBody(WireModel):
     """Readiness: the store answers and, with a gateway, every upstream is connected."""
 
     status: Literal["ok"]

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from typing import Any, Literal
 
 from charter.resources import (
     BlobContents,
@@ -21,6 +18,8 @@ from charter.resources import (
     ResourceRead,
 )
 
+from ._wire import WireModel
+
 __all__ = (
     "PromptListBody",
     "PromptResultBody",
@@ -29,13 +28,7 @@ __all__ = (
 )
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
-    )
-
-
-class ResourceEntryBody(_Wire):
+class ResourceEntryBody(WireModel):
     """A resource the caller may read."""
 
     uri: str
@@ -45,7 +38,7 @@ class ResourceEntryBody(_Wire):
     mime_type: str
 
 
-class ResourceTemplateEntryBody(_Wire):
+class ResourceTemplateEntryBody(WireModel):
     """A resource template the caller may read (RFC 6570 ``{variables}``)."""
 
     uri_template: str
@@ -55,7 +48,7 @@ class ResourceTemplateEntryBody(_Wire):
     mime_type: str
 
 
-class ResourceListBody(_Wire):
+class ResourceListBody(WireModel):
     """The resources and resource templates the caller may read."""
 
     resources: list[ResourceEntryBody]
@@ -65,30 +58,24 @@ class ResourceListBody(_Wire):
     def of(cls, resources: list[Resource], templates: list[Resource]) -> ResourceListBody:
         """The listing of ``resources`` and ``templates``."""
         return cls(
-            resources=[
-                ResourceEntryBody(
-                    uri=r.uri,
-                    name=r.name,
-                    title=r.title,
-                    description=r.description,
-                    mime_type=r.mime_type,
-                )
-                for r in resources
-            ],
+            resources=[ResourceEntryBody(uri=r.uri, **_described(r)) for r in resources],
             resource_templates=[
-                ResourceTemplateEntryBody(
-                    uri_template=r.uri,
-                    name=r.name,
-                    title=r.title,
-                    description=r.description,
-                    mime_type=r.mime_type,
-                )
-                for r in templates
+                ResourceTemplateEntryBody(uri_template=r.uri, **_described(r)) for r in templates
             ],
         )
 
 
-class ResourceContentsBody(_Wire):
+def _described(resource: Resource) -> dict[str, Any]:
+    """What a listing says of a resource or template besides its URI."""
+    return {
+        "name": resource.name,
+        "title": resource.title,
+        "description": resource.description,
+        "mime_type": resource.mime_type,
+    }
+
+
+class ResourceContentsBody(WireModel):
     """One part of a resource: ``text``, or ``blob`` (base64)."""
 
     uri: str
@@ -105,7 +92,7 @@ class ResourceContentsBody(_Wire):
         return cls(uri=contents.uri, mime_type=contents.mime_type, text=contents.text)
 
 
-class ResourceReadBody(_Wire):
+class ResourceReadBody(WireModel):
     """What reading a resource returned."""
 
     uri: str
@@ -117,7 +104,7 @@ class ResourceReadBody(_Wire):
         return cls(uri=read.uri, contents=[ResourceContentsBody.of(c) for c in read.contents])
 
 
-class PromptArgumentBody(_Wire):
+class PromptArgumentBody(WireModel):
     """One argument of a prompt (a string)."""
 
     name: str
@@ -125,7 +112,7 @@ class PromptArgumentBody(_Wire):
     required: bool
 
 
-class PromptEntryBody(_Wire):
+class PromptEntryBody(WireModel):
     """A prompt the caller may get."""
 
     name: str
@@ -134,7 +121,7 @@ class PromptEntryBody(_Wire):
     arguments: list[PromptArgumentBody]
 
 
-class PromptListBody(_Wire):
+class PromptListBody(WireModel):
     """The prompts the caller may get."""
 
     prompts: list[PromptEntryBody]
@@ -160,7 +147,7 @@ class PromptListBody(_Wire):
         )
 
 
-class PromptContentBody(_Wire):
+class PromptContentBody(WireModel):
     """What one message carries: ``text``, ``image``/``audio`` (base64 ``data``) or a resource."""
 
     type: Literal["text", "image", "audio", "resource"]
@@ -181,14 +168,14 @@ class PromptContentBody(_Wire):
         return cls(type=kind, data=data, mime_type=content.mime_type)
 
 
-class PromptMessageBody(_Wire):
+class PromptMessageBody(WireModel):
     """One message of a prompt."""
 
     role: Literal["user", "assistant"]
     content: PromptContentBody
 
 
-class PromptResultBody(_Wire):
+class PromptResultBody(WireModel):
     """What getting a prompt returned."""
 
     name: str

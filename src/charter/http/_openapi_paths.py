@@ -1,187 +1,17 @@
-"""The fixed part of the OpenAPI document: routes, payload schemas, problems, headers."""
+"""The OpenAPI document's fixed routes: one operation per route the REST transport serves.
+
+Each operation is built by ``_operation`` from its summary, tag, payload and the problem
+statuses it may answer (components in ``_openapi_components``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from ._openapi_components import SCHEMAS, problem_refs
 
-from ._payloads import (
-    AcceptedBody,
-    ActionStatusBody,
-    ApprovalBody,
-    ApprovalListBody,
-    AuditBody,
-    BudgetsBody,
-    CallResultBody,
-    DecisionBody,
-    EffectsBody,
-    HealthBody,
-    ProblemBody,
-    ReadyBody,
-    ToolListBody,
-    UpstreamsBody,
-    WhoamiBody,
-)
-from ._payloads_content import (
-    PromptListBody,
-    PromptResultBody,
-    ResourceListBody,
-    ResourceReadBody,
-)
-from ._problem import PROBLEM_MEDIA_TYPE
-
-__all__ = (
-    "SCHEMAS",
-    "control_parameters",
-    "fixed_paths",
-    "payload_schemas",
-    "problem_refs",
-    "problem_responses",
-)
-
-SCHEMAS = "#/components/schemas/"
-
-_PROBLEM_STATUSES: Mapping[int, str] = {
-    400: "Malformed request: the body is not strict JSON, a header is malformed, a "
-    "control was sent twice with different values, or the request carries more than one "
-    "credential (ambiguous_credentials).",
-    401: "Missing or invalid credentials.",
-    403: "Not allowed: missing scopes, another tenant, an approval that does not match, "
-    "or a denial.",
-    404: "Unknown, or not visible to the caller.",
-    409: "The same request is still running; retry with the same Idempotency-Key.",
-    413: "The body, or a string or number in it, is too large.",
-    422: "Invalid input, a request id reused for a different call, or an effect not in a "
-    "state the action applies to.",
-    429: "A rate limit or quota is spent (RATE_LIMITED); retry after Retry-After seconds.",
-    500: "The server failed; the problem carries only an error id.",
-    502: "An upstream MCP server ran the call and reported an error (UPSTREAM_ERROR); its "
-    "result is in meta.result.",
-    503: "Unavailable: cancelled, a missing service, or a dependency that is down.",
-    504: "The tool timed out; retry with the same Idempotency-Key.",
-}
-
-
-def payload_schemas() -> dict[str, Any]:
-    """Component schemas of the transport's own payloads, named without the ``Body`` suffix."""
-    responses: list[type[BaseModel]] = [
-        AcceptedBody,
-        ActionStatusBody,
-        ApprovalBody,
-        ApprovalListBody,
-        AuditBody,
-        BudgetsBody,
-        CallResultBody,
-        EffectsBody,
-        HealthBody,
-        ProblemBody,
-        ReadyBody,
-        PromptListBody,
-        PromptResultBody,
-        ResourceListBody,
-        ResourceReadBody,
-        ToolListBody,
-        UpstreamsBody,
-        WhoamiBody,
-    ]
-    _, top = models_json_schema(
-        [(model, "serialization") for model in responses] + [(DecisionBody, "validation")],
-        by_alias=True,
-        ref_template=SCHEMAS + "{model}",
-    )
-    defs: dict[str, Any] = top.get("$defs", {})
-    renamed = {name: name.removesuffix("Body") for name in defs}
-    out: dict[str, Any] = {}
-    for name, schema in defs.items():
-        out[renamed[name]] = _rename_refs(schema, renamed)
-    return out
-
-
-def _rename_refs(node: Any, renamed: Mapping[str, str]) -> Any:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key == "$ref" and isinstance(value, str) and value.startswith(SCHEMAS):
-                name = value[len(SCHEMAS) :]
-                value = SCHEMAS + renamed.get(name, name)
-            out[key] = _rename_refs(value, renamed)
-        return out
-    if isinstance(node, list):
-        return [_rename_refs(item, renamed) for item in node]
-    return node
-
-
-def problem_responses() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for status, description in _PROBLEM_STATUSES.items():
-        response: dict[str, Any] = {
-            "description": description,
-            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": SCHEMAS + "Problem"}}},
-        }
-        headers: dict[str, Any] = {}
-        if status in (401, 403):
-            headers["WWW-Authenticate"] = {
-                "description": "The Bearer challenge (insufficient_scope names the missing "
-                "scopes).",
-                "schema": {"type": "string"},
-            }
-        if status in (409, 429, 503):
-            headers["Retry-After"] = {
-                "description": "Seconds to wait before retrying, when retryable.",
-                "schema": {"type": "string"},
-            }
-        if status == 429:
-            headers["RateLimit"] = {
-                "description": 'The spent limit (IETF RateLimit fields): "<name>";r=0;t=<s>.',
-                "schema": {"type": "string"},
-            }
-            headers["RateLimit-Policy"] = {
-                "description": 'Its policy: "<name>";q=<quota>;w=<window seconds>.',
-                "schema": {"type": "string"},
-            }
-        if headers:
-            response["headers"] = headers
-        out[f"Problem{status}"] = response
-    return out
-
-
-def problem_refs(statuses: Iterable[int]) -> dict[str, Any]:
-    return {str(s): {"$ref": f"#/components/responses/Problem{s}"} for s in statuses}
-
-
-def control_parameters() -> dict[str, Any]:
-    return {
-        "IdempotencyKey": {
-            "name": "Idempotency-Key",
-            "in": "header",
-            "required": False,
-            "description": "The request id (a UUID; a quoted RFC 8941 string works too). "
-            "Same key and same arguments replay the stored result; other arguments are 422.",
-            "schema": {"type": "string", "format": "uuid"},
-        },
-        "CharterConfirm": {
-            "name": "Charter-Confirm",
-            "in": "header",
-            "required": False,
-            "description": "true once the user confirmed the action.",
-            "schema": {"type": "string", "enum": ["true", "false"]},
-        },
-        "CharterApproval": {
-            "name": "Charter-Approval",
-            "in": "header",
-            "required": False,
-            "description": "The id of a granted approval for this exact call.",
-            "schema": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 200,
-                "pattern": r"^\S(.*\S)?$",
-            },
-        },
-    }
+__all__ = ("fixed_paths",)
 
 
 def _json_content(name: str) -> dict[str, Any]:
@@ -223,13 +53,17 @@ def _operation(
     summary: str,
     *,
     tag: str,
-    ok: str,
+    ok: str | None,
     problems: Iterable[int],
+    ok_description: str = "OK",
     parameters: Iterable[dict[str, Any]] = (),
     secured: bool | None = True,
     request: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One fixed operation; ``secured`` None means public, False means credentials optional.
+
+    ``ok`` names the 200 payload's component; None means any JSON object, described by
+    ``ok_description``.
 
     Any operation that reads credentials (it may answer 401) may also answer 400 for two
     of them (``charter._credentials``).
@@ -240,7 +74,12 @@ def _operation(
         "operationId": operation_id,
         "summary": summary,
         "responses": {
-            "200": {"description": "OK", "content": _json_content(ok)},
+            "200": {
+                "description": ok_description,
+                "content": _json_content(ok)
+                if ok is not None
+                else {"application/json": {"schema": {"type": "object"}}},
+            },
             **problem_refs(problems),
         },
     }
@@ -295,24 +134,16 @@ def fixed_paths() -> dict[str, Any]:
             )
         },
         "/v1/tools/{name}": {
-            "get": {
-                **_operation(
-                    "getTool",
-                    "One manifest entry, by name or alias.",
-                    tag="tools",
-                    ok="ToolList",
-                    problems=(401, 404),
-                    parameters=[_path_param("name", "A tool name or alias.")],
-                    secured=False,
-                ),
-                "responses": {
-                    "200": {
-                        "description": "The manifest entry (see docs/manifest-format.md).",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    **problem_refs((400, 401, 404)),
-                },
-            }
+            "get": _operation(
+                "getTool",
+                "One manifest entry, by name or alias.",
+                tag="tools",
+                ok=None,
+                ok_description="The manifest entry (see docs/manifest-format.md).",
+                problems=(401, 404),
+                parameters=[_path_param("name", "A tool name or alias.")],
+                secured=False,
+            )
         },
         "/v1/resources": {
             "get": _operation(
@@ -509,23 +340,15 @@ def fixed_paths() -> dict[str, Any]:
             )
         },
         "/v1/openapi.json": {
-            "get": {
-                **_operation(
-                    "getOpenAPI",
-                    "This document, listing the tools the caller may call.",
-                    tag="operations",
-                    ok="Health",
-                    problems=(401,),
-                    secured=False,
-                ),
-                "responses": {
-                    "200": {
-                        "description": "An OpenAPI 3.1 document.",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    **problem_refs((400, 401)),
-                },
-            }
+            "get": _operation(
+                "getOpenAPI",
+                "This document, listing the tools the caller may call.",
+                tag="operations",
+                ok=None,
+                ok_description="An OpenAPI 3.1 document.",
+                problems=(401,),
+                secured=False,
+            )
         },
         "/healthz": {
             "get": _operation(
