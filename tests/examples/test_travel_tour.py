@@ -24,8 +24,10 @@ import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from tests import doc_blocks
 from travel_support import ROOT
 
+DOCS = ROOT / "docs"
 CHARTER = str(Path(sys.executable).with_name("charter"))
 PR_SET_PDEATHSIG = 1
 STARTUP_SECONDS = 90.0
@@ -273,13 +275,6 @@ def test_the_tour_with_the_cli(server: Server) -> None:
 
 # -- the README's tour, as written ---------------------------------------------------------------
 
-BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-
-
-def runnable(blocks: list[str]) -> list[str]:
-    """The blocks this machine can run: the MCP Inspector's needs Node and its package."""
-    return [block for block in blocks if not block.lstrip().startswith("npx ")]
-
 
 def run_blocks(server: Server, blocks: list[str]) -> subprocess.CompletedProcess[str]:
     """Run shell blocks in order with bash -euo pipefail, against ``server``'s port."""
@@ -298,10 +293,8 @@ def run_blocks(server: Server, blocks: list[str]) -> subprocess.CompletedProcess
 def test_the_http_pages_curl_tour_runs_as_written(server: Server) -> None:
     if shutil.which("curl") is None:
         pytest.skip("the tour uses curl")
-    text = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
-    tour = text[text.index("## With curl") :]
-    blocks = BASH_BLOCK.findall(tour)[:1]
-    assert blocks and "uuidgen" not in blocks[0]
+    blocks = [b.code for b in doc_blocks.runnable(DOCS / "http.md", doc_blocks.SHELL)]
+    assert len(blocks) == 1 and "uuidgen" not in blocks[0]
     result = run_blocks(server, blocks)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -317,11 +310,11 @@ def test_the_http_pages_curl_tour_runs_as_written(server: Server) -> None:
 
 
 def test_the_readmes_tour_commands_run_as_written(server: Server) -> None:
-    """Every bash block of the README, in order (the console step has a CLI twin), then the
-    last one again: the refund completes once, then replays."""
+    """Every shell block of the README without a not-run marker, in order (the console step
+    has a CLI twin), then the last one again: the refund completes once, then replays."""
     if shutil.which("curl") is None:
         pytest.skip("the tour uses curl")
-    blocks = runnable(BASH_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8")))
+    blocks = [b.code for b in doc_blocks.runnable(ROOT / "README.md", doc_blocks.SHELL)]
     assert len(blocks) >= 5
     result = run_blocks(server, [*blocks, blocks[-1]])
     assert result.returncode == 0, result.stdout + result.stderr
@@ -331,3 +324,19 @@ def test_the_readmes_tour_commands_run_as_written(server: Server) -> None:
     completed, replayed = out.split("HTTP/1.1 200")[-2:]
     assert '"replayed":false' in completed and "idempotent-replayed" not in completed.lower()
     assert '"replayed":true' in replayed and "idempotent-replayed: true" in replayed.lower()
+
+
+def test_the_shell_blocks_of_every_other_page_run_against_the_demo(server: Server) -> None:
+    """A page's shell blocks, in order, against `make run`'s server: a page that gains one
+    is run here until a test of its own checks what it prints."""
+    checked_elsewhere = {
+        ROOT / "README.md",  # the test above
+        DOCS / "http.md",  # the curl tour's test
+        DOCS / "versioning.md",  # tests/cli/test_versioning_page.py
+    }
+    for page in doc_blocks.pages():
+        blocks = doc_blocks.runnable(page, doc_blocks.SHELL)
+        if page in checked_elsewhere or not blocks:
+            continue
+        result = run_blocks(server, [b.code for b in blocks])
+        assert result.returncode == 0, f"{blocks[0].where}:\n{result.stdout}{result.stderr}"
