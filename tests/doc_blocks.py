@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = frozenset({"python", "py"})
 SHELL = frozenset({"bash", "sh", "shell", "console"})
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
-MARKER = re.compile(r"<!--\s*not-run:(.*?)-->")
+MARKER = re.compile(r"^ {0,3}<!--\s*not-run:(.*?)-->$", re.MULTILINE)
+"""A marker line; four spaces in are an indented code block (the marker shown, not used)."""
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,14 @@ def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def blocks(page: Path) -> list[Block]:
-    """The page's Python and shell blocks, in order.
+def blocks(page: Path, root: Path = ROOT) -> list[Block]:
+    """The page's Python and shell blocks, in order (named relative to ``root``).
 
     Raises:
         ValueError: A not-run marker has no reason, or no runnable block follows it.
     """
     text = page.read_text(encoding="utf-8")
-    name = str(page.relative_to(ROOT))
+    name = str(page.relative_to(root))
     found: list[Block] = []
     used: set[int] = set()
     for fence in FENCE.finditer(text):
@@ -59,7 +60,7 @@ def blocks(page: Path) -> list[Block]:
         if language not in PYTHON | SHELL:
             continue
         before = text[: fence.start()].rstrip("\n")
-        marker = MARKER.fullmatch(before.rsplit("\n", 1)[-1].strip())
+        marker = MARKER.fullmatch(before.rsplit("\n", 1)[-1])
         reason = None
         if marker is not None:
             reason = marker.group(1).strip()
@@ -75,6 +76,6 @@ def blocks(page: Path) -> list[Block]:
     return found
 
 
-def runnable(page: Path, languages: frozenset[str]) -> list[Block]:
+def runnable(page: Path, languages: frozenset[str], root: Path = ROOT) -> list[Block]:
     """The page's blocks in ``languages`` that must run."""
-    return [b for b in blocks(page) if b.language in languages and b.not_run is None]
+    return [b for b in blocks(page, root) if b.language in languages and b.not_run is None]

@@ -45,6 +45,18 @@ def test_every_not_run_marker_says_why_and_precedes_a_block() -> None:
     assert all(b.not_run for b in marked)
 
 
+def test_a_marker_skips_exactly_the_block_after_it_and_must_say_why(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- not-run: a sketch -->\n```python\n...\n```\n\n```bash\ntrue\n```\n")
+    sketch, shell = doc_blocks.blocks(page, root=tmp_path)
+    assert (sketch.not_run, shell.not_run) == ("a sketch", None)
+    assert doc_blocks.runnable(page, doc_blocks.SHELL, root=tmp_path) == [shell]
+    for wrong in ("<!-- not-run: -->\n```python\n1\n```\n", "<!-- not-run: x -->\ntext\n"):
+        page.write_text(wrong)
+        with pytest.raises(ValueError, match="not-run marker"):
+            doc_blocks.blocks(page, root=tmp_path)
+
+
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda page: page.name)
 def test_the_python_in_the_docs_runs_as_written(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
