@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import http.server
 import os
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -165,12 +166,23 @@ def charter_serve(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -
         )
     try:
         served = Served(url=_banner_url(process, log), process=process, log=log)
+        # Keep reading what the server prints after its banner (its access log), so that a
+        # long run never fills the pipe and stalls the server on a write.
+        threading.Thread(target=_drain, args=(process.stdout,), daemon=True).start()
         yield served
     finally:
         code = interrupt(process)
         if process.stdout is not None:
             process.stdout.close()
     assert code == 0, log.read_text()
+
+
+def _drain(stream: IO[str] | None) -> None:
+    """Read ``stream`` to its end, throwing the text away."""
+    if stream is not None:
+        with contextlib.suppress(ValueError, OSError):  # closed under us: the server stopped
+            for _ in stream:
+                pass
 
 
 def interrupt(process: subprocess.Popen[Any]) -> int:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import ast
+import asyncio
+import inspect
 import json
 import re
 import sys
@@ -9,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
+from tests import doc_blocks
 
 from charter import (
     ActionPolicy,
@@ -19,21 +23,59 @@ from charter import (
     define_tool,
 )
 
+TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 JSON_BLOCK = re.compile(r"^```json\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+RUN_ELSEWHERE = {
+    # README.md: tests/test_readme.py runs its Python blocks and checks what they print.
+    "README.md",
+    # The worked example edits one module between its blocks: tests/cli/test_versioning_page.py.
+    "docs/versioning.md",
+}
+PYTHON_PAGES = [
+    page
+    for page in doc_blocks.pages()
+    if doc_blocks.runnable(page, doc_blocks.PYTHON)
+    and str(page.relative_to(doc_blocks.ROOT)) not in RUN_ELSEWHERE
+]
 
 
-@pytest.mark.parametrize("page", ["contract.md", "limits.md", "notifications.md"])
-def test_the_code_in_the_docs_runs_as_written(page: str) -> None:
-    blocks = PYTHON_BLOCK.findall((DOCS / page).read_text(encoding="utf-8"))
-    assert blocks
+def test_every_not_run_marker_says_why_and_precedes_a_block() -> None:
+    marked = [b for page in doc_blocks.pages() for b in doc_blocks.blocks(page) if b.not_run]
+    assert all(b.not_run for b in marked)
+
+
+def test_a_marker_skips_exactly_the_block_after_it_and_must_say_why(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- not-run: a sketch -->\n```python\n...\n```\n\n```bash\ntrue\n```\n")
+    sketch, shell = doc_blocks.blocks(page, root=tmp_path)
+    assert (sketch.not_run, shell.not_run) == ("a sketch", None)
+    assert doc_blocks.runnable(page, doc_blocks.SHELL, root=tmp_path) == [shell]
+    for wrong in ("<!-- not-run: -->\n```python\n1\n```\n", "<!-- not-run: x -->\ntext\n"):
+        page.write_text(wrong)
+        with pytest.raises(ValueError, match="not-run marker"):
+            doc_blocks.blocks(page, root=tmp_path)
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda page: page.name)
+def test_the_python_in_the_docs_runs_as_written(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every Python block of the page that has no not-run marker, in order, in one module
+    (so later blocks use what earlier ones defined), from an empty directory; a block with
+    a top-level ``await`` runs on the page's one event loop."""
+    monkeypatch.chdir(tmp_path)
     # A real module, so dataclasses and postponed annotations resolve as in user code.
-    module = types.ModuleType(f"docs_{page.removesuffix('.md')}")
+    module = types.ModuleType(f"docs_{page.stem}")
     sys.modules[module.__name__] = module
     try:
-        for number, block in enumerate(blocks, start=1):
-            exec(compile(block, f"docs/{page} python block {number}", "exec"), module.__dict__)
+        with asyncio.Runner() as runner:
+            for block in doc_blocks.runnable(page, doc_blocks.PYTHON):
+                code = compile(block.code, block.where, "exec", flags=TOP_LEVEL_AWAIT)
+                if code.co_flags & inspect.CO_COROUTINE:
+                    runner.run(eval(code, module.__dict__))
+                else:
+                    exec(code, module.__dict__)
     finally:
         del sys.modules[module.__name__]
 

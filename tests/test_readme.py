@@ -1,16 +1,15 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
+from tests import doc_blocks
 from tests.builders import ROOT, run_example
-
-PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
 def readme_blocks() -> list[str]:
-    return PYTHON_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    """The README's Python blocks that have no not-run marker (tests/doc_blocks.py)."""
+    return [b.code for b in doc_blocks.runnable(ROOT / "README.md", doc_blocks.PYTHON)]
 
 
 def test_the_readme_starts_with_the_two_commands() -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ._wording import canonical_uuid
 from .auth import Principal
 from .context import ToolContext
 from .errors import ErrorCode, ToolError
@@ -60,6 +61,13 @@ class ApprovalView(BaseModel):
     """Every decision, oldest first."""
 
 
+def _a_uuid(value: str) -> str:
+    """``value`` unchanged when it is a UUID (the request id of the call to approve)."""
+    if canonical_uuid(value) is None:
+        raise ValueError("must be a UUID you generate once for the action")
+    return value
+
+
 class ApprovalRequestInput(BaseModel):
     """The call to ask approval for: the tool, its exact arguments and your request id."""
 
@@ -67,7 +75,10 @@ class ApprovalRequestInput(BaseModel):
 
     tool: str = Field(min_length=1, max_length=128)
     arguments: dict[str, Any]
-    request_id: str = Field(min_length=1, max_length=64)
+    request_id: Annotated[str, AfterValidator(_a_uuid)] = Field(
+        min_length=1, max_length=64, json_schema_extra={"format": "uuid"}
+    )
+    """A UUID, as every request id: the schema says so, and validation refuses anything else."""
 
 
 class ApprovalListInput(BaseModel):

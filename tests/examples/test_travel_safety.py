@@ -66,6 +66,21 @@ async def test_asking_approval_for_a_cancellation_never_cancels_the_trip(travel:
     assert await ledger_rows(travel) == before
 
 
+async def test_the_request_id_to_ask_approval_for_is_a_uuid_in_schema_and_validation(
+    travel: Travel,
+) -> None:
+    # schemathesis: the schema said any string, the host then refused "0" (#18).
+    tool = travel.host.registry.get("request_action_approval")
+    assert tool is not None
+    assert tool.entry["inputSchema"]["properties"]["request_id"]["format"] == "uuid"
+    before = await ledger_rows(travel)
+    refund = {"booking_id": "bkg_hotel001", "amount_cents": 100}
+    asked = await ask_approval(travel, "bookings.refund", refund, "0")
+    assert isinstance(asked, Failed) and asked.code is ErrorCode.INVALID_INPUT
+    assert [issue["loc"] for issue in asked.meta["issues"]] == [["request_id"]]
+    assert await ledger_rows(travel) == before
+
+
 async def test_asking_approval_for_a_rename_commits_nothing(travel: Travel) -> None:
     before = await ledger_rows(travel)
     name = await trip_name(travel, "trp_lisbon01")

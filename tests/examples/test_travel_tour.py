@@ -4,95 +4,30 @@ subprocess, driven with httpx, the official MCP client and the `charter` command
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
 import pytest
+from demo_server import CHARTER, Server, serve_demo
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from tests import doc_blocks
 from travel_support import ROOT
 
-from live_server import die_with_parent, interrupt
-
-CHARTER = str(Path(sys.executable).with_name("charter"))
-STARTUP_SECONDS = 90.0
-"""Importing the MCP SDK alone takes seconds on a busy CI machine."""
-
-
-@dataclass
-class Server:
-    """The running server: where it listens, its demo keys, and its files."""
-
-    url: str
-    db: str
-    keys: dict[str, str]
-    env: dict[str, str]
-    stderr: Path
-
-    def headers(self, role: str, **extra: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.keys[role]}", **extra}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+DOCS = ROOT / "docs"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """`charter serve examples.travel:host` as `make run` starts it, on a free port."""
-    tmp = tmp_path_factory.mktemp("tour")
-    port = free_port()
-    env = {**os.environ, "CHARTER_DEMO_KEYS": str(tmp / "keys.json")}
-    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
-        env.pop(name, None)
-    db = f"sqlite+aiosqlite:///{tmp / 'c.db'}"
-    command = [CHARTER, "serve", "examples.travel:host", "--port", str(port), "--db", db]
-    with (tmp / "stdout").open("w") as out, (tmp / "stderr").open("w") as err:
-        process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=out, stderr=err, preexec_fn=die_with_parent
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(process, url, tmp / "stderr")
-        keys = {k["role"]: k["key"] for k in json.loads((tmp / "keys.json").read_text())}
-        yield Server(url=url, db=db, keys=keys, env=env, stderr=tmp / "stderr")
-    finally:
-        code = interrupt(process)
-    banner = (tmp / "stdout").read_text()
-    log = (tmp / "stderr").read_text()
-    assert code == 0, log
-    assert "Traceback" not in log
-    assert f"REST     {url}/v1/tools" in banner and f"MCP      {url}/mcp" in banner
-
-
-def wait_until_healthy(process: subprocess.Popen[bytes], url: str, stderr: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"charter serve exited with {process.returncode}:\n{stderr.read_text()}"
-            )
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)  # polling a process we do not control; there is no event to wait on
-    raise RuntimeError(f"charter serve did not answer /healthz:\n{stderr.read_text()}")
+    with serve_demo(tmp_path_factory.mktemp("tour")) as started:
+        yield started
 
 
 def call(
@@ -259,13 +194,6 @@ def test_the_tour_with_the_cli(server: Server) -> None:
 
 # -- the README's tour, as written ---------------------------------------------------------------
 
-BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-
-
-def runnable(blocks: list[str]) -> list[str]:
-    """The blocks this machine can run: the MCP Inspector's needs Node and its package."""
-    return [block for block in blocks if not block.lstrip().startswith("npx ")]
-
 
 def run_blocks(server: Server, blocks: list[str]) -> subprocess.CompletedProcess[str]:
     """Run shell blocks in order with bash -euo pipefail, against ``server``'s port."""
@@ -284,10 +212,8 @@ def run_blocks(server: Server, blocks: list[str]) -> subprocess.CompletedProcess
 def test_the_http_pages_curl_tour_runs_as_written(server: Server) -> None:
     if shutil.which("curl") is None:
         pytest.skip("the tour uses curl")
-    text = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
-    tour = text[text.index("## With curl") :]
-    blocks = BASH_BLOCK.findall(tour)[:1]
-    assert blocks and "uuidgen" not in blocks[0]
+    blocks = [b.code for b in doc_blocks.runnable(DOCS / "http.md", doc_blocks.SHELL)]
+    assert len(blocks) == 1 and "uuidgen" not in blocks[0]
     result = run_blocks(server, blocks)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -303,11 +229,11 @@ def test_the_http_pages_curl_tour_runs_as_written(server: Server) -> None:
 
 
 def test_the_readmes_tour_commands_run_as_written(server: Server) -> None:
-    """Every bash block of the README, in order (the console step has a CLI twin), then the
-    last one again: the refund completes once, then replays."""
+    """Every shell block of the README without a not-run marker, in order (the console step
+    has a CLI twin), then the last one again: the refund completes once, then replays."""
     if shutil.which("curl") is None:
         pytest.skip("the tour uses curl")
-    blocks = runnable(BASH_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8")))
+    blocks = [b.code for b in doc_blocks.runnable(ROOT / "README.md", doc_blocks.SHELL)]
     assert len(blocks) >= 5
     result = run_blocks(server, [*blocks, blocks[-1]])
     assert result.returncode == 0, result.stdout + result.stderr
@@ -317,3 +243,19 @@ def test_the_readmes_tour_commands_run_as_written(server: Server) -> None:
     completed, replayed = out.split("HTTP/1.1 200")[-2:]
     assert '"replayed":false' in completed and "idempotent-replayed" not in completed.lower()
     assert '"replayed":true' in replayed and "idempotent-replayed: true" in replayed.lower()
+
+
+def test_the_shell_blocks_of_every_other_page_run_against_the_demo(server: Server) -> None:
+    """A page's shell blocks, in order, against `make run`'s server: a page that gains one
+    is run here until a test of its own checks what it prints."""
+    checked_elsewhere = {
+        ROOT / "README.md",  # the test above
+        DOCS / "http.md",  # the curl tour's test
+        DOCS / "versioning.md",  # tests/cli/test_versioning_page.py
+    }
+    for page in doc_blocks.pages():
+        blocks = doc_blocks.runnable(page, doc_blocks.SHELL)
+        if page in checked_elsewhere or not blocks:
+            continue
+        result = run_blocks(server, [b.code for b in blocks])
+        assert result.returncode == 0, f"{blocks[0].where}:\n{result.stdout}{result.stderr}"
