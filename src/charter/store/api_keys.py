@@ -121,8 +121,8 @@ class ApiKeyAuthenticator:
         digest = hashlib.sha256(presented[0].encode("utf-8", "surrogatepass")).digest()
         cached = self._verified.get(digest)
         if cached is not None:
-            record, principal, verified_at = cached
-            if verified_at <= now < verified_at + self._cache_for and record.active(now):
+            remembered, principal, verified_at = cached
+            if verified_at <= now < verified_at + self._cache_for and remembered.active(now):
                 return principal
             del self._verified[digest]
         record = await self._store.verify_api_key(presented[0], now=now)
