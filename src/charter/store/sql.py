@@ -491,10 +491,7 @@ class SqlStore(SqlEffectOutbox):
 
     @run_to_completion
     async def revoke_api_key(self, key_id: str) -> bool:
-        """Revoke a key (an `ApiKeyAuthenticator` stops accepting it within its `cache_seconds`).
-
-        False when it does not exist or was already revoked.
-        """
+        """Revoke a key at once; False when it does not exist or was already revoked."""
         async with self._connection(self.busy_timeout) as conn:
             with translated("revoking an API key"):
                 return await _keys.revoke_key(conn, key_id, datetime.now(UTC))
