@@ -46,6 +46,10 @@ from charter.host import Host
 
 TOKEN = "bench-load-token"
 """The bearer token every charter side accepts (the baselines check none)."""
+AUDIT_CAPACITY = 1_000
+"""Audit events each charter server keeps in memory (``MemoryAuditSink``'s newest
+``capacity``): full after the memory cases' first thousand calls, so growth past them is
+memory a call leaves behind, not the bounded buffer filling (10,000 by default)."""
 PRINCIPAL = Principal(
     subject="user-1", tenant_id="tenant-a", scopes=frozenset({"math:read", "notes:write"})
 )
@@ -118,7 +122,7 @@ def _host(store: Any = None) -> Host:
     return Host(
         _registry(),
         authenticator=StaticAuthenticator({TOKEN: PRINCIPAL}),
-        audit=MemoryAuditSink(),
+        audit=MemoryAuditSink(capacity=AUDIT_CAPACITY),
         store=store,
     )
 

@@ -57,3 +57,17 @@ async def test_an_unknown_or_missing_token_is_refused() -> None:
     verifier = HostTokenVerifier(build_host(Probe()))
     assert await verifier.verify_token("no-such-token") is None
     assert await verifier.verify_token("") is None
+
+
+async def test_a_principal_gets_one_token_and_a_changed_principal_a_new_one() -> None:
+    # Built once per principal: the SDK only reads a verified token.
+    changed = Principal(subject="alice", tenant_id="acme", scopes=frozenset({"trips:read"}))
+    tokens = {**TOKENS}
+    host = Host(build_host(Probe()).registry, authenticator=StaticAuthenticator(tokens))
+    verifier = HostTokenVerifier(host)
+    first = await verifier.verify_token("alice-token")
+    assert first is not None and await verifier.verify_token("alice-token") is first
+    host.authenticator = StaticAuthenticator({**tokens, "alice-token": changed})
+    later = await verifier.verify_token("alice-token")
+    assert isinstance(later, PrincipalAccessToken) and later.principal is changed
+    assert later.scopes == ["trips:read"]

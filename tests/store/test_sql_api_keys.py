@@ -171,7 +171,9 @@ async def test_a_host_authenticates_callers_with_stored_keys(sql_store: SqlStore
             required_scopes=["notes:read"],
         )
     )
-    host = Host(registry, store=sql_store, authenticator=ApiKeyAuthenticator(sql_store))
+    # cache_seconds=0: every request asks the store, so a revocation takes effect at once.
+    authenticator = ApiKeyAuthenticator(sql_store, cache_seconds=0)
+    host = Host(registry, store=sql_store, authenticator=authenticator)
     key, record = await sql_store.create_api_key(
         tenant_id="acme", subject="reader", scopes=["notes:read"]
     )
@@ -193,3 +195,55 @@ async def test_a_host_authenticates_callers_with_stored_keys(sql_store: SqlStore
         await host.authenticate(Credentials(api_key=denied_key)),
     )
     assert isinstance(denied, Failed) and denied.code is ErrorCode.AUTHORIZATION_DENIED
+
+
+class Clock:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_a_revoked_key_stops_working_within_the_cache_time(sql_store: SqlStore) -> None:
+    clock = Clock()
+    authenticator = ApiKeyAuthenticator(sql_store, clock=clock, cache_seconds=5)
+    key, record = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    first = await authenticator.authenticate(Credentials(bearer=key))
+    assert first is not None and first.api_key_id == record.id
+    assert await sql_store.revoke_api_key(record.id)
+    # Remembered: the store is not asked again for up to cache_seconds.
+    clock.now += timedelta(seconds=4.9)
+    assert await authenticator.authenticate(Credentials(api_key=key)) == first
+    clock.now += timedelta(seconds=0.1)
+    with pytest.raises(AuthenticationFailed, match="not valid"):
+        await authenticator.authenticate(Credentials(bearer=key))
+    # A clock that went back does not extend the trust either.
+    clock.now -= timedelta(seconds=60)
+    with pytest.raises(AuthenticationFailed):
+        await authenticator.authenticate(Credentials(bearer=key))
+
+
+async def test_a_remembered_key_still_expires_on_time_and_failures_are_not_remembered(
+    sql_store: SqlStore,
+) -> None:
+    clock = Clock()
+    authenticator = ApiKeyAuthenticator(sql_store, clock=clock, cache_seconds=60)
+    expiring, _ = await sql_store.create_api_key(
+        tenant_id="acme", subject="a", scopes=[], expires_at=clock.now + timedelta(seconds=2)
+    )
+    assert await authenticator.authenticate(Credentials(bearer=expiring)) is not None
+    clock.now += timedelta(seconds=2)
+    with pytest.raises(AuthenticationFailed):
+        await authenticator.authenticate(Credentials(bearer=expiring))
+    # A refused key of the same id does not stand in the way of the right one.
+    fresh, fresh_record = await sql_store.create_api_key(tenant_id="acme", subject="c", scopes=[])
+    wrong = fresh[:-4] + ("AAAA" if not fresh.endswith("AAAA") else "BBBB")
+    with pytest.raises(AuthenticationFailed):
+        await authenticator.authenticate(Credentials(bearer=wrong))
+    principal = await authenticator.authenticate(Credentials(bearer=fresh))
+    assert principal is not None and principal.api_key_id == fresh_record.id
+    with pytest.raises(ValueError, match="cache_seconds"):
+        ApiKeyAuthenticator(sql_store, cache_seconds=-1)

@@ -195,7 +195,7 @@ def revoke_key(
     db: DbOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Revoke an API key at once."""
+    """Revoke an API key: running servers refuse it within 5 s (they remember keys 5 s)."""
     with unusable_input(debug):
         revoked = _with_store(db, lambda store: store.revoke_api_key(key_id))
     if not revoked:

@@ -13,6 +13,9 @@ from ..host import Host
 
 __all__ = ("HostTokenVerifier", "PrincipalAccessToken", "principal_from_scope")
 
+_REMEMBERED_TOKENS = 1024
+"""Access tokens one verifier keeps built, by principal (the oldest is dropped first)."""
+
 
 class PrincipalAccessToken(AccessToken):
     """An SDK access token that carries the charter principal it was verified as."""
@@ -33,6 +36,7 @@ class HostTokenVerifier:
     def __init__(self, host: Host) -> None:
         """Verify tokens with ``host``'s authenticator."""
         self._host = host
+        self._tokens: dict[Principal, PrincipalAccessToken] = {}
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """Return the token's principal as an access token, or None when it is not valid."""
@@ -42,17 +46,30 @@ class HostTokenVerifier:
             return None
         if principal is None:
             return None
-        # Built without validation (``model_construct``): this runs on every request, and
-        # every field is already a checked string (tests/mcp/test_mcp_token_verifier.py).
-        # The SDK binds sessions to (client_id, issuer, subject): include the tenant so
-        # the same subject in two tenants never shares a session.
-        return PrincipalAccessToken.model_construct(
-            token="",
-            client_id=f"{principal.tenant_id}/{principal.api_key_id or principal.subject}",
-            scopes=sorted(principal.scopes),
-            subject=principal.subject,
-            principal=principal,
-        )
+        # The authenticator decided who this is; the token only carries it to the SDK, so
+        # one built token per principal serves every request it makes (nothing in the SDK
+        # changes a verified token).
+        built = self._tokens.get(principal)
+        if built is None:
+            if len(self._tokens) >= _REMEMBERED_TOKENS:
+                del self._tokens[next(iter(self._tokens))]
+            built = self._tokens[principal] = _access_token(principal)
+        return built
+
+
+def _access_token(principal: Principal) -> PrincipalAccessToken:
+    """The SDK access token that carries ``principal``."""
+    # Built without validation (``model_construct``): every field is already a checked
+    # string (tests/mcp/test_mcp_token_verifier.py).
+    # The SDK binds sessions to (client_id, issuer, subject): include the tenant so
+    # the same subject in two tenants never shares a session.
+    return PrincipalAccessToken.model_construct(
+        token="",
+        client_id=f"{principal.tenant_id}/{principal.api_key_id or principal.subject}",
+        scopes=sorted(principal.scopes),
+        subject=principal.subject,
+        principal=principal,
+    )
 
 
 def principal_from_scope(scope: Any) -> Principal | None:

@@ -6,8 +6,9 @@ events and revocations); only a hash of the secret is stored.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -20,6 +21,8 @@ API_KEY_PREFIX = "chk_"
 """Every charter API key starts with this, so secret scanners and people can spot one."""
 
 _INVALID = "the credentials are not valid"
+_CACHED_KEYS = 4096
+"""Verified keys one authenticator remembers at most (the oldest is forgotten first)."""
 
 
 class ApiKeyRecord(BaseModel):
@@ -58,19 +61,38 @@ class ApiKeyAuthenticator:
 
     Reads ``Credentials.api_key``, or else ``Credentials.bearer``. An unknown, malformed,
     revoked or expired key fails with one message, so a caller cannot tell which.
+
+    A key the store verified is remembered for ``cache_seconds`` (5 by default), so a
+    busy server does not query the store on every request: a key revoked in the store
+    (``charter keys revoke``, from any process) stops working within that time, and an
+    expiring key stops at its ``expires_at`` exactly. Failures are never remembered.
     """
 
     def __init__(
-        self, store: ApiKeyVerifier, *, clock: Callable[[], datetime] | None = None
+        self,
+        store: ApiKeyVerifier,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        cache_seconds: float = 5.0,
     ) -> None:
         """Authenticate against ``store``.
 
         Args:
             store: An open ``SqlStore`` (or anything else that verifies keys).
             clock: The current UTC time (injected by tests).
+            cache_seconds: How long a verified key is trusted without asking the store
+                again: the longest a revoked key keeps working. 0 asks on every request.
+
+        Raises:
+            ValueError: ``cache_seconds`` is negative.
         """
+        if cache_seconds < 0:
+            raise ValueError("cache_seconds must be 0 or more")
         self._store = store
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._cache_for = timedelta(seconds=cache_seconds)
+        # SHA-256 of the presented key -> (the record, its principal, when verified).
+        self._verified: dict[bytes, tuple[ApiKeyRecord, Principal, datetime]] = {}
 
     def __repr__(self) -> str:
         return f"ApiKeyAuthenticator({self._store!r})"
@@ -94,9 +116,27 @@ class ApiKeyAuthenticator:
             return None
         if len(presented) > 1:
             raise AuthenticationFailed("send either a bearer token or an API key, not both")
-        record = await self._store.verify_api_key(presented[0], now=self._clock())
+        now = self._clock()
+        # Keyed by a digest, so the cache holds no usable key.
+        digest = hashlib.sha256(presented[0].encode("utf-8", "surrogatepass")).digest()
+        cached = self._verified.get(digest)
+        if cached is not None:
+            remembered, principal, verified_at = cached
+            if verified_at <= now < verified_at + self._cache_for and remembered.active(now):
+                return principal
+            del self._verified[digest]
+        record = await self._store.verify_api_key(presented[0], now=now)
         if record is None:
             raise AuthenticationFailed(_INVALID)
+        principal = self._principal(record)
+        if self._cache_for:
+            if len(self._verified) >= _CACHED_KEYS:
+                del self._verified[next(iter(self._verified))]
+            self._verified[digest] = (record, principal, now)
+        return principal
+
+    @staticmethod
+    def _principal(record: ApiKeyRecord) -> Principal:
         try:
             return Principal.from_claims(
                 subject=record.subject,
