@@ -72,7 +72,11 @@ class SqlApiKeys(SqlAccess):
 
     @run_to_completion
     async def revoke_api_key(self, key_id: str) -> bool:
-        """Revoke a key at once; False when it does not exist or was already revoked."""
+        """Revoke a key; False when it does not exist or was already revoked.
+
+        Servers that remember a verified key (``ApiKeyAuthenticator(cache_seconds=…)``, 5 s
+        by default) refuse it once that time has passed.
+        """
         async with self._connection(self.busy_timeout) as conn:
             with translated("revoking an API key"):
                 return await _keys.revoke_key(conn, key_id, datetime.now(UTC))
