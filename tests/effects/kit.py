@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
@@ -13,6 +13,7 @@ from pydantic import BaseModel, SecretStr
 import charter
 from charter import (
     ActionPolicy,
+    Completed,
     ErrorCode,
     Principal,
     Registry,
@@ -21,6 +22,7 @@ from charter import (
     ToolError,
     define_tool,
 )
+from charter.effects import EffectRecord
 from charter.host import Host
 from charter.ledger import LedgerStore
 
@@ -124,3 +126,40 @@ async def refund(
 
 class SecretPayload(BaseModel):
     card: SecretStr
+
+
+class Clock:
+    """A settable clock for a host: ``now`` moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def reuse_after_expiry(
+    store: LedgerStore | None = None,
+) -> tuple[list[EffectRecord], FakeProvider]:
+    """A call whose effect goes dead, its ledger entry expired and pruned, then a new call
+    reusing the request id; the request's effects (oldest first) and the provider.
+
+    The old effect is still in the outbox (dead effects are never pruned), so a key
+    derived from the request id alone would collide with it.
+    """
+    provider = FakeProvider(failures=10**9)
+    clock = Clock()
+    retention = timedelta(days=1)
+    host, _ = build(store, provider=provider, max_attempts=1, clock=clock, retention=retention)
+    rid = str(uuid.uuid4())
+    first = await refund(host, request_id=rid, amount_cents=100)
+    assert isinstance(first, Completed), first
+    [dead] = await host.effects.list(request_id=rid)
+    assert dead.status == "dead"
+    clock.now += retention + timedelta(minutes=1)
+    assert await host.store.prune(clock.now) == 1  # the ledger entry, not the dead effect
+    provider.failures = 0
+    second = await refund(host, request_id=rid, amount_cents=200)
+    assert isinstance(second, Completed) and not second.replayed, second
+    records = await host.effects.list(request_id=rid)
+    return sorted(records, key=lambda r: r.created_at), provider

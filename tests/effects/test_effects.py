@@ -12,15 +12,17 @@ from pydantic import BaseModel
 from tests.effects.kit import (
     AGENT,
     SAME_SUBJECT_OTHER_TENANT,
+    Clock,
     FakeProvider,
     SecretPayload,
     build,
     refund,
+    reuse_after_expiry,
 )
 
 import charter
 from charter import Completed, ConfigurationError, ErrorCode, Failed, Registry
-from charter.effects import effect_key
+from charter.effects import EffectRecord, effect_key
 from charter.ledger import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -57,8 +59,9 @@ async def test_a_failed_call_rolls_its_effects_back_and_the_provider_is_never_ca
     assert not provider.calls
 
 
-async def test_the_key_derives_from_tenant_caller_request_name_and_place() -> None:
-    host, _ = build()
+async def test_the_key_derives_from_tenant_caller_request_claim_time_name_and_place() -> None:
+    clock = Clock()
+    host, _ = build(clock=clock)
     rid = str(uuid.uuid4())
     await refund(host, request_id=rid, effects=2)
     # A second tenant's caller with the same subject reusing the request id.
@@ -68,8 +71,44 @@ async def test_the_key_derives_from_tenant_caller_request_name_and_place() -> No
     assert len(keys) == 3
     acme = sorted((r for r in records if r.tenant_id == "acme"), key=lambda r: r.seq)
     assert [r.seq for r in acme] == [0, 1]
-    assert acme[0].key == effect_key("acme", "acme/agent-ada", rid, "payments.refund", "0")
+    claimed = clock.now.isoformat()  # the ledger entry's creation time
+    assert acme[0].key == effect_key("acme", "acme/agent-ada", rid, claimed, "payments.refund", "0")
     assert acme[0].key.startswith("eff_")
+
+
+async def test_a_request_id_reused_after_expiry_keys_its_effect_anew_on_the_memory_store() -> None:
+    (old, new), provider = await reuse_after_expiry()
+    assert old.key != new.key
+    assert (old.status, old.payload["amount_cents"]) == ("dead", 100)
+    assert (new.status, new.payload["amount_cents"]) == ("delivered", 200)
+    assert provider.refunds[new.key].amount_cents == 200
+
+
+async def test_an_effect_key_already_in_the_outbox_fails_the_call_and_rolls_it_back() -> None:
+    clock = Clock()
+    store = MemoryStore()
+    host, provider = build(store, clock=clock)
+    rid = str(uuid.uuid4())
+    key = effect_key("acme", "acme/agent-ada", rid, clock.now.isoformat(), "payments.refund", "0")
+    held = EffectRecord(
+        key=key,
+        tenant_id="acme",
+        name="payments.refund",
+        payload={},
+        status="dead",
+        max_attempts=1,
+        next_attempt_at=clock.now,
+        created_at=clock.now,
+        updated_at=clock.now,
+    )
+    store.effects[key] = held
+    outcome = await refund(host, request_id=rid)
+    assert isinstance(outcome, Failed) and outcome.code == ErrorCode.IDEMPOTENCY_CONFLICT
+    assert outcome.meta["reason"] == "effect_key_in_use"
+    assert outcome.meta["effectKey"] == key
+    assert store.entries == {}  # rolled back: the request id is free
+    assert store.effects == {key: held}
+    assert not provider.calls
 
 
 async def test_a_failing_provider_is_retried_by_a_worker_pass_then_delivered() -> None:

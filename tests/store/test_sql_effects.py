@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from tests.effects.kit import FakeProvider, build, refund
+from tests.effects.kit import FakeProvider, build, refund, reuse_after_expiry
 from tests.store.conftest import SqlStoreFactory
 
 from charter import Completed, Failed
@@ -63,6 +63,14 @@ async def test_a_rolled_back_call_leaves_neither_ledger_entry_nor_effect(
     assert await _count(sql_store, effects) == 0
     assert await _count(sql_store, ledger_entries) == 0
     assert not provider.calls
+
+
+async def test_a_request_id_reused_after_expiry_keys_its_effect_anew(sql_store: SqlStore) -> None:
+    (old, new), provider = await reuse_after_expiry(sql_store)
+    assert old.key != new.key
+    assert (old.status, old.payload["amount_cents"]) == ("dead", 100)
+    assert (new.status, new.payload["amount_cents"]) == ("delivered", 200)
+    assert provider.refunds[new.key].amount_cents == 200
 
 
 async def test_retry_then_dead_then_redrive_on_sql(sql_store: SqlStore) -> None:

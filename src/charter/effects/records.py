@@ -49,9 +49,10 @@ class EffectRecord(BaseModel):
 def effect_key(tenant_id: str, *parts: str) -> str:
     """The idempotency key of an effect: a SHA-256 over the tenant and the given parts.
 
-    A handler's effect uses (principal, request id, effect name, sequence number), so a
-    retry of the same request keys the same effect the same way, and two tenants (or two
-    principals of one tenant) reusing a request id never share a key.
+    A handler's effect uses (principal, request id, its ledger entry's creation time in
+    UTC ISO 8601, effect name, sequence number): two tenants (or two principals of one
+    tenant) reusing a request id never share a key, nor does a call that reuses a request
+    id after the first call's ledger entry expired.
     """
     digest = hashlib.sha256()
     for part in (tenant_id, *parts):

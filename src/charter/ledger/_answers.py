@@ -34,6 +34,7 @@ __all__ = (
     "approval_paused",
     "approval_refusal",
     "confirmation_required",
+    "effect_key_in_use",
     "in_progress",
     "replay",
     "unavailable",
@@ -166,6 +167,22 @@ def replay(entry: LedgerEntry, fingerprint: str) -> ToolOutcome:
     if isinstance(stored, (Completed, Failed)):
         return stored.model_copy(update={"replayed": True})
     return stored
+
+
+def effect_key_in_use(key: str) -> Failed:
+    """An effect key already in the outbox: the call rolls back rather than lose its effect.
+
+    Never expected (the key names the call's ledger entry), but a skipped insert would
+    commit the call without its effect.
+    """
+    return failed(
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+        "An effect this call staged has the key of an effect already in the outbox; the call "
+        "was rolled back so that its effect is not lost.",
+        next_steps=("Report the effect key to the operator; retry with a new requestId.",),
+        reason="effect_key_in_use",
+        effectKey=key,
+    )
 
 
 def in_progress(request_id: str) -> Failed:

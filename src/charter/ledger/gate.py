@@ -28,6 +28,7 @@ from ._answers import (
     approval_paused,
     approval_refusal,
     confirmation_required,
+    effect_key_in_use,
     in_progress,
     replay,
     unavailable,
@@ -318,7 +319,8 @@ class LedgerGate:
                     raise _Rollback(outcome)
                 if staged is not None:
                     for record in staged.records:
-                        await tx.insert_effect(record)
+                        if not await tx.insert_effect(record):
+                            raise _Rollback(effect_key_in_use(record.key))
                 await tx.complete(
                     entry.model_copy(
                         update={
@@ -384,6 +386,7 @@ class LedgerGate:
             tenant_id=entry.tenant_id,
             principal_id=entry.principal_id,
             request_id=entry.request_id,
+            claimed_at=entry.created_at,
             tool=entry.tool,
             clock=self.clock,
         )

@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -63,15 +63,19 @@ class StagedEffects:
         tenant_id: str,
         principal_id: str,
         request_id: str,
+        claimed_at: datetime,
         tool: str,
         clock: Callable[[], datetime],
     ) -> None:
-        """Prepare to stage the effects of one ledgered call."""
+        """Prepare to stage the effects of one ledgered call (its ledger entry's claim time)."""
         self._registry = registry
         self._outbox = outbox
         self._tenant = tenant_id
         self._principal = principal_id
         self._request = request_id
+        # The ledger entry's creation time tells this call from an earlier one that reused
+        # its request id after expiry (whose dead effect may still hold the plain key).
+        self._claimed = claimed_at.astimezone(UTC).isoformat()
         self._tool = tool
         self._clock = clock
         # Sync handlers stage from a worker thread.
@@ -85,7 +89,9 @@ class StagedEffects:
         now = self._clock()
         with self._lock:
             seq = len(self.records)
-            key = effect_key(self._tenant, self._principal, self._request, name, str(seq))
+            key = effect_key(
+                self._tenant, self._principal, self._request, self._claimed, name, str(seq)
+            )
             self.records.append(
                 EffectRecord(
                     key=key,

@@ -1,0 +1,81 @@
+"""`make run-gateway`, step by step: the travel demo's keys, the gateway demo's folder, file
+and agent key, then `charter serve examples.travel:host --upstreams`, used with the key
+the demo printed over MCP and REST."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import httpx2
+import mcp.types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from live_server import charter_serve
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {"PYTHONPATH": str(ROOT)}
+KEY = re.compile(r"^\s+(chk_\S+)$", re.MULTILINE)
+
+
+def run_example(module: str, *args: str, cwd: Path) -> str:
+    """``python -m MODULE ARGS`` as the Makefile runs it (the default store, in ``cwd``)."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env={**_without_store_settings(), **ENV},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _without_store_settings() -> dict[str, str]:
+    """This environment without the variables that would move the demo's store or keys."""
+    unset = ("CHARTER_DB", "CHARTER_DEMO_KEYS")
+    return {name: value for name, value in os.environ.items() if name not in unset}
+
+
+@pytest.mark.anyio
+async def test_make_run_gateway_serves_the_demo_and_the_filesystem_server_with_the_printed_key(
+    npm_servers: dict[str, Path], tmp_path: Path
+) -> None:
+    run_example("examples.travel", cwd=tmp_path)
+    printed = run_example("examples.gateway", str(tmp_path / "demo"), cwd=tmp_path)
+    [agent] = KEY.findall(printed)
+    upstreams = tmp_path / "demo" / "upstreams.toml"
+    note = tmp_path / "demo" / "files" / "itinerary.md"
+    assert note.is_file()
+
+    with charter_serve(
+        "examples.travel:host", "--upstreams", str(upstreams), cwd=tmp_path, env=ENV
+    ) as served:
+        headers = {"Authorization": f"Bearer {agent}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(served.url + "/mcp", http_client=http)) as client,
+        ):
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            read = await client.call_tool("fs.read_text_file", {"path": str(note)})
+        # The demo's own tools and the upstream's, side by side; move_file is hidden.
+        assert {"catalog.ping", "fs.read_text_file", "fs.write_file"} <= names
+        assert "fs.move_file" not in names
+        assert read.is_error is False
+        assert read.content == [types.TextContent(type="text", text=note.read_text())]
+
+        with httpx.Client(base_url=served.url, headers=headers, timeout=60) as rest:
+            listed = rest.get("/v1/tools")
+            assert listed.status_code == 200, listed.text
+            assert "fs.list_directory" in {tool["name"] for tool in listed.json()["tools"]}
+            answer = rest.post("/v1/tools/fs.read_text_file:call", json={"path": str(note)})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["output"]["structuredContent"] == {"content": note.read_text()}
