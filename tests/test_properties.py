@@ -7,6 +7,7 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
+from tests.builders import tiered_tool
 
 from charter import (
     ActionPolicy,
@@ -14,9 +15,7 @@ from charter import (
     Failed,
     PreparedAction,
     Registry,
-    RiskPolicy,
     ToolContext,
-    define_tool,
 )
 from charter.auth import js_trim
 from charter.outcome import outcome_adapter
@@ -63,78 +62,42 @@ def resolve(args: Record, ctx: ToolContext) -> str:
     return args.record_id
 
 
-WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-
-
 def build_registry() -> Registry:
     registry = Registry()
+    by_field = ActionPolicy(target_type="record", command_target_field="record_id")
     registry.register_all(
         [
-            define_tool(
-                name="echo",
-                description="Echo.",
-                input_schema=Text,
-                output_schema=Text,
-                handler=echo,
-                tier="read",
-                aliases=["say"],
-            ),
-            define_tool(
-                name="nested",
-                description="Nested input.",
-                input_schema=Nested,
-                output_schema=Text,
-                handler=nested,
-                tier="read",
-            ),
-            define_tool(
-                name="records.update",
-                description="Update a record.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="write",
-                risk_policy=WRITE,
-                action_policy=ActionPolicy(target_type="record", command_target_field="record_id"),
-            ),
-            define_tool(
-                name="records.resolve",
+            tiered_tool("echo", "read", echo, Text, Text, aliases=["say"]),
+            tiered_tool("nested", "read", nested, Nested, Text),
+            tiered_tool("records.update", "write", record, Record, Record, action_policy=by_field),
+            tiered_tool(
+                "records.resolve",
+                "sensitive",
+                record,
+                Record,
+                Record,
                 description="Update a record found by a resolver.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="sensitive",
-                risk_policy=WRITE,
                 resolve_action_target=resolve,
             ),
-            define_tool(
-                name="records.collection",
+            tiered_tool(
+                "records.collection",
+                "destructive",
+                record,
+                Record,
+                Record,
                 description="Anchor on the tenant.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="destructive",
-                risk_policy=WRITE,
             ),
-            define_tool(
-                name="records.own",
+            tiered_tool(
+                "records.own",
+                "write",
+                record,
+                Record,
+                Record,
                 description="Handler-enforced.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="write",
-                risk_policy=WRITE,
                 action_policy=ActionPolicy(target_type="record"),
                 enforcement="handler",
             ),
-            define_tool(
-                name="loose",
-                description="Accepts extras.",
-                input_schema=Loose,
-                output_schema=Text,
-                handler=loose,
-                tier="read",
-            ),
+            tiered_tool("loose", "read", loose, Loose, Text, description="Accepts extras."),
         ]
     )
     return registry
