@@ -19,6 +19,7 @@ from charter import (
 )
 from charter.auth import js_trim
 from charter.outcome import outcome_adapter
+from charter.tool import Tool
 
 
 class Text(BaseModel):
@@ -64,43 +65,32 @@ def resolve(args: Record, ctx: ToolContext) -> str:
 
 def build_registry() -> Registry:
     registry = Registry()
-    by_field = ActionPolicy(target_type="record", command_target_field="record_id")
     registry.register_all(
         [
             tiered_tool("echo", "read", echo, Text, Text, aliases=["say"]),
             tiered_tool("nested", "read", nested, Nested, Text),
-            tiered_tool("records.update", "write", record, Record, Record, action_policy=by_field),
-            tiered_tool(
-                "records.resolve",
-                "sensitive",
-                record,
-                Record,
-                Record,
-                description="Update a record found by a resolver.",
-                resolve_action_target=resolve,
+            _record_tool(
+                "records.update",
+                "write",
+                action_policy=ActionPolicy(target_type="record", command_target_field="record_id"),
             ),
-            tiered_tool(
-                "records.collection",
-                "destructive",
-                record,
-                Record,
-                Record,
-                description="Anchor on the tenant.",
-            ),
-            tiered_tool(
+            _record_tool("records.resolve", "sensitive", resolve_action_target=resolve),
+            _record_tool("records.collection", "destructive"),  # anchored on the tenant
+            _record_tool(
                 "records.own",
                 "write",
-                record,
-                Record,
-                Record,
-                description="Handler-enforced.",
                 action_policy=ActionPolicy(target_type="record"),
                 enforcement="handler",
             ),
-            tiered_tool("loose", "read", loose, Loose, Text, description="Accepts extras."),
+            tiered_tool("loose", "read", loose, Loose, Text),
         ]
     )
     return registry
+
+
+def _record_tool(name: str, tier: str, **options: Any) -> Tool[Any, Any, Any]:
+    """A tool that takes and returns a ``Record`` (a write gets ``WRITE_RISK``)."""
+    return tiered_tool(name, tier, record, Record, Record, **options)
 
 
 REGISTRY = build_registry()
