@@ -7,6 +7,7 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
+from tests.builders import tiered_tool
 
 from charter import (
     ActionPolicy,
@@ -14,12 +15,11 @@ from charter import (
     Failed,
     PreparedAction,
     Registry,
-    RiskPolicy,
     ToolContext,
-    define_tool,
 )
 from charter.auth import js_trim
 from charter.outcome import outcome_adapter
+from charter.tool import Tool
 
 
 class Text(BaseModel):
@@ -63,81 +63,34 @@ def resolve(args: Record, ctx: ToolContext) -> str:
     return args.record_id
 
 
-WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-
-
 def build_registry() -> Registry:
     registry = Registry()
     registry.register_all(
         [
-            define_tool(
-                name="echo",
-                description="Echo.",
-                input_schema=Text,
-                output_schema=Text,
-                handler=echo,
-                tier="read",
-                aliases=["say"],
-            ),
-            define_tool(
-                name="nested",
-                description="Nested input.",
-                input_schema=Nested,
-                output_schema=Text,
-                handler=nested,
-                tier="read",
-            ),
-            define_tool(
-                name="records.update",
-                description="Update a record.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="write",
-                risk_policy=WRITE,
+            tiered_tool("echo", "read", echo, Text, Text, aliases=["say"]),
+            tiered_tool("nested", "read", nested, Nested, Text),
+            _record_tool(
+                "records.update",
+                "write",
                 action_policy=ActionPolicy(target_type="record", command_target_field="record_id"),
             ),
-            define_tool(
-                name="records.resolve",
-                description="Update a record found by a resolver.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="sensitive",
-                risk_policy=WRITE,
-                resolve_action_target=resolve,
-            ),
-            define_tool(
-                name="records.collection",
-                description="Anchor on the tenant.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="destructive",
-                risk_policy=WRITE,
-            ),
-            define_tool(
-                name="records.own",
-                description="Handler-enforced.",
-                input_schema=Record,
-                output_schema=Record,
-                handler=record,
-                tier="write",
-                risk_policy=WRITE,
+            _record_tool("records.resolve", "sensitive", resolve_action_target=resolve),
+            _record_tool("records.collection", "destructive"),  # anchored on the tenant
+            _record_tool(
+                "records.own",
+                "write",
                 action_policy=ActionPolicy(target_type="record"),
                 enforcement="handler",
             ),
-            define_tool(
-                name="loose",
-                description="Accepts extras.",
-                input_schema=Loose,
-                output_schema=Text,
-                handler=loose,
-                tier="read",
-            ),
+            tiered_tool("loose", "read", loose, Loose, Text),
         ]
     )
     return registry
+
+
+def _record_tool(name: str, tier: str, **options: Any) -> Tool[Any, Any, Any]:
+    """A tool that takes and returns a ``Record`` (a write gets ``WRITE_RISK``)."""
+    return tiered_tool(name, tier, record, Record, Record, **options)
 
 
 REGISTRY = build_registry()

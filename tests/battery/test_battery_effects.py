@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from charter import Completed
 from charter.cli import app
+from charter.effects import EffectRecord
 from charter.host import Host
 from charter.store import SqlStore
 
@@ -36,6 +37,19 @@ async def _drain(host: Host) -> None:
         while (await host.effects.backlog())[0]:
             if await host.effects.run_due(worker="drainer") == 0:
                 await asyncio.sleep(0.05)
+
+
+async def _refund_once_then_drain(host: Host) -> EffectRecord:
+    """A completed refund that stages one effect, after the workers gave up or delivered it."""
+    outcome = await host.invoke(
+        "bookings.refund",
+        {"booking_id": "bk_1", "amount_cents": 5, "_charter": {"requestId": str(uuid.uuid4())}},
+        AGENT,
+    )
+    assert isinstance(outcome, Completed)
+    await _drain(host)
+    [record] = await host.effects.list()
+    return record
 
 
 async def test_F01_sigkill_after_commit_before_delivery_a_worker_delivers_each_once(
@@ -141,14 +155,7 @@ async def test_F03_a_provider_failing_three_times_is_delivered_after_three_retri
     sql_store: SqlStore,
 ) -> None:
     host, provider = await effects_host(sql_store, fail_first=3)
-    outcome = await host.invoke(
-        "bookings.refund",
-        {"booking_id": "bk_1", "amount_cents": 5, "_charter": {"requestId": str(uuid.uuid4())}},
-        AGENT,
-    )
-    assert isinstance(outcome, Completed)
-    await _drain(host)
-    [record] = await host.effects.list()
+    record = await _refund_once_then_drain(host)
     assert record.status == "delivered" and record.attempts == 4
     assert await provider.calls() == {record.key: 4}
     actions = [e.action for e in await sql_store.events(tenant="acme") if e.note == record.key]
@@ -159,14 +166,7 @@ async def test_F04_always_failing_is_dead_after_the_limit_then_redriven_with_the
     sql_store: SqlStore, make_sql_store: SqlStoreFactory
 ) -> None:
     host, provider = await effects_host(sql_store, fail_first=10**9, max_attempts=3)
-    outcome = await host.invoke(
-        "bookings.refund",
-        {"booking_id": "bk_1", "amount_cents": 5, "_charter": {"requestId": str(uuid.uuid4())}},
-        AGENT,
-    )
-    assert isinstance(outcome, Completed)
-    await _drain(host)
-    [dead] = await host.effects.list()
+    dead = await _refund_once_then_drain(host)
     assert dead.status == "dead" and dead.attempts == 3
     assert await provider.calls() == {dead.key: 3}
     assert await host.effects.run_due(worker="w") == 0  # never claimed again

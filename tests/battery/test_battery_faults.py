@@ -40,7 +40,6 @@ from battery_support import (
     ALICE,
     EFFECTS,
     LEDGER,
-    WRITE_RISK,
     Clock,
     EnvFactory,
     Observer,
@@ -53,6 +52,7 @@ from battery_support import (
     widget,
 )
 from pydantic import BaseModel, ConfigDict
+from tests.builders import tiered_tool
 from tests.store.conftest import (
     POSTGRES_URL,
     SqlStoreFactory,
@@ -60,7 +60,7 @@ from tests.store.conftest import (
     require_postgres,
 )
 
-from charter import ErrorCode, Failed, Registry, ToolContext, define_tool
+from charter import ErrorCode, Failed, Registry, ToolContext
 from charter.host import Host
 from charter.store import SqlStore
 
@@ -487,18 +487,10 @@ def charge_registry(downstream: Downstream) -> Registry:
         return Charged(charge_id=charge_id, order_id=command.order_id)
 
     registry = Registry()
-    registry.register(
-        define_tool(
-            name="charge_card",
-            description="Charge an order's card through the payment provider.",
-            input_schema=Charge,
-            output_schema=Charged,
-            handler=charge_card,
-            tier="write",
-            risk_policy=WRITE_RISK,
-            required_scopes=["orders:refund"],
-        )
+    charge = tiered_tool(
+        "charge_card", "write", charge_card, Charge, Charged, required_scopes=["orders:refund"]
     )
+    registry.register(charge)
     return registry
 
 

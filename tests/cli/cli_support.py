@@ -46,6 +46,16 @@ def error_line(result: Result) -> str:
     return lines[0]
 
 
+def create_key(db: str, tenant: str, subject: str, *scopes: str) -> str:
+    """`charter keys create` in ``db`` for ``tenant``/``subject`` with ``scopes``; the key."""
+    scope_args = [arg for scope in scopes for arg in ("--scope", scope)]
+    identity = ("--tenant", tenant, "--subject", subject)
+    result = charter("keys", "create", "--db", db, *identity, *scope_args, "--json")
+    assert result.exit_code == 0, result.output
+    key: str = json.loads(result.stdout)["key"]
+    return key
+
+
 def sqlite(path: Path) -> str:
     return f"sqlite+aiosqlite:///{path}"
 

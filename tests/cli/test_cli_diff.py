@@ -6,8 +6,7 @@ import http.server
 import json
 import re
 import sys
-import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +61,8 @@ NARROW = '"economy", "business"'
 
 
 @pytest.fixture
-def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Write a tools module into tmp_path under a fresh name and return that name."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-    written: list[str] = []
+def write_module(write_target: Callable[[str], str]) -> Callable[..., str]:
+    """Write a tools module (``TOOLS_MODULE`` with these fields); returns the name to import."""
 
     def write(
         *,
@@ -75,17 +72,13 @@ def write_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[An
         aliases: str = "()",
         extra: str = "",
     ) -> str:
-        name = f"charter_tools_{tmp_path.name}_{len(written)}"
-        source = TOOLS_MODULE.format(
-            cabins=cabins, version=version, function=function, aliases=aliases, extra=extra
+        return write_target(
+            TOOLS_MODULE.format(
+                cabins=cabins, version=version, function=function, aliases=aliases, extra=extra
+            )
         )
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-        written.append(name)
-        return name
 
-    yield write
-    for name in written:
-        sys.modules.pop(name, None)
+    return write
 
 
 def manifest_file(path: Path, module: str) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import httpx2
 import pytest
-from cli_support import charter, sqlite
+from cli_support import charter, create_key, sqlite
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from tests.store.conftest import postgres_schema, require_postgres
@@ -59,16 +59,6 @@ def target(write_target: Callable[[str], str]) -> str:
     return f"{write_target(TARGET)}:registry"
 
 
-def create_key(db: str, tenant: str, subject: str) -> str:
-    result = charter(
-        "keys", "create", "--db", db, "--tenant", tenant, "--subject", subject,
-        "--scope", "trips:read", "--json",
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    key: str = json.loads(result.stdout)["key"]
-    return key
-
-
 async def call_concurrently(urls: list[str], key: str, calls: int) -> list[httpx.Response]:
     """``calls`` REST calls at once, spread over ``urls`` in turn."""
     headers = {"Authorization": f"Bearer {key}"}
@@ -93,8 +83,8 @@ def test_64_concurrent_rest_calls_run_10_and_refuse_54_with_the_rate_limit_field
     target: str, tmp_path: Path
 ) -> None:
     db = sqlite(tmp_path / "limits.db")
-    planner = create_key(db, "acme", "planner")
-    planner_at_globex = create_key(db, "globex", "planner")
+    planner = create_key(db, "acme", "planner", "trips:read")
+    planner_at_globex = create_key(db, "globex", "planner", "trips:read")
     with charter_serve(target, "--db", db, cwd=tmp_path) as served:
         responses = asyncio.run(call_concurrently([served.url], planner, 64))
         mcp_error, mcp_meta = asyncio.run(call_over_mcp(served.url, planner))
@@ -135,7 +125,7 @@ def test_two_stateless_replicas_on_postgresql_share_one_budget_exactly(
 ) -> None:
     require_postgres()
     with postgres_schema() as db, ExitStack() as replicas:
-        planner = create_key(db, "acme", "planner")
+        planner = create_key(db, "acme", "planner", "trips:read")
         urls = [
             replicas.enter_context(
                 charter_serve(target, "--db", db, "--stateless", cwd=tmp_path)

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from cli_support import charter, notes_host, sqlite
+from cli_support import charter, create_key, notes_host, sqlite
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE, MCP_PING
 
 from charter._serve_protocol import guarded_protocol
@@ -67,20 +67,13 @@ registry = Registry()
 registry.register_all([echo, publish])
 '''
 
+NOTES = ("notes:read", "notes:write")
+"""The scopes a key needs to call both notes tools."""
+
 
 @pytest.fixture
 def target(write_target: Callable[[str], str]) -> str:
     return f"{write_target(TARGET)}:registry"
-
-
-def create_key(db: str, tenant: str, subject: str) -> str:
-    result = charter(
-        "keys", "create", "--db", db, "--tenant", tenant, "--subject", subject,
-        "--scope", "notes:read", "--scope", "notes:write", "--json",
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    key: str = json.loads(result.stdout)["key"]
-    return key
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -94,8 +87,8 @@ def test_a_key_past_its_session_cap_loses_its_oldest_sessions_and_no_one_else_do
     target: str, tmp_path: Path
 ) -> None:
     db = sqlite(tmp_path / "sessions.db")
-    ann, bob = create_key(db, "acme", "ann"), create_key(db, "acme", "bob")
-    ann_at_globex = create_key(db, "globex", "ann")
+    ann, bob = create_key(db, "acme", "ann", *NOTES), create_key(db, "acme", "bob", *NOTES)
+    ann_at_globex = create_key(db, "globex", "ann", *NOTES)
     args = (target, "--db", db, "--mcp-sessions-per-principal", "3")
     with charter_serve(*args, cwd=tmp_path) as served, httpx.Client(timeout=30) as http:
         mcp = served.url + "/mcp"
@@ -139,7 +132,7 @@ def test_slow_heads_and_bodies_are_closed_after_their_timeouts_while_healthz_ans
     target: str, tmp_path: Path
 ) -> None:
     db = sqlite(tmp_path / "slow.db")
-    key = create_key(db, "acme", "ann")
+    key = create_key(db, "acme", "ann", *NOTES)
     head = b"POST /v1/tools/notes.echo:call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     body_first = (
         "POST /v1/tools/notes.echo:call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -288,7 +281,7 @@ def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def test_a_confirmation_asked_by_one_stateless_replica_is_answered_through_another(
     target: str, tmp_path: Path, shared_db: str
 ) -> None:
-    key = create_key(shared_db, "acme", "ann")
+    key = create_key(shared_db, "acme", "ann", *NOTES)
     args = (target, "--db", shared_db, "--stateless")
     with (
         charter_serve(*args, cwd=tmp_path) as first,
@@ -306,7 +299,7 @@ def test_replicas_given_the_same_keys_share_them_and_a_short_key_is_refused(
     shared = "k" * 64
     env = {"CHARTER_REQUEST_STATE_KEYS": f"{shared} {'o' * 64}"}
     db_a, db_b = sqlite(tmp_path / "a.db"), sqlite(tmp_path / "b.db")
-    key_a, key_b = create_key(db_a, "acme", "ann"), create_key(db_b, "acme", "ann")
+    key_a, key_b = create_key(db_a, "acme", "ann", *NOTES), create_key(db_b, "acme", "ann", *NOTES)
     with (
         charter_serve(target, "--db", db_a, "--stateless", cwd=tmp_path, env=env) as first,
         charter_serve(target, "--db", db_b, "--stateless", cwd=tmp_path, env=env) as second,

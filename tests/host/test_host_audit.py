@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from tests.builders import WRITE_RISK
+from tests.builders import tiered_tool
 
-from charter import ErrorCode, Principal, Registry, ToolBinding, ToolError, define_tool
+from charter import ErrorCode, Principal, Registry, ToolBinding, ToolError
 from charter.audit import AuditEvent, MemoryAuditSink
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.outcome import Completed, Failed
+from charter.tool import Tool
 
 pytestmark = pytest.mark.anyio
 
@@ -42,44 +43,21 @@ async def handler(note: NoteIn) -> NoteOut:
 
 def _registry() -> Registry:
     registry = Registry()
-    registry.register(
-        define_tool(
-            name="read_notes",
-            description="Reads notes.",
-            input_schema=NoteIn,
-            output_schema=NoteOut,
-            handler=handler,
-            tier="read",
-            required_scopes=["notes:read"],
-            tenant_field="tenant_id",
-            delegable=True,
-        ),
-        ToolBinding(capability_id="notes.read", capability_version="v3", owner="notes-team"),
+    read = _note_tool(
+        "read_notes", "read", scopes=("notes:read",), tenant_field="tenant_id", delegable=True
     )
-    registry.register(
-        define_tool(
-            name="write_note",
-            description="Writes a note.",
-            input_schema=NoteIn,
-            output_schema=NoteOut,
-            handler=handler,
-            tier="write",
-            risk_policy=WRITE_RISK,
-            required_scopes=["notes:write"],
-        )
-    )
-    registry.register(
-        define_tool(
-            name="publish_note",
-            description="Publishes a note.",
-            input_schema=NoteIn,
-            output_schema=NoteOut,
-            handler=handler,
-            tier="sensitive",
-            risk_policy=WRITE_RISK,
-        )
-    )
+    binding = ToolBinding(capability_id="notes.read", capability_version="v3", owner="notes-team")
+    registry.register(read, binding)
+    registry.register(_note_tool("write_note", "write", scopes=("notes:write",)))
+    registry.register(_note_tool("publish_note", "sensitive"))
     return registry
+
+
+def _note_tool(
+    name: str, tier: str, scopes: tuple[str, ...] = (), **options: Any
+) -> Tool[Any, Any, Any]:
+    """A note tool on ``handler``; a write gets ``WRITE_RISK``."""
+    return tiered_tool(name, tier, handler, NoteIn, NoteOut, required_scopes=scopes, **options)
 
 
 def _rid() -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import BaseModel
-from tests.builders import risk
+from tests.builders import risk, tiered_tool
 
 from charter import ActionPolicy, InFlight, Principal, RateLimit, Registry, define_tool
 from charter._telemetry import RATE_LIMITED_METRIC
@@ -77,15 +77,7 @@ def registry(
 
     tools = Registry()
     tools.register(
-        define_tool(
-            name="trips.search",
-            description="Search trips.",
-            input_schema=Search,
-            output_schema=Trips,
-            handler=search,
-            tier="read",
-            limits=search_limits or [],
-        )
+        tiered_tool("trips.search", "read", search, Search, Trips, limits=search_limits or [])
     )
     tools.register(
         define_tool(

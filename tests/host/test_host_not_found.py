@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import tiered_tool
 
-from charter import ErrorCode, Failed, Principal, Registry, ToolError, define_tool
+from charter import ErrorCode, Failed, Principal, Registry, ToolError
 from charter.errors import DEFAULT_NEXT_STEPS, UNKNOWN_TOOL_NEXT_STEPS
 from charter.host import Host
 
@@ -34,15 +35,7 @@ def _get_trip(arguments: TripRef) -> Trip:
 def _host() -> Host:
     registry = Registry()
     registry.register(
-        define_tool(
-            name="trips.get",
-            description="Read one trip.",
-            input_schema=TripRef,
-            output_schema=Trip,
-            handler=_get_trip,
-            tier="read",
-            required_scopes=["trips:read"],
-        )
+        tiered_tool("trips.get", "read", _get_trip, TripRef, Trip, required_scopes=["trips:read"])
     )
     return Host(registry)
 

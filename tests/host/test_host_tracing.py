@@ -10,9 +10,9 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
-from tests.builders import WRITE_RISK
+from tests.builders import tiered_tool
 
-from charter import ErrorCode, Principal, Registry, define_tool
+from charter import ErrorCode, Principal, Registry
 from charter._telemetry import DURATION_METRIC, INVOCATIONS_METRIC, UNKNOWN_TOOL
 from charter.host import CallOptions, Host
 from charter.outcome import Completed, Failed, InteractionRequired
@@ -38,29 +38,11 @@ def _host() -> tuple[Host, str]:
     """A host with a uniquely named tool, so cumulative metrics of other tests never mix in."""
     name = "traced_" + uuid.uuid4().hex[:12]
     registry = Registry()
-    registry.register(
-        define_tool(
-            name=name,
-            aliases=[name + "_old"],
-            description="Echoes.",
-            input_schema=In,
-            output_schema=Out,
-            handler=echo,
-            tier="read",
-            required_scopes=["x:read"],
-        )
+    traced = tiered_tool(
+        name, "read", echo, In, Out, aliases=[name + "_old"], required_scopes=["x:read"]
     )
-    registry.register(
-        define_tool(
-            name=name + "_confirm",
-            description="Needs confirmation.",
-            input_schema=In,
-            output_schema=Out,
-            handler=echo,
-            tier="sensitive",
-            risk_policy=WRITE_RISK,
-        )
-    )
+    registry.register(traced)
+    registry.register(tiered_tool(name + "_confirm", "sensitive", echo, In, Out))
     return Host(registry), name
 
 

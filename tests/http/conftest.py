@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -27,22 +27,24 @@ CHROMIUM_ARGS = [
 ]
 
 
+def _serve_standard_app(**options: Any) -> Iterator[Live]:
+    """The standard app (``create_app`` with ``options``) on a fresh lab, while it serves."""
+    lab = Lab()
+    host = build_host(lab)
+    with serve(create_app(host, **options)) as url:
+        yield Live(url=url, host=host, lab=lab)
+
+
 @pytest.fixture(scope="session")
 def live() -> Iterator[Live]:
     """The standard app (no MCP, console on), shared by the tests that need no special setup."""
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host, mcp=False)) as url:
-        yield Live(url=url, host=host, lab=lab)
+    yield from _serve_standard_app(mcp=False)
 
 
 @pytest.fixture(scope="module")
 def both() -> Iterator[Live]:
     """The standard app with MCP mounted at ``/mcp`` beside REST, one per test module."""
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host)) as url:
-        yield Live(url=url, host=host, lab=lab)
+    yield from _serve_standard_app()
 
 
 @pytest.fixture

@@ -73,17 +73,15 @@ async def test_rest_answers_503_with_retry_after_until_the_store_is_back(
 ) -> None:
     url, _ = served
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-        call = await http.post(
+        search = http.build_request(
+            "POST",
             "/v1/tools/trips.search:call",
             json={"query": "lisbon"},
             headers={"Authorization": "Bearer good"},
         )
+        call = await http.send(search)
         down.up = True
-        after = await http.post(
-            "/v1/tools/trips.search:call",
-            json={"query": "lisbon"},
-            headers={"Authorization": "Bearer good"},
-        )
+        after = await http.send(search)
     assert call.status_code == 503
     assert call.headers["retry-after"] == "1"
     assert call.headers["content-type"] == "application/problem+json"
@@ -102,13 +100,15 @@ async def test_mcp_answers_503_with_retry_after(
 ) -> None:
     url, _ = served
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-        response = await http.post(
-            "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
+        initialize = http.build_request(
+            "POST",
+            "/mcp",
+            json=MCP_INITIALIZE,
+            headers={**MCP_HEADERS, "Authorization": "Bearer good"},
         )
+        response = await http.send(initialize)
         down.up = True
-        after = await http.post(
-            "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer good"}
-        )
+        after = await http.send(initialize)
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
     assert response.json()["error"] == "temporarily_unavailable"

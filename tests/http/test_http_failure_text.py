@@ -17,8 +17,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel
+from tests.builders import tiered_tool
 
-from charter import ErrorCode, Registry, ToolError, define_tool
+from charter import ErrorCode, Registry, ToolError
 from charter.auth import Principal, StaticAuthenticator
 from charter.errors import DEFAULT_NEXT_STEPS
 from charter.host import Host
@@ -94,15 +95,7 @@ def url() -> Iterator[str]:
     registry = Registry()
     for name, handler in TOOLS.items():
         registry.register(
-            define_tool(
-                name=name,
-                description="Fail on purpose.",
-                input_schema=Empty,
-                output_schema=Done,
-                handler=handler,
-                tier="read",
-                required_scopes=["lab:run"],
-            )
+            tiered_tool(name, "read", handler, Empty, Done, required_scopes=["lab:run"])
         )
     host = Host(registry, authenticator=StaticAuthenticator({"lab-token": CALLER}))
     with serve(create_app(host)) as base:

@@ -40,23 +40,24 @@ class Live:
         return self.url + "/mcp"
 
 
+def _serve_mcp_app(**options: Any) -> Iterator[Live]:
+    """``create_asgi_app`` with ``options`` on a fresh probe's host, while it serves."""
+    probe = Probe()
+    host = build_host(probe)
+    with serve(create_asgi_app(host, **options)) as url:
+        yield Live(url=url, host=host, probe=probe)
+
+
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
     """Stateful streamable HTTP with bearer authentication (the host's static tokens)."""
-    probe = Probe()
-    host = build_host(probe)
-    with serve(create_asgi_app(host, presenters=PRESENTERS)) as url:
-        yield Live(url=url, host=host, probe=probe)
+    yield from _serve_mcp_app(presenters=PRESENTERS)
 
 
 @pytest.fixture(scope="module")
 def stateless() -> Iterator[Live]:
     """Stateless streamable HTTP answering JSON, as replicas behind a load balancer run it."""
-    probe = Probe()
-    host = build_host(probe)
-    app = create_asgi_app(host, stateless=True, json_response=True, request_state_keys=[KEY])
-    with serve(app) as url:
-        yield Live(url=url, host=host, probe=probe)
+    yield from _serve_mcp_app(stateless=True, json_response=True, request_state_keys=[KEY])
 
 
 KEY = b"k" * 32

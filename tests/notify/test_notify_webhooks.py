@@ -30,7 +30,7 @@ from standardwebhooks import WebhookVerificationError
 from charter import Completed, Failed
 from charter.errors import ConfigurationError
 from charter.host import Host
-from charter.notify import ApprovalEvent, Slack, Webhook
+from charter.notify import ApprovalChange, ApprovalEvent, Slack, Webhook
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
@@ -54,6 +54,19 @@ async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
     async with SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'notify.db'}") as opened:
         await opened.upgrade()
         yield opened
+
+
+def _webhook_host(
+    store: SqlStore, clock: Clock, url: str, event: ApprovalChange, **options: Any
+) -> Host:
+    """A host on ``store`` and ``clock`` whose one webhook posts ``event`` notices to ``url``."""
+    return Host(
+        registry(),
+        store=store,
+        clock=clock,
+        notifiers=[Webhook(url, secret=SECRET, events=[event])],
+        **options,
+    )
 
 
 async def test_every_change_reaches_the_receiver_signed_in_order(store: SqlStore) -> None:
@@ -112,12 +125,7 @@ async def test_a_receiver_failing_twice_gets_the_event_on_the_third_attempt(
 ) -> None:
     clock = Clock()
     with receiving() as (receiver, base):
-        host = Host(
-            registry(),
-            store=store,
-            clock=clock,
-            notifiers=[Webhook(f"{base}/fail/2", secret=SECRET, events=["requested"])],
-        )
+        host = _webhook_host(store, clock, f"{base}/fail/2", "requested")
         approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
         await host.notifications.drain()  # the fast path: attempt 1 failed
         (row,) = await host.effects.list(status="pending")
@@ -142,13 +150,7 @@ async def test_a_receiver_that_keeps_failing_parks_the_notification_dead_until_r
 ) -> None:
     clock = Clock()
     with receiving() as (receiver, base):
-        host = Host(
-            registry(),
-            store=store,
-            clock=clock,
-            notifiers=[Webhook(f"{base}/fail/2", secret=SECRET, events=["requested"])],
-            notify_attempts=2,
-        )
+        host = _webhook_host(store, clock, f"{base}/fail/2", "requested", notify_attempts=2)
         approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
         await host.notifications.drain()
         clock.advance(timedelta(minutes=11))
@@ -201,12 +203,7 @@ async def test_an_unused_approval_tells_it_expired_and_a_decided_one_never_does(
 ) -> None:
     clock = Clock()
     with receiving() as (receiver, base):
-        host = Host(
-            registry(),
-            store=store,
-            clock=clock,
-            notifiers=[Webhook(f"{base}/hooks/exp", secret=SECRET, events=["expired"])],
-        )
+        host = _webhook_host(store, clock, f"{base}/hooks/exp", "expired")
         unused = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
         denied = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
         assert not isinstance(await host.approvals.deny(denied, ADA), Failed)
@@ -279,7 +276,7 @@ def test_a_notifier_never_shows_its_url() -> None:
 
 # What the committed change left in the store, per kind: the approval's status and the
 # ledger entry of the call (None: no call finished).
-_AFTER_CRASH: dict[str, tuple[str, str | None]] = {
+_AFTER_CRASH: dict[ApprovalChange, tuple[str, str | None]] = {
     "requested": ("pending", None),
     "granted": ("approved", None),
     "denied": ("denied", None),
@@ -290,7 +287,7 @@ _AFTER_CRASH: dict[str, tuple[str, str | None]] = {
 
 @pytest.mark.parametrize("kind", list(_AFTER_CRASH))
 async def test_sigkill_between_commit_and_delivery_loses_no_notification(
-    store: SqlStore, tmp_path: Path, kind: str
+    store: SqlStore, tmp_path: Path, kind: ApprovalChange
 ) -> None:
     import os
     import subprocess
@@ -322,12 +319,7 @@ async def test_sigkill_between_commit_and_delivery_loses_no_notification(
         # After the dead process's lease, a worker (here, a new host's) delivers it once.
         clock = Clock()
         clock.advance(timedelta(hours=1, minutes=2) if kind == "expired" else timedelta(seconds=61))
-        host = Host(
-            registry(),
-            store=store,
-            clock=clock,
-            notifiers=[Webhook(url, secret=SECRET, events=[kind])],
-        )
+        host = _webhook_host(store, clock, url, kind)
         assert await host.effects.work(once=True) == 1
         event = await receiver.next("crash")
         assert await host.effects.work(once=True) == 0

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import anyio
 import pytest
 from pydantic import BaseModel
+from tests.builders import tiered_tool
 
-from charter import Completed, ErrorCode, Failed, Principal, RateLimit, Registry, define_tool
+from charter import Completed, ErrorCode, Failed, Principal, RateLimit, Registry
 from charter.host import Host
 from charter.ledger.budgets import Bucket, BudgetStore
 from charter.store import SqlStore
@@ -33,17 +34,8 @@ def search_registry(ran: list[str]) -> Registry:
         return Trips(found=[args.destination])
 
     registry = Registry()
-    registry.register(
-        define_tool(
-            name="trips.search",
-            description="Search trips.",
-            input_schema=Search,
-            output_schema=Trips,
-            handler=search,
-            tier="read",
-            limits=[RateLimit(calls=10, per=60)],
-        )
-    )
+    limits = [RateLimit(calls=10, per=60)]
+    registry.register(tiered_tool("trips.search", "read", search, Search, Trips, limits=limits))
     return registry
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,6 +32,7 @@ __all__ = (
     "KeyOption",
     "Unusable",
     "UrlOption",
+    "chosen",
     "console",
     "display_url",
     "error_console",
@@ -40,6 +41,8 @@ __all__ = (
     "resolve_db",
     "unusable_input",
 )
+
+_T = TypeVar("_T")
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -116,6 +119,13 @@ def console() -> Console:
 def error_console() -> Console:
     """A console on stderr, for notes beside a result and for stdio servers."""
     return Console(highlight=False, stderr=True)
+
+
+def chosen(option: str, value: str, choices: Mapping[str, _T]) -> _T:
+    """What ``value`` names among an option's ``choices``; ``Unusable`` listing them if none."""
+    if value not in choices:
+        raise Unusable(f"{option} must be one of {', '.join(choices)}, not {value!r}")
+    return choices[value]
 
 
 def resolve_db(db: str | None) -> str:

@@ -30,6 +30,7 @@ from charter.cli._common import (
     KeyOption,
     Unusable,
     UrlOption,
+    chosen,
     console,
     resolve_db,
     unusable_input,
@@ -89,9 +90,7 @@ def list_approvals(
 ) -> None:
     """List approvals, newest first (pending ones unless `--status` says otherwise)."""
     with unusable_input(debug):
-        if status not in _STATUSES:
-            raise Unusable(f"--status must be one of {', '.join(_STATUSES)}, not {status!r}")
-        wanted = _STATUSES[status]
+        wanted = chosen("--status", status, _STATUSES)
         if url is not None:
             if tenant is not None:
                 raise Unusable("--tenant reads the store directly; over --url, --key decides")
@@ -123,32 +122,30 @@ def show(
     _print_one(row, json_output)
 
 
-@approvals_app.command("grant")
-def grant(
-    approval_id: ApprovalId,
-    reason: ReasonOption = None,
-    key: KeyOption = None,
-    url: UrlOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
-    """Grant a pending approval, as the approver whose `--key` this is."""
-    _decide(approval_id, "grant", reason, key, url, db, json_output, debug)
+def _decision_command(decision: str, doc: str) -> Callable[..., None]:
+    """The `grant` or `deny` command: the same options, one decision."""
+
+    def command(
+        approval_id: ApprovalId,
+        reason: ReasonOption = None,
+        key: KeyOption = None,
+        url: UrlOption = None,
+        db: DbOption = None,
+        json_output: JsonOption = False,
+        debug: DebugOption = False,
+    ) -> None:
+        _decide(approval_id, decision, reason, key, url, db, json_output, debug)
+
+    command.__doc__ = doc
+    return approvals_app.command(decision)(command)
 
 
-@approvals_app.command("deny")
-def deny(
-    approval_id: ApprovalId,
-    reason: ReasonOption = None,
-    key: KeyOption = None,
-    url: UrlOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
-    """Deny a pending approval (or revoke a granted one not yet used), as `--key`."""
-    _decide(approval_id, "deny", reason, key, url, db, json_output, debug)
+grant = _decision_command(
+    "grant", "Grant a pending approval, as the approver whose `--key` this is."
+)
+deny = _decision_command(
+    "deny", "Deny a pending approval (or revoke a granted one not yet used), as `--key`."
+)
 
 
 def _decide(

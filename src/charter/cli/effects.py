@@ -18,6 +18,7 @@ from charter.cli._common import (
     DebugOption,
     JsonOption,
     Unusable,
+    chosen,
     console,
     error_console,
     resolve_db,
@@ -132,9 +133,8 @@ def list_effects(
 ) -> None:
     """List effects, newest first."""
     with unusable_input(debug):
-        if status not in _STATUSES:
-            raise Unusable(f"--status must be one of {', '.join(_STATUSES)}, not {status!r}")
-        records = asyncio.run(_list(resolve_db(db), _STATUSES[status], tenant, request_id, limit))
+        wanted = chosen("--status", status, _STATUSES)
+        records = asyncio.run(_list(resolve_db(db), wanted, tenant, request_id, limit))
     if json_output:
         typer.echo(json.dumps([_as_json(r) for r in records], indent=2))
         return

@@ -23,6 +23,7 @@ from charter.cli._common import (
     DebugOption,
     JsonOption,
     Unusable,
+    chosen,
     console,
     display_url,
     error_console,
@@ -105,8 +106,7 @@ def create_key(
     details go to stderr.
     """
     with unusable_input(debug):
-        if kind not in _KINDS:
-            raise Unusable(f"--kind must be one of {', '.join(_KINDS)}, not {kind!r}")
+        holder = chosen("--kind", kind, _KINDS)
         expires_at = datetime.now(UTC) + parse_duration(expires_in) if expires_in else None
 
         async def create(store: SqlStore) -> tuple[str, ApiKeyRecord]:
@@ -115,7 +115,7 @@ def create_key(
                     tenant_id=tenant,
                     subject=subject,
                     scopes=scope or [],
-                    kind=_KINDS[kind],
+                    kind=holder,
                     name=name,
                     expires_at=expires_at,
                 )

@@ -116,12 +116,26 @@ def _effect_action(operation_id: str, summary: str) -> dict[str, Any]:
     }
 
 
-def fixed_paths() -> dict[str, Any]:
-    approval_id = _path_param("approval_id", "The approval's id (apr_…).")
-    decision = {
-        "required": False,
-        "content": _json_content("Decision"),
+def _approval_decision(operation_id: str, summary: str) -> dict[str, Any]:
+    """``POST /v1/approvals/{approval_id}:<decision>``: an approver decides, with a reason."""
+    return {
+        "post": _operation(
+            operation_id,
+            summary,
+            tag="approvals",
+            ok="Approval",
+            problems=(400, 401, 403, 404, 413, 422),
+            parameters=[_approval_id()],
+            request={"required": False, "content": _json_content("Decision")},
+        )
     }
+
+
+def _approval_id() -> dict[str, Any]:
+    return _path_param("approval_id", "The approval's id (apr_…).")
+
+
+def fixed_paths() -> dict[str, Any]:
     return {
         "/v1/tools": {
             "get": _operation(
@@ -238,31 +252,17 @@ def fixed_paths() -> dict[str, Any]:
                 tag="approvals",
                 ok="Approval",
                 problems=(401, 404),
-                parameters=[approval_id],
+                parameters=[_approval_id()],
             )
         },
-        "/v1/approvals/{approval_id}:grant": {
-            "post": _operation(
-                "grantApproval",
-                "Grant a pending approval (scope charter:approve, same tenant, not your own).",
-                tag="approvals",
-                ok="Approval",
-                problems=(400, 401, 403, 404, 413, 422),
-                parameters=[approval_id],
-                request=decision,
-            )
-        },
-        "/v1/approvals/{approval_id}:deny": {
-            "post": _operation(
-                "denyApproval",
-                "Deny a pending approval, or revoke a granted one that was not used yet.",
-                tag="approvals",
-                ok="Approval",
-                problems=(400, 401, 403, 404, 413, 422),
-                parameters=[approval_id],
-                request=decision,
-            )
-        },
+        "/v1/approvals/{approval_id}:grant": _approval_decision(
+            "grantApproval",
+            "Grant a pending approval (scope charter:approve, same tenant, not your own).",
+        ),
+        "/v1/approvals/{approval_id}:deny": _approval_decision(
+            "denyApproval",
+            "Deny a pending approval, or revoke a granted one that was not used yet.",
+        ),
         "/v1/audit": {
             "get": _operation(
                 "listAuditEvents",
