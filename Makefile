@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-gateway setup test pytest lint typecheck bench clean
+.PHONY: run run-gateway setup test test-serial lint typecheck bench clean
 
 # Parallel pytest workers for `make test` (pytest-xdist). More than cores: most tests wait on
 # servers and subprocesses, not on the CPU. `TEST_WORKERS=0` runs in one process.
@@ -43,16 +43,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src examples
 
-# Lint first (seconds), then mypy beside pytest: mypy is half a minute of CPU (more on a clean
-# clone), and pytest leaves the CPU idle while its tests wait on servers. Either failing fails
-# `make test` (make waits for the other, then exits non-zero). README "Running the tests".
+# Lint first (seconds); then most tests in parallel; then the `serial` ones (PostgreSQL
+# restarts and faults, the browser) alone, with mypy beside them: those tests mostly wait on
+# the server and the browser, so mypy's half minute of CPU costs no wall time there (and not
+# earlier, where tests/test_typing.py runs mypy on the same cache). Any failure fails
+# `make test` (make waits for the other job, then exits non-zero), including pytest's exit 5
+# (no test collected). README "Running the tests".
 test: setup lint
-	$(MAKE) --no-print-directory -j2 typecheck pytest
-
-# Most tests in parallel; the `serial` ones (PostgreSQL restarts and faults, the browser) alone
-# after. Either run fails, including pytest's exit 5 (no test collected).
-pytest: $(STAMP)
 	$(PYTEST) -m "not serial" -n $(TEST_WORKERS) --dist loadfile
+	$(MAKE) --no-print-directory -j2 typecheck test-serial
+
+test-serial: $(STAMP)
 	$(PYTEST) -m serial
 
 # The throughput cases need the bench extra (FastAPI, FastMCP) and Debian's wrk.
