@@ -4,11 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-gateway setup test lint typecheck bench clean
+.PHONY: run run-gateway setup test test-serial lint typecheck bench clean
 
 # Parallel pytest workers for `make test` (pytest-xdist). More than cores: most tests wait on
 # servers and subprocesses, not on the CPU. `TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 4
+
+# pytest writes bytecode even where PYTHONDONTWRITEBYTECODE is set: each worker and the serial
+# run import and assertion-rewrite every test module, about 6 s of CPU per process without
+# the cached .pyc files (git ignores __pycache__/).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 # The venv is rebuilt whenever pyproject.toml changes (the stamp is older).
 $(STAMP): pyproject.toml
@@ -38,11 +43,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src examples
 
-# Most tests in parallel; the `serial` ones (PostgreSQL faults, crashes, the browser) alone
-# after. Either run fails `make test`, including pytest's exit 5 (no test collected).
-test: setup lint typecheck
-	$(BIN)/python -m pytest -m "not serial" -n $(TEST_WORKERS) --dist loadfile
-	$(BIN)/python -m pytest -m serial
+# Lint first (seconds); then most tests in parallel; then the `serial` ones (PostgreSQL
+# restarts and faults, the browser) alone, with mypy beside them: those tests mostly wait on
+# the server and the browser, so mypy's half minute of CPU costs no wall time there (and not
+# earlier, where tests/test_typing.py runs mypy on the same cache). Any failure fails
+# `make test` (make waits for the other job, then exits non-zero), including pytest's exit 5
+# (no test collected). README "Running the tests".
+test: setup lint
+	$(PYTEST) -m "not serial" -n $(TEST_WORKERS) --dist loadfile
+	$(MAKE) --no-print-directory -j2 typecheck test-serial
+
+test-serial: $(STAMP)
+	$(PYTEST) -m serial
 
 # The throughput cases need the bench extra (FastAPI, FastMCP) and Debian's wrk.
 bench: $(STAMP)

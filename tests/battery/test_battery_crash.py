@@ -37,7 +37,9 @@ from battery_support import (
 
 from charter import Completed
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.serial]
+# Not `serial`: each test kills only its own child process, on its own database (a file in
+# tmp_path or a schema of its own), so the parallel run's other tests cannot notice.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CHILD = Path(__file__).with_name("crash_child.py")
 CRASHED = 3

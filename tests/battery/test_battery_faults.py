@@ -64,7 +64,10 @@ from charter import ErrorCode, Failed, Registry, ToolContext
 from charter.host import Host
 from charter.store import SqlStore
 
-pytestmark = [pytest.mark.anyio, pytest.mark.serial]
+# Only K03 and K04 are `serial` (run alone after the parallel run of `make test`): they end
+# PostgreSQL connections and restart the server. K06 and T07 crash only their own process or
+# child, on a database of their own, so they run in parallel like the crash tests.
+pytestmark = pytest.mark.anyio
 
 AUDIT = "charter_audit_events"
 
@@ -128,6 +131,7 @@ async def killed_mid_transaction(pg_url: str) -> tuple[Failed, Observer, Host, d
     return outcome, observer, host, arguments
 
 
+@pytest.mark.serial
 async def test_K03_connection_killed_mid_transaction_leaves_nothing_and_the_retry_runs_once(
     pg_url: str,
 ) -> None:
@@ -149,6 +153,7 @@ async def test_K03_connection_killed_mid_transaction_leaves_nothing_and_the_retr
         await observer.aclose()
 
 
+@pytest.mark.serial
 async def test_K03_connection_killed_mid_transaction_is_a_retryable_error(pg_url: str) -> None:
     outcome, observer, host, _ = await killed_mid_transaction(pg_url)
     try:
@@ -183,6 +188,7 @@ LOST_AT_COMMIT = (
 )
 
 
+@pytest.mark.serial
 async def test_K03_a_connection_lost_during_commit_is_retryable_and_says_it_may_have_committed(
     pg_url: str,
 ) -> None:
@@ -365,6 +371,7 @@ class Load:
             self.progress.wait_for(lambda: self.answered >= answered, timeout=K04_DEADLINE)
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.timeout(400)
