@@ -243,6 +243,43 @@ async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
     assert refused.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
 
 
+@_SUBSCRIBE_DEPRECATED
+@pytest.mark.parametrize("era", ["legacy", "auto"], ids=["subscribe", "listen"])
+async def test_a_subscriber_is_not_told_when_another_tenants_same_named_resource_changes(
+    served: tuple[str, Host], era: str
+) -> None:
+    """trip://{trip_id} resolves in the reader's tenant: acme's T-1 changing is not globex's."""
+    url, _ = served
+    updated: list[str] = []
+    told = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(message.params.uri)
+            told.set()
+
+    uris = ["trip://T-1", "trip://T-9"]
+    async with connect(url, "ada-token") as acme:
+        handler = on_message if era == "legacy" else None
+        async with connect(url, "gus-token", mode=era, message_handler=handler) as globex:
+            if era == "legacy":
+                for uri in uris:
+                    await globex.subscribe_resource(uri)
+                await acme.call_tool("trips.touch", {"trip_id": "T-1"})
+                await globex.call_tool("trips.touch", {"trip_id": "T-9"})
+                with anyio.fail_after(10):
+                    await told.wait()
+            else:
+                async with globex.listen(resource_subscriptions=uris) as subscription:
+                    await acme.call_tool("trips.touch", {"trip_id": "T-1"})
+                    await globex.call_tool("trips.touch", {"trip_id": "T-9"})
+                    with anyio.fail_after(10):
+                        event = await anext(aiter(subscription))
+                    updated.append(event.uri)  # type: ignore[union-attr]
+    # Told in order: had acme's change reached globex, it would have come first.
+    assert updated == ["trip://T-9"]
+
+
 # -- subscriptions/listen (2026-07-28) ------------------------------------------------------
 
 
