@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from charter import tool
 from charter.host import Host
 from charter.mcp import OUTCOME_META_KEY, create_asgi_app, create_server
-from content_support import build_content_host
+from content_support import ADA, GUS, build_content_host
 
 pytestmark = pytest.mark.anyio
 
@@ -316,3 +316,23 @@ async def test_a_listen_stream_hears_that_the_tool_list_changed() -> None:
             with anyio.fail_after(10):
                 event = await anext(aiter(subscription))
     assert event == ToolsListChanged()
+
+
+async def test_one_principal_cannot_hold_every_listen_stream() -> None:
+    host = build_content_host()
+    ada, gus = (create_server(host, principal=p) for p in (ADA, GUS))
+    async with Client(ada, mode="auto") as flooding, Client(gus, mode="auto") as other:
+        async with AsyncExitStack() as streams:
+            for _ in range(16):
+                await streams.enter_async_context(flooding.listen(tools_list_changed=True))
+            with pytest.raises(MCPError) as refused:
+                async with flooding.listen(tools_list_changed=True):
+                    pass
+            # Another principal, the same subject in another tenant, still listens.
+            async with other.listen(tools_list_changed=True) as theirs:
+                assert theirs.honored.tools_list_changed is True
+        # Ended streams no longer count.
+        async with flooding.listen(tools_list_changed=True) as again:
+            assert again.honored.tools_list_changed is True
+    assert refused.value.code == types.INVALID_REQUEST
+    assert "16 listen streams" in refused.value.message

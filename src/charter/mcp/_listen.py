@@ -12,6 +12,7 @@ read that URI for that tenant.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,9 @@ Context = ServerRequestContext[Any, Any]
 
 _MOST_STREAMS = 1024
 """Listen streams open at once on one server (the SDK's ``ListenHandler`` default)."""
+_MOST_STREAMS_PER_PRINCIPAL = 16
+"""Listen streams one principal, (home tenant, subject), may hold open at once (anonymous
+callers count as one): one key cannot take every stream the server allows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,7 @@ class Listening:
         self.host = host
         self.principal_of = principal_of
         self.bus: SubscriptionBus = bus if bus is not None else InMemorySubscriptionBus()
-        self._open = 0
+        self._open: Counter[str | None] = Counter()
         self.unwatch = host.content.watch(self.resource_updated)
 
     async def listen(
@@ -100,15 +104,24 @@ class Listening:
             if refusal is not None:
                 raise content_error(refusal, resource=True)
             tenants[uri] = self.host.content.reader_tenant(uri, principal)
-        if self._open >= _MOST_STREAMS:
+        owner = principal.key if principal is not None else None
+        if self._open.total() >= _MOST_STREAMS:
             raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached")
+        if self._open[owner] >= _MOST_STREAMS_PER_PRINCIPAL:
+            raise MCPError(
+                types.INVALID_REQUEST,
+                f"This caller already has {_MOST_STREAMS_PER_PRINCIPAL} listen streams open: "
+                "end one (or listen for everything on one stream) first.",
+            )
         # One handler per stream, over a view that knows this reader's tenants.
         handler = ListenHandler(_ReaderView(self.bus, tenants))
-        self._open += 1
+        self._open[owner] += 1
         try:
             return await handler(ctx, params)
         finally:
-            self._open -= 1
+            self._open[owner] -= 1
+            if not self._open[owner]:
+                del self._open[owner]
 
     async def resource_updated(self, uri: str, tenant_id: str | None = None) -> None:
         """Tell listen streams subscribed to ``uri`` (read for ``tenant_id``) that it changed."""
