@@ -207,6 +207,10 @@ def test_no_wildcard_grant_and_no_agent_changes_an_effect_even_holding_admin(
     # Re-driving or giving up on an effect is a person's act, as deciding an approval is.
     agent = post(url, "admin-agent", f"{key}:retry")
     assert agent.status_code == 403 and agent.json()["reason"] == "not_a_person"
+    # Nor does a wildcard see the tenant's effects (it staged none) or name another tenant.
+    for grant in ("*", "*:*", "charter:*"):
+        assert get(url, f"wild {grant}").json()["effects"] == []
+        assert get(url, f"wild {grant}", tenant="globex").status_code == 403
     assert get(url, "admin", status="dead").json()["effects"][0]["key"] == key
 
 
