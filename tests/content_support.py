@@ -131,10 +131,10 @@ def build_content_host() -> Host:
     host = Host(registry, authenticator=StaticAuthenticator(TOKENS))
 
     @tool(name="trips.touch", tier="read", required_scopes=("trips:read",))
-    async def touch(ref: TripRef) -> Touched:
-        """Say that a trip changed."""
+    async def touch(ref: TripRef, ctx: ToolContext) -> Touched:
+        """Say that a trip of the caller's tenant changed."""
         uri = f"trip://{ref.trip_id}"
-        await host.content.updated(uri)
+        await host.content.updated(uri, tenant_id=ctx.tenant_id)
         return Touched(uri=uri)
 
     registry.register(touch)

@@ -105,7 +105,7 @@ async def build_host(store: SqlStore) -> Host:
             trips=trips,
             memories=memories,
             payments=payments,
-            resource_updated=lambda uri: travel.content.updated(uri),
+            resource_updated=lambda uri, tenant: travel.content.updated(uri, tenant_id=tenant),
         )
 
     def content_context(principal: Principal | None) -> TravelContext:

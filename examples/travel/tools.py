@@ -35,8 +35,8 @@ class TravelContext(ToolContext):
     trips: TripService
     memories: MemoryService
     payments: PaymentProvider
-    resource_updated: Callable[[str], Awaitable[None]] | None = None
-    """``host.content.updated``: tells MCP sessions subscribed to a resource that it changed."""
+    resource_updated: Callable[[str, str], Awaitable[None]] | None = None
+    """``host.content.updated``: tells MCP sessions subscribed to a tenant's resource it changed."""
 
 
 # -- models ----------------------------------------------------------------------------
@@ -316,8 +316,9 @@ async def _update(ctx: TravelContext, trip_id: str, **values: str) -> Trip:
     if announce is not None:
         # After the call commits, never for one that rolls back: a subscriber that reads
         # trip://… again then sees the change.
-        uri = f"trip://{row['id']}"
-        ctx.wait_until(lambda: announce(uri))
+        # trip://{trip_id} resolves in the reader's tenant: say whose trip changed.
+        uri, tenant = f"trip://{row['id']}", ctx.tenant_id
+        ctx.wait_until(lambda: announce(uri, tenant))
     return Trip.model_validate(row)
 
 

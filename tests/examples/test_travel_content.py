@@ -110,6 +110,14 @@ async def test_a_trip_subscriber_is_told_of_committed_changes_only(travel: Trave
             if len(told) == 2:
                 arrived.set()
 
+    globex_told: list[str] = []
+    oslo_told = anyio.Event()
+
+    async def on_globex_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            globex_told.append(message.params.uri)
+            oslo_told.set()
+
     user = User(
         types.ElicitResult(action="decline"),
         types.ElicitResult(action="accept", content={"confirm": True}),
@@ -122,9 +130,16 @@ async def test_a_trip_subscriber_is_told_of_committed_changes_only(travel: Trave
             message_handler=on_message,
             elicitation_callback=user,
         ) as agent,
-        Client(create_server(travel.host, principal=GLOBEX_AGENT), mode="legacy") as globex,
+        Client(
+            create_server(travel.host, principal=GLOBEX_AGENT),
+            mode="legacy",
+            message_handler=on_globex_message,
+        ) as globex,
     ):
         await agent.subscribe_resource(uri)
+        # Globex guesses acme's trip id: trip://… resolves in its own tenant, so it is not told.
+        await globex.subscribe_resource(uri)
+        await globex.subscribe_resource("trip://trp_oslo0001")
         # Refused or rolled back: nothing changed, nobody is told.
         foreign = await globex.call_tool("trips.rename", {**lisbon, "name": "x", **controls()})
         declined = await agent.call_tool(
@@ -149,5 +164,11 @@ async def test_a_trip_subscriber_is_told_of_committed_changes_only(travel: Trave
         )
         with anyio.fail_after(10):
             await arrived.wait()
+        oslo = {"trip_id": "trp_oslo0001", "name": "Oslo board", **controls()}
+        assert not (await globex.call_tool("trips.rename", oslo)).is_error
+        with anyio.fail_after(10):
+            await oslo_told.wait()
+    # Told in order: acme's two changes would have come first.
+    assert globex_told == ["trip://trp_oslo0001"]
     assert (renamed.is_error, cancelled.is_error) == (False, False)
     assert told == [(uri, ("Lisbon summit", "planned")), (uri, ("Lisbon summit", "cancelled"))]

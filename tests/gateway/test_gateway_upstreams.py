@@ -585,3 +585,35 @@ async def test_charters_own_mcp_clients_are_told_when_an_upstreams_tools_change(
             after = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
     assert "changing.secret" not in before
     assert "changing.secret" in after
+
+
+async def test_an_upstream_password_argument_is_bound_by_the_approval_but_never_shown() -> None:
+    script = Path(__file__).with_name("secret_server.py")
+    vault = UpstreamConfig(
+        name="vault",
+        command=(sys.executable, str(script)),
+        default=ToolPolicy(tier="sensitive", approval=True),
+    )
+    request_id = str(uuid.uuid4())
+    signing_in = {"user": "ada", "password": "canary-hunter2"}
+    async with governed(vault) as (host, gateway):
+        asked = await host.invoke(
+            "vault.sign_in", {**signing_in, **controls(request_id, confirmed=True)}, ALICE
+        )
+        assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+        approval = await host.approvals.get(BOB, asked.approval_id)
+        await host.approvals.grant(asked.approval_id, BOB)
+        approved = controls(request_id, confirmed=True, approvalId=asked.approval_id)
+        swapped = await host.invoke(
+            "vault.sign_in", {**signing_in, "password": "another", **approved}, ALICE
+        )
+        done = await host.invoke("vault.sign_in", {**signing_in, **approved}, ALICE)
+        assert calls(gateway, "vault") == 1
+        stored = await host.store.get_entry("acme", "acme/alice", request_id)
+    # The SDK marks a SecretStr parameter writeOnly: bound, never shown nor stored.
+    assert approval is not None
+    assert approval.arguments == {"user": "ada", "password": {"$secret": "bound"}}
+    assert "canary" not in repr(asked) and "canary" not in repr(stored)
+    assert isinstance(swapped, Failed) and swapped.reason == "fingerprint_mismatch"
+    assert isinstance(done, Completed)
+    assert "14-character password" in json.dumps(done.output)

@@ -23,7 +23,19 @@ APPROVER = Principal(
     subject="sam", tenant_id="acme", kind="person", scopes=frozenset({"charter:approve"})
 )
 ADMIN = Principal(subject="olga", tenant_id="acme", kind="person", scopes=frozenset({"admin"}))
+GLOBEX_ADMIN = Principal(
+    subject="olga", tenant_id="globex", kind="person", scopes=frozenset({"admin"})
+)
+"""Another tenant's admin with the acme admin's subject."""
+ADMIN_AGENT = Principal(subject="bot", tenant_id="acme", kind="agent", scopes=frozenset({"admin"}))
+WILDCARDS = {
+    grant: Principal(subject="wild", tenant_id="acme", kind="person", scopes=frozenset({grant}))
+    for grant in ("*", "*:*", "charter:*", "charter:approve")
+}
 TOKENS = {
+    **{f"wild {grant}": principal for grant, principal in WILDCARDS.items()},
+    "globex-admin": GLOBEX_ADMIN,
+    "admin-agent": ADMIN_AGENT,
     "agent": AGENT,
     "other-agent": OTHER_AGENT,
     "globex-agent": SAME_SUBJECT_OTHER_TENANT,
@@ -183,6 +195,40 @@ def test_only_admins_change_effects_and_unknown_keys_are_404(
     missing = post(url, "admin", "eff_nope:discard")
     assert missing.status_code == 404 and missing.json()["reason"] == "effect_not_found"
     assert post(url, "admin", f"{key}:explode").status_code in (404, 405)
+
+
+def test_no_wildcard_grant_and_no_agent_changes_an_effect_even_holding_admin(
+    dead: tuple[str, FakeProvider, str],
+) -> None:
+    url, _, key = dead
+    for grant in WILDCARDS:
+        refused = post(url, f"wild {grant}", f"{key}:retry")
+        assert refused.status_code == 403 and refused.json()["reason"] == "insufficient_scope"
+    # Re-driving or giving up on an effect is a person's act, as deciding an approval is.
+    agent = post(url, "admin-agent", f"{key}:retry")
+    assert agent.status_code == 403 and agent.json()["reason"] == "not_a_person"
+    # Nor does a wildcard see the tenant's effects (it staged none) or name another tenant.
+    for grant in ("*", "*:*", "charter:*"):
+        assert get(url, f"wild {grant}").json()["effects"] == []
+        assert get(url, f"wild {grant}", tenant="globex").status_code == 403
+    assert get(url, "admin", status="dead").json()["effects"][0]["key"] == key
+
+
+def test_another_tenants_admin_changes_an_effect_audited_as_its_own_principal(
+    dead: tuple[str, FakeProvider, str],
+) -> None:
+    url, _, key = dead
+    assert post(url, "globex-admin", f"{key}:discard").json()["status"] == "discarded"
+    [event] = [e for e in get_audit(url, "admin") if e["action"] == "effect.discard"]
+    assert (event["subject"], event["principalTenant"], event["tenant"]) == (
+        "olga",
+        "globex",
+        "acme",
+    )
+    assert event["delegated"] is True and event["adminUsed"] is True
+    # The acme admin with the same subject did not do it: its own events show none.
+    own = [e for e in get_audit(url, "admin") if e["principalTenant"] == "acme"]
+    assert not [e for e in own if e["action"] == "effect.discard"]
 
 
 def test_the_openapi_document_describes_retry_and_discard(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from charter import tool
 from charter.host import Host
 from charter.mcp import OUTCOME_META_KEY, create_asgi_app, create_server
-from content_support import build_content_host
+from content_support import ADA, GUS, build_content_host
 
 pytestmark = pytest.mark.anyio
 
@@ -201,6 +201,21 @@ async def test_reads_and_prompts_are_audited_with_the_caller_and_tenant(
 _SUBSCRIBE_DEPRECATED = pytest.mark.filterwarnings(
     "ignore:resources/.*subscribe is removed:mcp.shared.exceptions.MCPDeprecationWarning"
 )
+_BOTH_ERAS = pytest.mark.parametrize("era", ["legacy", "auto"], ids=["subscribe", "listen"])
+"""Handshake-era ``resources/subscribe`` and 2026-07-28 ``subscriptions/listen``."""
+
+
+class _Updates:
+    """A client's message handler that keeps the URIs of resource-updated notifications."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.told = anyio.Event()
+
+    async def __call__(self, message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(message.params.uri)
+            self.told.set()
 
 
 @_SUBSCRIBE_DEPRECATED
@@ -208,27 +223,20 @@ async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
     served: tuple[str, Host],
 ) -> None:
     url, _ = served
-    updated: list[str] = []
-    told = anyio.Event()
-
-    async def on_message(message: object) -> None:
-        if isinstance(message, types.ResourceUpdatedNotification):
-            updated.append(message.params.uri)
-            told.set()
-
-    async with connect(url, "ada-token", mode="legacy", message_handler=on_message) as client:
+    updates = _Updates()
+    async with connect(url, "ada-token", mode="legacy", message_handler=updates) as client:
         await client.subscribe_resource("trip://T-1")
         await client.subscribe_resource("trip://T-2")
         await client.unsubscribe_resource("trip://T-2")
         await client.call_tool("trips.touch", {"trip_id": "T-2"})
         await client.call_tool("trips.touch", {"trip_id": "T-1"})
         with anyio.fail_after(10):
-            await told.wait()
-    assert updated == ["trip://T-1"]
+            await updates.told.wait()
+    assert updates.uris == ["trip://T-1"]
 
 
 @_SUBSCRIBE_DEPRECATED
-@pytest.mark.parametrize("era", ["legacy", "auto"], ids=["subscribe", "listen"])
+@_BOTH_ERAS
 async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
     served: tuple[str, Host], era: str
 ) -> None:
@@ -241,6 +249,36 @@ async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
                 async with client.listen(resource_subscriptions=["trip://T-1"]):
                     pass
     assert refused.value.data[OUTCOME_META_KEY]["code"] == "AUTHORIZATION_DENIED"
+
+
+@_SUBSCRIBE_DEPRECATED
+@_BOTH_ERAS
+async def test_a_subscriber_is_not_told_when_another_tenants_same_named_resource_changes(
+    era: str, served: tuple[str, Host]
+) -> None:
+    """trip://{trip_id} resolves in the reader's tenant: acme's T-1 changing is not globex's."""
+    url = served[0]
+    updates = _Updates()
+    uris = ["trip://T-1", "trip://T-9"]
+    async with connect(url, "ada-token") as acme:
+        handler = updates if era == "legacy" else None
+        async with connect(url, "gus-token", mode=era, message_handler=handler) as globex:
+            changes = ({"trip_id": "T-1"}, acme), ({"trip_id": "T-9"}, globex)
+            if era == "legacy":
+                for uri in uris:
+                    await globex.subscribe_resource(uri)
+                for trip_id, client in changes:
+                    await client.call_tool("trips.touch", trip_id)
+                with anyio.fail_after(10):
+                    await updates.told.wait()
+            else:
+                async with globex.listen(resource_subscriptions=uris) as subscription:
+                    for trip_id, client in changes:
+                        await client.call_tool("trips.touch", trip_id)
+                    with anyio.fail_after(10):
+                        updates.uris.append((await anext(aiter(subscription))).uri)  # type: ignore[union-attr]
+    # Told in order: had acme's change reached globex, it would have come first.
+    assert updates.uris == ["trip://T-9"]
 
 
 # -- subscriptions/listen (2026-07-28) ------------------------------------------------------
@@ -278,3 +316,23 @@ async def test_a_listen_stream_hears_that_the_tool_list_changed() -> None:
             with anyio.fail_after(10):
                 event = await anext(aiter(subscription))
     assert event == ToolsListChanged()
+
+
+async def test_one_principal_cannot_hold_every_listen_stream() -> None:
+    host = build_content_host()
+    ada, gus = (create_server(host, principal=p) for p in (ADA, GUS))
+    async with Client(ada, mode="auto") as flooding, Client(gus, mode="auto") as other:
+        async with AsyncExitStack() as streams:
+            for _ in range(16):
+                await streams.enter_async_context(flooding.listen(tools_list_changed=True))
+            with pytest.raises(MCPError) as refused:
+                async with flooding.listen(tools_list_changed=True):
+                    pass
+            # Another principal, the same subject in another tenant, still listens.
+            async with other.listen(tools_list_changed=True) as theirs:
+                assert theirs.honored.tools_list_changed is True
+        # Ended streams no longer count.
+        async with flooding.listen(tools_list_changed=True) as again:
+            assert again.honored.tools_list_changed is True
+    assert refused.value.code == types.INVALID_REQUEST
+    assert "16 listen streams" in refused.value.message

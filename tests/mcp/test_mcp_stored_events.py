@@ -77,6 +77,8 @@ def build_registry(gate: threading.Event) -> Registry:
 
 
 ADA = Principal(subject="ada", tenant_id="acme", scopes=frozenset(), kind="agent")
+GUS = Principal(subject="ada", tenant_id="globex", scopes=frozenset(), kind="agent")
+"""Another tenant's principal with ADA's subject."""
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -94,7 +96,7 @@ def sql_host(db: str, gate: threading.Event) -> Host:
     return Host(
         build_registry(gate),
         store=SqlStore(db),
-        authenticator=StaticAuthenticator({"ada-token": ADA}),
+        authenticator=StaticAuthenticator({"ada-token": ADA, "gus-token": GUS}),
     )
 
 
@@ -188,6 +190,23 @@ def stored_events(db: str) -> int:
     return int(count)
 
 
+async def hang_up_mid_call(
+    http: httpx2.AsyncClient, url: str, session: dict[str, str], name: str = "two_steps"
+) -> str:
+    """Call ``held`` (JSON-RPC id 7), read up to its first log message, hang up; its id."""
+    seen: list[tuple[str | None, Any]] = []
+    async with http.stream("POST", url, json=call(7, "held", name), headers=session) as response:
+        async for event_id, message in sse(response):
+            seen.append((event_id, message))
+            if message is not None:
+                break
+    last_id, first = seen[-1]
+    assert first["params"]["data"] == "held: first"
+    assert seen[0][1] is None  # the priming event came first
+    assert last_id is not None
+    return last_id
+
+
 @pytest.mark.parametrize("name", ["two_steps", "ledgered_steps"])
 async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
     db: str, name: str
@@ -197,16 +216,7 @@ async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
         url = base + "/mcp"
         async with httpx2.AsyncClient(timeout=httpx2.Timeout(WAIT_SECONDS)) as http:
             a = await open_session(http, url)
-            # Session A's call: read up to its first log message, then hang up mid-call.
-            seen: list[tuple[str | None, Any]] = []
-            async with http.stream("POST", url, json=call(7, "held", name), headers=a) as response:
-                async for event_id, message in sse(response):
-                    seen.append((event_id, message))
-                    if message is not None:
-                        break
-            last_id, first = seen[-1]
-            assert first["params"]["data"] == "held: first"
-            assert seen[0][1] is None  # the priming event came first
+            last_id = await hang_up_mid_call(http, url, a, name)
 
             # Session B calls with the same JSON-RPC id, so the same stream id, and ends (an
             # unledgered call: a held ledgered one holds SQLite's write lock until it ends).
@@ -232,6 +242,33 @@ async def test_a_broken_stream_resumes_from_the_store_with_its_own_events_only(
     assert replayed[-1]["id"] == 7
     assert replayed[-1]["result"]["structuredContent"] == {"label": "held"}
     assert stored_events(db) > 0  # in the database, not in the process
+
+
+async def test_no_other_session_nor_principal_replays_a_sessions_stored_events(db: str) -> None:
+    gate = threading.Event()
+    with serve(create_asgi_app(sql_host(db, gate))) as base:
+        url = base + "/mcp"
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(WAIT_SECONDS)) as http:
+            a = await open_session(http, url)
+            last_id = await hang_up_mid_call(http, url, a)
+            gate.set()
+            await until_stored(db, a["Mcp-Session-Id"], "7")
+            # Another session of the same principal, presenting A's event id: nothing of A's.
+            b = await open_session(http, url)
+            async with http.stream("GET", url, headers={**b, "Last-Event-ID": last_id}) as got:
+                status, foreign = got.status_code, [m async for _, m in sse(got)]
+            # The same subject in another tenant, presenting A's session and event id.
+            stolen = {**a, "Authorization": "Bearer gus-token", "Last-Event-ID": last_id}
+            other_tenant = await http.get(url, headers=stolen)
+            # A itself still resumes: the attempts above took nothing from it.
+            resume = {**a, "Last-Event-ID": last_id}
+            async with http.stream("GET", url, headers=resume) as response:
+                async for _, message in sse(response):
+                    if message is not None and "result" in message:
+                        break
+    assert status == 200 and foreign == []
+    assert other_tenant.status_code == 404
+    assert message is not None and message["result"]["structuredContent"] == {"label": "held"}
 
 
 async def test_after_a_restart_the_old_session_is_unknown_and_prune_deletes_its_events(

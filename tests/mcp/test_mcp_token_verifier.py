@@ -53,6 +53,20 @@ async def test_the_same_subject_in_two_tenants_gets_two_client_ids() -> None:
     assert (mine.client_id, theirs.client_id) == ("acme/alice", "globex/alice")
 
 
+async def test_a_tenant_with_a_slash_never_shares_a_client_id_with_another_tenant() -> None:
+    # Without escaping, both would be client "acme/x/k1" with subject "x/k1": one session.
+    keyed = Principal(subject="x/k1", tenant_id="acme/x", scopes=frozenset(), api_key_id="k1")
+    other = Principal(subject="x/k1", tenant_id="acme", scopes=frozenset())
+    host = Host(
+        build_host(Probe()).registry, authenticator=StaticAuthenticator({"k": keyed, "o": other})
+    )
+    verifier = HostTokenVerifier(host)
+    mine, theirs = await verifier.verify_token("k"), await verifier.verify_token("o")
+    assert mine is not None and theirs is not None
+    assert principal_components(mine) != principal_components(theirs)
+    assert mine.client_id == "acme%2Fx/k1"
+
+
 async def test_an_unknown_or_missing_token_is_refused() -> None:
     verifier = HostTokenVerifier(build_host(Probe()))
     assert await verifier.verify_token("no-such-token") is None

@@ -247,3 +247,46 @@ async def test_a_remembered_key_still_expires_on_time_and_failures_are_not_remem
     assert principal is not None and principal.api_key_id == fresh_record.id
     with pytest.raises(ValueError, match="cache_seconds"):
         ApiKeyAuthenticator(sql_store, cache_seconds=-1)
+
+
+async def test_the_cache_keeps_each_key_to_its_own_tenant_and_trusts_no_other_secret(
+    sql_store: SqlStore,
+) -> None:
+    # One subject in two tenants, a person admin in acme and an agent in globex.
+    acme, acme_record = await sql_store.create_api_key(
+        tenant_id="acme", subject="ops", scopes=["admin"], kind="person"
+    )
+    globex, globex_record = await sql_store.create_api_key(
+        tenant_id="globex", subject="ops", scopes=["trips:read"]
+    )
+    clock = Clock()
+    authenticator = ApiKeyAuthenticator(sql_store, clock=clock)  # remembers keys 5 s
+    for _ in range(2):  # verified by the store, then from the cache
+        mine = await authenticator.authenticate(Credentials(bearer=acme))
+        theirs = await authenticator.authenticate(Credentials(bearer=globex))
+        assert mine is not None and theirs is not None
+        assert (mine.key, mine.api_key_id, mine.scopes) == (
+            "acme/ops",
+            acme_record.id,
+            frozenset({"admin"}),
+        )
+        assert (theirs.key, theirs.api_key_id, theirs.scopes) == (
+            "globex/ops",
+            globex_record.id,
+            frozenset({"trips:read"}),
+        )
+    # While acme's key is remembered, its id with another secret (or globex's secret) fails.
+    # chk_<16 hex>_<43 secret characters, "_" among them>
+    forged = [
+        acme[:-4] + ("AAAA" if not acme.endswith("AAAA") else "BBBB"),
+        acme[:21] + globex[21:],
+    ]
+    for key in forged:
+        with pytest.raises(AuthenticationFailed):
+            await authenticator.authenticate(Credentials(bearer=key))
+    # Revoking one tenant's key leaves the other's remembered key working.
+    assert await sql_store.revoke_api_key(acme_record.id)
+    clock.now += timedelta(seconds=5)
+    with pytest.raises(AuthenticationFailed):
+        await authenticator.authenticate(Credentials(bearer=acme))
+    assert await authenticator.authenticate(Credentials(bearer=globex)) == theirs

@@ -619,7 +619,7 @@ function effectBadges(effects) {
         text: `${e.name} ${label}`,
       });
       // Admins re-drive or give up on a dead effect here (POST /v1/effects/{key}:retry|:discard).
-      if (e.status !== "dead" || !(state.me && state.me.admin)) return badge;
+      if (e.status !== "dead" || !(state.me && state.me.admin && state.me.kind === "person")) return badge;
       return h("span", { class: "effect-actions" }, badge, effectButton(e, "retry"), effectButton(e, "discard"));
     });
 }
@@ -655,7 +655,7 @@ function activityEffects(e, byRequest, byKey) {
   // dead, an admin's buttons (notifications and other host-enqueued effects have no call).
   if (e.action === "call") return e.requestId ? effectBadges(byRequest.get(e.requestId)) : "—";
   const effect = e.action === "effect.dead" ? byKey.get(e.note) : undefined;
-  if (!effect || effect.status !== "dead" || !(state.me && state.me.admin)) return "—";
+  if (!effect || effect.status !== "dead" || !(state.me && state.me.admin && state.me.kind === "person")) return "—";
   return h("span", { class: "effect-actions" }, effectButton(effect, "retry"), effectButton(effect, "discard"));
 }
 

@@ -225,8 +225,7 @@ def _declare(upstream: Upstream, listed: types.Tool, name: str) -> Tool[Any, Any
 
     async def forward(arguments: UpstreamInput, ctx: ToolContext) -> ForwardedResult:
         # Exactly the validated arguments: what the fingerprint, and any approval, bound.
-        sent = dict(arguments.__pydantic_extra__ or {})
-        result = await upstream.call(upstream_name, sent, ctx)
+        result = await upstream.call(upstream_name, arguments.sent(), ctx)
         return output.from_result(result)
 
     output = result_model(name, listed.output_schema)

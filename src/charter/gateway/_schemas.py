@@ -4,6 +4,11 @@ charter validates a tool's input once, with a pydantic model, before anything el
 touches it. An upstream tool has a JSON Schema instead, so its model keeps every
 argument as given (``extra="allow"``), checks them against that schema with
 ``jsonschema`` (a dependency of the MCP SDK), and publishes the schema unchanged.
+
+An argument the schema marks secret (``"writeOnly": true`` or ``"format": "password"``,
+as pydantic writes a ``SecretStr``) is kept as a ``pydantic.Secret``: the fingerprint and
+so any approval bind its value, and the approver's view shows ``{"$secret": "bound"}``,
+as for a ``SecretStr`` field of charter's own tools. ``sent`` unwraps it for the upstream.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any, ClassVar
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Secret, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..errors import ConfigurationError
@@ -33,6 +38,8 @@ class UpstreamInput(BaseModel):
     """The upstream tool's input schema, published unchanged."""
     upstream_validator: ClassVar[Any] = None
     """The ``jsonschema`` validator of ``upstream_schema``."""
+    upstream_secrets: ClassVar[frozenset[str]] = frozenset()
+    """The top-level arguments the schema marks secret (``_secret_arguments``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -44,7 +51,15 @@ class UpstreamInput(BaseModel):
         if problems:
             text = "; ".join(_problem(p) for p in problems[:_MAX_ISSUES])
             raise PydanticCustomError("upstream_schema", "{problems}", {"problems": text})
+        secrets = cls.upstream_secrets
+        if secrets and isinstance(data, dict):
+            return {k: Secret(v) if k in secrets else v for k, v in data.items()}
         return data
+
+    def sent(self) -> dict[str, Any]:
+        """The arguments as the upstream gets them: every one, secrets in clear."""
+        extra = self.__pydantic_extra__ or {}
+        return {k: v.get_secret_value() if isinstance(v, Secret) else v for k, v in extra.items()}
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -82,10 +97,24 @@ def input_model(tool_name: str, schema: dict[str, Any]) -> type[UpstreamInput]:
     namespace = {
         "upstream_schema": copy.deepcopy(schema),
         "upstream_validator": validator_class(schema),
+        "upstream_secrets": _secret_arguments(schema),
         "__doc__": f"Arguments of {tool_name}, checked against the upstream's schema.",
         "__module__": __name__,
     }
     return type(_class_name(tool_name, "Input"), (UpstreamInput,), namespace)
+
+
+def _secret_arguments(schema: dict[str, Any]) -> frozenset[str]:
+    """The top-level properties ``schema`` marks secret: ``writeOnly`` or a password format."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return frozenset()
+    return frozenset(
+        name
+        for name, rule in properties.items()
+        if isinstance(rule, dict)
+        and (rule.get("writeOnly") is True or rule.get("format") == "password")
+    )
 
 
 def result_model(tool_name: str, output_schema: dict[str, Any] | None) -> type[ForwardedResult]:

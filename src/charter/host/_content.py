@@ -49,8 +49,8 @@ ContentContextFactory: TypeAlias = Callable[
 ]
 """Builds the domain context resource, prompt and completion handlers get (sync or async)."""
 
-ResourceListener: TypeAlias = Callable[[str], Awaitable[None]]
-"""Told the URI of a resource that changed (``HostContent.updated``)."""
+ResourceListener: TypeAlias = Callable[[str, str | None], Awaitable[None]]
+"""Told the URI of a resource that changed and whose tenant's it is (``HostContent.updated``)."""
 
 
 class HostContent:
@@ -122,6 +122,12 @@ class HostContent:
         if refusal is not None:
             return refusal
         return _unknown_resource(uri) if found is None else None
+
+    def reader_tenant(
+        self, uri: str, principal: Principal | None, *, audience: str | None = None
+    ) -> str | None:
+        """The tenant ``principal`` reads ``uri`` for (the URI's own, or the caller's)."""
+        return self._admit_resource(uri, principal, audience)[1]
 
     async def get_prompt(
         self,
@@ -202,11 +208,16 @@ class HostContent:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    async def updated(self, uri: str) -> None:
-        """Say that resource ``uri`` changed: subscribers who may still read it are told."""
+    async def updated(self, uri: str, *, tenant_id: str | None = None) -> None:
+        """Say that resource ``uri`` changed: subscribers who may still read it are told.
+
+        ``tenant_id`` says whose resource changed when the URI alone does not (a template
+        without ``tenant_param`` resolves in each reader's tenant, so acme's ``trip://T-1``
+        is not globex's): then only subscribers reading it for that tenant are told.
+        """
         for listener in list(self._listeners):
             try:
-                await listener(uri)
+                await listener(uri, tenant_id)
             except Exception:
                 log_exception(logger, "a resource listener failed for %r", uri)
 

@@ -400,9 +400,18 @@ class Effects:
         """Retry or discard one effect as ``by``; the effect as it is now, or why not.
 
         What ``charter effects retry|discard`` (``by=None``: the operator who holds the
-        database) and ``POST /v1/effects/{key}:retry|:discard`` (an admin) do. Each change
+        database) and ``POST /v1/effects/{key}:retry|:discard`` (a person holding the admin
+        scope literally, of any tenant) do. Each change
         is audited as ``effect.retry`` or ``effect.discard`` with the effect's key.
         """
+        if by is not None and by.kind != "person":
+            # Like deciding an approval: re-driving an effect a person gave up on, or giving
+            # up on one, is a person's act; an agent or service never does it.
+            return failed(
+                ErrorCode.AUTHORIZATION_DENIED,
+                f"Only a person may {action} effects; this caller is a {by.kind}.",
+                reason="not_a_person",
+            )
         if by is not None and self._admin_scope not in by.scopes:
             return failed(
                 ErrorCode.AUTHORIZATION_DENIED,

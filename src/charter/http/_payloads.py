@@ -301,7 +301,8 @@ class WhoamiBody(WireModel):
     approver: bool
     """Whether the caller may decide approvals (a hint for UIs; the host decides)."""
     admin: bool = False
-    """Whether the caller holds the admin scope (may retry and discard effects)."""
+    """Whether the caller holds the admin scope (with ``kind`` person, it may retry and
+    discard effects)."""
 
 
 class HealthBody(WireModel):

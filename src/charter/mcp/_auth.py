@@ -8,7 +8,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from pydantic import ConfigDict
 
-from ..auth import AuthenticationFailed, Credentials, Principal
+from ..auth import AuthenticationFailed, Credentials, Principal, principal_key
 from ..host import Host
 
 __all__ = ("HostTokenVerifier", "PrincipalAccessToken", "principal_from_scope")
@@ -61,11 +61,12 @@ def _access_token(principal: Principal) -> PrincipalAccessToken:
     """The SDK access token that carries ``principal``."""
     # Built without validation (``model_construct``): every field is already a checked
     # string (tests/mcp/test_mcp_token_verifier.py).
-    # The SDK binds sessions to (client_id, issuer, subject): include the tenant so
-    # the same subject in two tenants never shares a session.
+    # The SDK binds sessions to (client_id, issuer, subject): include the tenant, escaped
+    # as in ``principal_key``, so the same subject in two tenants never shares a session
+    # (unescaped, tenant "acme/x" with key "k1" and tenant "acme" read "acme/x/k1" alike).
     return PrincipalAccessToken.model_construct(
         token="",
-        client_id=f"{principal.tenant_id}/{principal.api_key_id or principal.subject}",
+        client_id=principal_key(principal.tenant_id, principal.api_key_id or principal.subject),
         scopes=sorted(principal.scopes),
         subject=principal.subject,
         principal=principal,

@@ -142,14 +142,18 @@ class ContentHandlers:
             subscriber.uris.discard(params.uri)
         return types.EmptyResult()
 
-    async def updated(self, uri: str) -> None:
-        """Tell each session subscribed to ``uri``, whose caller may still read it."""
+    async def updated(self, uri: str, tenant_id: str | None) -> None:
+        """Tell each session subscribed to ``uri`` (of ``tenant_id``) that may still read it."""
+        content = self.host.content
         for key, subscriber in list(self._subscribers.items()):
             if uri not in subscriber.uris:
                 continue
-            if self.host.content.check_read(uri, subscriber.principal) is not None:
+            if content.check_read(uri, subscriber.principal) is not None:
                 subscriber.uris.discard(uri)
                 continue
+            reads_for = content.reader_tenant(uri, subscriber.principal)
+            if tenant_id is not None and reads_for != tenant_id:
+                continue  # the same URI names another tenant's resource for this caller
             try:
                 await subscriber.session.send_resource_updated(uri)
             except Exception:

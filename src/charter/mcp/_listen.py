@@ -5,12 +5,16 @@ At 2026-07-28 there are no sessions to notify: a client opts in with a
 ``ListenHandler`` serves that stream from a ``SubscriptionBus``; charter publishes on it
 what it tells handshake-era sessions: a resource changed (``host.content.updated``) and
 the tool list changed (``charter.gateway``). Resource subscriptions are the host's
-decision, as ``resources/subscribe`` is: a URI the caller may not read is refused.
+decision, as ``resources/subscribe`` is: a URI the caller may not read is refused, and a
+change said to be one tenant's (``updated(uri, tenant_id=…)``) reaches only streams that
+read that URI for that tenant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as types
@@ -19,9 +23,11 @@ from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
     ResourceUpdated,
+    ServerEvent,
     SubscriptionBus,
     ToolsListChanged,
 )
+from mcp.shared.exceptions import MCPError
 
 from ..auth import Principal
 from ..host import Host
@@ -30,6 +36,40 @@ from ._content import content_error
 __all__ = ("Listening",)
 
 Context = ServerRequestContext[Any, Any]
+
+_MOST_STREAMS = 1024
+"""Listen streams open at once on one server (the SDK's ``ListenHandler`` default)."""
+_MOST_STREAMS_PER_PRINCIPAL = 16
+"""Listen streams one principal, (home tenant, subject), may hold open at once (anonymous
+callers count as one): one key cannot take every stream the server allows."""
+
+
+@dataclass(frozen=True, slots=True)
+class _TenantsResourceUpdated(ResourceUpdated):
+    """A resource changed, and whose tenant's it is (None: whoever reads the URI)."""
+
+    tenant_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ReaderView:
+    """One stream's view of the bus: drops changes of another tenant's same-named resource."""
+
+    bus: SubscriptionBus
+    tenants: Mapping[str, str | None]
+    """The tenant this stream reads each subscribed URI for."""
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self.bus.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        def deliver(event: ServerEvent) -> None:
+            if isinstance(event, _TenantsResourceUpdated) and event.tenant_id is not None:
+                if self.tenants.get(event.uri, event.tenant_id) != event.tenant_id:
+                    return
+            listener(event)
+
+        return self.bus.subscribe(deliver)
 
 
 class Listening:
@@ -50,7 +90,7 @@ class Listening:
         self.host = host
         self.principal_of = principal_of
         self.bus: SubscriptionBus = bus if bus is not None else InMemorySubscriptionBus()
-        self._handler = ListenHandler(self.bus)
+        self._open: Counter[str | None] = Counter()
         self.unwatch = host.content.watch(self.resource_updated)
 
     async def listen(
@@ -58,15 +98,34 @@ class Listening:
     ) -> types.SubscriptionsListenResult:
         """``subscriptions/listen``: check each resource asked for, then stream events."""
         principal = self.principal_of(ctx)
+        tenants: dict[str, str | None] = {}
         for uri in params.notifications.resource_subscriptions or ():
             refusal = self.host.content.check_read(uri, principal)
             if refusal is not None:
                 raise content_error(refusal, resource=True)
-        return await self._handler(ctx, params)
+            tenants[uri] = self.host.content.reader_tenant(uri, principal)
+        owner = principal.key if principal is not None else None
+        if self._open.total() >= _MOST_STREAMS:
+            raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached")
+        if self._open[owner] >= _MOST_STREAMS_PER_PRINCIPAL:
+            raise MCPError(
+                types.INVALID_REQUEST,
+                f"This caller already has {_MOST_STREAMS_PER_PRINCIPAL} listen streams open: "
+                "end one (or listen for everything on one stream) first.",
+            )
+        # One handler per stream, over a view that knows this reader's tenants.
+        handler = ListenHandler(_ReaderView(self.bus, tenants))
+        self._open[owner] += 1
+        try:
+            return await handler(ctx, params)
+        finally:
+            self._open[owner] -= 1
+            if not self._open[owner]:
+                del self._open[owner]
 
-    async def resource_updated(self, uri: str) -> None:
-        """Tell listen streams subscribed to ``uri`` that it changed."""
-        await self.bus.publish(ResourceUpdated(uri=uri))
+    async def resource_updated(self, uri: str, tenant_id: str | None = None) -> None:
+        """Tell listen streams subscribed to ``uri`` (read for ``tenant_id``) that it changed."""
+        await self.bus.publish(_TenantsResourceUpdated(uri=uri, tenant_id=tenant_id))
 
     async def tools_changed(self) -> None:
         """Tell listen streams that asked for it that the tool list changed."""
