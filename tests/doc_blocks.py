@@ -11,10 +11,16 @@ A marker without a reason is refused, as is one that precedes no runnable block.
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import inspect
 import re
+import sys
 import textwrap
+import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = frozenset({"python", "py"})
@@ -79,3 +85,27 @@ def blocks(page: Path, root: Path = ROOT) -> list[Block]:
 def runnable(page: Path, languages: frozenset[str], root: Path = ROOT) -> list[Block]:
     """The page's blocks in ``languages`` that must run."""
     return [b for b in blocks(page, root) if b.language in languages and b.not_run is None]
+
+
+def run_python(page: Path) -> dict[str, Any]:
+    """Run the page's Python blocks in order, in one module; its namespace afterwards.
+
+    Later blocks use what earlier ones defined; a block with a top-level ``await`` runs on
+    the page's one event loop. The module is a real one while it runs, so dataclasses and
+    postponed annotations resolve as in user code.
+    """
+    module = types.ModuleType(f"docs_{page.stem}")
+    sys.modules[module.__name__] = module
+    try:
+        with asyncio.Runner() as runner:
+            for block in runnable(page, PYTHON):
+                code = compile(
+                    block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+                )
+                if code.co_flags & inspect.CO_COROUTINE:
+                    runner.run(eval(code, module.__dict__))
+                else:
+                    exec(code, module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    return module.__dict__

@@ -1,12 +1,8 @@
 from __future__ import annotations
 
 import ast
-import asyncio
-import inspect
 import json
 import re
-import sys
-import types
 from datetime import date
 from pathlib import Path
 
@@ -61,23 +57,10 @@ def test_a_marker_skips_exactly_the_block_after_it_and_must_say_why(tmp_path: Pa
 def test_the_python_in_the_docs_runs_as_written(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every Python block of the page that has no not-run marker, in order, in one module
-    (so later blocks use what earlier ones defined), from an empty directory; a block with
-    a top-level ``await`` runs on the page's one event loop."""
+    """Every Python block of the page that has no not-run marker, from an empty directory
+    (``doc_blocks.run_python``)."""
     monkeypatch.chdir(tmp_path)
-    # A real module, so dataclasses and postponed annotations resolve as in user code.
-    module = types.ModuleType(f"docs_{page.stem}")
-    sys.modules[module.__name__] = module
-    try:
-        with asyncio.Runner() as runner:
-            for block in doc_blocks.runnable(page, doc_blocks.PYTHON):
-                code = compile(block.code, block.where, "exec", flags=TOP_LEVEL_AWAIT)
-                if code.co_flags & inspect.CO_COROUTINE:
-                    runner.run(eval(code, module.__dict__))
-                else:
-                    exec(code, module.__dict__)
-    finally:
-        del sys.modules[module.__name__]
+    doc_blocks.run_python(page)
 
 
 class Rename(BaseModel):
