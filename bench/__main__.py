@@ -255,7 +255,8 @@ def _throughput(results: Sequence[Result]) -> list[str]:
         "",
         f"Measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC} on "
         f"{os.cpu_count()} CPUs with a load average of {load} (1, 5, 15 minutes) when the "
-        "last case ended: other work on the machine competed with every server and wrk.",
+        "last case ended (wrk and the server under load account for about 2; more is other "
+        "work competing with them).",
         "",
         "| Case | Baseline | charter | baseline | charter p50 / p99 | baseline p50 / p99 "
         "| ratio | target | met |",
