@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -12,9 +13,6 @@ from ..auth import AuthenticationFailed, Credentials, Principal, principal_key
 from ..host import Host
 
 __all__ = ("HostTokenVerifier", "PrincipalAccessToken", "principal_from_scope")
-
-_REMEMBERED_TOKENS = 1024
-"""Access tokens one verifier keeps built, by principal (the oldest is dropped first)."""
 
 
 class PrincipalAccessToken(AccessToken):
@@ -36,7 +34,6 @@ class HostTokenVerifier:
     def __init__(self, host: Host) -> None:
         """Verify tokens with ``host``'s authenticator."""
         self._host = host
-        self._tokens: dict[Principal, PrincipalAccessToken] = {}
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """Return the token's principal as an access token, or None when it is not valid."""
@@ -46,17 +43,13 @@ class HostTokenVerifier:
             return None
         if principal is None:
             return None
-        # The authenticator decided who this is; the token only carries it to the SDK, so
-        # one built token per principal serves every request it makes (nothing in the SDK
-        # changes a verified token).
-        built = self._tokens.get(principal)
-        if built is None:
-            if len(self._tokens) >= _REMEMBERED_TOKENS:
-                del self._tokens[next(iter(self._tokens))]
-            built = self._tokens[principal] = _access_token(principal)
-        return built
+        return _access_token(principal)
 
 
+# The authenticator decided who this is; the token only carries it to the SDK, so one built
+# token per principal serves every request it makes (nothing in the SDK changes a verified
+# token): the 1,024 most recent principals keep theirs.
+@functools.lru_cache(maxsize=1024)
 def _access_token(principal: Principal) -> PrincipalAccessToken:
     """The SDK access token that carries ``principal``."""
     # Built without validation (``model_construct``): every field is already a checked
