@@ -6,7 +6,7 @@ case do the same work but for what charter adds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -30,21 +30,21 @@ async def add(args: AddIn) -> AddOut:
     return AddOut(total=args.a + args.b)
 
 
-def add_tool(name: str = "add", required_scopes: Sequence[str] = ()) -> Tool[AddIn, AddOut]:
-    """The ``add`` read tool under ``name``, needing ``required_scopes``."""
+def add_tool(name: str = "add", **options: Any) -> Tool[AddIn, AddOut]:
+    """The add tool: a read needing no scope unless ``options`` give ``required_scopes``."""
+    options.setdefault("tier", "read")
     return define_tool(
         name=name,
         description="Add two integers.",
         input_schema=AddIn,
         output_schema=AddOut,
         handler=add,
-        tier="read",
-        required_scopes=required_scopes,
+        **options,
     )
 
 
-def add_registry(name: str = "add", required_scopes: Sequence[str] = ()) -> Registry:
-    """A registry holding only ``add_tool(name, required_scopes)``."""
+def add_registry(name: str = "add", **options: Any) -> Registry:
+    """A registry holding only ``add_tool(name, **options)``."""
     registry = Registry()
-    registry.register(add_tool(name, required_scopes))
+    registry.register(add_tool(name, **options))
     return registry
