@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from tests.builders import destructive_risk
 from typer.testing import CliRunner, Result
 
-from charter import Principal, Registry, RiskPolicy, tool
+from charter import Principal, Registry, tool
 from charter.auth import StaticAuthenticator
 from charter.cli import app
 from charter.host import Host
@@ -105,9 +106,7 @@ def echo(args: Note) -> Note:
     tier="destructive",
     name="notes.wipe",
     required_scopes=["notes:wipe"],
-    risk_policy=RiskPolicy(
-        destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
-    ),
+    risk_policy=destructive_risk("data-delete"),
 )
 def wipe(args: Note) -> Wiped:
     """Wipe a note; a person must approve it first."""

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
+from tests.builders import risk
 
 import charter
 from charter import (
@@ -17,7 +18,6 @@ from charter import (
     ErrorCode,
     Principal,
     Registry,
-    RiskPolicy,
     ToolContext,
     ToolError,
     define_tool,
@@ -26,9 +26,7 @@ from charter.effects import EffectRecord
 from charter.host import Host
 from charter.ledger import LedgerStore
 
-WRITE = RiskPolicy(
-    destructive=False, reversible=False, dry_run_supported=False, side_effects=("refund",)
-)
+WRITE = risk("refund", reversible=False)
 AGENT = Principal(subject="agent-ada", tenant_id="acme", scopes=frozenset({"bookings:refund"}))
 SAME_SUBJECT_OTHER_TENANT = Principal(
     subject="agent-ada", tenant_id="globex", scopes=frozenset({"bookings:refund"})

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
 
 from charter import (
     ActionPolicy,
@@ -19,7 +20,6 @@ from charter import (
     InteractionRequired,
     Principal,
     Registry,
-    RiskPolicy,
     ToolContext,
     ToolError,
     define_tool,
@@ -38,9 +38,6 @@ ALICE = Principal(
 
 BOB = Principal(subject="bob", tenant_id="t1", scopes=frozenset({"charter:approve"}))
 """An approver in the same tenant."""
-
-DESTRUCTIVE = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
-WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class FakeClock:
@@ -292,7 +289,7 @@ def build_world() -> World:
                 BookingIn,
                 CancelOut,
                 "destructive",
-                risk_policy=DESTRUCTIVE,
+                risk_policy=DESTRUCTIVE_RISK,
                 required_scopes=("bookings:cancel",),
                 action_policy=booking_policy,
             ),
@@ -303,7 +300,7 @@ def build_world() -> World:
                 JobIn,
                 JobOut,
                 "write",
-                risk_policy=WRITE,
+                risk_policy=WRITE_RISK,
             ),
             made("boom", "Always raises.", Empty),
             made("refuse", "Fails with a coded error.", Empty),
