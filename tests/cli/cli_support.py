@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,10 +124,6 @@ def notes_host() -> Host:
     registry = Registry()
     registry.register_all([echo, wipe])
     return Host(registry, authenticator=StaticAuthenticator(TOKENS))
-
-
-def request_id() -> str:
-    return str(uuid.uuid4())
 
 
 def parse(result: Result) -> Any:

@@ -24,6 +24,7 @@ import mcp.types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from tests.builders import controls
 
 from charter import Completed, ErrorCode, Failed, InteractionRequired, Registry
 from charter.auth import Principal
@@ -70,10 +71,6 @@ async def governed(
 
 def calls(gateway: Gateway, name: str) -> int:
     return next(h.calls for h in gateway.health() if h.name == name)
-
-
-def controls(request_id: str, **more: Any) -> dict[str, Any]:
-    return {"_charter": {"requestId": request_id, **more}}
 
 
 # -- listing ------------------------------------------------------------------------------------

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
 import httpx
 from http_support import Live
+from tests.builders import request_id as key
 
 from charter import ErrorCode
 from charter.manifest import CONTRACT_VERSION
 
 PROBLEM = "application/problem+json"
-
-
-def key() -> str:
-    return str(uuid.uuid4())
 
 
 def test_the_tool_list_is_the_manifest_the_caller_may_call(
