@@ -12,6 +12,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,20 @@ def request_id() -> str:
 def controls(request_id: str, **more: Any) -> dict[str, Any]:
     """The ``_charter`` controls argument of a ledgered call: its request id and ``more``."""
     return {"_charter": {"requestId": request_id, **more}}
+
+
+class Clock:
+    """A host's or store's clock that moves only when the test moves it (by default it
+    starts at the real time, which signatures and expiries may need)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start if start is not None else datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, by: timedelta) -> None:
+        self.now += by
 
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
-from tests.builders import risk
+from tests.builders import Clock, risk
 
 import charter
 from charter import (
@@ -124,16 +124,6 @@ async def refund(
 
 class SecretPayload(BaseModel):
     card: SecretStr
-
-
-class Clock:
-    """A settable clock for a host: ``now`` moves only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def reuse_after_expiry(

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock
 
 from charter import (
     ActionPolicy,
@@ -38,19 +37,6 @@ ALICE = Principal(
 
 BOB = Principal(subject="bob", tenant_id="t1", scopes=frozenset({"charter:approve"}))
 """An approver in the same tenant."""
-
-
-class FakeClock:
-    """A UTC clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
 
 
 class AddIn(BaseModel):
@@ -111,7 +97,7 @@ class Empty(BaseModel):
 class World:
     """The tools' side effects and the gates tests open, visible to assertions."""
 
-    clock: FakeClock
+    clock: Clock
     registry: Registry
     ledger: MemoryStore
     host: Host
@@ -244,7 +230,7 @@ def _other_handlers(world: World) -> dict[str, Any]:
 
 
 def build_world() -> World:
-    clock = FakeClock()
+    clock = Clock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
     registry = Registry()
     ledger = MemoryStore()
     world = World(
@@ -328,9 +314,6 @@ def last_results(request_messages: Any) -> Any:
         if message.role == "tool":
             return message.results
     raise AssertionError("no tool results in the transcript")
-
-
-Clock = Callable[[], datetime]
 
 
 class QueryOut(BaseModel):

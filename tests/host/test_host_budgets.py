@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import BaseModel
-from tests.builders import risk, tiered_tool
+from tests.builders import Clock, risk, tiered_tool
 
 from charter import ActionPolicy, InFlight, Principal, RateLimit, Registry, define_tool
 from charter._telemetry import RATE_LIMITED_METRIC
@@ -41,16 +41,8 @@ class Refunded(BaseModel):
     amount_cents: int
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
+START = datetime(2030, 1, 1, tzinfo=UTC)
+"""Where the tests' clocks start: a fixed instant, so every run sees the same windows."""
 
 REFUND_RISK = risk("refund", reversible=False)
 
@@ -144,7 +136,7 @@ async def test_64_concurrent_calls_against_a_limit_of_10_run_exactly_10() -> Non
 
 
 async def test_the_window_refills_one_unit_per_interval_and_bursts_after_a_full_window() -> None:
-    clock = Clock()
+    clock = Clock(START)
     host = Host(registry(search_limits=[RateLimit(calls=3, per=60)]), clock=clock)
 
     async def search() -> object:
@@ -154,14 +146,14 @@ async def test_the_window_refills_one_unit_per_interval_and_bursts_after_a_full_
     refused = await search()
     assert rate_limited(refused) and isinstance(refused, Failed)
     assert refused.meta is not None and refused.meta["retryAfter"] == 20.0
-    clock.advance(19.9)
+    clock.advance(timedelta(seconds=19.9))
     late = await search()
     assert rate_limited(late) and isinstance(late, Failed) and late.meta is not None
     assert late.meta["retryAfter"] == 0.1
-    clock.advance(0.1)
+    clock.advance(timedelta(seconds=0.1))
     assert isinstance(await search(), Completed)
     assert rate_limited(await search())
-    clock.advance(60)
+    clock.advance(timedelta(seconds=60))
     assert [isinstance(await search(), Completed) for _ in range(3)] == [True] * 3
     assert rate_limited(await search())
 
@@ -253,7 +245,7 @@ async def test_a_refused_limit_gives_back_what_the_call_spent_on_the_others() ->
 
 
 async def test_a_daily_quota_counts_the_cost_of_the_validated_input() -> None:
-    clock = Clock()
+    clock = Clock(START)
     quota = RateLimit(
         calls=2_000,
         per=86_400,
@@ -271,7 +263,7 @@ async def test_a_daily_quota_counts_the_cost_of_the_validated_input() -> None:
     too_big = await host.invoke("bookings.refund", refund_args(2_500), agent())
     assert isinstance(too_big, Failed) and too_big.code is ErrorCode.RATE_LIMITED
     assert not too_big.retryable and too_big.reason == "over_quota"
-    clock.advance(86_400)
+    clock.advance(timedelta(seconds=86_400))
     assert isinstance(await host.invoke("bookings.refund", refund_args(2_000), agent()), Completed)
 
 
@@ -316,7 +308,7 @@ async def test_host_wide_limits_count_across_tools() -> None:
 
 
 async def test_rate_limited_refusals_are_audited_aggregated_per_caller_and_tool() -> None:
-    clock = Clock()
+    clock = Clock(START)
     store = MemoryStore()
     host = Host(registry(search_limits=[RateLimit(calls=1, per=60)]), store=store, clock=clock)
     for _ in range(21):

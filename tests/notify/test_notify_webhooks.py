@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from notify_support import (
 )
 from standardwebhooks import Webhook as Verifier
 from standardwebhooks import WebhookVerificationError
+from tests.builders import Clock
 
 from charter import Completed, Failed
 from charter.errors import ConfigurationError
@@ -35,19 +36,6 @@ from charter.notify import ApprovalChange, ApprovalEvent, Slack, Webhook
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
-
-
-class Clock:
-    """The host's clock, moved on by the test (starts at the real time: signatures use it)."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, by: timedelta) -> None:
-        self.now += by
 
 
 @pytest.fixture

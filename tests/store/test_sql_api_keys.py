@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
+from tests.builders import Clock
 
 from charter import Completed, ErrorCode, Failed, Registry, ToolContext, define_tool
 from charter.auth import AuthenticationFailed, Authenticator, Credentials
@@ -195,16 +196,6 @@ async def test_a_host_authenticates_callers_with_stored_keys(sql_store: SqlStore
         await host.authenticate(Credentials(api_key=denied_key)),
     )
     assert isinstance(denied, Failed) and denied.code is ErrorCode.AUTHORIZATION_DENIED
-
-
-class Clock:
-    """A wall clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def test_a_revoked_key_stops_working_within_the_cache_time(sql_store: SqlStore) -> None:
