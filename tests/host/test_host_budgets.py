@@ -18,7 +18,7 @@ from charter.errors import ConfigurationError, ErrorCode
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.ledger.budgets import bucket_key
-from charter.outcome import Completed, Failed, InteractionRequired
+from charter.outcome import Completed, Failed, InteractionRequired, ToolOutcome
 
 pytestmark = pytest.mark.anyio
 
@@ -109,20 +109,26 @@ def rate_limited(outcome: object) -> bool:
     return isinstance(outcome, Failed) and outcome.code is ErrorCode.RATE_LIMITED
 
 
+async def concurrent_searches(host: Host, calls: int) -> list[ToolOutcome]:
+    """The outcomes of ``calls`` trips.search calls started at once, in the order they ended."""
+    outcomes: list[ToolOutcome] = []
+
+    async def call(i: int) -> None:
+        outcomes.append(await host.invoke("trips.search", {"destination": f"d{i}"}, agent()))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(calls):
+            tg.start_soon(call, i)
+    return outcomes
+
+
 async def test_64_concurrent_calls_against_a_limit_of_10_run_exactly_10() -> None:
     ran: list[str] = []
     host = Host(
         registry(search_limits=[RateLimit(calls=10, per=60)], pause=0.05, ran=ran),
         store=MemoryStore(),
     )
-    outcomes: list[object] = []
-
-    async def call(i: int) -> None:
-        outcomes.append(await host.invoke("trips.search", {"destination": f"d{i}"}, agent()))
-
-    async with anyio.create_task_group() as tg:
-        for i in range(64):
-            tg.start_soon(call, i)
+    outcomes = await concurrent_searches(host, 64)
     assert sum(isinstance(o, Completed) for o in outcomes) == 10
     refused = [o for o in outcomes if rate_limited(o)]
     assert len(refused) == 54
@@ -279,14 +285,7 @@ async def test_a_cost_function_returning_no_whole_number_fails_the_call_clearly(
 async def test_in_flight_caps_refuse_calls_beyond_the_cap_until_one_ends() -> None:
     ran: list[str] = []
     host = Host(registry(search_limits=[InFlight(limit=2)], pause=0.2, ran=ran))
-    outcomes: list[object] = []
-
-    async def call(i: int) -> None:
-        outcomes.append(await host.invoke("trips.search", {"destination": f"d{i}"}, agent()))
-
-    async with anyio.create_task_group() as tg:
-        for i in range(5):
-            tg.start_soon(call, i)
+    outcomes = await concurrent_searches(host, 5)
     assert sum(isinstance(o, Completed) for o in outcomes) == 2
     refused = [o for o in outcomes if isinstance(o, Failed)]
     assert len(refused) == 3 and all(o.reason == "too_many_in_flight" for o in refused)
