@@ -6,6 +6,8 @@ both sides of a case do the same work but for what charter adds.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from charter import Principal, Registry, define_tool
@@ -33,16 +35,20 @@ PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({
 """The caller of every echo case (it holds the tool's scope)."""
 
 
-def echo_tool() -> Tool[Query, Echo]:
-    """The ``echo`` read tool (scope ``notes:read``)."""
+def echo_tool(
+    name: str = "echo", description: str = "Echo the query back.", **options: Any
+) -> Tool[Query, Echo]:
+    """The echo tool: a read needing ``notes:read`` unless ``options`` give another tier
+    (with its ``risk_policy``) or ``required_scopes``."""
+    options.setdefault("tier", "read")
+    options.setdefault("required_scopes", ["notes:read"])
     return define_tool(
-        name="echo",
-        description="Echo the query back.",
+        name=name,
+        description=description,
         input_schema=Query,
         output_schema=Echo,
         handler=echo,
-        tier="read",
-        required_scopes=["notes:read"],
+        **options,
     )
 
 

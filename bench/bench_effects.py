@@ -37,10 +37,12 @@ from bench.bench_ledger import (
     _postgres,
     _postgres_reachable,
     effects,
+    insert_note,
+    note_tool,
     note_writes,
     open_notes_store,
 )
-from charter import Completed, Registry, RiskPolicy, ToolContext, define_tool
+from charter import Completed, Registry, ToolContext
 from charter.audit import MemoryAuditSink
 from charter.host import Host
 from charter.store import SqlStore
@@ -72,22 +74,12 @@ def _registry(provider: _Provider) -> Registry:
     registry.register_effect(notify)
 
     async def with_effect(note: Note, ctx: ToolContext) -> Saved:
-        note_id = uuid.uuid4().hex
-        await ctx.db.execute(
-            sa.insert(effects).values(
-                id=note_id, tenant_id=ctx.tenant_id, request_id=ctx.request_id, text=note.text
-            )
-        )
+        note_id = await insert_note(note, ctx)
         ctx.effect("notes.notify", {"note_id": note_id})
         return Saved(note_id=note_id, text=note.text)
 
     async def with_bare_outbox(note: Note, ctx: ToolContext) -> Saved:
-        note_id = uuid.uuid4().hex
-        await ctx.db.execute(
-            sa.insert(effects).values(
-                id=note_id, tenant_id=ctx.tenant_id, request_id=ctx.request_id, text=note.text
-            )
-        )
+        note_id = await insert_note(note, ctx)
         await ctx.db.execute(
             sa.insert(_outbox).values(id=uuid.uuid4().hex, payload=f'{{"note_id":"{note_id}"}}')
         )
@@ -95,18 +87,7 @@ def _registry(provider: _Provider) -> Registry:
         return Saved(note_id=note_id, text=note.text)
 
     for name, handler in (("save_note", with_effect), ("save_note_bare", with_bare_outbox)):
-        registry.register(
-            define_tool(
-                name=name,
-                description="Save a note and notify someone.",
-                input_schema=Note,
-                output_schema=Saved,
-                handler=handler,
-                tier="write",
-                risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
-                required_scopes=["notes:write"],
-            )
-        )
+        registry.register(note_tool(name, handler, "Save a note and notify someone."))
     return registry
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bench import Case
+from bench._add import AddIn
 from charter import Completed, Registry, ToolContext, define_tool, tool
 
 TOOLS = 1_000
@@ -60,17 +61,12 @@ def mcp_server() -> Any:
     return server
 
 
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
+class AddResult(BaseModel):
     result: int
 
 
-async def add_models(args: AddIn) -> AddOut:
-    return AddOut(result=args.a + args.b)
+async def add_models(args: AddIn) -> AddResult:
+    return AddResult(result=args.a + args.b)
 
 
 @tool(tier="read")
@@ -88,7 +84,7 @@ def _dispatch_cases() -> list[Case]:
             name="add",
             description="Add two integers.",
             input_schema=AddIn,
-            output_schema=AddOut,
+            output_schema=AddResult,
             handler=add_models,
             tier="read",
         )
@@ -116,8 +112,8 @@ def _dispatch_cases() -> list[Case]:
             check=check,
             note=(
                 "`Registry.dispatch` of `@tool async def add(a: int, b: int) -> int` against "
-                "`define_tool` with `AddIn(a, b)` and `AddOut(result)` models and an async "
-                "handler returning `AddOut`; both answer `{'result': 3}`. The plain side "
+                "`define_tool` with `AddIn(a, b)` and `AddResult(result)` models and an async "
+                "handler returning `AddResult`; both answer `{'result': 3}`. The plain side "
                 "validates the generated `FunctionInput`, calls the function with the fields "
                 "as keyword arguments and validates the wrapped `{'result': 3}`. Target: "
                 "within 1.1x."

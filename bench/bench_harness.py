@@ -15,10 +15,9 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 from typing import Any
 
-from pydantic import BaseModel
-
 from bench import Case
-from charter import Principal, Registry, define_tool
+from bench._add import add_registry
+from charter import Principal
 from charter.audit import MemoryAuditSink
 from charter.harness import Harness, MemorySessionStore, ModelRequest, ModelResponse, ToolCall
 from charter.harness.definitions import bind_tools
@@ -36,37 +35,13 @@ ARGS_JSON = json.dumps(ARGS)
 PRINCIPAL = Principal(subject="user-1", tenant_id="t", scopes=frozenset({"math:read"}))
 
 
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    sum: int
-
-
-async def add_handler(args: AddIn) -> AddOut:
-    return AddOut(sum=args.a + args.b)
-
-
 async def aadd(a: int, b: int) -> int:
     """Add two ints."""
     return a + b
 
 
 def _host() -> Host:
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="aadd",
-            description="Add two ints.",
-            input_schema=AddIn,
-            output_schema=AddOut,
-            handler=add_handler,
-            tier="read",
-            required_scopes=["math:read"],
-        )
-    )
+    registry = add_registry("aadd", required_scopes=["math:read"])
     return Host(registry, audit=MemoryAuditSink(capacity=1000))
 
 
@@ -198,7 +173,7 @@ def cases() -> list[Case]:
 
     async def check() -> None:
         result = await charter_one()
-        if getattr(result, "output", None) != {"sum": 3}:
+        if getattr(result, "output", None) != {"total": 3}:
             raise AssertionError(f"the charter call did not complete: {result!r}")
         turn = await charter_turn()
         if getattr(turn, "status", None) != "completed" or len(turn.results) != K:

@@ -6,8 +6,9 @@ import itertools
 import uuid
 
 from bench import Case
-from bench._echo import Echo, Query, echo, echo_tool
-from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, define_tool
+from bench._echo import echo_tool
+from bench.bench_ledger import WRITE_RISK
+from charter import Completed, Principal, Registry, ToolContext
 from charter.audit import MemoryAuditSink
 from charter.host import Host
 
@@ -21,14 +22,11 @@ def _registry() -> Registry:
     registry = Registry()
     registry.register(echo_tool())
     registry.register(
-        define_tool(
-            name="save_note",
-            description="Save a note (pretend).",
-            input_schema=Query,
-            output_schema=Echo,
-            handler=echo,
+        echo_tool(
+            "save_note",
+            "Save a note (pretend).",
             tier="write",
-            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+            risk_policy=WRITE_RISK,
             required_scopes=["notes:write"],
         )
     )

@@ -37,6 +37,7 @@ from charter.host import Host
 from charter.limits import Limit
 from charter.store import SqlStore, sqlite_url
 from charter.store._schema import ledger_entries
+from charter.tool import Tool
 
 POSTGRES_URL = os.environ.get(
     "CHARTER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -63,31 +64,51 @@ class Saved(BaseModel):
     text: str
 
 
-async def save_note(note: Note, ctx: ToolContext) -> Saved:
+WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
+"""The risk of the benchmarks' note writes: ledgered, undoable, no approval."""
+
+
+async def insert_note(note: Note, ctx: ToolContext) -> str:
+    """Insert ``note``'s effect row through ``ctx.db`` (the call's transaction); its id."""
     note_id = uuid.uuid4().hex
     await ctx.db.execute(
         sa.insert(effects).values(
             id=note_id, tenant_id=ctx.tenant_id, request_id=ctx.request_id, text=note.text
         )
     )
-    return Saved(note_id=note_id, text=note.text)
+    return note_id
+
+
+async def save_note(note: Note, ctx: ToolContext) -> Saved:
+    return Saved(note_id=await insert_note(note, ctx), text=note.text)
+
+
+def note_tool(
+    name: str,
+    handler: Callable[[Note, ToolContext], Awaitable[Saved]],
+    description: str,
+    *,
+    limits: Sequence[Limit] = (),
+) -> Tool[Note, Saved]:
+    """A ledgered ``Note`` → ``Saved`` write named ``name`` (scope ``notes:write``)."""
+    return define_tool(
+        name=name,
+        description=description,
+        input_schema=Note,
+        output_schema=Saved,
+        handler=handler,
+        tier="write",
+        risk_policy=WRITE_RISK,
+        required_scopes=["notes:write"],
+        limits=limits,
+    )
 
 
 def note_registry(*, limits: Sequence[Limit] = ()) -> Registry:
     """A registry of the ledgered ``save_note`` write (with ``limits``, as ``bench_budgets``)."""
     registry = Registry()
     registry.register(
-        define_tool(
-            name="save_note",
-            description="Save a note in the application's table.",
-            input_schema=Note,
-            output_schema=Saved,
-            handler=save_note,
-            tier="write",
-            risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
-            required_scopes=["notes:write"],
-            limits=limits,
-        )
+        note_tool("save_note", save_note, "Save a note in the application's table.", limits=limits)
     )
     return registry
 

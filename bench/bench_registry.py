@@ -14,10 +14,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel
-
 from bench import Case
-from charter import Completed, Registry, ToolContext, define_tool
+from bench._add import AddIn, AddOut, add, add_registry
+from charter import Completed, ToolContext
 
 # The OpenAI Agents SDK traces every tool call unless told not to (an exporter thread and
 # a span per call); the comparison is with its tool machinery, as frameworks.md ran it.
@@ -27,40 +26,12 @@ ARGUMENTS = {"a": 1, "b": 2}
 ARGUMENTS_JSON = json.dumps(ARGUMENTS)
 
 
-class AddIn(BaseModel):
-    a: int
-    b: int
-
-
-class AddOut(BaseModel):
-    total: int
-
-
-async def add(args: AddIn) -> AddOut:
-    return AddOut(total=args.a + args.b)
-
-
 async def add_ab(a: int, b: int) -> AddOut:
     """Add two integers."""
     return AddOut(total=a + b)
 
 
 Operation = Callable[[], Awaitable[object]]
-
-
-def _registry() -> Registry:
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="add",
-            description="Add two integers.",
-            input_schema=AddIn,
-            output_schema=AddOut,
-            handler=add,
-            tier="read",
-        )
-    )
-    return registry
 
 
 def _plain() -> Operation:
@@ -143,7 +114,7 @@ class _Lazy:
 
 def cases() -> list[Case]:
     """Dispatch against plain Pydantic (≤ 1.5x) and against three frameworks (< 1x each)."""
-    registry = _registry()
+    registry = add_registry()
 
     async def dispatch() -> object:
         # A caller builds a fresh context per call, as the host does.

@@ -12,18 +12,15 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pydantic import BaseModel, create_model
+from pydantic import create_model
 
 from bench import Case
+from bench._add import AddOut
 from charter import Principal, Registry, define_tool
 from charter.host import Host
 
 TOOLS = 1_000
 READER = Principal(subject="reader", tenant_id="acme", scopes=frozenset())
-
-
-class AddOut(BaseModel):
-    total: int
 
 
 def charter_registry() -> Registry:

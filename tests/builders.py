@@ -7,9 +7,12 @@ that folder builds.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,30 @@ def tiered_tool(
     )
 
 
+def request_id() -> str:
+    """A fresh request id (a random UUID), as a client makes one per intended action."""
+    return str(uuid.uuid4())
+
+
+def controls(request_id: str, **more: Any) -> dict[str, Any]:
+    """The ``_charter`` controls argument of a ledgered call: its request id and ``more``."""
+    return {"_charter": {"requestId": request_id, **more}}
+
+
+class Clock:
+    """A host's or store's clock that moves only when the test moves it (by default it
+    starts at the real time, which signatures and expiries may need)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start if start is not None else datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, by: timedelta) -> None:
+        self.now += by
+
+
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 """The headers a raw streamable HTTP request to /mcp needs."""
 
@@ -91,3 +118,18 @@ def run_example(module: str) -> list[str]:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
+
+
+def packages_loaded_by(modules: str, packages: Iterable[str]) -> list[str]:
+    """Which of ``packages`` (top-level names) a fresh interpreter has loaded once it ran
+    ``import {modules}``, sorted: an import must not pull in what it does not need."""
+    code = (
+        f"import json, sys; import {modules}; "
+        "print(json.dumps(sorted({name.partition('.')[0] for name in sys.modules} "
+        f"& {set(packages)!r})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    loaded: list[str] = json.loads(result.stdout)
+    return loaded

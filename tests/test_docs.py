@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 from tests import doc_blocks
+from tests.builders import risk
 
 from charter import (
     ActionPolicy,
     Deprecation,
     Registry,
-    RiskPolicy,
     ToolBinding,
     define_tool,
 )
@@ -108,12 +108,7 @@ def test_the_manifest_format_example_is_a_real_entry() -> None:
         output_schema=Trip,
         handler=rename,
         tier="write",
-        risk_policy=RiskPolicy(
-            destructive=False,
-            reversible=True,
-            dry_run_supported=False,
-            side_effects=("data-write",),
-        ),
+        risk_policy=risk("data-write"),
         aliases=["trip_rename"],
         deprecation=Deprecation(
             since_version="2",

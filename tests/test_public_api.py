@@ -3,13 +3,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import json
 import pkgutil
-import subprocess
-import sys
 from types import ModuleType
 
 import pytest
+from tests.builders import packages_loaded_by
 
 import charter
 
@@ -30,6 +28,17 @@ def public_module(name: str) -> ModuleType:
         pytest.skip(f"{name} needs an extra: {exc}")
 
 
+def defined_public_names(module: ModuleType) -> set[str]:
+    """The public classes and functions ``module`` defines itself (not those it imports)."""
+    return {
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and getattr(value, "__module__", None) == module.__name__
+    }
+
+
 def isort_key(name: str) -> tuple[int, str]:
     """The order ruff's RUF022 calls isort-style: CONSTANTS, then Classes, then the rest."""
     if name.isupper() or (name.upper() == name and not name.startswith("_")):
@@ -40,15 +49,7 @@ def isort_key(name: str) -> tuple[int, str]:
 
 
 def test_importing_charter_imports_no_transport_or_storage_library() -> None:
-    code = (
-        "import json, sys, charter; "
-        f"print(json.dumps([m for m in {FORBIDDEN_ON_IMPORT!r} "
-        "if any(k == m or k.startswith(m + '.') for k in sys.modules)]))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert json.loads(result.stdout) == []
+    assert packages_loaded_by("charter", FORBIDDEN_ON_IMPORT) == []
 
 
 def test_the_package_exports_the_contract() -> None:
@@ -93,14 +94,7 @@ def test_every_name_in_all_exists(name: str) -> None:
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
 def test_all_lists_every_public_class_and_function_defined_in_the_module(name: str) -> None:
     module = public_module(name)
-    defined = {
-        attr
-        for attr, value in vars(module).items()
-        if not attr.startswith("_")
-        and (inspect.isclass(value) or inspect.isfunction(value))
-        and getattr(value, "__module__", None) == name
-    }
-    assert sorted(defined - set(module.__all__)) == []
+    assert sorted(defined_public_names(module) - set(module.__all__)) == []
 
 
 def test_the_package_re_exports_every_name_of_the_core_modules_it_imports_from() -> None:

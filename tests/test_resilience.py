@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import DESTRUCTIVE_RISK
 
-from charter import ErrorCode, Failed, Host, Principal, Registry, RiskPolicy, ToolContext, tool
+from charter import ErrorCode, Failed, Host, Principal, Registry, ToolContext, tool
 from charter.audit import AuditEvent
 from charter.store import SqlStore, sqlite_url
 
@@ -35,7 +36,7 @@ async def crash(args: Ping) -> Pong:
 
 @tool(
     tier="destructive",
-    risk_policy=RiskPolicy(destructive=True, reversible=False, dry_run_supported=False),
+    risk_policy=DESTRUCTIVE_RISK,
 )
 async def wipe(args: Ping, ctx: ToolContext) -> Pong:
     """Wipe."""

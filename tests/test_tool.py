@@ -16,6 +16,7 @@ from pydantic import (
     computed_field,
     field_validator,
 )
+from tests.builders import WRITE_RISK
 
 from charter import (
     ActionPolicy,
@@ -24,7 +25,6 @@ from charter import (
     Denied,
     ErrorCode,
     Registry,
-    RiskPolicy,
     RiskTier,
     Tool,
     ToolContext,
@@ -33,8 +33,6 @@ from charter import (
 )
 from charter.tool import JSON_SCHEMA_DIALECT
 from charter.tool._closed_models import CLOSED_MODEL_ATTRIBUTE, closed_model
-
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
 
 
 class EchoIn(BaseModel):

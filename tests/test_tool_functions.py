@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field, RootModel
+from tests.builders import risk
 from typing_extensions import TypedDict
 
 from charter import (
@@ -30,7 +31,6 @@ from charter import (
     FunctionOutput,
     Principal,
     Registry,
-    RiskPolicy,
     Tool,
     ToolContext,
     tool,
@@ -38,9 +38,7 @@ from charter import (
 from charter.host import Host
 from charter.tool import JSON_SCHEMA_DIALECT, RESULT_FIELD, WRAP_RESULT_KEYWORD
 
-WRITE_RISK = RiskPolicy(
-    destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
-)
+WRITE_RISK = risk("data-write")
 READER = Principal(subject="ana", tenant_id="acme", scopes=frozenset({"trips:read"}))
 WRITER = Principal(subject="ana", tenant_id="acme", scopes=frozenset({"trips:read", "trips:write"}))
 

@@ -56,6 +56,8 @@ from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pydantic import BaseModel
+from tests.builders import controls
+from tests.builders import request_id as rid
 
 from charter import Tool, ToolContext, tool
 from charter.http._payloads import AcceptedBody, CallResultBody, ProblemBody
@@ -64,14 +66,6 @@ from charter.outcome import outcome_adapter
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
-
-
-def controls(request_id: str, **more: Any) -> dict[str, Any]:
-    return {"_charter": {"requestId": request_id, **more}}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from tests.builders import destructive_risk
 from typer.testing import CliRunner, Result
 
-from charter import Principal, Registry, RiskPolicy, tool
+from charter import Principal, Registry, tool
 from charter.auth import StaticAuthenticator
 from charter.cli import app
 from charter.host import Host
@@ -105,9 +105,7 @@ def echo(args: Note) -> Note:
     tier="destructive",
     name="notes.wipe",
     required_scopes=["notes:wipe"],
-    risk_policy=RiskPolicy(
-        destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
-    ),
+    risk_policy=destructive_risk("data-delete"),
 )
 def wipe(args: Note) -> Wiped:
     """Wipe a note; a person must approve it first."""
@@ -126,10 +124,6 @@ def notes_host() -> Host:
     registry = Registry()
     registry.register_all([echo, wipe])
     return Host(registry, authenticator=StaticAuthenticator(TOKENS))
-
-
-def request_id() -> str:
-    return str(uuid.uuid4())
 
 
 def parse(result: Result) -> Any:

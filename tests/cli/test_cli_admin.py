@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cli_support import TravelFiles, charter, error_line, parse, request_id, sqlite
+from cli_support import TravelFiles, charter, error_line, parse, sqlite
+from tests.builders import request_id
 
 
 def pending_refund(travel: TravelFiles, rid: str | None = None) -> str:

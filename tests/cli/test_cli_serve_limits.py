@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from cli_support import charter, create_key, notes_host, sqlite
-from tests.builders import MCP_HEADERS, MCP_INITIALIZE, MCP_PING
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE, MCP_PING, request_id
 
 from charter._serve_protocol import guarded_protocol
 from charter.cli._serve_options import (
@@ -311,7 +310,3 @@ def test_replicas_given_the_same_keys_share_them_and_a_short_key_is_refused(
     short = charter("serve", target, "--request-state-key", "too-short")
     assert short.exit_code == 2
     assert "shorter than 32 bytes" in short.stderr
-
-
-def request_id() -> str:
-    return str(uuid.uuid4())

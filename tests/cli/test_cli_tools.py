@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_support import TravelFiles, charter, error_line, parse, request_id, sqlite
+from cli_support import TravelFiles, charter, error_line, parse, sqlite
+from tests.builders import request_id
 
 REGISTRY_WITH_A_PAST_SUNSET = """
 from datetime import date

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
+from tests.builders import Clock, risk
 
 import charter
 from charter import (
@@ -17,7 +18,6 @@ from charter import (
     ErrorCode,
     Principal,
     Registry,
-    RiskPolicy,
     ToolContext,
     ToolError,
     define_tool,
@@ -26,9 +26,7 @@ from charter.effects import EffectRecord
 from charter.host import Host
 from charter.ledger import LedgerStore
 
-WRITE = RiskPolicy(
-    destructive=False, reversible=False, dry_run_supported=False, side_effects=("refund",)
-)
+WRITE = risk("refund", reversible=False)
 AGENT = Principal(subject="agent-ada", tenant_id="acme", scopes=frozenset({"bookings:refund"}))
 SAME_SUBJECT_OTHER_TENANT = Principal(
     subject="agent-ada", tenant_id="globex", scopes=frozenset({"bookings:refund"})
@@ -126,16 +124,6 @@ async def refund(
 
 class SecretPayload(BaseModel):
     card: SecretStr
-
-
-class Clock:
-    """A settable clock for a host: ``now`` moves only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def reuse_after_expiry(

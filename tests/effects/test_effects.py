@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import Clock
 from tests.effects.kit import (
     AGENT,
     SAME_SUBJECT_OTHER_TENANT,
-    Clock,
     FakeProvider,
     SecretPayload,
     build,

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import WRITE_RISK
 
 import charter
 from charter.evolution import (
@@ -48,9 +49,7 @@ def rename_tool(**options: Any) -> charter.Tool[Any, Any, Any]:
         "output_schema": RenameOut,
         "handler": rename,
         "tier": "write",
-        "risk_policy": charter.RiskPolicy(
-            destructive=False, reversible=True, dry_run_supported=False
-        ),
+        "risk_policy": WRITE_RISK,
         "action_policy": charter.ActionPolicy(target_type="trip", command_target_field="trip_id"),
         "required_scopes": ["trips:write"],
         "aliases": ["trip_rename"],

@@ -128,25 +128,17 @@ def test_the_clones_sources_import_and_list_the_travel_tools(clone: Path, tmp_pa
         "CHARTER_DEMO_KEYS": str(tmp_path / "keys.json"),
     }
     env.pop("CHARTER_DB", None)
-    where = subprocess.run(
-        [sys.executable, "-c", "import charter, examples.travel; print(charter.__file__)"],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert where.returncode == 0, where.stderr
-    assert Path(where.stdout.strip()).is_relative_to(clone / "src")
+
+    def python(*args: str) -> str:
+        """The output of this Python run with ``args`` in the clone; it must exit 0."""
+        run = subprocess.run(
+            [sys.executable, *args], cwd=clone, env=env, capture_output=True, text=True, timeout=180
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    where = python("-c", "import charter, examples.travel; print(charter.__file__)")
+    assert Path(where.strip()).is_relative_to(clone / "src")
     db = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
-    command = ["tools", "examples.travel:host", "--json", "--db", db]
-    listed = subprocess.run(
-        [sys.executable, "-m", "charter.cli", *command],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert '"name": "bookings.refund"' in listed.stdout
+    listed = python("-m", "charter.cli", "tools", "examples.travel:host", "--json", "--db", db)
+    assert '"name": "bookings.refund"' in listed

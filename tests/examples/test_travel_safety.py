@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from examples.travel.db import trips
+from tests.builders import request_id as rid
 from travel_support import AGENT, APPROVER, Travel
 
 from charter import Completed, Denied, ErrorCode, Failed, InteractionRequired, ToolOutcome
@@ -15,10 +15,6 @@ from charter.ledger import ApprovalRecord
 from charter.store._schema import ledger_entries
 
 pytestmark = pytest.mark.anyio
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 async def ask_approval(travel: Travel, tool: str, arguments: dict[str, Any], request: str) -> Any:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import uuid
 from datetime import date
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from examples.travel.db import bookings, trips
+from tests.builders import request_id
 from travel_support import ADMIN, AGENT, APPROVER, GLOBEX_AGENT, Travel
 
 from charter import (
@@ -25,10 +25,6 @@ from charter.ledger import ApprovalRecord
 from charter.manifest import deprecation_warnings
 
 pytestmark = pytest.mark.anyio
-
-
-def request_id() -> str:
-    return str(uuid.uuid4())
 
 
 def charter(**controls: object) -> dict[str, Any]:

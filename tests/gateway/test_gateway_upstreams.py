@@ -24,8 +24,9 @@ import mcp.types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from tests.builders import controls
 
-from charter import Completed, ErrorCode, Failed, InteractionRequired, Registry
+from charter import Completed, ErrorCode, Failed, InteractionRequired, Registry, ToolOutcome
 from charter.auth import Principal
 from charter.errors import ConfigurationError
 from charter.gateway import (
@@ -68,12 +69,18 @@ async def governed(
             await host.aclose()
 
 
+async def read_both_ways(
+    npm_servers: dict[str, Path], files: Path, path: str
+) -> tuple[types.CallToolResult, ToolOutcome]:
+    """``fs.read_text_file`` of ``path`` through charter's MCP server, then ``Host.invoke``."""
+    async with governed(fs_config(npm_servers["filesystem"], files)) as (host, _):
+        async with Client(create_server(host, principal=ALICE)) as client:
+            through = await client.call_tool("fs.read_text_file", {"path": path})
+        return through, await host.invoke("fs.read_text_file", {"path": path}, ALICE)
+
+
 def calls(gateway: Gateway, name: str) -> int:
     return next(h.calls for h in gateway.health() if h.name == name)
-
-
-def controls(request_id: str, **more: Any) -> dict[str, Any]:
-    return {"_charter": {"requestId": request_id, **more}}
 
 
 # -- listing ------------------------------------------------------------------------------------
@@ -142,10 +149,7 @@ async def test_a_read_returns_the_upstreams_result_unchanged(
     npm_servers: dict[str, Path], files: Path
 ) -> None:
     path = str(files / "itinerary.md")
-    async with governed(fs_config(npm_servers["filesystem"], files)) as (host, _):
-        async with Client(create_server(host, principal=ALICE)) as client:
-            through = await client.call_tool("fs.read_text_file", {"path": path})
-        outcome = await host.invoke("fs.read_text_file", {"path": path}, ALICE)
+    through, outcome = await read_both_ways(npm_servers, files, path)
     assert through.is_error is False
     assert through.content == [
         types.TextContent(type="text", text=(files / "itinerary.md").read_text())
@@ -196,10 +200,7 @@ async def test_an_upstream_tool_error_is_returned_as_the_upstreams_error(
     npm_servers: dict[str, Path], files: Path, tmp_path: Path
 ) -> None:
     outside = str(tmp_path / "elsewhere.txt")
-    async with governed(fs_config(npm_servers["filesystem"], files)) as (host, _):
-        async with Client(create_server(host, principal=ALICE)) as client:
-            result = await client.call_tool("fs.read_text_file", {"path": outside})
-        outcome = await host.invoke("fs.read_text_file", {"path": outside}, ALICE)
+    result, outcome = await read_both_ways(npm_servers, files, outside)
     assert result.is_error is True
     assert isinstance(result.content[0], types.TextContent)
     assert "outside allowed directories" in result.content[0].text

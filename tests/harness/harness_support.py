@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock
 
 from charter import (
     ActionPolicy,
@@ -19,7 +19,6 @@ from charter import (
     InteractionRequired,
     Principal,
     Registry,
-    RiskPolicy,
     ToolContext,
     ToolError,
     define_tool,
@@ -38,22 +37,6 @@ ALICE = Principal(
 
 BOB = Principal(subject="bob", tenant_id="t1", scopes=frozenset({"charter:approve"}))
 """An approver in the same tenant."""
-
-DESTRUCTIVE = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
-WRITE = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-
-
-class FakeClock:
-    """A UTC clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
 
 
 class AddIn(BaseModel):
@@ -114,7 +97,7 @@ class Empty(BaseModel):
 class World:
     """The tools' side effects and the gates tests open, visible to assertions."""
 
-    clock: FakeClock
+    clock: Clock
     registry: Registry
     ledger: MemoryStore
     host: Host
@@ -247,7 +230,7 @@ def _other_handlers(world: World) -> dict[str, Any]:
 
 
 def build_world() -> World:
-    clock = FakeClock()
+    clock = Clock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
     registry = Registry()
     ledger = MemoryStore()
     world = World(
@@ -292,7 +275,7 @@ def build_world() -> World:
                 BookingIn,
                 CancelOut,
                 "destructive",
-                risk_policy=DESTRUCTIVE,
+                risk_policy=DESTRUCTIVE_RISK,
                 required_scopes=("bookings:cancel",),
                 action_policy=booking_policy,
             ),
@@ -303,7 +286,7 @@ def build_world() -> World:
                 JobIn,
                 JobOut,
                 "write",
-                risk_policy=WRITE,
+                risk_policy=WRITE_RISK,
             ),
             made("boom", "Always raises.", Empty),
             made("refuse", "Fails with a coded error.", Empty),
@@ -331,9 +314,6 @@ def last_results(request_messages: Any) -> Any:
         if message.role == "tool":
             return message.results
     raise AssertionError("no tool results in the transcript")
-
-
-Clock = Callable[[], datetime]
 
 
 class QueryOut(BaseModel):

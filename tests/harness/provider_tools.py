@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field
-
-from charter import define_tool
+from tests.builders import tiered_tool
 
 
 class Traveller(BaseModel):
@@ -33,11 +32,6 @@ def search(args: SearchIn) -> SearchOut:
     return SearchOut(trips=[args.city])
 
 
-SEARCH = define_tool(
-    name="search_trips",
-    description="Search trips.",
-    input_schema=SearchIn,
-    output_schema=SearchOut,
-    handler=search,
-    tier="read",
+SEARCH = tiered_tool(
+    "search_trips", "read", search, SearchIn, SearchOut, description="Search trips."
 )

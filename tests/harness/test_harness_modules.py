@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
 
 import pytest
-from tests.test_public_api import isort_key
+from tests.test_public_api import defined_public_names, isort_key
 
 import charter.harness
 
@@ -29,11 +28,4 @@ def test_all_is_a_sorted_tuple_of_every_public_class_and_function(name: str) -> 
     assert isinstance(exported, tuple)
     assert list(exported) == sorted(set(exported), key=isort_key)
     assert [attr for attr in exported if not hasattr(module, attr)] == []
-    defined = {
-        attr
-        for attr, value in vars(module).items()
-        if not attr.startswith("_")
-        and (inspect.isclass(value) or inspect.isfunction(value))
-        and getattr(value, "__module__", None) == name
-    }
-    assert sorted(defined - set(exported)) == []
+    assert sorted(defined_public_names(module) - set(exported)) == []

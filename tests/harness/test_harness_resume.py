@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 from harness_support import ALICE, BOB, World, calls, last_results
+from tests.builders import tiered_tool
 
 from charter import Completed, Failed
 from charter.errors import ErrorCode
@@ -438,7 +439,7 @@ async def test_a_tool_asking_for_approval_itself_resumes_with_ctx_resume_and_its
     # approval as a host approval (sending an approvalId the host never issued).
     from harness_support import AddOut, Empty
 
-    from charter import Interaction, InteractionRequired, ToolContext, define_tool
+    from charter import Interaction, InteractionRequired, ToolContext
 
     seen: list[tuple[str | None, object]] = []
 
@@ -452,13 +453,8 @@ async def test_a_tool_asking_for_approval_itself_resumes_with_ctx_resume_and_its
         return AddOut(sum=1 if ctx.resume.approved else 0)
 
     world.registry.register(
-        define_tool(
-            name="guarded",
-            description="Asks for approval itself.",
-            input_schema=Empty,
-            output_schema=AddOut,
-            handler=guarded,
-            tier="read",
+        tiered_tool(
+            "guarded", "read", guarded, Empty, AddOut, description="Asks for approval itself."
         )
     )
     session = world.harness(ScriptedModel([calls(("guarded", "c1", {}))])).session(ALICE)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.builders import packages_loaded_by
 
 import charter.harness.providers as harness_providers
 import charter.providers as providers
@@ -39,16 +40,9 @@ def test_a_missing_framework_raises_import_error_naming_the_extra(
 
 
 def test_importing_the_harness_providers_and_integrations_imports_no_framework() -> None:
-    code = (
-        "import sys, charter.harness, charter.harness.providers, charter.providers, "
-        "charter.integrations; "
-        "print([m for m in ('openai', 'anthropic', 'pydantic_ai', 'langchain_core', 'langgraph')"
-        " if m in sys.modules])"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    modules = "charter.harness, charter.harness.providers, charter.providers, charter.integrations"
+    frameworks = ("openai", "anthropic", "pydantic_ai", "langchain_core", "langgraph")
+    assert packages_loaded_by(modules, frameworks) == []
 
 
 def test_charter_providers_re_exports_the_harness_providers_unchanged() -> None:

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from harness_support import QueryOut, recording_tool
 from pydantic import BaseModel, model_validator
+from tests.builders import tiered_tool
 
-from charter import ConfigurationError, Principal, Registry, define_tool
+from charter import ConfigurationError, Principal, Registry
 from charter.evolution import diff_manifests
 from charter.harness import (
     MODEL_NAME_PATTERN,
@@ -245,14 +246,7 @@ async def test_a_model_call_is_validated_once_from_sealing_to_its_handler() -> N
 
     registry = Registry()
     registry.register(
-        define_tool(
-            name="trips.search",
-            description="Search.",
-            input_schema=CountedIn,
-            output_schema=QueryOut,
-            handler=handler,
-            tier="read",
-        )
+        tiered_tool("trips.search", "read", handler, CountedIn, QueryOut, description="Search.")
     )
     host = Host(registry)
     model = ScriptedModel(

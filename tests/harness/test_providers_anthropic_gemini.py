@@ -14,9 +14,9 @@ from anthropic.types import (
 )
 from provider_tools import SEARCH
 from pydantic import BaseModel
+from tests.builders import tiered_tool
 from typed_params import assert_conforms
 
-from charter import define_tool
 from charter.harness import (
     AssistantMessage,
     Message,
@@ -119,13 +119,8 @@ def test_gemini_refuses_a_recursive_schema() -> None:
     class TreeOut(BaseModel):
         ok: bool
 
-    recursive = define_tool(
-        name="tree",
-        description="Walk a tree.",
-        input_schema=Node,
-        output_schema=TreeOut,
-        handler=lambda args: TreeOut(ok=True),
-        tier="read",
+    recursive = tiered_tool(
+        "tree", "read", lambda args: TreeOut(ok=True), Node, TreeOut, description="Walk a tree."
     )
     with pytest.raises(ValueError, match="recursive"):
         gemini_tools([recursive])

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import tiered_tool
 
 from charter import Completed, ErrorCode, Failed, Principal, Registry, ToolContext, define_tool
 from charter.host import CallOptions, Host
@@ -35,17 +36,7 @@ def _registry(*, with_hidden: bool = True, seen: list[str] | None = None) -> Reg
     registry = Registry()
 
     def add(name: str, **options: Any) -> None:
-        registry.register(
-            define_tool(
-                name=name,
-                description=f"The {name} tool.",
-                input_schema=Query,
-                output_schema=Answer,
-                handler=handler_for(name),
-                tier="read",
-                **options,
-            )
-        )
+        registry.register(tiered_tool(name, "read", handler_for(name), Query, Answer, **options))
 
     if with_hidden:
         add("get_invoice", audience=["staff"])

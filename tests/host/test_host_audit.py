@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from tests.builders import request_id as _rid
 from tests.builders import tiered_tool
 
 from charter import ErrorCode, Principal, Registry, ToolBinding, ToolError
@@ -58,10 +58,6 @@ def _note_tool(
 ) -> Tool[Any, Any, Any]:
     """A note tool on ``handler``; a write gets ``WRITE_RISK``."""
     return tiered_tool(name, tier, handler, NoteIn, NoteOut, required_scopes=scopes, **options)
-
-
-def _rid() -> str:
-    return str(uuid.uuid4())
 
 
 async def test_an_event_carries_every_field_the_issue_lists() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
-from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, tiered_tool
 
 from charter import AccessCatalog, Principal, Registry, ToolContext, define_tool
 from charter.audit import AuditEvent
@@ -47,17 +47,7 @@ def _registry(seen: list[tuple[str, dict[str, Any]]]) -> Registry:
 
     def add(name: str, **options: Any) -> None:
         tier = options.pop("tier", "read")
-        registry.register(
-            define_tool(
-                name=name,
-                description=f"The {name} tool.",
-                input_schema=Note,
-                output_schema=Echo,
-                handler=handler_for(name),
-                tier=tier,
-                **options,
-            )
-        )
+        registry.register(tiered_tool(name, tier, handler_for(name), Note, Echo, **options))
 
     registry = Registry()
     add("ping", auth="public")

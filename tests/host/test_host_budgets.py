@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import BaseModel
-from tests.builders import risk, tiered_tool
+from tests.builders import Clock, risk, tiered_tool
 
 from charter import ActionPolicy, InFlight, Principal, RateLimit, Registry, define_tool
 from charter._telemetry import RATE_LIMITED_METRIC
@@ -18,7 +18,7 @@ from charter.errors import ConfigurationError, ErrorCode
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.ledger.budgets import bucket_key
-from charter.outcome import Completed, Failed, InteractionRequired
+from charter.outcome import Completed, Failed, InteractionRequired, ToolOutcome
 
 pytestmark = pytest.mark.anyio
 
@@ -41,16 +41,8 @@ class Refunded(BaseModel):
     amount_cents: int
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
+START = datetime(2030, 1, 1, tzinfo=UTC)
+"""Where the tests' clocks start: a fixed instant, so every run sees the same windows."""
 
 REFUND_RISK = risk("refund", reversible=False)
 
@@ -117,20 +109,26 @@ def rate_limited(outcome: object) -> bool:
     return isinstance(outcome, Failed) and outcome.code is ErrorCode.RATE_LIMITED
 
 
+async def concurrent_searches(host: Host, calls: int) -> list[ToolOutcome]:
+    """The outcomes of ``calls`` trips.search calls started at once, in the order they ended."""
+    outcomes: list[ToolOutcome] = []
+
+    async def call(i: int) -> None:
+        outcomes.append(await host.invoke("trips.search", {"destination": f"d{i}"}, agent()))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(calls):
+            tg.start_soon(call, i)
+    return outcomes
+
+
 async def test_64_concurrent_calls_against_a_limit_of_10_run_exactly_10() -> None:
     ran: list[str] = []
     host = Host(
         registry(search_limits=[RateLimit(calls=10, per=60)], pause=0.05, ran=ran),
         store=MemoryStore(),
     )
-    outcomes: list[object] = []
-
-    async def call(i: int) -> None:
-        outcomes.append(await host.invoke("trips.search", {"destination": f"d{i}"}, agent()))
-
-    async with anyio.create_task_group() as tg:
-        for i in range(64):
-            tg.start_soon(call, i)
+    outcomes = await concurrent_searches(host, 64)
     assert sum(isinstance(o, Completed) for o in outcomes) == 10
     refused = [o for o in outcomes if rate_limited(o)]
     assert len(refused) == 54
@@ -144,7 +142,7 @@ async def test_64_concurrent_calls_against_a_limit_of_10_run_exactly_10() -> Non
 
 
 async def test_the_window_refills_one_unit_per_interval_and_bursts_after_a_full_window() -> None:
-    clock = Clock()
+    clock = Clock(START)
     host = Host(registry(search_limits=[RateLimit(calls=3, per=60)]), clock=clock)
 
     async def search() -> object:
@@ -154,14 +152,14 @@ async def test_the_window_refills_one_unit_per_interval_and_bursts_after_a_full_
     refused = await search()
     assert rate_limited(refused) and isinstance(refused, Failed)
     assert refused.meta is not None and refused.meta["retryAfter"] == 20.0
-    clock.advance(19.9)
+    clock.advance(timedelta(seconds=19.9))
     late = await search()
     assert rate_limited(late) and isinstance(late, Failed) and late.meta is not None
     assert late.meta["retryAfter"] == 0.1
-    clock.advance(0.1)
+    clock.advance(timedelta(seconds=0.1))
     assert isinstance(await search(), Completed)
     assert rate_limited(await search())
-    clock.advance(60)
+    clock.advance(timedelta(seconds=60))
     assert [isinstance(await search(), Completed) for _ in range(3)] == [True] * 3
     assert rate_limited(await search())
 
@@ -253,7 +251,7 @@ async def test_a_refused_limit_gives_back_what_the_call_spent_on_the_others() ->
 
 
 async def test_a_daily_quota_counts_the_cost_of_the_validated_input() -> None:
-    clock = Clock()
+    clock = Clock(START)
     quota = RateLimit(
         calls=2_000,
         per=86_400,
@@ -271,7 +269,7 @@ async def test_a_daily_quota_counts_the_cost_of_the_validated_input() -> None:
     too_big = await host.invoke("bookings.refund", refund_args(2_500), agent())
     assert isinstance(too_big, Failed) and too_big.code is ErrorCode.RATE_LIMITED
     assert not too_big.retryable and too_big.reason == "over_quota"
-    clock.advance(86_400)
+    clock.advance(timedelta(seconds=86_400))
     assert isinstance(await host.invoke("bookings.refund", refund_args(2_000), agent()), Completed)
 
 
@@ -287,14 +285,7 @@ async def test_a_cost_function_returning_no_whole_number_fails_the_call_clearly(
 async def test_in_flight_caps_refuse_calls_beyond_the_cap_until_one_ends() -> None:
     ran: list[str] = []
     host = Host(registry(search_limits=[InFlight(limit=2)], pause=0.2, ran=ran))
-    outcomes: list[object] = []
-
-    async def call(i: int) -> None:
-        outcomes.append(await host.invoke("trips.search", {"destination": f"d{i}"}, agent()))
-
-    async with anyio.create_task_group() as tg:
-        for i in range(5):
-            tg.start_soon(call, i)
+    outcomes = await concurrent_searches(host, 5)
     assert sum(isinstance(o, Completed) for o in outcomes) == 2
     refused = [o for o in outcomes if isinstance(o, Failed)]
     assert len(refused) == 3 and all(o.reason == "too_many_in_flight" for o in refused)
@@ -316,7 +307,7 @@ async def test_host_wide_limits_count_across_tools() -> None:
 
 
 async def test_rate_limited_refusals_are_audited_aggregated_per_caller_and_tool() -> None:
-    clock = Clock()
+    clock = Clock(START)
     store = MemoryStore()
     host = Host(registry(search_limits=[RateLimit(calls=1, per=60)]), store=store, clock=clock)
     for _ in range(21):

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
-from tests.builders import WRITE_RISK
+from tests.builders import WRITE_RISK, tiered_tool
+from tests.builders import request_id as _rid
 
 from charter import Principal, RegisteredTool, Registry, ToolContext, define_tool
 from charter.errors import ErrorCode
@@ -43,17 +44,8 @@ def _registry(inputs: list[dict[str, Any]], contexts: list[ToolContext]) -> Regi
             contexts.append(ctx)
             return Seen(keys=sorted(data.model_dump()))
 
-        registry.register(
-            define_tool(
-                name=name,
-                description=f"The {name} tool.",
-                input_schema=OpenInput,
-                output_schema=Seen,
-                handler=handler,
-                tier=options.pop("tier", "read"),
-                **options,
-            )
-        )
+        tier = options.pop("tier", "read")
+        registry.register(tiered_tool(name, tier, handler, OpenInput, Seen, **options))
 
     add("read_note")
     add("write_note", tier="write", risk_policy=WRITE_RISK)
@@ -74,10 +66,6 @@ class Kit:
         self.contexts: list[ToolContext] = []
         self.store = MemoryStore()
         self.host = Host(_registry(self.inputs, self.contexts), store=self.store, **options)
-
-
-def _rid() -> str:
-    return str(uuid.uuid4())
 
 
 def assert_invalid_controls(outcome: object, reason: str = "invalid_controls") -> Failed:

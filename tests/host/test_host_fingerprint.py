@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field, SecretStr
-from tests.builders import WRITE_RISK, risk, tiered_tool
+from tests.builders import risk, tiered_tool
 
-from charter import ActionPolicy, ErrorCode, Principal, Registry, RiskTier, define_tool
+from charter import ActionPolicy, ErrorCode, Principal, Registry, RiskTier
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.outcome import Completed, Failed, InteractionRequired
@@ -153,14 +153,8 @@ async def test_a_value_without_a_canonical_form_is_refused_before_the_ledger() -
 
     registry = Registry()
     registry.register(
-        define_tool(
-            name="record",
-            description="Record readings.",
-            input_schema=Readings,
-            output_schema=Sent,
-            handler=record,
-            tier=RiskTier.WRITE,
-            risk_policy=WRITE_RISK,
+        tiered_tool(
+            "record", RiskTier.WRITE, record, Readings, Sent, description="Record readings."
         )
     )
     store = MemoryStore()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import BaseModel
-from tests.builders import risk
+from tests.builders import Clock, risk
 
 from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
 from charter.errors import ErrorCode
@@ -24,14 +24,6 @@ class Lookup(BaseModel):
 class Found(BaseModel):
     code: str
     tenant: str
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def build(**options: object) -> tuple[Host, list[str]]:
@@ -97,7 +89,7 @@ async def test_allowed_actor_types_are_enforced_for_a_generic_tool() -> None:
 
 
 async def test_anonymous_refusals_are_aggregated_per_kind_and_window() -> None:
-    clock = Clock()
+    clock = Clock(datetime(2030, 1, 1, tzinfo=UTC))
     host, _ = build(clock=clock, anonymous_audit_window=timedelta(minutes=1))
     for n in range(50):
         await host.invoke(f"no.such.tool.{n}", {}, None)  # a flood of unknown names
@@ -127,7 +119,7 @@ async def test_anonymous_refusals_are_aggregated_per_kind_and_window() -> None:
 
 
 async def test_anonymous_audit_events_are_pruned_apart_from_the_others() -> None:
-    clock = Clock()
+    clock = Clock(datetime(2030, 1, 1, tzinfo=UTC))
     host, _ = build(clock=clock, anonymous_audit_window=timedelta(0))
     sam = Principal(subject="sam", tenant_id="acme", scopes=frozenset())
     await host.invoke("no.such.tool", {}, None)

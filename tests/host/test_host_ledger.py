@@ -3,12 +3,12 @@ confirmation, replay, conflicts, and corrected retries after rejections (L03-L10
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
+from tests.builders import request_id as _rid
 
 from charter import Principal, Registry, RiskPolicy, RiskTier, ToolContext, define_tool
 from charter.errors import ErrorCode, ToolError
@@ -94,10 +94,6 @@ class Kit:
         if controls:
             arguments["_charter"] = controls
         return await self.host.invoke(tool, arguments, principal)
-
-
-def _rid() -> str:
-    return str(uuid.uuid4())
 
 
 async def test_the_default_store_is_in_memory_and_is_also_the_audit_sink() -> None:

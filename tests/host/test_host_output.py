@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from tests.builders import WRITE_RISK, tiered_tool
+from tests.builders import tiered_tool
 
-from charter import Principal, RegisteredTool, Registry, ToolContext, define_tool
+from charter import Principal, RegisteredTool, Registry, ToolContext
 from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.ledger import MemoryStore
@@ -199,15 +199,7 @@ async def test_the_context_factory_receives_the_principal_the_tool_and_the_contr
         return User(user_id="u1", name="Ada")
 
     registry.register(
-        define_tool(
-            name="capture",
-            description="Captures its context.",
-            input_schema=Ask,
-            output_schema=User,
-            handler=capture,
-            tier="write",
-            risk_policy=WRITE_RISK,
-        )
+        tiered_tool("capture", "write", capture, Ask, User, description="Captures its context.")
     )
     host = Host(registry, context_factory=factory)
     rid = str(uuid.uuid4())

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from tests.builders import destructive_risk, risk
+from tests.builders import request_id as rid
 
 from charter import ActionPolicy, Host, Principal, Registry, ToolContext, define_tool
 from charter.errors import ErrorCode
@@ -73,10 +74,6 @@ class Kit:
         if request_id is not None:
             charter["requestId"] = request_id
         return await self.host.invoke(tool, {"title": "t", "_charter": charter}, ALICE)
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
 
 
 # -- prepare / execute ---------------------------------------------------------------------

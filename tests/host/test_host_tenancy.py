@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from tests.builders import WRITE_RISK
+from tests.builders import WRITE_RISK, tiered_tool
 
-from charter import ErrorCode, Principal, Registry, ToolContext, define_tool
+from charter import ErrorCode, Principal, Registry, ToolContext
 from charter.audit import AuditEvent
 from charter.host import Host
 from charter.ledger import MemoryStore
@@ -51,18 +51,9 @@ def _registry(seen: Seen) -> Registry:
             value = dumped.get(field_name) if field_name else None
             return Acted(tenant=ctx.tenant_id, field=value, delegated=ctx.delegated)
 
-        registry.register(
-            define_tool(
-                name=name,
-                description=f"The {name} tool.",
-                input_schema=schema,
-                output_schema=Acted,
-                handler=handler,
-                tier=options.pop("tier", "read"),
-                tenant_field=field_name,
-                **options,
-            )
-        )
+        tier = options.pop("tier", "read")
+        options.update(tenant_field=field_name)
+        registry.register(tiered_tool(name, tier, handler, schema, Acted, **options))
 
     add("recall", ForTenant, "tenant_id", delegable=True, required_scopes=["memories:read"])
     add("remember", ForTenant, "tenant_id", required_scopes=["memories:read"])

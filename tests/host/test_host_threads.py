@@ -7,8 +7,9 @@ import threading
 import anyio
 import pytest
 from pydantic import BaseModel
+from tests.builders import tiered_tool
 
-from charter import Completed, Principal, Registry, define_tool
+from charter import Completed, Principal, Registry
 from charter.host import Host
 
 pytestmark = pytest.mark.anyio
@@ -39,14 +40,7 @@ async def test_a_blocking_sync_handler_never_blocks_the_event_loop() -> None:
 
     registry = Registry()
     registry.register(
-        define_tool(
-            name="blocking",
-            description="Blocks its thread.",
-            input_schema=Wait,
-            output_schema=Waited,
-            handler=blocking,
-            tier="read",
-        )
+        tiered_tool("blocking", "read", blocking, Wait, Waited, description="Blocks its thread.")
     )
     host = Host(registry)
     ticks_while_blocked = 0

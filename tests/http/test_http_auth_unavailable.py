@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -68,20 +69,26 @@ async def test_the_host_says_the_credentials_could_not_be_checked(
     assert caught.value.__cause__ is error
 
 
+async def down_then_up(
+    url: str, down: KeyStoreDown, path: str, body: Any, headers: dict[str, str]
+) -> tuple[httpx.Response, httpx.Response]:
+    """The answers to one POST with the key ``good``: while the store is down, then once
+    it is back."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        request = http.build_request(
+            "POST", path, json=body, headers={**headers, "Authorization": "Bearer good"}
+        )
+        while_down = await http.send(request)
+        down.up = True
+        return while_down, await http.send(request)
+
+
 async def test_rest_answers_503_with_retry_after_until_the_store_is_back(
     served: tuple[str, Lab], down: KeyStoreDown
 ) -> None:
     url, _ = served
-    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-        search = http.build_request(
-            "POST",
-            "/v1/tools/trips.search:call",
-            json={"query": "lisbon"},
-            headers={"Authorization": "Bearer good"},
-        )
-        call = await http.send(search)
-        down.up = True
-        after = await http.send(search)
+    search = {"query": "lisbon"}
+    call, after = await down_then_up(url, down, "/v1/tools/trips.search:call", search, {})
     assert call.status_code == 503
     assert call.headers["retry-after"] == "1"
     assert call.headers["content-type"] == "application/problem+json"
@@ -99,16 +106,7 @@ async def test_mcp_answers_503_with_retry_after(
     served: tuple[str, Lab], down: KeyStoreDown
 ) -> None:
     url, _ = served
-    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-        initialize = http.build_request(
-            "POST",
-            "/mcp",
-            json=MCP_INITIALIZE,
-            headers={**MCP_HEADERS, "Authorization": "Bearer good"},
-        )
-        response = await http.send(initialize)
-        down.up = True
-        after = await http.send(initialize)
+    response, after = await down_then_up(url, down, "/mcp", MCP_INITIALIZE, MCP_HEADERS)
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
     assert response.json()["error"] == "temporarily_unavailable"

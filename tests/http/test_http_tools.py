@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
-
 import httpx
 from http_support import Live
+from tests.builders import request_id as key
 
 from charter import ErrorCode
 from charter.manifest import CONTRACT_VERSION
 
 PROBLEM = "application/problem+json"
 
-
-def key() -> str:
-    return str(uuid.uuid4())
+RENAME = "/v1/tools/trips.rename:call"
+"""The ledgered write most of these tests call."""
 
 
 def test_the_tool_list_is_the_manifest_the_caller_may_call(
@@ -114,7 +112,7 @@ def test_an_api_key_header_authenticates_like_a_bearer_token(live: Live) -> None
 
 
 def test_missing_scopes_are_403_naming_them_in_the_challenge(approver: httpx.Client) -> None:
-    response = approver.post("/v1/tools/trips.rename:call", json={"trip_id": "trp_1", "name": "x"})
+    response = approver.post(RENAME, json={"trip_id": "trp_1", "name": "x"})
     assert response.status_code == 403
     assert (
         response.headers["www-authenticate"]
@@ -146,7 +144,7 @@ def test_invalid_input_is_422_with_issues_that_do_not_echo_the_input(
 def test_a_write_without_a_request_id_is_422_and_runs_nothing(
     agent: httpx.Client, live: Live
 ) -> None:
-    response = agent.post("/v1/tools/trips.rename:call", json={"trip_id": "trp_norid", "name": "x"})
+    response = agent.post(RENAME, json={"trip_id": "trp_norid", "name": "x"})
     assert response.status_code == 422
     assert response.json()["reason"] == "request_id_required"
     assert live.lab.runs["rename:trp_norid"] == 0
@@ -157,14 +155,10 @@ def test_the_same_idempotency_key_replays_without_running_the_handler_again(
 ) -> None:
     request_id = key()
     arguments = {"trip_id": "trp_replay", "name": "Porto"}
-    first = agent.post(
-        "/v1/tools/trips.rename:call", json=arguments, headers={"Idempotency-Key": request_id}
-    )
+    first = agent.post(RENAME, json=arguments, headers={"Idempotency-Key": request_id})
     assert first.status_code == 200
     assert first.json() == {"output": {"trip_id": "trp_replay", "name": "Porto"}, "replayed": False}
-    again = agent.post(
-        "/v1/tools/trips.rename:call", json=arguments, headers={"Idempotency-Key": request_id}
-    )
+    again = agent.post(RENAME, json=arguments, headers={"Idempotency-Key": request_id})
     assert again.status_code == 200
     assert again.json() == {"output": {"trip_id": "trp_replay", "name": "Porto"}, "replayed": True}
     assert again.headers["idempotent-replayed"] == "true"
@@ -177,14 +171,12 @@ def test_a_quoted_structured_field_key_and_the_body_control_are_the_same_request
     request_id = key()
     arguments = {"trip_id": "trp_quoted", "name": "Faro"}
     first = agent.post(
-        "/v1/tools/trips.rename:call",
+        RENAME,
         json=arguments,
         headers={"Idempotency-Key": f'"{request_id.upper()}"'},
     )
     assert first.status_code == 200
-    again = agent.post(
-        "/v1/tools/trips.rename:call", json={**arguments, "_charter": {"requestId": request_id}}
-    )
+    again = agent.post(RENAME, json={**arguments, "_charter": {"requestId": request_id}})
     assert again.json()["replayed"] is True
     assert live.lab.runs["rename:trp_quoted"] == 1
 
@@ -194,13 +186,9 @@ def test_the_same_key_with_other_arguments_is_422_idempotency_conflict(
 ) -> None:
     request_id = key()
     headers = {"Idempotency-Key": request_id}
-    ok = agent.post(
-        "/v1/tools/trips.rename:call", json={"trip_id": "trp_c", "name": "A"}, headers=headers
-    )
+    ok = agent.post(RENAME, json={"trip_id": "trp_c", "name": "A"}, headers=headers)
     assert ok.status_code == 200
-    conflict = agent.post(
-        "/v1/tools/trips.rename:call", json={"trip_id": "trp_c", "name": "B"}, headers=headers
-    )
+    conflict = agent.post(RENAME, json={"trip_id": "trp_c", "name": "B"}, headers=headers)
     assert conflict.status_code == 422
     assert conflict.json()["code"] == ErrorCode.IDEMPOTENCY_CONFLICT
     assert conflict.json()["reason"] == "idempotency_key_reused"
@@ -208,7 +196,7 @@ def test_the_same_key_with_other_arguments_is_422_idempotency_conflict(
 
 def test_a_header_and_a_body_control_that_disagree_are_400(agent: httpx.Client) -> None:
     response = agent.post(
-        "/v1/tools/trips.rename:call",
+        RENAME,
         json={"trip_id": "trp_d", "name": "A", "_charter": {"requestId": key()}},
         headers={"Idempotency-Key": key()},
     )

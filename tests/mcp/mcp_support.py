@@ -331,6 +331,13 @@ def build_host(probe: Probe, *, authenticated: bool = True) -> Host:
     )
 
 
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a tool result's first content block (which must be text)."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
 def request_id() -> str:
     """A fresh ``_charter.requestId``."""
     return str(uuid.uuid4())

@@ -11,7 +11,7 @@ import mcp.types as types
 import pytest
 from mcp.client import Client
 from mcp.server.lowlevel import Server
-from mcp_support import Probe, request_id
+from mcp_support import Probe, request_id, text_of
 
 from charter import ErrorCode
 from charter._redaction import SERVER_FAULT_CODES
@@ -20,12 +20,6 @@ from charter.mcp import OUTCOME_META_KEY, RESOLUTION, STATUS_TOOL, ConnectionSta
 from charter.outcome import outcome_adapter
 
 pytestmark = pytest.mark.anyio
-
-
-def _text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 def _outcome(result: types.CallToolResult) -> Any:
@@ -44,7 +38,7 @@ async def test_a_completed_call_returns_structured_output_valid_for_its_schema_a
     jsonschema.Draft202012Validator(listed["echo"].output_schema).validate(
         result.structured_content
     )
-    assert json.loads(_text(result)) == result.structured_content
+    assert json.loads(text_of(result)) == result.structured_content
 
 
 @pytest.mark.parametrize("code", list(ErrorCode))
@@ -55,7 +49,7 @@ async def test_every_error_code_renders_as_an_is_error_result_with_next_steps(
         result = await client.call_tool("fail", {"code": code.value})
     assert result.is_error is True
     assert result.structured_content is None
-    text = _text(result)
+    text = text_of(result)
     if code in SERVER_FAULT_CODES:
         # The server's own failures show their code and error id, never their text.
         assert text.startswith(f"[{code.value}] ")
@@ -81,9 +75,9 @@ async def test_unknown_and_hidden_tools_answer_alike(
         hidden = await client.call_tool("partner_report", {})
     for result, name in ((unknown, "no_such_tool"), (hidden, "partner_report")):
         assert result.is_error is True
-        assert _text(result).startswith(f"[NOT_FOUND] Unknown tool {name!r}.")
+        assert text_of(result).startswith(f"[NOT_FOUND] Unknown tool {name!r}.")
         assert _outcome(result).code is ErrorCode.NOT_FOUND
-    assert _text(unknown).replace("no_such_tool", "X") == _text(hidden).replace(
+    assert text_of(unknown).replace("no_such_tool", "X") == text_of(hidden).replace(
         "partner_report", "X"
     )
 
@@ -93,8 +87,8 @@ async def test_a_near_miss_suggests_only_tools_the_caller_may_call(
 ) -> None:
     async with Client(server) as client:
         result = await client.call_tool("ech", {"text": "x"})
-    assert "echo" in _text(result)
-    assert "read_notes" not in _text(result)
+    assert "echo" in text_of(result)
+    assert "read_notes" not in text_of(result)
 
 
 async def test_invalid_arguments_name_the_field_in_text_and_meta(
@@ -103,8 +97,8 @@ async def test_invalid_arguments_name_the_field_in_text_and_meta(
     async with Client(server) as client:
         result = await client.call_tool("echo", {"text": "x", "times": 9})
     assert result.is_error is True
-    assert _text(result).startswith("[INVALID_INPUT]")
-    assert "times" in _text(result)
+    assert text_of(result).startswith("[INVALID_INPUT]")
+    assert "times" in text_of(result)
     failed = _outcome(result)
     assert failed.meta["issues"][0]["loc"] == ["times"]
 
@@ -131,8 +125,8 @@ async def test_a_tool_that_goes_wrong_is_a_tool_error_not_a_protocol_error_or_a_
     async with Client(server) as client:
         result = await client.call_tool(tool, {})
     assert result.is_error is True
-    assert _text(result).startswith(f"[{code}]")
-    assert internals not in _text(result)
+    assert text_of(result).startswith(f"[{code}]")
+    assert internals not in text_of(result)
 
 
 async def test_a_missing_scope_is_a_tool_error_naming_the_scope(host: Host) -> None:
@@ -141,8 +135,8 @@ async def test_a_missing_scope_is_a_tool_error_naming_the_scope(host: Host) -> N
     async with Client(create_server(host, principal=CAROL)) as client:
         result = await client.call_tool("whoami", {})
     assert result.is_error is True
-    assert _text(result).startswith("[AUTHORIZATION_DENIED]")
-    assert "trips:read" in _text(result)
+    assert text_of(result).startswith("[AUTHORIZATION_DENIED]")
+    assert "trips:read" in text_of(result)
     assert result.meta is not None
     assert result.meta["charter/challenge"] == (
         'Bearer error="insufficient_scope", scope="trips:read"'
@@ -250,8 +244,8 @@ async def test_a_ledgered_call_without_a_request_id_says_how_to_add_one(
     async with Client(server) as client:
         result = await client.call_tool("rename_trip", {"trip_id": "T-1"})
     assert result.is_error is True
-    assert _text(result).startswith("[INVALID_INPUT]")
-    assert '"_charter": {"requestId"' in _text(result)
+    assert text_of(result).startswith("[INVALID_INPUT]")
+    assert '"_charter": {"requestId"' in text_of(result)
 
 
 async def test_a_deferred_call_returns_a_handle_the_status_tool_answers(
@@ -266,12 +260,12 @@ async def test_a_deferred_call_returns_a_handle_the_status_tool_answers(
         unknown = await client.call_tool(STATUS_TOOL, {"requestId": request_id()})
         malformed = await client.call_tool(STATUS_TOOL, {"requestId": "nope"})
     assert deferred.is_error is True
-    assert _text(deferred).startswith("[DEFERRED]")
-    assert f'{STATUS_TOOL} with {{"requestId": "{rid}"}}' in _text(deferred)
+    assert text_of(deferred).startswith("[DEFERRED]")
+    assert f'{STATUS_TOOL} with {{"requestId": "{rid}"}}' in text_of(deferred)
     assert _outcome(deferred).kind == "deferred"
     assert status.is_error is False
     assert status.structured_content is not None
     assert status.structured_content["status"] == "deferred"
     assert status.structured_content["request_id"] == rid
-    assert _text(unknown).startswith("[NOT_FOUND]")
-    assert _text(malformed).startswith("[INVALID_INPUT]")
+    assert text_of(unknown).startswith("[NOT_FOUND]")
+    assert text_of(malformed).startswith("[INVALID_INPUT]")

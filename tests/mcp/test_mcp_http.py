@@ -16,7 +16,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp_support import BOB, PRESENTERS, Probe, build_host, request_id, serve
+from mcp_support import BOB, PRESENTERS, Probe, build_host, request_id, serve, text_of
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.errors import ConfigurationError
@@ -71,12 +71,6 @@ async def connect(url: str, token: str | None = None, **options: Any) -> AsyncIt
             yield client
 
 
-def _text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
-
-
 async def test_list_then_call_with_structured_output_valid_for_its_schema(
     live: Live, mode: str
 ) -> None:
@@ -101,7 +95,9 @@ async def test_each_error_kind_is_a_tool_result(live: Live) -> None:
         output = await client.call_tool("bad_output", {})
         failed = await client.call_tool("fail", {"code": "PROVIDER_UNAVAILABLE"})
         missing = await client.call_tool("rename_trip", {"trip_id": "T"})
-    assert [_text(r).split("]")[0] + "]" for r in (unknown, invalid, output, failed, missing)] == [
+    assert [
+        text_of(r).split("]")[0] + "]" for r in (unknown, invalid, output, failed, missing)
+    ] == [
         "[NOT_FOUND]",
         "[INVALID_INPUT]",
         "[INVALID_OUTPUT]",
@@ -118,8 +114,8 @@ async def test_a_missing_scope_is_a_tool_error_naming_the_scope(live: Live) -> N
         result = await client.call_tool("rename_trip", {"trip_id": "T"})
     assert "rename_trip" not in listed and "read_notes" in listed
     assert result.is_error is True
-    assert _text(result).startswith("[AUTHORIZATION_DENIED]")
-    assert "trips:write" in _text(result)
+    assert text_of(result).startswith("[AUTHORIZATION_DENIED]")
+    assert "trips:write" in text_of(result)
 
 
 async def test_approval_round_trip_with_the_ledger_and_a_replay(live: Live, mode: str) -> None:
@@ -129,7 +125,7 @@ async def test_approval_round_trip_with_the_ledger_and_a_replay(live: Live, mode
         pending = await client.call_tool("delete_trip", arguments)
         assert pending.meta is not None
         approval_id = pending.meta[OUTCOME_META_KEY]["interaction"]["id"]
-        assert f"approvalId: {approval_id}" in _text(pending)
+        assert f"approvalId: {approval_id}" in text_of(pending)
         assert isinstance(await live.host.approvals.grant(approval_id, BOB), ApprovalRecord)
         arguments["_charter"]["approvalId"] = approval_id
         done = await client.call_tool("delete_trip", arguments)
@@ -256,7 +252,7 @@ async def test_a_host_without_an_authenticator_serves_anonymous_callers_public_t
             result = await client.call_tool("whoami", {})
     assert "echo" in names and "whoami" not in names and STATUS_TOOL not in names
     # Not listed, but a call says what would let it run (DESIGN §3, step 2).
-    assert _text(result).startswith("[UNAUTHENTICATED]")
+    assert text_of(result).startswith("[UNAUTHENTICATED]")
 
 
 async def test_optional_auth_lets_anonymous_callers_in_and_still_reads_tokens(

@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.server.lowlevel import Server
-from mcp_support import BOB, Probe, request_id
+from mcp_support import BOB, Probe, request_id, text_of
 
 from charter import ErrorCode
 from charter.host import Host
@@ -19,12 +19,6 @@ from charter.mcp import OUTCOME_META_KEY, ConnectionState
 pytestmark = pytest.mark.anyio
 
 Action = Literal["accept", "decline", "cancel"]
-
-
-def _text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 class User:
@@ -75,7 +69,7 @@ async def test_a_user_who_declines_denies_the_call(
             "cancel_trip", {"trip_id": "T-1", "_charter": {"requestId": request_id()}}
         )
     assert result.is_error is True
-    assert _text(result).startswith("[DENIED] The user declined")
+    assert text_of(result).startswith("[DENIED] The user declined")
     assert "cancel_trip" not in probe.runs
 
 
@@ -87,7 +81,7 @@ async def test_a_dismissed_confirmation_leaves_the_call_waiting_for_one(
             "cancel_trip", {"trip_id": "T-1", "_charter": {"requestId": request_id()}}
         )
     assert result.is_error is True
-    assert _text(result).startswith("[CONFIRMATION_REQUIRED]")
+    assert text_of(result).startswith("[CONFIRMATION_REQUIRED]")
 
 
 async def test_without_elicitation_the_result_says_to_retry_confirmed(
@@ -100,7 +94,7 @@ async def test_without_elicitation_the_result_says_to_retry_confirmed(
         arguments["_charter"]["confirmed"] = True
         second = await client.call_tool("cancel_trip", arguments)
     assert first.is_error is True
-    text = _text(first)
+    text = text_of(first)
     assert text.startswith("[CONFIRMATION_REQUIRED]")
     assert f'"_charter": {{"requestId": "{rid}", "confirmed": true}}' in text
     assert first.meta is not None
@@ -125,9 +119,9 @@ async def test_an_approval_round_trip_through_the_ledger(
         interaction = pending.meta[OUTCOME_META_KEY]["interaction"]
         approval_id = interaction["id"]
         assert interaction["metadata"]["code"] == ErrorCode.APPROVAL_REQUIRED.value
-        assert _text(pending).startswith("[APPROVAL_REQUIRED]")
-        assert f"approvalId: {approval_id}" in _text(pending)
-        assert "Next steps:" in _text(pending)
+        assert text_of(pending).startswith("[APPROVAL_REQUIRED]")
+        assert f"approvalId: {approval_id}" in text_of(pending)
+        assert "Next steps:" in text_of(pending)
 
         granted = await host.approvals.grant(approval_id, BOB)
         assert isinstance(granted, ApprovalRecord)
@@ -175,7 +169,7 @@ async def test_without_elicitation_a_question_is_an_interaction_required_result(
     async with Client(server, mode=mode) as client:
         result = await client.call_tool("ask_name", {})
     assert result.is_error is True
-    assert _text(result).startswith("[INTERACTION_REQUIRED] What is your name?")
+    assert text_of(result).startswith("[INTERACTION_REQUIRED] What is your name?")
 
 
 async def test_a_tool_samples_the_callers_model_over_a_back_channel(
@@ -212,8 +206,8 @@ async def test_a_client_that_cannot_sample_gets_a_missing_service_error(
     async with Client(server, mode=mode) as client:
         result = await client.call_tool("ask_model", {"text": "hi"})
     assert result.is_error is True
-    assert _text(result).startswith("[MISSING_SERVICE]")
-    assert "sampling" in _text(result)
+    assert text_of(result).startswith("[MISSING_SERVICE]")
+    assert "sampling" in text_of(result)
 
 
 async def test_a_sampling_refusal_reaches_the_client_with_its_reason(
@@ -226,5 +220,5 @@ async def test_a_sampling_refusal_reaches_the_client_with_its_reason(
 
     async with Client(server, mode="legacy", sampling_callback=refuse) as client:
         result = await client.call_tool("ask_model", {"text": "hi"})
-    assert _text(result).startswith("[PROVIDER_UNAVAILABLE] The client did not complete")
-    assert "user rejected" in _text(result)
+    assert text_of(result).startswith("[PROVIDER_UNAVAILABLE] The client did not complete")
+    assert "user rejected" in text_of(result)

@@ -37,6 +37,12 @@ def served() -> Iterator[tuple[str, Host]]:
         yield url + "/mcp", host
 
 
+@pytest.fixture
+def url(served: tuple[str, Host]) -> str:
+    """The MCP endpoint's URL, for the tests that do not look at the host."""
+    return served[0]
+
+
 @asynccontextmanager
 async def connect(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"}
@@ -46,9 +52,8 @@ async def connect(url: str, token: str, **options: Any) -> AsyncIterator[Client]
 
 
 async def test_an_agent_lists_what_it_may_read_and_reads_its_own_tenants_trip(
-    served: tuple[str, Host], mode: str
+    url: str, mode: str
 ) -> None:
-    url, _ = served
     async with connect(url, "ada-token", mode=mode) as client:
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
@@ -63,8 +68,7 @@ async def test_an_agent_lists_what_it_may_read_and_reads_its_own_tenants_trip(
     assert json.loads(contents.text) == {"id": "T-1", "name": "Lisbon offsite", "tenant": "acme"}
 
 
-async def test_binary_resources_are_base64_blobs(served: tuple[str, Host]) -> None:
-    url, _ = served
+async def test_binary_resources_are_base64_blobs(url: str) -> None:
     async with connect(url, "ada-token") as client:
         read = await client.read_resource("logo://travel.png")
     [contents] = read.contents
@@ -74,9 +78,8 @@ async def test_binary_resources_are_base64_blobs(served: tuple[str, Host]) -> No
 
 
 async def test_a_second_tenant_with_the_same_subject_cannot_read_the_first_tenants_trip(
-    served: tuple[str, Host], mode: str
+    url: str, mode: str
 ) -> None:
-    url, _ = served
     async with connect(url, "gus-token", mode=mode) as client:
         own = await client.read_resource("trip://T-9")
         with pytest.raises(MCPError) as foreign:
@@ -87,9 +90,8 @@ async def test_a_second_tenant_with_the_same_subject_cannot_read_the_first_tenan
 
 
 async def test_a_missing_scope_hides_the_template_and_refuses_the_read_naming_the_scope(
-    served: tuple[str, Host], mode: str
+    url: str, mode: str
 ) -> None:
-    url, _ = served
     async with connect(url, "newt-token", mode=mode) as client:
         templates = (await client.list_resource_templates()).resource_templates
         prompts = (await client.list_prompts()).prompts
@@ -110,9 +112,8 @@ async def test_a_missing_scope_hides_the_template_and_refuses_the_read_naming_th
 
 
 async def test_a_wildcard_grant_reads_and_admin_only_resources_stay_hidden(
-    served: tuple[str, Host],
+    url: str,
 ) -> None:
-    url, _ = served
     async with connect(url, "wild-token") as client:
         read = await client.read_resource("trip://T-2")
         listed = [str(r.uri) for r in (await client.list_resources()).resources]
@@ -126,8 +127,7 @@ async def test_a_wildcard_grant_reads_and_admin_only_resources_stay_hidden(
     assert export.contents[0].text == "everything"  # type: ignore[union-attr]
 
 
-async def test_hostile_uris_and_arguments_get_typed_errors(served: tuple[str, Host]) -> None:
-    url, _ = served
+async def test_hostile_uris_and_arguments_get_typed_errors(url: str) -> None:
     async with connect(url, "ada-token") as client:
         with pytest.raises(MCPError) as unknown:
             await client.read_resource("trip://T-1/../../etc/passwd")
@@ -145,9 +145,8 @@ async def test_hostile_uris_and_arguments_get_typed_errors(served: tuple[str, Ho
 
 
 async def test_prompts_are_listed_with_arguments_and_rendered_for_the_callers_tenant(
-    served: tuple[str, Host], mode: str
+    url: str, mode: str
 ) -> None:
-    url, _ = served
     async with connect(url, "ada-token", mode=mode) as client:
         [listed] = (await client.list_prompts()).prompts
         got = await client.get_prompt("trips.summary", {"trip_id": "T-1", "tone": "cheerful"})
@@ -162,10 +161,7 @@ async def test_prompts_are_listed_with_arguments_and_rendered_for_the_callers_te
     assert message.content.text == "Summarise Lisbon offsite in a cheerful tone."
 
 
-async def test_completions_suggest_only_the_callers_own_values(
-    served: tuple[str, Host], mode: str
-) -> None:
-    url, _ = served
+async def test_completions_suggest_only_the_callers_own_values(url: str, mode: str) -> None:
     template = types.ResourceTemplateReference(type="ref/resource", uri="trip://{trip_id}")
     summary = types.PromptReference(type="ref/prompt", name="trips.summary")
     async with connect(url, "ada-token", mode=mode) as client:
@@ -220,9 +216,8 @@ class _Updates:
 
 @_SUBSCRIBE_DEPRECATED
 async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
-    served: tuple[str, Host],
+    url: str,
 ) -> None:
-    url, _ = served
     updates = _Updates()
     async with connect(url, "ada-token", mode="legacy", message_handler=updates) as client:
         await client.subscribe_resource("trip://T-1")
@@ -238,9 +233,8 @@ async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
 @_SUBSCRIBE_DEPRECATED
 @_BOTH_ERAS
 async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
-    served: tuple[str, Host], era: str
+    url: str, era: str
 ) -> None:
-    url, _ = served
     async with connect(url, "newt-token", mode=era) as client:
         with pytest.raises(MCPError) as refused:
             if era == "legacy":
@@ -254,10 +248,9 @@ async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
 @_SUBSCRIBE_DEPRECATED
 @_BOTH_ERAS
 async def test_a_subscriber_is_not_told_when_another_tenants_same_named_resource_changes(
-    era: str, served: tuple[str, Host]
+    era: str, url: str
 ) -> None:
     """trip://{trip_id} resolves in the reader's tenant: acme's T-1 changing is not globex's."""
-    url = served[0]
     updates = _Updates()
     uris = ["trip://T-1", "trip://T-9"]
     async with connect(url, "ada-token") as acme:
@@ -285,9 +278,8 @@ async def test_a_subscriber_is_not_told_when_another_tenants_same_named_resource
 
 
 async def test_a_listen_stream_hears_of_changes_to_the_resources_it_asked_for(
-    served: tuple[str, Host],
+    url: str,
 ) -> None:
-    url, _ = served
     async with connect(url, "ada-token", mode="auto") as client:
         async with client.listen(resource_subscriptions=["trip://T-1"]) as subscription:
             await client.call_tool("trips.touch", {"trip_id": "T-2"})

@@ -13,7 +13,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, get_default_environment
-from mcp_support import request_id
+from mcp_support import request_id, text_of
 
 from charter.mcp import STATUS_TOOL
 
@@ -33,12 +33,6 @@ async def connect(**options: Any) -> AsyncIterator[Client]:
         yield client
 
 
-def _text(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
-
-
 async def test_stdio_lists_and_calls_as_the_configured_principal(mode: str) -> None:
     async with connect(mode=mode) as client:
         names = [t.name for t in (await client.list_tools()).tools]
@@ -49,7 +43,7 @@ async def test_stdio_lists_and_calls_as_the_configured_principal(mode: str) -> N
         )
     assert "whoami" in names and STATUS_TOOL in names and "read_notes" not in names
     assert who.structured_content == {"subject": "alice", "tenant_id": "acme"}
-    assert _text(denied).startswith("[AUTHORIZATION_DENIED]")
+    assert text_of(denied).startswith("[AUTHORIZATION_DENIED]")
     assert renamed.structured_content == {"trip_id": "T-1", "status": "renamed"}
 
 

@@ -31,6 +31,7 @@ from charter import (
     ToolError,
     tool,
 )
+from charter.host import Host
 from charter.notify import ApprovalEvent
 from charter.outcome import ToolOutcome
 
@@ -108,6 +109,11 @@ def approval_id_of(outcome: ToolOutcome) -> str:
     assert isinstance(outcome, InteractionRequired), outcome
     assert outcome.approval_id is not None
     return outcome.approval_id
+
+
+async def request_refund(host: Host, principal: Principal = ALICE) -> str:
+    """Ask ``host`` for a fresh refund as ``principal``; the id of the approval it waits for."""
+    return approval_id_of(await host.invoke("bookings.refund", refund(rid()), principal))
 
 
 def approval_event(**changes: Any) -> ApprovalEvent:

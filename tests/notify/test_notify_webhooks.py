@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,12 @@ from notify_support import (
     receiving,
     refund,
     registry,
+    request_refund,
     rid,
 )
 from standardwebhooks import Webhook as Verifier
 from standardwebhooks import WebhookVerificationError
+from tests.builders import Clock
 
 from charter import Completed, Failed
 from charter.errors import ConfigurationError
@@ -34,19 +36,6 @@ from charter.notify import ApprovalChange, ApprovalEvent, Slack, Webhook
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
-
-
-class Clock:
-    """The host's clock, moved on by the test (starts at the real time: signatures use it)."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, by: timedelta) -> None:
-        self.now += by
 
 
 @pytest.fixture
@@ -126,7 +115,7 @@ async def test_a_receiver_failing_twice_gets_the_event_on_the_third_attempt(
     clock = Clock()
     with receiving() as (receiver, base):
         host = _webhook_host(store, clock, f"{base}/fail/2", "requested")
-        approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        approval_id = await request_refund(host)
         await host.notifications.drain()  # the fast path: attempt 1 failed
         (row,) = await host.effects.list(status="pending")
         assert (row.name, row.attempts, row.request_id) == ("charter.notify", 1, row.request_id)
@@ -151,7 +140,7 @@ async def test_a_receiver_that_keeps_failing_parks_the_notification_dead_until_r
     clock = Clock()
     with receiving() as (receiver, base):
         host = _webhook_host(store, clock, f"{base}/fail/2", "requested", notify_attempts=2)
-        approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        await request_refund(host)
         await host.notifications.drain()
         clock.advance(timedelta(minutes=11))
         await host.effects.run_due(worker="w1")
@@ -178,10 +167,8 @@ async def test_events_go_only_to_the_notifiers_of_their_tenant(store: SqlStore) 
             ],
         )
         # Same subject, two tenants: each approval goes to its own tenant's receiver.
-        acme_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
-        globex_id = approval_id_of(
-            await host.invoke("bookings.refund", refund(rid()), ALICE_GLOBEX)
-        )
+        acme_id = await request_refund(host)
+        globex_id = await request_refund(host, ALICE_GLOBEX)
         assert not isinstance(await host.approvals.deny(globex_id, GUS, "no"), Failed)
         acme_event = await receiver.next("acme")
         globex_requested = await receiver.next("globex")
@@ -204,8 +191,8 @@ async def test_an_unused_approval_tells_it_expired_and_a_decided_one_never_does(
     clock = Clock()
     with receiving() as (receiver, base):
         host = _webhook_host(store, clock, f"{base}/hooks/exp", "expired")
-        unused = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
-        denied = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+        unused = await request_refund(host)
+        denied = await request_refund(host)
         assert not isinstance(await host.approvals.deny(denied, ADA), Failed)
         # Nothing is due before the expiry.
         assert await host.effects.run_due(worker="w1") == 0
@@ -364,7 +351,7 @@ async def test_the_same_decision_twice_tells_it_once() -> None:
         registry(),
         notifiers=[Webhook("http://127.0.0.1:9/unused", secret=SECRET, events=["granted"])],
     )
-    approval_id = approval_id_of(await host.invoke("bookings.refund", refund(rid()), ALICE))
+    approval_id = await request_refund(host)
     for _ in range(2):
         assert not isinstance(await host.approvals.grant(approval_id, ADA, "ok"), Failed)
     await host.notifications.drain()

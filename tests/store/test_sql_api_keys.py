@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
+from tests.builders import Clock, tiered_tool
 
-from charter import Completed, ErrorCode, Failed, Registry, ToolContext, define_tool
+from charter import Completed, ErrorCode, Failed, Registry, ToolContext
 from charter.auth import AuthenticationFailed, Authenticator, Credentials
 from charter.host import Host
 from charter.store import API_KEY_PREFIX, ApiKeyAuthenticator, SqlStore
@@ -161,15 +162,7 @@ async def test_a_host_authenticates_callers_with_stored_keys(sql_store: SqlStore
 
     registry = Registry()
     registry.register(
-        define_tool(
-            name="whoami",
-            description="Who am I?",
-            input_schema=Ping,
-            output_schema=Pong,
-            handler=whoami,
-            tier="read",
-            required_scopes=["notes:read"],
-        )
+        tiered_tool("whoami", "read", whoami, Ping, Pong, required_scopes=["notes:read"])
     )
     # cache_seconds=0: every request asks the store, so a revocation takes effect at once.
     authenticator = ApiKeyAuthenticator(sql_store, cache_seconds=0)
@@ -195,16 +188,6 @@ async def test_a_host_authenticates_callers_with_stored_keys(sql_store: SqlStore
         await host.authenticate(Credentials(api_key=denied_key)),
     )
     assert isinstance(denied, Failed) and denied.code is ErrorCode.AUTHORIZATION_DENIED
-
-
-class Clock:
-    """A wall clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def test_a_revoked_key_stops_working_within_the_cache_time(sql_store: SqlStore) -> None:

@@ -7,8 +7,6 @@ Each check runs on a fresh store: ``MemoryStore``, ``SqlStore`` on SQLite (a new
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
@@ -16,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.builders import packages_loaded_by
 from tests.store.conftest import postgres_schema, require_postgres
 
 from charter.ledger import LedgerEntry, LedgerStore
@@ -60,15 +59,8 @@ def test_the_checks_have_distinct_names_and_a_description() -> None:
 
 
 def test_importing_charter_testing_imports_no_test_framework_or_database_library() -> None:
-    code = (
-        "import sys, charter.testing; "
-        "print(sorted(m for m in sys.modules "
-        "if m.split('.')[0] in ('pytest', 'anyio', 'sqlalchemy', 'hypothesis')))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    test_libraries = ("pytest", "anyio", "sqlalchemy", "hypothesis")
+    assert packages_loaded_by("charter.testing", test_libraries) == []
 
 
 # -- the suite has teeth: deliberately broken stores fail exactly the checks they break ------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ..ledger import LedgerStore
-from ._records import NOW, commit, deferred_record, entry
+from ._records import NOW, commit, deferred_record, entry, entry_of
 from ._store_check import StoreCheck, expect, expect_equal, store_check
 
 __all__ = ("DEFERRED_CHECKS",)
@@ -22,7 +22,7 @@ async def a_deferred_call_settles_once_and_completes_its_entry(store: LedgerStor
         store, record, status="deferred", outcome='{"kind":"deferred"}', deferred=deferred
     )
     expect_equal(await store.get_deferred("inv-req-1"), deferred, "the active deferred record")
-    expect_equal(await store.get_entry("acme", "alice", "req-1"), stored, "the deferred entry")
+    expect_equal(await entry_of(store), stored, "the deferred entry")
     at = NOW + timedelta(minutes=1)
     expect(
         await store.settle_deferred("inv-req-1", _SETTLED, at),
@@ -42,7 +42,7 @@ async def a_deferred_call_settles_once_and_completes_its_entry(store: LedgerStor
         "the settled deferred record",
     )
     expect_equal(
-        await store.get_entry("acme", "alice", "req-1"),
+        await entry_of(store),
         stored.model_copy(update={"status": "completed", "outcome": _SETTLED}),
         "the entry of a settled call",
     )
@@ -60,9 +60,7 @@ async def settling_leaves_a_later_entry_of_the_same_key_alone(store: LedgerStore
         "settle_deferred() of an active record returned False",
     )
     expect_equal(
-        await store.get_entry("acme", "alice", "req-1"),
-        new,
-        "the entry that replaced the settled call's expired entry",
+        await entry_of(store), new, "the entry that replaced the settled call's expired entry"
     )
 
 

@@ -18,6 +18,7 @@ from ._records import (
     decide,
     deferred_record,
     entry,
+    entry_of,
     read_claim,
     stored_approval,
 )
@@ -34,17 +35,13 @@ async def claim_inserts_an_entry_that_commits_with_its_transaction(store: Ledger
     async with store.transaction(wait=WAIT) as tx:
         expect_equal(await tx.claim(record, NOW), None, "claim() of a free key")
         expect_equal(
-            await store.get_entry("acme", "alice", "req-1"),
+            await entry_of(store),
             None,
             "get_entry() of a key claimed by a transaction that has not committed yet",
         )
         await tx.complete(done)
-    expect_equal(
-        await store.get_entry("acme", "alice", "req-1"), done, "get_entry() after the commit"
-    )
-    expect_equal(
-        await store.get_entry("acme", "alice", "req-never"), None, "get_entry() of an unused key"
-    )
+    expect_equal(await entry_of(store), done, "get_entry() after the commit")
+    expect_equal(await entry_of(store, "req-never"), None, "get_entry() of an unused key")
 
 
 @store_check
@@ -54,11 +51,7 @@ async def claim_returns_the_committed_entry_of_its_key(store: LedgerStore) -> No
     again = entry(fingerprint="sha256:other", invocation_id="inv-other", target="note:2")
     async with store.transaction(wait=WAIT) as tx:
         expect_equal(await tx.claim(again, NOW), stored, "claim() of a committed key")
-    expect_equal(
-        await store.get_entry("acme", "alice", "req-1"),
-        stored,
-        "the stored entry after a second claim of its key",
-    )
+    expect_equal(await entry_of(store), stored, "the stored entry after a second claim of its key")
 
 
 @store_check
@@ -103,11 +96,7 @@ async def claim_replaces_an_expired_entry(store: LedgerStore) -> None:
             "claim() of a key whose entry expired at now (expires_at == now)",
         )
         await tx.complete(done)
-    expect_equal(
-        await store.get_entry("acme", "alice", "req-1"),
-        done,
-        "the entry that replaced an expired one",
-    )
+    expect_equal(await entry_of(store), done, "the entry that replaced an expired one")
 
 
 @store_check
@@ -135,7 +124,7 @@ async def a_rolled_back_transaction_leaves_nothing(store: LedgerStore) -> None:
         pass
     else:
         raise AssertionError("the transaction swallowed the exception raised in its block")
-    expect_equal(await store.get_entry("acme", "alice", "req-1"), None, "the rolled-back entry")
+    expect_equal(await entry_of(store), None, "the rolled-back entry")
     expect_equal(await read_claim(store, "acme", "alice", "req-1"), None, "the rolled-back claim")
     expect_equal(
         await store.get_approval("apr-1"),

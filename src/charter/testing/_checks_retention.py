@@ -15,6 +15,7 @@ from ._records import (
     decide,
     deferred_record,
     entry,
+    entry_of,
     read_claim,
     stored_approval,
 )
@@ -47,9 +48,7 @@ async def prune_deletes_expired_entries_with_their_claims_and_settled_records(
 
     for gone in (completed, settled):
         expect_equal(
-            await store.get_entry("acme", "alice", gone.request_id),
-            None,
-            f"the pruned entry {gone.request_id!r}",
+            await entry_of(store, gone.request_id), None, f"the pruned entry {gone.request_id!r}"
         )
     expect_equal(
         await read_claim(store, "acme", "alice", "req-completed"), None, "a pruned entry's claim"
@@ -59,11 +58,7 @@ async def prune_deletes_expired_entries_with_their_claims_and_settled_records(
         None,
         "the settled deferred record of a pruned entry",
     )
-    expect_equal(
-        await store.get_entry("acme", "alice", "req-edge"),
-        kept,
-        "an entry expiring exactly at `before`",
-    )
+    expect_equal(await entry_of(store, "req-edge"), kept, "an entry expiring exactly at `before`")
     expect_equal(await read_claim(store, "acme", "alice", "req-edge"), edge_claim, "its claim")
     # A pruned request id is free again, and starts without a claim.
     async with store.transaction(wait=WAIT) as tx:
@@ -96,12 +91,10 @@ async def prune_never_deletes_live_or_unfinished_work(store: LedgerStore) -> Non
 
     expect_equal(await store.prune(NOW), 0, "prune(now) with nothing it may delete")
 
-    expect_equal(await store.get_entry("acme", "alice", "req-live"), stored_live, "live entry")
+    expect_equal(await entry_of(store, "req-live"), stored_live, "live entry")
     expect_equal(await read_claim(store, "acme", "alice", "req-live"), live_claim, "its claim")
     expect_equal(
-        await store.get_entry("acme", "alice", "req-waiting"),
-        stored_waiting,
-        "an expired entry still deferred",
+        await entry_of(store, "req-waiting"), stored_waiting, "an expired entry still deferred"
     )
     expect_equal(
         await store.get_deferred(waiting.invocation_id), waiting_record, "its active record"
@@ -148,7 +141,7 @@ async def prune_works_through_a_backlog_in_batches(store: LedgerStore) -> None:
 
     expect_equal(await store.prune(NOW, batch_size=2), 8, "prune(now, batch_size=2)")
 
-    expect_equal(await store.get_entry("acme", "alice", "req-4"), None, "the last entry")
+    expect_equal(await entry_of(store, "req-4"), None, "the last entry")
     expect_equal(await store.get_approval("apr-2"), None, "the last approval")
     expect_equal(await store.prune(NOW, batch_size=2), 0, "a second prune(now)")
     try:

@@ -170,6 +170,11 @@ async def commit(
     return done
 
 
+async def entry_of(store: LedgerStore, request_id: str = "req-1") -> LedgerEntry | None:
+    """The stored entry of ``entry(request_id)``'s key (tenant acme, principal alice)."""
+    return await store.get_entry("acme", "alice", request_id)
+
+
 async def read_claim(
     store: LedgerStore, tenant_id: str, principal_id: str, request_id: str
 ) -> ClaimRecord | None:
