@@ -9,8 +9,8 @@ number, in one statement, so every host on one database shares each bucket.
 
 A ledgered call's spend is a ``Charge`` its ledger transaction makes when the store is a
 ``SpendingStore``: the spend still commits on its own, before the transaction begins (a
-handler's call keeps what it spent even when its transaction rolls back, and a bucket is
-never locked while a handler runs), but it needs no connection of its own.
+call whose handler ran keeps what it spent even when its transaction rolls back, and a
+bucket is never locked while a handler runs), but it needs no connection of its own.
 """
 
 from __future__ import annotations
