@@ -101,8 +101,9 @@ def cases() -> list[Case]:
                 "a per-principal `RateLimit` that is never reached, against the same tool "
                 "without one, on the same store; wall-clock time, since what a budget costs "
                 "is its statement's round trip to the database (one `INSERT … ON CONFLICT DO "
-                "UPDATE … RETURNING` in its own short transaction, before the ledger's), "
-                "which the CPU clock of this process would not see."
+                "UPDATE … RETURNING` that commits on its own, on the ledger transaction's "
+                "connection just before its BEGIN), which the CPU clock of this process "
+                "would not see."
             ),
         )
     ]

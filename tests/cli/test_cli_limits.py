@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,7 +24,7 @@ from live_server import charter_serve
 TARGET = '''
 from pydantic import BaseModel
 
-from charter import RateLimit, Registry, tool
+from charter import RateLimit, Registry, RiskPolicy, tool
 
 
 class Search(BaseModel):
@@ -45,13 +46,26 @@ def search(args: Search) -> Trips:
     return Trips(found=[args.destination + " in May"])
 
 
+@tool(
+    tier="write",
+    name="trips.book",
+    required_scopes=["trips:read"],
+    risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+    limits=[RateLimit(calls=10, per=600)],
+)
+def book(args: Search) -> Trips:
+    """Book a trip (ledgered: its transaction spends its budget)."""
+    return Trips(found=[args.destination + " booked"])
+
+
 registry = Registry()
-registry.register(search)
+registry.register_all([search, book])
 '''
 
 # One call back every 60 s: 64 calls finish long before, however loaded the machine.
 POLICY = '"10/600s by principal"'
 SEARCH = "/v1/tools/trips.search:call"
+BOOK = "/v1/tools/trips.book:call"
 
 
 @pytest.fixture
@@ -59,15 +73,18 @@ def target(write_target: Callable[[str], str]) -> str:
     return f"{write_target(TARGET)}:registry"
 
 
-async def call_concurrently(urls: list[str], key: str, calls: int) -> list[httpx.Response]:
-    """``calls`` REST calls at once, spread over ``urls`` in turn."""
+async def call_concurrently(
+    urls: list[str], key: str, calls: int, path: str = SEARCH
+) -> list[httpx.Response]:
+    """``calls`` REST calls at once, spread over ``urls`` in turn (each its own request id)."""
     headers = {"Authorization": f"Bearer {key}"}
+
+    def body(i: int) -> dict[str, object]:
+        return {"destination": f"d{i}", "_charter": {"requestId": str(uuid.uuid4())}}
+
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         return await asyncio.gather(
-            *(
-                http.post(urls[i % len(urls)] + SEARCH, json={"destination": f"d{i}"})
-                for i in range(calls)
-            )
+            *(http.post(urls[i % len(urls)] + path, json=body(i)) for i in range(calls))
         )
 
 
@@ -120,8 +137,11 @@ def test_64_concurrent_rest_calls_run_10_and_refuse_54_with_the_rate_limit_field
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("path", "tool"), [(SEARCH, "trips.search"), (BOOK, "trips.book")], ids=["read", "ledgered"]
+)
 def test_two_stateless_replicas_on_postgresql_share_one_budget_exactly(
-    target: str, tmp_path: Path
+    target: str, tmp_path: Path, path: str, tool: str
 ) -> None:
     require_postgres()
     with postgres_schema() as db, ExitStack() as replicas:
@@ -132,11 +152,13 @@ def test_two_stateless_replicas_on_postgresql_share_one_budget_exactly(
             ).url
             for _ in range(2)
         ]
-        responses = asyncio.run(call_concurrently(urls, planner, 64))
+        responses = asyncio.run(call_concurrently(urls, planner, 64, path))
         shown = json.loads(charter("limits", "--db", db, "--json").stdout)
     served_by = {
         url: [r.status_code for r in responses if str(r.url).startswith(url)] for url in urls
     }
     assert all(len(statuses) == 32 for statuses in served_by.values())
     assert sorted(r.status_code for r in responses) == [200] * 10 + [429] * 54
-    assert [(row["holder"], row["used"]) for row in shown] == [("acme/planner", 10)]
+    assert [(row["tool"], row["holder"], row["used"]) for row in shown] == [
+        (tool, "acme/planner", 10)
+    ]

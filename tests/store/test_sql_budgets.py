@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import pytest
+import sqlalchemy as sa
 from pydantic import BaseModel
-from tests.builders import tiered_tool
+from tests.builders import risk, tiered_tool
 
-from charter import Completed, ErrorCode, Failed, Principal, RateLimit, Registry
+from charter import (
+    ActionPolicy,
+    Completed,
+    ErrorCode,
+    Failed,
+    Principal,
+    RateLimit,
+    Registry,
+    ToolError,
+    define_tool,
+)
+from charter.errors import StoreUnavailable
 from charter.host import Host
 from charter.ledger.budgets import Bucket, BudgetStore
 from charter.store import SqlStore
+from charter.store import _budget_rows as budget_rows
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 pytestmark = pytest.mark.anyio
@@ -86,3 +102,170 @@ async def test_64_concurrent_calls_on_two_hosts_sharing_the_store_run_exactly_10
     refused = [o for o in outcomes if isinstance(o, Failed)]
     assert len(refused) == 54 and {o.code for o in refused} == {ErrorCode.RATE_LIMITED}
     assert len(ran) == 10
+
+
+class Refund(BaseModel):
+    booking_id: str
+    amount_cents: int
+
+
+def refund_registry(ran: list[str], *, limits: list[Any], fail: bool = False) -> Registry:
+    """A ledgered write under ``limits``; with ``fail``, its handler fails after running."""
+
+    async def refund(args: Refund) -> Refund:
+        ran.append(args.booking_id)
+        await anyio.sleep(0.01)
+        if fail:
+            raise ToolError(ErrorCode.UPSTREAM_ERROR, "the payment provider said no")
+        return args
+
+    registry = Registry()
+    registry.register(
+        define_tool(
+            name="bookings.refund",
+            description="Refund a booking.",
+            input_schema=Refund,
+            output_schema=Refund,
+            handler=refund,
+            tier="sensitive",
+            risk_policy=risk("refund", reversible=False),
+            action_policy=ActionPolicy(
+                target_type="booking", command_target_field="booking_id", confirmation="never"
+            ),
+            limits=limits,
+        )
+    )
+    return registry
+
+
+def refund_args(booking: str, request: str | None = None) -> dict[str, Any]:
+    controls = {"requestId": request or str(uuid.uuid4())}
+    return {"booking_id": booking, "amount_cents": 100, "_charter": controls}
+
+
+def rate_limited(outcome: object) -> bool:
+    return isinstance(outcome, Failed) and outcome.code is ErrorCode.RATE_LIMITED
+
+
+async def test_64_concurrent_ledgered_writes_on_two_hosts_run_exactly_10(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    # A ledgered call's transaction spends its budget: still one statement, no lost update.
+    ran: list[str] = []
+    limits = [RateLimit(calls=10, per=60)]
+    hosts = [
+        Host(refund_registry(ran, limits=limits), store=await make_sql_store(pool_size=8))
+        for _ in range(2)
+    ]
+    outcomes: list[object] = []
+
+    async def call(i: int) -> None:
+        outcomes.append(
+            await hosts[i % 2].invoke("bookings.refund", refund_args(f"bk{i}"), PLANNER)
+        )
+
+    async with anyio.create_task_group() as tg:
+        for i in range(64):
+            tg.start_soon(call, i)
+    assert sum(isinstance(o, Completed) for o in outcomes) == 10
+    assert sum(rate_limited(o) for o in outcomes) == 54
+    assert len(ran) == 10
+
+
+async def test_a_ledgered_replay_is_free_and_a_refusal_runs_nothing(sql_store: SqlStore) -> None:
+    ran: list[str] = []
+    host = Host(refund_registry(ran, limits=[RateLimit(calls=2, per=3600)]), store=sql_store)
+    first = refund_args("bk_1")
+    for _ in range(4):
+        assert isinstance(await host.invoke("bookings.refund", first, PLANNER), Completed)
+    second = await host.invoke("bookings.refund", refund_args("bk_2"), PLANNER)
+    assert isinstance(second, Completed) and not second.replayed
+    refused = await host.invoke("bookings.refund", refund_args("bk_3"), PLANNER)
+    assert rate_limited(refused) and isinstance(refused, Failed) and refused.meta is not None
+    assert refused.meta["retryAfter"] > 0
+    # Spent: a retry of a committed request still replays, and nothing else ran.
+    again = await host.invoke("bookings.refund", first, PLANNER)
+    assert isinstance(again, Completed) and again.replayed
+    assert ran == ["bk_1", "bk_2"]
+
+
+async def test_a_ledgered_call_refused_by_one_limit_gives_back_the_others(
+    sql_store: SqlStore,
+) -> None:
+    ran: list[str] = []
+    limits = [RateLimit(calls=5, per=60, key="tenant"), RateLimit(calls=1, per=60)]
+    host = Host(refund_registry(ran, limits=limits), store=sql_store)
+    assert isinstance(await host.invoke("bookings.refund", refund_args("a"), PLANNER), Completed)
+    for _ in range(6):
+        assert rate_limited(await host.invoke("bookings.refund", refund_args("b"), PLANNER))
+    # The tenant budget lost one unit only: four colleagues still get through.
+    for name in ("w", "x", "y", "z"):
+        colleague = Principal(subject=name, tenant_id="acme", scopes=frozenset({"*"}))
+        outcome = await host.invoke("bookings.refund", refund_args(name), colleague)
+        assert isinstance(outcome, Completed)
+    assert ran == ["a", "w", "x", "y", "z"]
+
+
+async def test_a_ledgered_call_whose_handler_failed_keeps_what_it_spent(
+    sql_store: SqlStore,
+) -> None:
+    ran: list[str] = []
+    limits = [RateLimit(calls=2, per=3600)]
+    host = Host(refund_registry(ran, limits=limits, fail=True), store=sql_store)
+    for booking in ("a", "b"):
+        failed = await host.invoke("bookings.refund", refund_args(booking), PLANNER)
+        assert isinstance(failed, Failed) and failed.code is ErrorCode.UPSTREAM_ERROR
+    # The transactions rolled back, the spends did not: the handler ran twice.
+    assert rate_limited(await host.invoke("bookings.refund", refund_args("c"), PLANNER))
+    assert ran == ["a", "b"]
+
+
+async def test_a_limited_ledgered_write_costs_one_statement_more_and_no_connection(
+    sql_store: SqlStore,
+) -> None:
+    # The spend rides on the ledger transaction's connection, before it begins: one more
+    # statement (its own autocommit on PostgreSQL), no connection or transaction of its own.
+    limited = Host(refund_registry([], limits=[RateLimit(calls=100, per=60)]), store=sql_store)
+    plain = Host(refund_registry([], limits=[]), store=sql_store)
+    engine = sql_store.engine.sync_engine
+    seen: list[str] = []
+
+    def statement(*args: Any) -> None:
+        seen.append("statement")
+
+    def checkout(*args: Any) -> None:
+        seen.append("checkout")
+
+    async def counted(host: Host) -> Counter[str]:
+        seen.clear()
+        outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
+        assert isinstance(outcome, Completed)
+        return Counter(seen)
+
+    sa.event.listen(engine, "before_cursor_execute", statement)
+    sa.event.listen(engine.pool, "checkout", checkout)
+    try:
+        with_limit, without = await counted(limited), await counted(plain)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", statement)
+        sa.event.remove(engine.pool, "checkout", checkout)
+    assert with_limit["checkout"] == without["checkout"] == 1
+    # SQLite begins the spend's own short transaction with BEGIN IMMEDIATE on that connection.
+    extra = 1 if sql_store.dialect == "postgresql" else 2
+    assert with_limit["statement"] == without["statement"] + extra
+
+
+async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(
+    sql_store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[str] = []
+    host = Host(refund_registry(ran, limits=[RateLimit(calls=2, per=60)]), store=sql_store)
+
+    async def unreachable(*args: Any) -> bool:
+        raise StoreUnavailable("the database went away")
+
+    monkeypatch.setattr(budget_rows, "spend", unreachable)
+    outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
+    assert outcome.retryable and outcome.reason == "budgets_unavailable"
+    assert ran == []

@@ -8,7 +8,9 @@ continuously, so a holder may burst the whole budget and then gets one unit back
 
 A call spends after it is authenticated, authorised and validated, just before the ledger
 runs it; what it spent is given back when the handler did not run after all (a replay, a
-request still in progress, an approval that stops it), so a replay is free.
+request still in progress, an approval that stops it), so a replay is free. A ledgered
+call on a ``SpendingStore`` (``SqlStore``) leaves its rate limits to its ledger
+transaction, which spends them as it opens, on its own connection (``Spent.charge``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from typing import Any
 
 from .._safe_log import log_exception
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable
-from ..ledger.budgets import Bucket, BucketUsage, BudgetStore, bucket_key
+from ..ledger.budgets import (
+    Bucket,
+    BucketUsage,
+    BudgetRefused,
+    BudgetStore,
+    BudgetUnavailable,
+    Charge,
+    SpendingStore,
+    bucket_key,
+)
 from ..limits import InFlight, Limit, RateLimit
 from ..outcome import Completed, Failed, ToolOutcome, failed
 from ._calls import PreparedCall
@@ -43,6 +54,10 @@ class Spent:
     """Rate-limit buckets and the seconds spent in each."""
     held: list[str] = field(default_factory=list)
     """In-flight counters this call holds until it ends."""
+    charge: Charge | None = None
+    """The rate limits the call's ledger transaction spends as it opens (not yet spent)."""
+    limits: dict[str, RateLimit] = field(default_factory=dict)
+    """The limit of each bucket in ``charge``, by key (to word a refusal)."""
 
 
 class Budgets:
@@ -57,6 +72,8 @@ class Budgets:
     ) -> None:
         """Keep buckets on ``store``; ``host_limits`` apply to every call, across tools."""
         self.store = store
+        # Ledgered calls leave their rate limits to the transaction on such a store.
+        self.in_transaction = isinstance(store, SpendingStore)
         self.host_limits = tuple(host_limits)
         self._clock = clock
         self._in_flight: dict[str, int] = {}
@@ -70,17 +87,11 @@ class Budgets:
         try:
             return await self._spend_all(prepared)
         except (StoreBusy, StoreUnavailable):
-            return failed(
-                ErrorCode.PROVIDER_UNAVAILABLE,
-                "The call's rate limits could not be checked: the database is busy or "
-                "unreachable. Nothing ran.",
-                retryable=True,
-                next_steps=("Retry the same call with the same requestId shortly.",),
-                reason="budgets_unavailable",
-            )
+            return _unavailable()
 
     async def _spend_all(self, prepared: PreparedCall) -> Spent | Failed:
         spent = Spent()
+        deferred = self.in_transaction and prepared.ledger_key is not None
         tool = prepared.action.tool
         declared = [(tool.name, limit) for limit in tool.tool.limits]
         declared += [("*", limit) for limit in self.host_limits]
@@ -98,14 +109,30 @@ class Budgets:
                     interval=limit.per / limit.calls,
                     window=float(limit.per),
                 )
-                refused = await self._spend(bucket, limit, prepared, spent)
+                refused = await self._spend(bucket, limit, prepared, spent, deferred=deferred)
             if refused is not None:
                 await self.give_back(spent)
                 return refused
         return spent
 
+    async def refusal(self, spent: Spent, error: BudgetRefused | BudgetUnavailable) -> Failed:
+        """The answer to a call whose ledger transaction could not spend ``spent.charge``."""
+        self.release(spent)
+        charge = spent.charge
+        if isinstance(error, BudgetUnavailable) or charge is None:
+            return _unavailable()
+        bucket = error.bucket
+        cost = next(c for b, c in charge.spends if b.key == bucket.key)
+        try:
+            return await self._refused(bucket, spent.limits[bucket.key], cost, charge.now)
+        except (StoreBusy, StoreUnavailable):
+            return _unavailable()
+
     async def settle(self, spent: Spent, outcome: ToolOutcome) -> None:
         """The call ended with ``outcome``: release its holds, refund if nothing ran."""
+        charge, spent.charge = spent.charge, None
+        if charge is not None and charge.spent:
+            spent.buckets.extend(charge.spends)
         if handler_skipped(outcome):
             await self.give_back(spent)
         else:
@@ -147,7 +174,13 @@ class Budgets:
         return None
 
     async def _spend(
-        self, bucket: Bucket, limit: RateLimit, prepared: PreparedCall, spent: Spent
+        self,
+        bucket: Bucket,
+        limit: RateLimit,
+        prepared: PreparedCall,
+        spent: Spent,
+        *,
+        deferred: bool,
     ) -> Failed | None:
         units = 1 if limit.cost is None else limit.cost(prepared.action.input)
         if not isinstance(units, int) or isinstance(units, bool) or units < 0:
@@ -163,9 +196,20 @@ class Budgets:
             return _never(limit, units)
         cost = units * bucket.interval
         now = self._clock().timestamp()
+        if deferred:
+            charge = spent.charge
+            if charge is None:
+                charge = spent.charge = Charge(spends=(), now=now)
+            charge.spends += ((bucket, cost),)
+            spent.limits[bucket.key] = limit
+            return None
         if await self.store.spend_budget(bucket, cost=cost, now=now):
             spent.buckets.append((bucket, cost))
             return None
+        return await self._refused(bucket, limit, cost, now)
+
+    async def _refused(self, bucket: Bucket, limit: RateLimit, cost: float, now: float) -> Failed:
+        """``RATE_LIMITED``, with the wait until ``cost`` fits in ``bucket`` again."""
         arrival = await self.store.budget_arrival(bucket)
         wait = max(arrival if arrival is not None else now, now) + cost - now - bucket.window
         return _refused(
@@ -189,6 +233,17 @@ def _holder(limit: Limit, prepared: PreparedCall) -> str:
         return "tenant:" + prepared.context.tenant_id
     principal = prepared.principal
     return principal.key if principal is not None else "anonymous"
+
+
+def _unavailable() -> Failed:
+    return failed(
+        ErrorCode.PROVIDER_UNAVAILABLE,
+        "The call's rate limits could not be checked: the database is busy or "
+        "unreachable. Nothing ran.",
+        retryable=True,
+        next_steps=("Retry the same call with the same requestId shortly.",),
+        reason="budgets_unavailable",
+    )
 
 
 def _never(limit: RateLimit, units: int) -> Failed:

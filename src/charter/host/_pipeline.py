@@ -17,7 +17,8 @@ row, so a corrected retry with the same request id works:
    fingerprint; the gates (``LedgerGate.admit``): a committed request's replay,
    confirmation, the request's approval, a person's final denial.
 7. Budgets (``_budgets``): the tool's and the host's rate limits, quotas and in-flight
-   caps, spent on the store and given back if the handler then does not run. Then the
+   caps, spent on the store and given back if the handler then does not run (a ledgered
+   call's rate limits on ``SqlStore``: by its transaction, as it opens). Then the
    ledger transaction (``LedgerGate.run``): claim, approval consumed, the handler under
    its timeout and cancellation, output validation, stored outcome.
 8. Audit event, trace span and metrics; return the outcome.
@@ -47,6 +48,7 @@ from ..auth import Principal
 from ..context import discard_after_commit
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..ledger import LedgerGate, LedgerKey, confirmation_required
+from ..ledger.budgets import BudgetRefused, BudgetUnavailable, Charge
 from ..outcome import Completed, Failed, ReportsToolError, ToolOutcome, failed, failed_from_error
 from ..policy import InvocationControls, command_fingerprint
 from ..registry import Registry
@@ -341,7 +343,9 @@ class Pipeline:
             discard_after_commit(prepared.context.after_commit)
             return await self._refused_by_budget(prepared, spent)
         try:
-            outcome = await self._run(prepared)
+            outcome = await self._run(prepared, spent.charge)
+        except (BudgetRefused, BudgetUnavailable) as error:
+            return await self._refused_by_budget(prepared, await budgets.refusal(spent, error))
         except BaseException:
             budgets.release(spent)
             raise
@@ -363,7 +367,7 @@ class Pipeline:
             self._telemetry.rate_limited(tool=prepared.name, limit=limit)
         return refusal
 
-    async def _run(self, prepared: PreparedCall) -> ToolOutcome:
+    async def _run(self, prepared: PreparedCall, charge: Charge | None = None) -> ToolOutcome:
         key = prepared.ledger_key
         if key is None:
             return await self._gate.run_unledgered(prepared.action, prepared.context)
@@ -378,6 +382,7 @@ class Pipeline:
             approval_id=prepared.controls.approval_id,
             # Audited as it is answered (an upstream's reported error as failed).
             audit=lambda o: trace.event(reported_failure(trace, o), trace.elapsed(), self._clock()),
+            charge=charge,
         )
         trace.audited = audited
         return outcome

@@ -6,21 +6,33 @@ more. Spending ``cost`` seconds is allowed when ``max(TAT, now) + cost`` stays w
 ``now + window``; then that sum is the new TAT. ``charter.host`` turns declarations into
 buckets and costs (a generic cell rate algorithm, GCRA); a store only checks and moves one
 number, in one statement, so every host on one database shares each bucket.
+
+A ledgered call's spend is a ``Charge`` its ledger transaction makes when the store is a
+``SpendingStore``: the spend still commits on its own, before the transaction begins (a
+call whose handler ran keeps what it spent even when its transaction rolls back, and a
+bucket is never locked while a handler runs), but it needs no connection of its own.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+from .protocols import LedgerTransaction
 
 __all__ = (
     "TOLERANCE",
     "Bucket",
     "BucketUsage",
     "BudgetReport",
+    "BudgetRefused",
     "BudgetStore",
+    "BudgetUnavailable",
+    "Charge",
     "MemoryBudgets",
+    "SpendingStore",
     "bucket_key",
 )
 
@@ -115,6 +127,53 @@ class BudgetStore(Protocol):
 
     async def prune_budgets(self, *, now: float) -> int:
         """Delete the buckets full again at ``now`` (they mean the same as none)."""
+        ...
+
+
+@dataclass(kw_only=True, slots=True)
+class Charge:
+    """What a ledgered call spends as its transaction opens: every bucket, or none."""
+
+    spends: tuple[tuple[Bucket, float], ...]
+    """The buckets, and the seconds to spend in each."""
+    now: float
+    """When the call spends (Unix seconds)."""
+    spent: bool = field(default=False)
+    """Set by the store once every bucket is spent (to give back if the handler then does
+    not run); it stays false when the charge was refused or could not be made."""
+
+
+class BudgetRefused(Exception):
+    """Raised on opening a spending transaction: ``bucket`` has no room; nothing is spent."""
+
+    def __init__(self, bucket: Bucket) -> None:
+        """Name the bucket that refused."""
+        super().__init__(f"the rate limit bucket {bucket.key!r} has no room")
+        self.bucket = bucket
+
+
+class BudgetUnavailable(Exception):
+    """Raised on opening a spending transaction: the spend failed (busy or unreachable).
+
+    Nothing is spent; the cause is the store's ``StoreBusy`` or ``StoreUnavailable``.
+    """
+
+
+@runtime_checkable
+class SpendingStore(Protocol):
+    """Protocol: a store whose ledger transactions can spend a call's budgets as they open."""
+
+    def spending_transaction(
+        self, *, wait: float, charge: Charge
+    ) -> AbstractAsyncContextManager[LedgerTransaction]:
+        """``transaction(wait=…)``, after spending ``charge`` in statements that commit first.
+
+        Sets ``charge.spent`` once every bucket is spent.
+
+        Raises:
+            BudgetRefused: A bucket has no room (on entering); what was spent is given back.
+            BudgetUnavailable: The spend failed (on entering); nothing is spent.
+        """
         ...
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, cast
 
 from ..audit import AuditEvent
 from ..context import ToolContext, discard_after_commit, run_after_commit
@@ -36,6 +37,7 @@ from ._answers import (
 from ._claims import claim_factory
 from .approval_service import Approvals
 from .approvals import ApprovalRecord
+from .budgets import Charge, SpendingStore
 from .outbox import EffectOutbox, StagedEffects
 from .protocols import FaultHook, FaultPoint, LedgerStore, LedgerTransaction
 from .records import ActionStatus, DeferredRecord, LedgerEntry
@@ -224,10 +226,16 @@ class LedgerGate:
         fingerprint: str,
         approval_id: str | None,
         audit: AuditBuilder,
+        charge: Charge | None = None,
     ) -> tuple[ToolOutcome, bool]:
         """Claim, run and commit an admitted call.
 
         Returns the outcome and whether its audit event was written in the transaction.
+        With a ``charge`` (a ``SpendingStore`` only), the transaction spends it as it opens.
+
+        Raises:
+            BudgetRefused: The charge did not fit; nothing ran, nothing is spent.
+            BudgetUnavailable: The charge could not be spent; nothing ran.
         """
         registered = prepared.tool
         now = self.clock()
@@ -247,7 +255,7 @@ class LedgerGate:
             expires_at=now + self.retention,
         )
         try:
-            return await self._claim_and_run(prepared, ctx, controls, entry, audit)
+            return await self._claim_and_run(prepared, ctx, controls, entry, audit, charge)
         except _ApprovalUnusable:
             pass
         # Between admission and the claim the approval was revoked, expired or used by a
@@ -279,13 +287,14 @@ class LedgerGate:
         controls: InvocationControls,
         entry: LedgerEntry,
         audit: AuditBuilder,
+        charge: Charge | None,
     ) -> tuple[ToolOutcome, bool]:
         registered = prepared.tool
         audited = False
         noticed: Sequence[object] = ()
         staged: StagedEffects | None = None
         try:
-            async with self.store.transaction(wait=self.in_progress_wait) as tx:
+            async with self._transaction(charge) as tx:
                 existing = await tx.claim(entry, self.clock())
                 if existing is not None:
                     raise _Rollback(replay(existing, entry.fingerprint))
@@ -356,6 +365,14 @@ class LedgerGate:
             await notices.release(noticed)
         await run_after_commit(ctx.after_commit, registered.name)
         return outcome, audited
+
+    def _transaction(self, charge: Charge | None) -> AbstractAsyncContextManager[LedgerTransaction]:
+        """The call's transaction; with a ``charge``, one that spends it as it opens."""
+        if charge is None:
+            return self.store.transaction(wait=self.in_progress_wait)
+        # The host charges a transaction only on a store that is a SpendingStore.
+        spending = cast(SpendingStore, self.store)
+        return spending.spending_transaction(wait=self.in_progress_wait, charge=charge)
 
     async def _consume(self, tx: LedgerTransaction, entry: LedgerEntry) -> Sequence[object]:
         """Consume the call's approval and stage its notices, in the call's transaction.

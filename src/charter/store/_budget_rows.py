@@ -1,10 +1,14 @@
-"""The SQL of rate-limit buckets: spend in one statement, refund, list, prune.
+"""The SQL of rate-limit buckets: spend in one statement, spend a charge, refund, list, prune.
 
 Spending is one ``INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING``: a new bucket is
 inserted spent; an existing one moves its arrival time only when the spend fits in the
 window, and returns no row when it does not. PostgreSQL locks the row for the update and
 re-checks the condition on the latest version, and SQLite has one writer at a time, so
 concurrent spenders never lose an update and never overspend.
+
+A ledgered call spends its charge (``spend_all``) on its ledger transaction's connection,
+before that transaction begins, in a transaction of its own: the bucket is never locked
+while a handler runs, and the spend needs no connection of its own.
 
 On PostgreSQL a spend is one round trip: the statement runs in autocommit mode and
 commits without waiting for its WAL to reach the disk (``synchronous_commit = off``, set
@@ -16,6 +20,7 @@ every limited call a second disk flush besides its ledger's.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,7 +30,7 @@ from ..ledger.budgets import TOLERANCE, Bucket, BucketUsage
 from ._schema import budgets
 from ._statements import insert
 
-__all__ = ("arrival", "prune", "refund", "spend", "usage")
+__all__ = ("arrival", "prune", "refund", "spend", "spend_all", "usage")
 
 _b = budgets.c
 
@@ -47,6 +52,31 @@ async def spend(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) 
     }
     row = (await conn.execute(_spend_statement(conn.dialect.name), parameters)).first()
     return row is not None
+
+
+async def spend_all(
+    conn: AsyncConnection, spends: Sequence[tuple[Bucket, float]], now: float
+) -> Bucket | None:
+    """Spend every bucket, committed before ``conn`` does anything else, or none of them.
+
+    Returns the bucket that had no room (what was spent before it is given back), or None.
+    On PostgreSQL each statement commits on its own (autocommit: no BEGIN, no COMMIT); on
+    SQLite they share one short write transaction. ``conn`` then returns to its isolation.
+    """
+    autocommit = conn.dialect.name == "postgresql"
+    if autocommit:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+    refused: Bucket | None = None
+    async with conn.begin():
+        for index, (bucket, cost) in enumerate(spends):
+            if not await spend(conn, bucket, cost, now):
+                refused = bucket
+                for done, done_cost in spends[:index]:
+                    await refund(conn, done, done_cost)
+                break
+    if autocommit:
+        await conn.execution_options(isolation_level=conn.default_isolation_level)
+    return refused
 
 
 @functools.cache

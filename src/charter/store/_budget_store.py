@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 from contextlib import AbstractAsyncContextManager
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..ledger.budgets import Bucket, BucketUsage
+from ..errors import StoreBusy, StoreUnavailable
+from ..ledger.budgets import (
+    Bucket,
+    BucketUsage,
+    BudgetRefused,
+    BudgetUnavailable,
+    Charge,
+)
 from . import _budget_rows as rows
 from ._access import SqlAccess
-from ._connections import run_to_completion
+from ._connections import Prelude, run_to_completion
 from ._errors import translated
+from ._transaction import SqlTransaction
 
 __all__ = ("SqlBudgets",)
 
@@ -21,6 +30,27 @@ class SqlBudgets(SqlAccess):
     def _statement(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection for one write statement that commits on its own."""
         raise NotImplementedError  # SqlStore's
+
+    def _transaction_after(
+        self, wait: float, prelude: Prelude
+    ) -> AbstractAsyncContextManager[SqlTransaction]:
+        """``transaction(wait=…)`` whose connection first runs ``prelude``."""
+        raise NotImplementedError  # SqlStore's
+
+    def spending_transaction(
+        self, *, wait: float, charge: Charge
+    ) -> AbstractAsyncContextManager[SqlTransaction]:
+        """``transaction(wait=…)`` on a connection that first spends ``charge`` (``SpendingStore``).
+
+        The spend commits on its own before the transaction begins (on PostgreSQL one
+        autocommit statement per bucket), so the call keeps it whatever the transaction
+        does, and the bucket is not locked while the handler runs.
+
+        Raises:
+            BudgetRefused: A bucket has no room (on entering); nothing stays spent.
+            BudgetUnavailable: The spend failed (on entering); nothing stays spent.
+        """
+        return self._transaction_after(wait, functools.partial(_spend_first, charge))
 
     @run_to_completion
     async def spend_budget(self, bucket: Bucket, *, cost: float, now: float) -> bool:
@@ -54,3 +84,15 @@ class SqlBudgets(SqlAccess):
         async with self._connection(self.busy_timeout) as conn:
             with translated("pruning rate limits"):
                 return await rows.prune(conn, now)
+
+
+async def _spend_first(charge: Charge, conn: AsyncConnection) -> None:
+    """Spend ``charge`` on ``conn`` before its transaction begins; raise when it cannot."""
+    try:
+        with translated("spending a rate limit"):
+            refused = await rows.spend_all(conn, charge.spends, charge.now)
+    except (StoreBusy, StoreUnavailable) as exc:
+        raise BudgetUnavailable("the rate limits could not be spent") from exc
+    if refused is not None:
+        raise BudgetRefused(refused)
+    charge.spent = True

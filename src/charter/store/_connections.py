@@ -32,7 +32,7 @@ from ..errors import StoreBusy
 from ._dialects import READ_ONLY_OPTION, begin_write, execution_options
 from ._errors import translated
 
-__all__ = ("ConnectionScope", "WriteQueue", "run_to_completion", "to_completion")
+__all__ = ("ConnectionScope", "Prelude", "WriteQueue", "run_to_completion", "to_completion")
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -130,10 +130,18 @@ class WriteQueue:
         return lock, max(0.0, wait - (loop.time() - started))
 
 
-async def _open(engine: AsyncEngine, wait: float | None) -> AsyncConnection:
+Prelude = Callable[[AsyncConnection], Awaitable[None]]
+"""Work a write connection does before its transaction begins (it commits on its own)."""
+
+
+async def _open(
+    engine: AsyncEngine, wait: float | None, prelude: Prelude | None = None
+) -> AsyncConnection:
     with translated("connecting", connecting=True):
         conn = await engine.connect()
     try:
+        if prelude is not None:
+            await prelude(conn)
         with translated("beginning a transaction"):
             if wait is None:
                 if not execution_options(conn).get(READ_ONLY_OPTION):
@@ -154,24 +162,30 @@ class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
     (``engine.execution_options(...)``, sharing the pool).
 
     A write transaction first takes its turn in ``queue`` (SQLite), within the same
-    ``wait``. Commits when the block ends normally; rolls back on any exception,
-    cancellation included, and always returns the connection to the pool (and the turn
-    to the queue). (A class rather than ``@asynccontextmanager``: it runs on every call.)
+    ``wait``, and runs its ``prelude`` before it begins (with that turn). Commits when the
+    block ends normally; rolls back on any exception, cancellation included, and always
+    returns the connection to the pool (and the turn to the queue). (A class rather than
+    ``@asynccontextmanager``: it runs on every call.)
 
     Raises:
         StoreBusy: A lock was not granted within ``wait``, or no pooled connection freed up.
         StoreUnavailable: The database cannot be reached, or the connection was lost.
     """
 
-    __slots__ = ("_conn", "_engine", "_queue", "_turn", "_wait")
+    __slots__ = ("_conn", "_engine", "_prelude", "_queue", "_turn", "_wait")
 
     def __init__(
-        self, engine: AsyncEngine, wait: float | None, queue: WriteQueue | None = None
+        self,
+        engine: AsyncEngine,
+        wait: float | None,
+        queue: WriteQueue | None = None,
+        prelude: Prelude | None = None,
     ) -> None:
         """Describe the transaction; it begins on entry."""
         self._engine = engine
         self._wait = wait
         self._queue = queue if wait is not None else None
+        self._prelude = prelude
         self._turn: asyncio.Lock | None = None
         self._conn: AsyncConnection | None = None
 
@@ -181,7 +195,9 @@ class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
             assert wait is not None
             self._turn, wait = await self._queue.enter(wait)
         try:
-            self._conn = await to_completion(_open(self._engine, wait), on_cancel=_discard)
+            self._conn = await to_completion(
+                _open(self._engine, wait, self._prelude), on_cancel=_discard
+            )
         except BaseException:
             self._release()
             raise

@@ -20,7 +20,7 @@ from ..ledger import (
 )
 from . import _effect_rows
 from ._approval_store import SqlApprovalWrites
-from ._connections import ConnectionScope, WriteQueue, run_to_completion
+from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion
 from ._errors import transient_tool_error, translated
 from ._rows import write_audit
 from ._statements import KEY, Statements, key_parameters, statements
@@ -201,9 +201,15 @@ class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
 
     __slots__ = ("_connection",)
 
-    def __init__(self, engine: AsyncEngine, wait: float, queue: WriteQueue | None) -> None:
-        """Describe the transaction; it begins on entry."""
-        self._connection = ConnectionScope(engine, wait, queue)
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        wait: float,
+        queue: WriteQueue | None,
+        prelude: Prelude | None = None,
+    ) -> None:
+        """Describe the transaction; it begins on entry, after ``prelude`` (``ConnectionScope``)."""
+        self._connection = ConnectionScope(engine, wait, queue, prelude)
 
     async def __aenter__(self) -> SqlTransaction:
         return SqlTransaction(await self._connection.__aenter__())

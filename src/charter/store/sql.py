@@ -16,7 +16,7 @@ from . import _secrets
 from ._approval_store import SqlApprovalStore
 from ._audit_store import SqlAuditLog
 from ._budget_store import SqlBudgets
-from ._connections import ConnectionScope, WriteQueue, run_to_completion, to_completion
+from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion, to_completion
 from ._dialects import READ_ONLY_OPTION
 from ._effect_store import SqlEffectOutbox
 from ._engine import make_engine
@@ -204,6 +204,11 @@ class SqlStore(
         """
         self._require_open()
         return TransactionScope(self._engine, wait, self._queue)
+
+    def _transaction_after(self, wait: float, prelude: Prelude) -> TransactionScope:
+        """``transaction(wait=…)`` whose connection first runs ``prelude`` (a budget's spend)."""
+        self._require_open()
+        return TransactionScope(self._engine, wait, self._queue, prelude)
 
     @asynccontextmanager
     async def _statement(self, action: str) -> AsyncIterator[AsyncConnection]:
