@@ -28,8 +28,10 @@ __all__ = (
     "DEFAULT_ALLOWED_HOSTS",
     "BodyLimit",
     "HostCheck",
+    "content_length",
     "host_allowed",
     "problem",
+    "too_large",
 )
 
 DEFAULT_ALLOWED_HOSTS: tuple[str, ...] = (
@@ -163,9 +165,9 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = _content_length(scope)
+        declared = content_length(scope["headers"])
         if declared is not None and declared > self.max_bytes:
-            await self._too_large(scope, receive, send)
+            await too_large(scope, receive, send, self.max_bytes)
             return
         size = 0
         started = False
@@ -189,34 +191,37 @@ class BodyLimit:
         except _TooLarge:
             if started:  # pragma: no cover - endpoints read the body before answering
                 raise
-            await self._too_large(scope, receive, send)
+            await too_large(scope, receive, send, self.max_bytes)
         except BaseExceptionGroup as group:
             # The MCP SDK reads the body inside a task group, which wraps the signal.
             rest = group.subgroup(lambda exc: not isinstance(exc, _TooLarge))
             if rest is not None or started:
                 raise
-            await self._too_large(scope, receive, send)
+            await too_large(scope, receive, send, self.max_bytes)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await problem(
-            scope,
-            receive,
-            send,
-            status=413,
-            title="Content too large",
-            detail=f"The request body is larger than {self.max_bytes} bytes.",
-            reason="input_too_large",
-            # The rest of the body is not read; the connection cannot be reused.
-            headers={"Connection": "close"},
-        )
+
+async def too_large(scope: Scope, receive: Receive, send: Send, max_bytes: int) -> None:
+    """Answer the 413 problem for a body over ``max_bytes``, closing the connection."""
+    await problem(
+        scope,
+        receive,
+        send,
+        status=413,
+        title="Content too large",
+        detail=f"The request body is larger than {max_bytes} bytes.",
+        reason="input_too_large",
+        # The rest of the body is not read; the connection cannot be reused.
+        headers={"Connection": "close"},
+    )
 
 
 class _TooLarge(Exception):
     """Raised into the endpoint when the body it reads passes the limit."""
 
 
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
+def content_length(headers: Sequence[tuple[bytes, bytes]]) -> int | None:
+    """The declared ``Content-Length`` of ASGI ``headers``; None when absent or not a number."""
+    for name, value in headers:
         if name == b"content-length":
             try:
                 return int(value)
