@@ -27,6 +27,7 @@ from .errors import DEFAULT_NEXT_STEPS, ErrorCode
 __all__ = (
     "DEFAULT_ALLOWED_HOSTS",
     "BodyLimit",
+    "Bounded",
     "HostCheck",
     "content_length",
     "host_allowed",
@@ -144,7 +145,26 @@ class HostCheck:
         )
 
 
-class BodyLimit:
+class Bounded:
+    """Base of the ASGI middlewares that bound a request body: the app and its limit."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        """Wrap ``app``; ``max_bytes`` must be positive."""
+        if max_bytes < 1:
+            raise ValueError("max_body_bytes must be a positive number of bytes")
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def refused_as_declared(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Answer 413 when the request declares a ``Content-Length`` over the limit; if so."""
+        declared = content_length(scope["headers"])
+        if declared is None or declared <= self.max_bytes:
+            return False
+        await too_large(scope, receive, send, self.max_bytes)
+        return True
+
+
+class BodyLimit(Bounded):
     """ASGI middleware: let the endpoint read at most ``max_bytes`` of the body, else 413.
 
     A declared ``Content-Length`` over the limit is refused before anything is read. The
@@ -154,20 +174,11 @@ class BodyLimit:
     bounded by the limit plus one chunk.
     """
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        """Wrap ``app``; ``max_bytes`` must be positive."""
-        if max_bytes < 1:
-            raise ValueError("max_body_bytes must be a positive number of bytes")
-        self.app = app
-        self.max_bytes = max_bytes
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = content_length(scope["headers"])
-        if declared is not None and declared > self.max_bytes:
-            await too_large(scope, receive, send, self.max_bytes)
+        if await self.refused_as_declared(scope, receive, send):
             return
         size = 0
         started = False

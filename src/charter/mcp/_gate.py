@@ -15,10 +15,12 @@ before, is the same policy for less.
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from collections.abc import Sequence
 
-from .._asgi import content_length, problem, too_large
+from starlette.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
+
+from .._asgi import Bounded, problem, too_large
 from .._credentials import (
     AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
     AMBIGUOUS_CREDENTIALS_REASON,
@@ -31,7 +33,7 @@ from ..auth import AuthenticationUnavailable
 __all__ = ("Admission", "Body")
 
 
-class Admission:
+class Admission(Bounded):
     """ASGI middleware before the bearer check: the declared size, one credential, a 503.
 
     - A declared ``Content-Length`` over ``max_bytes`` is 413 before anything else.
@@ -44,33 +46,21 @@ class Admission:
       format the SDK's 401s use.
     """
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        """Wrap ``app``; ``max_bytes`` must be positive."""
-        if max_bytes < 1:
-            raise ValueError("max_body_bytes must be a positive number of bytes")
-        self.app = app
-        self.max_bytes = max_bytes
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = scope["headers"]
-        declared = content_length(headers)
-        if declared is not None and declared > self.max_bytes:
-            await too_large(scope, receive, send, self.max_bytes)
+        if await self.refused_as_declared(scope, receive, send):
             return
         try:
-            check_one_credential(headers)
+            check_one_credential(scope["headers"])
         except AmbiguousCredentials as exc:
-            await problem(
+            await _malformed(
                 scope,
                 receive,
                 send,
-                status=400,
-                title="Malformed request",
-                detail=str(exc),
-                reason=AMBIGUOUS_CREDENTIALS_REASON,
+                str(exc),
+                AMBIGUOUS_CREDENTIALS_REASON,
                 next_steps=AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
             )
             return
@@ -85,7 +75,7 @@ class Admission:
             await response(scope, receive, send)
 
 
-class Body:
+class Body(Bounded):
     """ASGI middleware after the bearer check: the body read once, bounded, its keys unique.
 
     The SDK reads every request's body whole before it looks at it, so reading it here
@@ -95,13 +85,6 @@ class Body:
     connection. The SDK's parser keeps the last of two equal keys, REST's (the host's)
     refuses them: a ``POST`` body that repeats a key is 400 before the SDK parses it.
     """
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        """Wrap ``app`` (the SDK's ASGI app); ``max_bytes`` must be positive."""
-        if max_bytes < 1:
-            raise ValueError("max_body_bytes must be a positive number of bytes")
-        self.app = app
-        self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -123,15 +106,8 @@ class Body:
                 try:
                     check_unique_keys(body)
                 except PayloadRejected as exc:
-                    await problem(
-                        scope,
-                        receive,
-                        send,
-                        status=400,
-                        title="Malformed request",
-                        detail=f"The request body was rejected: {exc}.",
-                        reason=exc.reason,
-                    )
+                    detail = f"The request body was rejected: {exc}."
+                    await _malformed(scope, receive, send, detail, exc.reason)
                     return
         await self.app(scope, _Replay(message, receive), send)
 
@@ -174,3 +150,25 @@ class _Replay:
             self._first = None
             return first
         return await self._receive()
+
+
+async def _malformed(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    detail: str,
+    reason: str,
+    *,
+    next_steps: Sequence[str] | None = None,
+) -> None:
+    """The 400 problem for a request refused before the SDK sees it."""
+    await problem(
+        scope,
+        receive,
+        send,
+        status=400,
+        title="Malformed request",
+        detail=detail,
+        reason=reason,
+        next_steps=next_steps,
+    )
