@@ -6,6 +6,7 @@ import pytest
 
 from charter._credentials import (
     AmbiguousCredentials,
+    check_one_credential,
     credentials_from_headers,
     read_credentials,
 )
@@ -51,3 +52,32 @@ def test_raw_asgi_headers_are_read_with_the_same_rule() -> None:
     assert ok.bearer == "tok"
     with pytest.raises(AmbiguousCredentials):
         credentials_from_headers([(b"x-api-key", b"a"), (b"x-api-key", b"b")])
+
+
+@pytest.mark.parametrize(
+    ("authorization", "api_keys"),
+    [
+        ([], []),
+        (["Bearer a"], []),
+        ([], ["a"]),
+        (["Bearer a"], ["a"]),
+        (["Basic x"], ["a"]),
+        (["Bearer a", "Bearer b"], []),
+        (["Bearer a", "Bearer a"], []),
+        ([], ["a", "b"]),
+        (["Bearer a"], ["b"]),
+    ],
+)
+def test_the_one_credential_check_refuses_exactly_what_reading_refuses(
+    authorization: list[str], api_keys: list[str]
+) -> None:
+    raw = [(b"accept", b"*/*")]
+    raw += [(b"authorization", value.encode()) for value in authorization]
+    raw += [(b"x-api-key", value.encode()) for value in api_keys]
+    try:
+        read_credentials(authorization, api_keys)
+    except AmbiguousCredentials as refused:
+        with pytest.raises(AmbiguousCredentials, match=str(refused)):
+            check_one_credential(raw)
+    else:
+        check_one_credential(raw)

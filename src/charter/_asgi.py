@@ -27,9 +27,12 @@ from .errors import DEFAULT_NEXT_STEPS, ErrorCode
 __all__ = (
     "DEFAULT_ALLOWED_HOSTS",
     "BodyLimit",
+    "Bounded",
     "HostCheck",
+    "content_length",
     "host_allowed",
     "problem",
+    "too_large",
 )
 
 DEFAULT_ALLOWED_HOSTS: tuple[str, ...] = (
@@ -142,7 +145,26 @@ class HostCheck:
         )
 
 
-class BodyLimit:
+class Bounded:
+    """Base of the ASGI middlewares that bound a request body: the app and its limit."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        """Wrap ``app``; ``max_bytes`` must be positive."""
+        if max_bytes < 1:
+            raise ValueError("max_body_bytes must be a positive number of bytes")
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def refused_as_declared(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Answer 413 when the request declares a ``Content-Length`` over the limit; if so."""
+        declared = content_length(scope["headers"])
+        if declared is None or declared <= self.max_bytes:
+            return False
+        await too_large(scope, receive, send, self.max_bytes)
+        return True
+
+
+class BodyLimit(Bounded):
     """ASGI middleware: let the endpoint read at most ``max_bytes`` of the body, else 413.
 
     A declared ``Content-Length`` over the limit is refused before anything is read. The
@@ -152,20 +174,11 @@ class BodyLimit:
     bounded by the limit plus one chunk.
     """
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        """Wrap ``app``; ``max_bytes`` must be positive."""
-        if max_bytes < 1:
-            raise ValueError("max_body_bytes must be a positive number of bytes")
-        self.app = app
-        self.max_bytes = max_bytes
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._too_large(scope, receive, send)
+        if await self.refused_as_declared(scope, receive, send):
             return
         size = 0
         started = False
@@ -189,34 +202,37 @@ class BodyLimit:
         except _TooLarge:
             if started:  # pragma: no cover - endpoints read the body before answering
                 raise
-            await self._too_large(scope, receive, send)
+            await too_large(scope, receive, send, self.max_bytes)
         except BaseExceptionGroup as group:
             # The MCP SDK reads the body inside a task group, which wraps the signal.
             rest = group.subgroup(lambda exc: not isinstance(exc, _TooLarge))
             if rest is not None or started:
                 raise
-            await self._too_large(scope, receive, send)
+            await too_large(scope, receive, send, self.max_bytes)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await problem(
-            scope,
-            receive,
-            send,
-            status=413,
-            title="Content too large",
-            detail=f"The request body is larger than {self.max_bytes} bytes.",
-            reason="input_too_large",
-            # The rest of the body is not read; the connection cannot be reused.
-            headers={"Connection": "close"},
-        )
+
+async def too_large(scope: Scope, receive: Receive, send: Send, max_bytes: int) -> None:
+    """Answer the 413 problem for a body over ``max_bytes``, closing the connection."""
+    await problem(
+        scope,
+        receive,
+        send,
+        status=413,
+        title="Content too large",
+        detail=f"The request body is larger than {max_bytes} bytes.",
+        reason="input_too_large",
+        # The rest of the body is not read; the connection cannot be reused.
+        headers={"Connection": "close"},
+    )
 
 
 class _TooLarge(Exception):
     """Raised into the endpoint when the body it reads passes the limit."""
 
 
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
+def content_length(headers: Sequence[tuple[bytes, bytes]]) -> int | None:
+    """The declared ``Content-Length`` of ASGI ``headers``; None when absent or not a number."""
+    for name, value in headers:
         if name == b"content-length":
             try:
                 return int(value)

@@ -19,6 +19,7 @@ __all__ = (
     "AMBIGUOUS_CREDENTIALS_NEXT_STEPS",
     "AMBIGUOUS_CREDENTIALS_REASON",
     "AmbiguousCredentials",
+    "check_one_credential",
     "credentials_from_headers",
     "read_credentials",
 )
@@ -96,3 +97,21 @@ def credentials_from_headers(raw: Iterable[tuple[bytes, bytes]]) -> Credentials:
         elif name == b"x-api-key":
             api_keys.append(value.decode("latin-1"))
     return read_credentials(authorization, api_keys)
+
+
+def check_one_credential(raw: Sequence[tuple[bytes, bytes]]) -> None:
+    """Refuse ASGI ``headers`` that carry more than one credential, as ``read_credentials``.
+
+    For a transport that leaves reading the credential to another library (the MCP SDK's
+    bearer middleware): one header or none is settled by counting, without building the
+    ``Credentials``; anything else goes through ``read_credentials``.
+
+    Raises:
+        AmbiguousCredentials: as ``read_credentials``.
+    """
+    seen = 0
+    for name, _ in raw:
+        if name == b"authorization" or name == b"x-api-key":
+            seen += 1
+    if seen > 1:
+        credentials_from_headers(raw)

@@ -109,6 +109,24 @@ def test_a_body_over_one_mib_is_refused_413_on_every_door(
     assert problem_of(answer)["reason"] == "input_too_large"
 
 
+@pytest.mark.parametrize("door", ["mcp", "standalone-mcp"])
+def test_a_streamed_mcp_body_is_cut_off_at_the_limit(
+    combined: str, standalone: str, door: str
+) -> None:
+    # Chunked, so no declared length: refused as the body passes 1 MiB, not read in full.
+    def chunks() -> Iterator[bytes]:
+        yield call_body('"__"').split(b'"__"')[0] + b'{"query": "'
+        for _ in range(1100):
+            yield b"x" * 1024
+        yield b'"}}}'
+
+    url = combined if door == "mcp" else standalone
+    answer = httpx.post(f"{url}/mcp", content=chunks(), headers=MCP_HEADERS, timeout=30)
+    assert answer.status_code == 413
+    assert problem_of(answer)["reason"] == "input_too_large"
+    assert answer.headers["connection"] == "close"
+
+
 @pytest.mark.parametrize("door", ["rest", "mcp", "standalone-mcp"])
 def test_duplicate_json_keys_are_refused_on_every_door(
     combined: str, standalone: str, door: str

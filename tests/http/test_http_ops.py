@@ -248,6 +248,7 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
         allowed_hosts: list[str] | None = None,
         session_limits: object = None,
         request_state_keys: list[bytes | str] | None = None,
+        max_body_bytes: int | None = None,
     ) -> Mounted:
         seen.update(
             host=host,
@@ -255,6 +256,7 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
             allowed_hosts=allowed_hosts,
             session_limits=session_limits,
             request_state_keys=request_state_keys,
+            max_body_bytes=max_body_bytes,
         )
         return Mounted()
 
@@ -270,6 +272,7 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
         allowed_hosts=["charter.local:*", "127.0.0.1:*"],
         mcp_session_limits=limits,  # type: ignore[arg-type]
         mcp_request_state_keys=["k" * 32],
+        max_body_bytes=4096,
     )
     with serve(app) as url:
         assert events == ["start"]
@@ -281,4 +284,5 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
         "allowed_hosts": ["charter.local:*", "127.0.0.1:*"],
         "session_limits": limits,
         "request_state_keys": ["k" * 32],
+        "max_body_bytes": 4096,  # the body limit is MCP's own, as REST's
     }

@@ -89,6 +89,15 @@ def test_a_body_that_does_not_arrive_in_time_is_408_and_the_connection_closes(
     assert httpx.get(impatient.url + "/healthz", timeout=10).status_code == 200
 
 
+def test_an_mcp_body_that_does_not_arrive_in_time_is_408_too() -> None:
+    with serve(create_app(build_host(Lab()), body_timeout=BODY_TIMEOUT)) as url:
+        with raw_connection(url, head("/mcp", token="agent-token")) as sock:
+            received = read_until_closed(sock)
+    status, headers, problem = answer(received)
+    assert (status, headers["connection"]) == (408, "close")
+    assert isinstance(problem, dict) and problem["reason"] == "body_timeout"
+
+
 def test_an_anonymous_call_to_a_public_tool_reads_its_body(anonymous: httpx.Client) -> None:
     response = anonymous.post("/v1/tools/catalog.ping:call", json={})
     assert response.status_code == 200

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+from typing import Any
 
-import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charter.errors import ErrorCode
@@ -21,12 +22,18 @@ class BodyDeadline:
 
     uvicorn waits for a body as long as the client keeps the connection open, so a client
     that sends a few bytes a minute holds a connection and a task forever. Past the
-    deadline, while nothing has been answered yet, the request is cancelled and answered
-    ``408`` with ``Connection: close``. The clock stops once the body is complete or the
-    app starts its answer without it (a 401 does); such an early answer also carries
-    ``Connection: close``, since the unread rest of the body makes the connection
-    unusable (and uvicorn would otherwise keep it open for as long as the client trickles).
-    Requests without a body are not timed.
+    deadline, a read of the body that is still waiting is stopped and, while nothing has
+    been answered yet, the request is answered ``408`` with ``Connection: close``. The
+    clock stops once the body is complete or the app starts its answer without it (a 401
+    does); such an early answer also carries ``Connection: close``, since the unread rest
+    of the body makes the connection unusable (and uvicorn would otherwise keep it open
+    for as long as the client trickles). Requests without a body are not timed.
+
+    Only a read that waits is timed, and one timer serves every request: a read notes its
+    task and deadline while it waits, and the timer fires at the earliest deadline and
+    cancels the reads still waiting then. Most bodies arrive with their head, so their
+    note is dropped before any timer is due; a cancel scope and a timer per request cost
+    each of them more than the rest of this middleware.
     """
 
     def __init__(self, app: ASGIApp, *, seconds: float) -> None:
@@ -35,45 +42,110 @@ class BodyDeadline:
             raise ValueError("the body timeout must be a positive, finite number of seconds")
         self.app = app
         self.seconds = seconds
+        # The reads waiting for a body, oldest (soonest due) first: the timeout is one
+        # constant, so insertion order is deadline order.
+        self._waiting: dict[asyncio.Task[Any], float] = {}
+        self._overdue: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _has_body(scope):
             await self.app(scope, receive, send)
             return
+        due = asyncio.get_running_loop().time() + self.seconds
         complete = False
         started = False
-        with anyio.CancelScope(deadline=anyio.current_time() + self.seconds) as deadline:
 
-            async def read() -> Message:
-                nonlocal complete
-                message = await receive()
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    complete = True  # the whole body, or the client left
-                    deadline.deadline = math.inf
-                return message
+        async def read() -> Message:
+            nonlocal complete
+            if complete or started:
+                return await receive()
+            message = await self._timed(receive, due)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                complete = True  # the whole body, or the client left
+            return message
 
-            async def answer(message: Message) -> None:
-                nonlocal started
-                if message["type"] == "http.response.start" and not started:
-                    started = True
-                    deadline.deadline = math.inf
+        async def answer(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start" and not started:
+                started = True
+                if not complete:
                     headers = list(message.get("headers", ()))
-                    if not complete and not any(name == b"connection" for name, _ in headers):
+                    if not any(name == b"connection" for name, _ in headers):
                         message = {**message, "headers": [*headers, _CLOSE]}
-                await send(message)
+            await send(message)
 
+        try:
             await self.app(scope, read, answer)
-        if deadline.cancelled_caught and not started:
-            response = http_problem(
-                408,
-                "Request timeout",
-                f"The request body did not arrive within {self.seconds:g} seconds.",
-                code=ErrorCode.TIMEOUT,
-                reason="body_timeout",
-                headers={"Connection": "close"},
-                retryable=True,
-            )
-            await response(scope, receive, send)
+        except _TooSlow:
+            if started:  # pragma: no cover - the clock stops when the answer starts
+                raise
+        except BaseExceptionGroup as group:
+            # An app that reads the body inside a task group gets the signal wrapped.
+            rest = group.subgroup(lambda exc: not isinstance(exc, _TooSlow))
+            if rest is not None or started:
+                raise
+        else:
+            return
+        response = http_problem(
+            408,
+            "Request timeout",
+            f"The request body did not arrive within {self.seconds:g} seconds.",
+            code=ErrorCode.TIMEOUT,
+            reason="body_timeout",
+            headers={"Connection": "close"},
+            retryable=True,
+        )
+        await response(scope, receive, send)
+
+    async def _timed(self, receive: Receive, due: float) -> Message:
+        """``receive()``, stopped with ``_TooSlow`` if it is still waiting at ``due``."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._note(task, due)
+        try:
+            return await receive()
+        except asyncio.CancelledError:
+            if task in self._overdue:
+                self._overdue.discard(task)
+                # Only this deadline cancelled the read: it becomes the 408. Another
+                # cancellation at the same time (the client left, a shutdown) goes on.
+                if task.uncancel() == 0:
+                    raise _TooSlow from None
+            raise
+        finally:
+            self._waiting.pop(task, None)
+            self._overdue.discard(task)
+
+    def _note(self, task: asyncio.Task[Any], due: float) -> None:
+        """Note a read waiting for its body; make sure the timer will come for it."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # served by another event loop than before
+            self._loop, self._timer = loop, None
+            self._waiting.clear()
+            self._overdue.clear()
+        self._waiting[task] = due
+        if self._timer is None:
+            self._timer = loop.call_at(due, self._expire)
+
+    def _expire(self) -> None:
+        """Cancel the reads whose body is overdue; set the timer for the next one."""
+        assert self._loop is not None
+        self._timer = None
+        now = self._loop.time()
+        while self._waiting:
+            task, due = next(iter(self._waiting.items()))
+            if due > now:
+                self._timer = self._loop.call_at(due, self._expire)
+                return
+            del self._waiting[task]
+            self._overdue.add(task)
+            task.cancel()
+
+
+class _TooSlow(Exception):
+    """Raised into the app when its read of the body passes the deadline."""
 
 
 def _has_body(scope: Scope) -> bool:

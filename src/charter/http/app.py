@@ -198,6 +198,7 @@ def create_app(
             allowed_hosts=allowed_hosts,
             session_limits=mcp_session_limits,
             request_state_keys=mcp_request_state_keys,
+            max_body_bytes=limit,
         )
         if mcp
         else None
@@ -209,13 +210,7 @@ def create_app(
         # other route's path is /mcp, so the order changes no answer.
         routes.insert(
             0,
-            Route(
-                "/mcp",
-                mounted.app,
-                methods=["GET", "POST", "DELETE"],
-                name="mcp",
-                middleware=[Middleware(BodyLimit, max_bytes=limit)],
-            ),
+            Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"),
         )
     # Outermost: the Host check (DNS rebinding) every route gets, REST and MCP alike.
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
@@ -280,6 +275,7 @@ def _mcp_mount(
     allowed_hosts: Sequence[str] | None,
     session_limits: SessionLimits | None,
     request_state_keys: Sequence[bytes | str] | None,
+    max_body_bytes: int,
 ) -> McpMount | None:
     """The MCP endpoint from ``charter.mcp``, or None while it is not installed or built.
 
@@ -297,6 +293,7 @@ def _mcp_mount(
         allowed_hosts=list(allowed_hosts) if allowed_hosts is not None else None,
         session_limits=session_limits,
         request_state_keys=request_state_keys,
+        max_body_bytes=max_body_bytes,
     )
 
 

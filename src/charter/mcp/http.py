@@ -20,24 +20,17 @@ from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
-from .._asgi import DEFAULT_ALLOWED_HOSTS, BodyLimit, HostCheck, problem
-from .._credentials import (
-    AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
-    AMBIGUOUS_CREDENTIALS_REASON,
-    AmbiguousCredentials,
-    credentials_from_headers,
-)
-from .._limits import PayloadRejected, check_unique_keys
-from ..auth import AuthenticationUnavailable, Principal
-from ..errors import ConfigurationError, ErrorCode
+from .._asgi import DEFAULT_ALLOWED_HOSTS, HostCheck
+from ..auth import Principal
+from ..errors import ConfigurationError
 from ..host import Host
 from ._auth import HostTokenVerifier
 from ._events import MemoryEventStore, Resumability, SessionEventStore
+from ._gate import Admission, Body
 from ._interact import ConnectionState
 from ._render import Presenter
 from ._sessions import SessionLimiter, SessionLimits
@@ -117,6 +110,7 @@ def streamable_http_app(
     request_state_keys: Sequence[bytes | str] | None = None,
     session_limits: SessionLimits | None = None,
     resumability: Resumability | bool = True,
+    max_body_bytes: int | None = None,
 ) -> StreamableHTTPApp:
     """Serve ``host``'s tools over MCP streamable HTTP.
 
@@ -146,9 +140,12 @@ def streamable_http_app(
             ``Last-Event-ID`` (``Resumability``); True: the defaults (events kept in
             the host's ``SqlStore``, else in memory), False: not at all. Stateless mode
             has no streams to resume.
+        max_body_bytes: the largest request body (default ``host.limits.max_bytes``, 1
+            MiB); a larger one is refused with 413 (``charter._asgi``).
 
     Raises:
         ConfigurationError: ``require_auth=True`` on a host without an authenticator.
+        ValueError: ``max_body_bytes`` is not positive.
     """
     limits = session_limits if session_limits is not None else SessionLimits()
     resume = (
@@ -184,8 +181,9 @@ def streamable_http_app(
         event_store=_event_store(resume, host),
         retry_interval=None if resume is None else resume.retry_ms,
     )
+    limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
     # Innermost: the body is read only once the caller is known (as on REST).
-    app: ASGIApp = _UniqueKeys(StreamableHTTPASGIApp(manager))
+    app: ASGIApp = Body(StreamableHTTPASGIApp(manager), max_bytes=limit)
     limiter: SessionLimiter | None = None
     if not stateless and limits.per_principal is not None:
         # Inside the bearer middleware below, so it sees who each request is from.
@@ -200,12 +198,11 @@ def streamable_http_app(
             app = RequireAuthMiddleware(app, [], metadata)
         app = AuthContextMiddleware(app)
         app = AuthenticationMiddleware(app, backend=BearerAuthBackend(HostTokenVerifier(host)))
-        app = _UnavailableAuthentication(app)
     elif require_auth:
         raise ConfigurationError(
             "require_auth=True needs a host with an authenticator (Host(authenticator=...))"
         )
-    app = _OneCredential(app)
+    app = Admission(app, max_bytes=limit)
     return StreamableHTTPApp(server=server, session_manager=manager, app=app, limiter=limiter)
 
 
@@ -284,6 +281,7 @@ def create_asgi_app(
         request_state_keys=request_state_keys,
         session_limits=session_limits,
         resumability=resumability,
+        max_body_bytes=max_body_bytes or None,
     )
 
     @asynccontextmanager
@@ -293,132 +291,8 @@ def create_asgi_app(
 
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
     return Starlette(
-        routes=[
-            Route(
-                path,
-                endpoint=mcp_app,
-                methods=["GET", "POST", "DELETE"],
-                middleware=[
-                    Middleware(BodyLimit, max_bytes=max_body_bytes or host.limits.max_bytes)
-                ],
-            )
-        ],
+        routes=[Route(path, endpoint=mcp_app, methods=["GET", "POST", "DELETE"])],
         # The Host check every charter HTTP app makes (charter._asgi), before routing.
         middleware=[Middleware(HostCheck, allowed_hosts=hosts)],
         lifespan=lifespan,
     )
-
-
-class _UniqueKeys:
-    """ASGI middleware: a JSON-RPC body in which an object repeats a key is a 400.
-
-    The SDK's parser keeps the last duplicate; REST's (the host's) refuses them. Reading
-    the body here, whole, costs nothing more: the SDK reads it whole before parsing, and
-    a ``BodyLimit`` outside bounds it.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                await self.app(scope, _replay([message], receive), send)
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        try:
-            check_unique_keys(body)
-        except PayloadRejected as exc:
-            await problem(
-                scope,
-                receive,
-                send,
-                status=400,
-                title="Malformed request",
-                detail=f"The request body was rejected: {exc}.",
-                reason=exc.reason,
-            )
-            return
-        replayed: Message = {"type": "http.request", "body": body, "more_body": False}
-        await self.app(scope, _replay([replayed], receive), send)
-
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """A ``receive`` that returns ``messages`` first, then what ``receive`` returns."""
-    pending = list(messages)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay
-
-
-class _OneCredential:
-    """ASGI middleware: a request with two credentials is a 400 before anything reads one.
-
-    The SDK's bearer backend takes the first ``Authorization`` header; two of them, two
-    ``X-API-Key`` headers, or a bearer token and a different API key are refused as REST
-    refuses them (``charter._credentials``), as ``application/problem+json``.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            try:
-                credentials_from_headers(scope.get("headers", ()))
-            except AmbiguousCredentials as exc:
-                response = JSONResponse(
-                    {
-                        "type": f"urn:charter:error:{ErrorCode.INVALID_INPUT.value}",
-                        "title": "Malformed request",
-                        "status": 400,
-                        "detail": str(exc),
-                        "code": ErrorCode.INVALID_INPUT.value,
-                        "reason": AMBIGUOUS_CREDENTIALS_REASON,
-                        "next_steps": list(AMBIGUOUS_CREDENTIALS_NEXT_STEPS),
-                        "retryable": False,
-                    },
-                    status_code=400,
-                    media_type="application/problem+json",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-class _UnavailableAuthentication:
-    """ASGI middleware: a token that could not be checked now is a 503, not a 500 or 401.
-
-    ``host.authenticate`` raises ``AuthenticationUnavailable`` when the key store (or the
-    JWT issuer's keys) cannot be reached; that happens before the MCP app runs, so no
-    response has started and nothing ran. The body follows the OAuth error format the
-    SDK's 401s use.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await self.app(scope, receive, send)
-        except AuthenticationUnavailable as exc:
-            if scope["type"] != "http":
-                raise
-            response = JSONResponse(
-                {"error": "temporarily_unavailable", "error_description": str(exc)},
-                status_code=503,
-                headers={"Retry-After": "1"},
-            )
-            await response(scope, receive, send)

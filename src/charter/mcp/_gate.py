@@ -1,0 +1,174 @@
+"""What MCP over HTTP refuses around the SDK's bearer check: two ASGI layers, not six.
+
+``Admission`` runs before the bearer check: a declared body over the limit is 413, two
+credentials are 400 (``charter._credentials``), and a key store that cannot be reached
+while the token is checked is 503. ``Body`` runs after it, so that a caller refused there
+is answered without its body being read (as on REST): it reads the body once, bounded
+(413 as soon as it passes the limit), refuses a JSON-RPC body in which an object repeats a
+key (400, ``charter._limits.check_unique_keys``), and hands the SDK the body it read.
+
+The refusals are those of ``charter._asgi`` and REST (``application/problem+json``). Each
+is one layer because every layer costs every request a coroutine frame and the
+closures it wraps ``receive`` or ``send`` in; one check each, in the same order as
+before, is the same policy for less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
+
+from .._asgi import Bounded, problem, too_large
+from .._credentials import (
+    AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
+    AMBIGUOUS_CREDENTIALS_REASON,
+    AmbiguousCredentials,
+    check_one_credential,
+)
+from .._limits import PayloadRejected, check_unique_keys
+from ..auth import AuthenticationUnavailable
+
+__all__ = ("Admission", "Body")
+
+
+class Admission(Bounded):
+    """ASGI middleware before the bearer check: the declared size, one credential, a 503.
+
+    - A declared ``Content-Length`` over ``max_bytes`` is 413 before anything else.
+    - Two credentials are a 400 before anything reads one: the SDK's bearer backend takes
+      the first ``Authorization`` header, so two of them, two ``X-API-Key`` headers, or a
+      bearer token and a different API key are refused as REST refuses them.
+    - ``host.authenticate`` raises ``AuthenticationUnavailable`` when the key store (or the
+      JWT issuer's keys) cannot be reached; that happens before the MCP app runs, so no
+      response has started and nothing ran: 503 with ``Retry-After``, in the OAuth error
+      format the SDK's 401s use.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if await self.refused_as_declared(scope, receive, send):
+            return
+        try:
+            check_one_credential(scope["headers"])
+        except AmbiguousCredentials as exc:
+            await _malformed(
+                scope,
+                receive,
+                send,
+                str(exc),
+                AMBIGUOUS_CREDENTIALS_REASON,
+                next_steps=AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
+            )
+            return
+        try:
+            await self.app(scope, receive, send)
+        except AuthenticationUnavailable as exc:
+            response = JSONResponse(
+                {"error": "temporarily_unavailable", "error_description": str(exc)},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+            await response(scope, receive, send)
+
+
+class Body(Bounded):
+    """ASGI middleware after the bearer check: the body read once, bounded, its keys unique.
+
+    The SDK reads every request's body whole before it looks at it, so reading it here
+    first costs nothing more; it then gets the body this read, as one message. A streamed
+    (chunked) body is refused as soon as it passes ``max_bytes``, so memory stays bounded
+    by the limit plus one chunk; the rest is not read, so the answer closes the
+    connection. The SDK's parser keeps the last of two equal keys, REST's (the host's)
+    refuses them: a ``POST`` body that repeats a key is 400 before the SDK parses it.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = await receive()
+        if message["type"] == "http.request" and message.get("more_body", False):
+            whole = await self._rest_of(message, receive)
+            if whole is None:
+                await too_large(scope, receive, send, self.max_bytes)
+                return
+            message = whole
+        if message["type"] == "http.request":
+            body: bytes = message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await too_large(scope, receive, send, self.max_bytes)
+                return
+            if scope["method"] == "POST":
+                try:
+                    check_unique_keys(body)
+                except PayloadRejected as exc:
+                    detail = f"The request body was rejected: {exc}."
+                    await _malformed(scope, receive, send, detail, exc.reason)
+                    return
+        await self.app(scope, _Replay(message, receive), send)
+
+    async def _rest_of(self, first: Message, receive: Receive) -> Message | None:
+        """The whole body as one message, or None once it passes the limit.
+
+        A message other than a body part (the client left) ends the body as it is; the
+        SDK then sees the disconnect on its next read.
+        """
+        chunks = [first.get("body", b"")]
+        size = len(chunks[0])
+        while True:
+            if size > self.max_bytes:
+                return None
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk: bytes = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            if not message.get("more_body", False):
+                break
+        if size > self.max_bytes:
+            return None
+        return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+
+class _Replay:
+    """A ``receive`` that returns ``first`` once, then what ``receive`` returns."""
+
+    __slots__ = ("_first", "_receive")
+
+    def __init__(self, first: Message, receive: Receive) -> None:
+        self._first: Message | None = first
+        self._receive = receive
+
+    async def __call__(self) -> Message:
+        first = self._first
+        if first is not None:
+            self._first = None
+            return first
+        return await self._receive()
+
+
+async def _malformed(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    detail: str,
+    reason: str,
+    *,
+    next_steps: Sequence[str] | None = None,
+) -> None:
+    """The 400 problem for a request refused before the SDK sees it."""
+    await problem(
+        scope,
+        receive,
+        send,
+        status=400,
+        title="Malformed request",
+        detail=detail,
+        reason=reason,
+        next_steps=next_steps,
+    )
