@@ -46,11 +46,20 @@ def credentials_from(request: HTTPConnection) -> Credentials:
         AmbiguousCredentials: two ``Authorization`` or two ``X-API-Key`` headers, or a
             bearer token and an API key that differ (``charter._credentials``).
     """
-    return read_credentials(
-        request.headers.getlist("authorization"),
-        request.headers.getlist("x-api-key"),
-        request.headers,
-    )
+    # One pass over the raw headers: Starlette's ``Headers`` finds each name by a scan of
+    # its own, and copying it into a dict would scan once per header.
+    authorization: list[str] = []
+    api_keys: list[str] = []
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in request.scope["headers"]:
+        name = raw_name.decode("latin-1")
+        value = raw_value.decode("latin-1")
+        if name == "authorization":
+            authorization.append(value)
+        elif name == "x-api-key":
+            api_keys.append(value)
+        headers.setdefault(name, value)  # the first value of a repeated header, as Headers
+    return read_credentials(authorization, api_keys, headers)
 
 
 async def authenticate(host: Host, request: HTTPConnection) -> Principal | Response | None:
