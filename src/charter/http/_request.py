@@ -35,6 +35,8 @@ CONTROL_HEADERS = {
 }
 """The header that carries each ``_charter`` control."""
 
+_CONTROL_HEADER_NAMES = frozenset(name.lower().encode() for name in CONTROL_HEADERS.values())
+
 
 def credentials_from(request: HTTPConnection) -> Credentials:
     """The bearer token and API key the request carries.
@@ -128,21 +130,28 @@ def controls_from_headers(request: Request) -> InvocationControls | Response | N
     ``Idempotency-Key`` may be a bare UUID or an RFC 8941 string (``"<uuid>"``).
     ``Charter-Confirm`` is ``true`` or ``false``; ``false`` is the same as not sending it.
     """
+    sent: dict[bytes, str] = {}
+    # One pass over the raw headers; most calls send none of the three.
+    for raw_name, raw_value in request.scope["headers"]:
+        if raw_name in _CONTROL_HEADER_NAMES and raw_name not in sent:
+            sent[raw_name] = raw_value.decode("latin-1")  # the first value, as Headers.get
+    if not sent:
+        return None
     raw: dict[str, object] = {}
-    key = request.headers.get("idempotency-key")
+    key = sent.get(b"idempotency-key")
     if key is not None:
         key = key.strip()
         if len(key) >= 2 and key[0] == key[-1] == '"':
             key = key[1:-1]
         raw["requestId"] = key
-    confirm = request.headers.get("charter-confirm")
+    confirm = sent.get(b"charter-confirm")
     if confirm is not None:
         value = confirm.strip().lower()
         if value not in ("true", "false"):
             return _bad_header("Charter-Confirm", "must be 'true' or 'false'")
         if value == "true":
             raw["confirmed"] = True
-    approval = request.headers.get("charter-approval")
+    approval = sent.get(b"charter-approval")
     if approval is not None:
         raw["approvalId"] = approval
     if not raw:
