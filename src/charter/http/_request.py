@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pydantic import ValidationError
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 
 from charter._credentials import (
@@ -26,6 +26,7 @@ __all__ = (
     "authentication_unavailable",
     "controls_from_headers",
     "credentials_from",
+    "read_body",
 )
 
 CONTROL_HEADERS = {
@@ -174,3 +175,24 @@ def _bad_header(header: str, message: str) -> Response:
         reason="invalid_header",
         meta={"header": header},
     )
+
+
+async def read_body(request: Request) -> bytes:
+    """The request's whole body, as ``Request.body()`` reads it, without its async generator.
+
+    For the call route, where reading the body through ``Request.stream()`` cost a tenth
+    of the adapter. The body is read once; it is not kept on the request.
+
+    Raises:
+        ClientDisconnect: the client went away before the body was complete.
+    """
+    chunks: list[bytes] = []
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
