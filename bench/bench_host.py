@@ -82,7 +82,7 @@ def cases() -> list[Case]:
                 "installed) against `Registry.dispatch` of the same tool with a fresh "
                 "`ToolContext`. The ratio hovers around its 3x target (2.9-3.6x across runs): "
                 "profiled, no step dominates; the audit event (about 4 µs), the payload-limit "
-                "walk (1-2 µs), the tool context and its ids (about 2 µs), scopes and tenancy "
+                "walk (about 1 µs), the tool context and its ids (about 2 µs), scopes and tenancy "
                 "(about 1.5 µs) and a few coroutine frames each take a slice of a call whose "
                 "baseline is 9-12 µs. Over a real transport this is a few percent of a round "
                 "trip (the MCP over streamable HTTP cases)."

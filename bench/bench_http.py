@@ -218,8 +218,9 @@ def _socket_case(host: Host) -> Case:
         "measured over the same sockets, a bare endpoint calling `host.authenticate` and "
         "`host.invoke` is already about 1.2x the baseline, and charter's HTTP adapter adds "
         "about 1.06x on top; profiled, the host's share is mostly reading the body under "
-        "the payload limits (a depth pre-scan, `json.loads` and a walk of the value, where "
-        "the baseline makes one `model_validate_json` call), output validation and "
-        "serialisation, the token's digest, the audit event and the tool context.",
+        "the payload limits (one strict `json.loads`, whose value is walked only when the "
+        "body is long enough to break a per-item limit, where the baseline makes one "
+        "`model_validate_json` call), output validation and serialisation, the token's "
+        "digest, the audit event and the tool context.",
         iterations=100,
     )

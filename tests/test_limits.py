@@ -397,3 +397,36 @@ def test_json_dumps_output_parses_back_equal(
     text = json.dumps(value, ensure_ascii=ensure_ascii)
     raw: bytes | str = text.encode("utf-8") if as_bytes else text
     assert parse_json(raw, DEFAULTS) == value
+
+
+tight_limits = st.builds(
+    PayloadLimits,
+    max_depth=st.integers(1, 4),
+    max_keys=st.integers(1, 6),
+    max_items=st.integers(1, 8),
+    max_string_length=st.integers(1, 10),
+    max_integer_digits=st.integers(1, 5),
+)
+
+
+def _verdict(call: object) -> str | None:
+    try:
+        call()  # type: ignore[operator]
+    except PayloadRejected as exc:
+        return exc.reason
+    return None
+
+
+@given(json_values, tight_limits, st.booleans())
+def test_parsing_decides_as_the_walk_of_the_parsed_value(
+    value: object, limits: PayloadLimits, as_bytes: bool
+) -> None:
+    # parse_json skips the walk for text too short to break a limit, and counts integer
+    # digits only in text long enough to hold one too many: it refuses what the walk does
+    # (with the reason of whichever limit it meets first).
+    text = json.dumps(value, ensure_ascii=False)
+    raw: bytes | str = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    if len(raw) > limits.max_bytes:
+        return
+    walked = _verdict(lambda: check_value(json.loads(text), limits))
+    assert (_verdict(lambda: parse_json(raw, limits)) is None) == (walked is None)

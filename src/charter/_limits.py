@@ -11,6 +11,7 @@ them reject them later.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -113,6 +114,13 @@ def parse_json(raw: bytes | str, limits: PayloadLimits) -> object:
     `check_value`. NUL characters are allowed here; stores that cannot hold them reject
     them later.
 
+    Text too short to break a per-item limit skips the walk of `check_value`: a payload
+    of n characters has at most n/3 object members (each key's quotes and colon are its
+    own), n array items and strings of at most n characters, and its integers have at
+    most n digits; without a unicode escape (or, for text, a surrogate character) it holds
+    no lone surrogate. The parser itself refuses what is left (duplicate keys, NaN,
+    overflowing numbers), so the answer is the same, without a second pass over the value.
+
     Args:
         raw: The payload as received: UTF-8 bytes, or text.
         limits: The limits to enforce.
@@ -124,25 +132,83 @@ def parse_json(raw: bytes | str, limits: PayloadLimits) -> object:
         PayloadRejected: The payload breaks a limit or is not strict JSON.
     """
     text = _decode_within_size(raw, limits.max_bytes)
-    if len(text) > limits.max_depth:  # each level takes a character: shorter text is shallow
+    size = len(text)
+    if size > limits.max_depth:  # each level takes a character: shorter text is shallow
         _check_text_depth(text, limits.max_depth)
+    parsers = _parsers(limits)
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_reject_duplicate_keys,
-            parse_constant=_reject_constant,
-            parse_float=_parse_finite_float,
-            parse_int=lambda digits: _parse_bounded_int(digits, limits.max_integer_digits),
-        )
+        # Integers no longer than the text allows go to the C parser untouched.
+        if size > limits.max_integer_digits:
+            value = parsers.digits_checked.decode(text)
+        else:
+            value = parsers.plain.decode(text)
     except json.JSONDecodeError as exc:
         # The position is safe to report; the surrounding text is not.
         raise PayloadRejected(
             "invalid_json", f"payload is not valid JSON (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except PayloadRejected:
+        raise
+    except ValueError:  # an integer past the interpreter's own int_max_str_digits
+        _reject_int_digits(limits.max_integer_digits)
     except RecursionError:  # only reachable with a max_depth near the interpreter's limit
         _reject_depth(limits.max_depth)
-    check_value(value, limits)
+    if size > parsers.walk_above or _may_hold_surrogates(raw, text):
+        check_value(value, limits)
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsers:
+    """The strict decoders for one `PayloadLimits`, built once instead of per payload."""
+
+    plain: json.JSONDecoder
+    """Integers parsed in C: for text no longer than ``max_integer_digits``."""
+    digits_checked: json.JSONDecoder
+    """Every integer's digits counted before it is converted."""
+    walk_above: int
+    """Text longer than this may break a per-item limit, so `check_value` walks it."""
+
+
+_LAST_PARSERS: tuple[PayloadLimits, _Parsers] | None = None
+"""The decoders of the limits used last (a host uses one instance for every call)."""
+
+
+def _parsers(limits: PayloadLimits) -> _Parsers:
+    # A one-entry cache, replaced whole (so threads never see half of it).
+    global _LAST_PARSERS
+    last = _LAST_PARSERS
+    if last is not None and last[0] is limits:
+        return last[1]
+    parsers = _parsers_for(limits)
+    _LAST_PARSERS = (limits, parsers)
+    return parsers
+
+
+@functools.lru_cache(maxsize=16)
+def _parsers_for(limits: PayloadLimits) -> _Parsers:
+    strict = {
+        "object_pairs_hook": _reject_duplicate_keys,
+        "parse_constant": _reject_constant,
+        "parse_float": _parse_finite_float,
+    }
+    max_digits = limits.max_integer_digits
+    return _Parsers(
+        plain=json.JSONDecoder(**strict),  # type: ignore[arg-type]
+        digits_checked=json.JSONDecoder(
+            **strict,  # type: ignore[arg-type]
+            parse_int=lambda digits: _parse_bounded_int(digits, max_digits),
+        ),
+        walk_above=min(3 * limits.max_keys, limits.max_items, limits.max_string_length),
+    )
+
+
+def _may_hold_surrogates(raw: bytes | str, text: str) -> bool:
+    """Whether parsing ``text`` may have produced a string with a lone surrogate."""
+    if "\\u" in text:
+        return True
+    # Decoded UTF-8 never holds a surrogate; text handed over as ``str`` may.
+    return isinstance(raw, str) and not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def check_value(value: object, limits: PayloadLimits) -> None:
@@ -167,36 +233,46 @@ def check_value(value: object, limits: PayloadLimits) -> None:
     # Characters in all strings and keys: a lower bound on the encoded size, so that many
     # strings each under max_string_length cannot add up past max_bytes.
     text = 0
+    max_depth = limits.max_depth
+    # Scalars are checked where they are found; only containers go on the stack.
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
             depth += 1
-            if depth > limits.max_depth:
-                _reject_depth(limits.max_depth)
+            if depth > max_depth:
+                _reject_depth(max_depth)
             keys += len(node)
             if keys > limits.max_keys:
                 _reject_width("object members", "max_keys", limits.max_keys)
             for key, member in node.items():
-                if not isinstance(key, str):
+                if type(key) is not str and not isinstance(key, str):
                     raise PayloadRejected("not_json", "object keys must be strings")
                 _check_string(key, limits)
                 text += len(key)
-                stack.append((member, depth))
-        elif isinstance(node, list | tuple):
+                if isinstance(member, _CONTAINERS):
+                    stack.append((member, depth))
+                else:
+                    text += _check_scalar(member, limits)
+        elif isinstance(node, _CONTAINERS):
             depth += 1
-            if depth > limits.max_depth:
-                _reject_depth(limits.max_depth)
+            if depth > max_depth:
+                _reject_depth(max_depth)
             items += len(node)
             if items > limits.max_items:
                 _reject_width("array items", "max_items", limits.max_items)
-            stack.extend((item, depth) for item in node)
+            for item in node:
+                if isinstance(item, _CONTAINERS):
+                    stack.append((item, depth))
+                else:
+                    text += _check_scalar(item, limits)
         else:
-            if isinstance(node, str):
-                text += len(node)
-            _check_scalar(node, limits)
+            text += _check_scalar(node, limits)
         if text > limits.max_bytes:
             _reject_size(limits.max_bytes)
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 def _decode_within_size(raw: bytes | str, max_bytes: int) -> str:
@@ -237,19 +313,35 @@ def _check_text_depth(text: str, max_depth: int) -> None:
         _reject_depth(max_depth)
 
 
-def _check_scalar(node: object, limits: PayloadLimits) -> None:
-    """Check a leaf of a parsed value: its type, and its size or finiteness."""
-    if node is None or isinstance(node, bool):
-        return
+def _check_scalar(node: object, limits: PayloadLimits) -> int:
+    """Check a leaf of a parsed value (its type, size or finiteness); its characters."""
+    kind = type(node)
+    if kind is str:
+        _check_string(node, limits)  # type: ignore[arg-type]
+        return len(node)  # type: ignore[arg-type]
+    if node is None or kind is bool:
+        return 0
+    if kind is int:
+        _check_int_digits(node, limits.max_integer_digits)  # type: ignore[arg-type]
+        return 0
+    if kind is float:
+        if not math.isfinite(node):  # type: ignore[arg-type]
+            _reject_non_finite()
+        return 0
+    # Subclasses (an IntEnum, a str subclass): the same checks, found the slower way.
     if isinstance(node, str):
         _check_string(node, limits)
-    elif isinstance(node, int):
+        return len(node)
+    if isinstance(node, bool):
+        return 0
+    if isinstance(node, int):
         _check_int_digits(node, limits.max_integer_digits)
-    elif isinstance(node, float):
+        return 0
+    if isinstance(node, float):
         if not math.isfinite(node):
             _reject_non_finite()
-    else:
-        raise PayloadRejected("not_json", f"{type(node).__name__} is not a JSON type")
+        return 0
+    raise PayloadRejected("not_json", f"{type(node).__name__} is not a JSON type")
 
 
 def _check_string(text: str, limits: PayloadLimits) -> None:
@@ -259,7 +351,8 @@ def _check_string(text: str, limits: PayloadLimits) -> None:
             "input_too_large",
             f"a string is longer than max_string_length ({limits.max_string_length} characters)",
         )
-    if _SURROGATE.search(text):
+    # ASCII text (known without reading it) holds no surrogate.
+    if not text.isascii() and _SURROGATE.search(text):
         raise PayloadRejected(
             "lone_surrogate",
             "a string contains an unpaired UTF-16 surrogate, which cannot be stored",

@@ -114,12 +114,13 @@ class StaticAuthenticator:
             AuthenticationFailed: If the token is unknown, or both a bearer token and an API
                 key were sent.
         """
-        presented = [c for c in (credentials.bearer, credentials.api_key) if c is not None]
-        if not presented:
+        bearer, api_key = credentials.bearer, credentials.api_key
+        token = bearer if bearer is not None else api_key
+        if token is None:
             return None
-        if len(presented) > 1:
+        if bearer is not None and api_key is not None:
             raise AuthenticationFailed("send either a bearer token or an API key, not both")
-        digest = _digest(presented[0])
+        digest = _digest(token)
         found: Principal | None = None
         for candidate, principal in self._table:
             # No early exit: every entry is compared, so timing does not reveal the match.

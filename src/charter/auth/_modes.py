@@ -31,6 +31,13 @@ class AuthDecision:
     """True when the admin scope let the call through; the host audits it."""
 
 
+# Frozen, so the answers every call gets are made once.
+_PASSED = AuthDecision(ok=True)
+_PASSED_AS_ADMIN = AuthDecision(ok=True, admin_used=True)
+_NO_IDENTITY = AuthDecision(ok=False, code="UNAUTHENTICATED", reason="authentication_required")
+_NOT_ADMIN = AuthDecision(ok=False, code="AUTHORIZATION_DENIED", reason="admin_required")
+
+
 def check_auth_mode(
     mode: AuthMode, principal: Principal | None, *, admin_scope: str | None = "admin"
 ) -> AuthDecision:
@@ -51,13 +58,13 @@ def check_auth_mode(
         ValueError: If ``mode`` is not an ``AuthMode``.
     """
     if mode == "public":
-        return AuthDecision(ok=True)
+        return _PASSED
     if mode not in ("identity", "admin"):
         raise ValueError(f"auth mode {mode!r} must be one of 'identity', 'admin', 'public'")
     if principal is None:
-        return AuthDecision(ok=False, code="UNAUTHENTICATED", reason="authentication_required")
+        return _NO_IDENTITY
     if mode == "identity":
-        return AuthDecision(ok=True)
+        return _PASSED
     if admin_scope is not None and admin_scope in principal.scopes:
-        return AuthDecision(ok=True, admin_used=True)
-    return AuthDecision(ok=False, code="AUTHORIZATION_DENIED", reason="admin_required")
+        return _PASSED_AS_ADMIN
+    return _NOT_ADMIN

@@ -27,7 +27,8 @@ async def build_context(
 ) -> ToolContext:
     """The handler's context: the factory's (or a plain one), then the host's facts."""
     if factory is None:
-        ctx = ToolContext()
+        # The transport's cancel signal, if it has one, instead of making a default one.
+        ctx = ToolContext() if call.cancel is None else ToolContext(cancel=call.cancel)
     else:
         made = factory(principal, registered, controls)
         ctx = await made if inspect.isawaitable(made) else made

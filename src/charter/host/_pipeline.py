@@ -114,13 +114,15 @@ class Pipeline:
         call = call or NO_CALL_OPTIONS
         trace = Trace(tool=name, principal=principal, model_name=call.model_name)
         with self._telemetry.span(trace.tool, call.call_id) as span:
-            prepared = await self._guarded(
-                trace, self._prepare(name, arguments, principal, controls, call, trace)
-            )
-            if isinstance(prepared, PreparedCall):
-                outcome = await self._guarded(trace, self._execute(prepared))
-            else:
-                outcome = prepared
+            # One guard around both steps (``_guarded``'s, without a coroutine per step).
+            try:
+                prepared = await self._prepare(name, arguments, principal, controls, call, trace)
+                if isinstance(prepared, PreparedCall):
+                    outcome = await self._execute(prepared)
+                else:
+                    outcome = prepared
+            except Exception as exc:
+                outcome = _fault(trace, exc)
             outcome = reported_failure(trace, outcome)
             self._finish(span, trace, outcome)
         await self._audit(trace, outcome)
@@ -167,12 +169,8 @@ class Pipeline:
         """Await a pipeline step; a raised bug or store fault becomes a coded outcome."""
         try:
             return await step
-        except ToolError as exc:  # raised by a context factory
-            return failed_from_error(exc)
-        except Exception:
-            # A bug or an unreachable dependency (a context factory, the store): the
-            # caller gets a coded outcome with an error id, the details go to the log.
-            return _internal_error(trace.tool)
+        except Exception as exc:
+            return _fault(trace, exc)
 
     def _finish(self, span: Any, trace: Trace, outcome: ToolOutcome) -> None:
         trace.seconds = trace.elapsed()
@@ -407,6 +405,15 @@ class Pipeline:
 def principal_id(principal: Principal | None) -> str:
     """How the ledger and approvals store a caller: its key (home tenant and subject)."""
     return principal.key if principal is not None else "anonymous"
+
+
+def _fault(trace: Trace, exc: Exception) -> Failed:
+    """The outcome of a step that raised; call it in the ``except`` block (it logs)."""
+    if isinstance(exc, ToolError):  # raised by a context factory
+        return failed_from_error(exc)
+    # A bug or an unreachable dependency (a context factory, the store): the caller gets
+    # a coded outcome with an error id, the details go to the log.
+    return _internal_error(trace.tool)
 
 
 def _internal_error(tool: str) -> Failed:

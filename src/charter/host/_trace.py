@@ -15,6 +15,16 @@ from ._ids import random_id
 
 __all__ = ("Trace",)
 
+_SET = frozenset(
+    {
+        *("id", "time", "action", "subject", "principal_tenant", "tenant", "delegated"),
+        *("admin_used", "tool", "capability_id", "capability_version", "request_id"),
+        *("approval_id", "outcome", "code", "reason", "replayed", "duration_ms"),
+    }
+)
+"""The fields of a call's audit event the host sets (the rest keep their defaults)."""
+_SET_WITH_MODEL_NAME = _SET | {"model_name"}
+
 
 class Trace:
     """What the pipeline learned about a call, for its audit event."""
@@ -43,30 +53,33 @@ class Trace:
         """The call's audit event, ended with ``outcome`` after ``seconds``."""
         registered = self.registered
         principal = self.principal
-        fields: dict[str, Any] = dict(
-            id="aud_" + random_id(),
-            time=now,
-            action="call",
-            subject=principal.subject if principal is not None else None,
-            principal_tenant=principal.tenant_id if principal is not None else None,
-            tenant=self.tenant,
-            delegated=self.delegated,
-            admin_used=self.admin_used,
-            tool=self.tool,
-            capability_id=registered.capability_id if registered else None,
-            capability_version=registered.capability_version if registered else None,
-            request_id=self.request_id,
-            approval_id=self.approval_id,
-            outcome=outcome.kind,
-            code=outcome.code.value if isinstance(outcome, Failed) else None,
-            reason=outcome.reason if isinstance(outcome, Failed) else None,
-            replayed=bool(getattr(outcome, "replayed", False)),
-            duration_ms=round(seconds * 1000, 3),
-        )
-        given = set(fields)
-        fields.update(note=None, count=1, model_name=self.model_name)
-        if self.model_name is not None:
-            given.add("model_name")
+        failure = outcome if isinstance(outcome, Failed) else None
+        fields: dict[str, Any] = {
+            "id": "aud_" + random_id(),
+            "time": now,
+            "action": "call",
+            "subject": principal.subject if principal is not None else None,
+            "principal_tenant": principal.tenant_id if principal is not None else None,
+            "tenant": self.tenant,
+            "delegated": self.delegated,
+            "admin_used": self.admin_used,
+            "tool": self.tool,
+            "capability_id": registered.capability_id if registered is not None else None,
+            "capability_version": (
+                registered.capability_version if registered is not None else None
+            ),
+            "request_id": self.request_id,
+            "approval_id": self.approval_id,
+            "outcome": outcome.kind,
+            "code": failure.code.value if failure is not None else None,
+            "reason": failure.reason if failure is not None else None,
+            "replayed": bool(getattr(outcome, "replayed", False)),
+            "duration_ms": round(seconds * 1000, 3),
+            "note": None,
+            "count": 1,
+            "model_name": self.model_name,
+        }
+        given = set(_SET_WITH_MODEL_NAME if self.model_name is not None else _SET)
         # Every value is the host's own, of the right type, in the model's field order:
         # no validation needed (see _shortcuts).
         return built(AuditEvent, fields, given)

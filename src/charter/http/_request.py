@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pydantic import ValidationError
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 
 from charter._credentials import (
@@ -26,6 +26,7 @@ __all__ = (
     "authentication_unavailable",
     "controls_from_headers",
     "credentials_from",
+    "read_body",
 )
 
 CONTROL_HEADERS = {
@@ -34,6 +35,8 @@ CONTROL_HEADERS = {
     "approvalId": "Charter-Approval",
 }
 """The header that carries each ``_charter`` control."""
+
+_CONTROL_HEADER_NAMES = frozenset(name.lower().encode() for name in CONTROL_HEADERS.values())
 
 
 def credentials_from(request: HTTPConnection) -> Credentials:
@@ -46,11 +49,20 @@ def credentials_from(request: HTTPConnection) -> Credentials:
         AmbiguousCredentials: two ``Authorization`` or two ``X-API-Key`` headers, or a
             bearer token and an API key that differ (``charter._credentials``).
     """
-    return read_credentials(
-        request.headers.getlist("authorization"),
-        request.headers.getlist("x-api-key"),
-        request.headers,
-    )
+    # One pass over the raw headers: Starlette's ``Headers`` finds each name by a scan of
+    # its own, and copying it into a dict would scan once per header.
+    authorization: list[str] = []
+    api_keys: list[str] = []
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in request.scope["headers"]:
+        name = raw_name.decode("latin-1")
+        value = raw_value.decode("latin-1")
+        if name == "authorization":
+            authorization.append(value)
+        elif name == "x-api-key":
+            api_keys.append(value)
+        headers.setdefault(name, value)  # the first value of a repeated header, as Headers
+    return read_credentials(authorization, api_keys, headers)
 
 
 async def authenticate(host: Host, request: HTTPConnection) -> Principal | Response | None:
@@ -119,21 +131,28 @@ def controls_from_headers(request: Request) -> InvocationControls | Response | N
     ``Idempotency-Key`` may be a bare UUID or an RFC 8941 string (``"<uuid>"``).
     ``Charter-Confirm`` is ``true`` or ``false``; ``false`` is the same as not sending it.
     """
+    sent: dict[bytes, str] = {}
+    # One pass over the raw headers; most calls send none of the three.
+    for raw_name, raw_value in request.scope["headers"]:
+        if raw_name in _CONTROL_HEADER_NAMES and raw_name not in sent:
+            sent[raw_name] = raw_value.decode("latin-1")  # the first value, as Headers.get
+    if not sent:
+        return None
     raw: dict[str, object] = {}
-    key = request.headers.get("idempotency-key")
+    key = sent.get(b"idempotency-key")
     if key is not None:
         key = key.strip()
         if len(key) >= 2 and key[0] == key[-1] == '"':
             key = key[1:-1]
         raw["requestId"] = key
-    confirm = request.headers.get("charter-confirm")
+    confirm = sent.get(b"charter-confirm")
     if confirm is not None:
         value = confirm.strip().lower()
         if value not in ("true", "false"):
             return _bad_header("Charter-Confirm", "must be 'true' or 'false'")
         if value == "true":
             raw["confirmed"] = True
-    approval = request.headers.get("charter-approval")
+    approval = sent.get(b"charter-approval")
     if approval is not None:
         raw["approvalId"] = approval
     if not raw:
@@ -156,3 +175,24 @@ def _bad_header(header: str, message: str) -> Response:
         reason="invalid_header",
         meta={"header": header},
     )
+
+
+async def read_body(request: Request) -> bytes:
+    """The request's whole body, as ``Request.body()`` reads it, without its async generator.
+
+    For the call route, where reading the body through ``Request.stream()`` cost a tenth
+    of the adapter. The body is read once; it is not kept on the request.
+
+    Raises:
+        ClientDisconnect: the client went away before the body was complete.
+    """
+    chunks: list[bytes] = []
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()

@@ -28,7 +28,7 @@ from charter.policy import CONTROL_FIELD, InvocationControls
 from ._authentication import caller_of
 from ._payloads import AcceptedBody, ToolListBody
 from ._problem import denied_problem, failed_problem
-from ._request import controls_from_headers
+from ._request import controls_from_headers, read_body
 from ._responses import json_response
 
 __all__ = ("ToolRoutes", "render_outcome")
@@ -77,7 +77,7 @@ class ToolRoutes:
             )
         # An empty body means no arguments; the host parses everything else itself,
         # under its payload limits.
-        body = await request.body() or b"{}"
+        body = await read_body(request) or b"{}"
         cancel = CancelSignal()
         watch = _DisconnectWatch(request.receive, cancel)
         try:
@@ -85,7 +85,9 @@ class ToolRoutes:
                 name, body, caller, controls, call=CallOptions(cancel=cancel)
             )
         finally:
-            await watch.close()
+            started = watch.stop()
+            if started is not None:
+                await asyncio.gather(started, return_exceptions=True)
         return render_outcome(
             outcome, root_path=request.scope.get("root_path", ""), controls=controls, body=body
         )
@@ -123,12 +125,12 @@ class _DisconnectWatch:
             pass
         self._cancel.set()
 
-    async def close(self) -> None:
-        """Stop watching (the call is over)."""
+    def stop(self) -> asyncio.Task[None] | None:
+        """Stop watching (the call is over); the watch's task, to await, if it started."""
         self._timer.cancel()
         if self._task is not None:
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        return self._task
 
 
 def render_outcome(

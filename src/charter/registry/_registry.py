@@ -294,7 +294,10 @@ class Registry:
         if isinstance(found, Failed):
             return found
         registered, parsed = found
-        target = await resolve_target(registered, parsed, ctx)
+        target: str | Failed | None = None  # what resolve_target answers for a tool with none
+        tool = registered.tool
+        if registered.target_resolution is not None or tool.resolve_action_target is not None:
+            target = await resolve_target(registered, parsed, ctx)
         if isinstance(target, Failed):
             return target
         prepared = PreparedAction(tool=registered, input=parsed, target=target)

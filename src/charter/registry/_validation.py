@@ -149,8 +149,9 @@ def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
             )
         elif isinstance(data, Mapping):
             computed = registered.tool.output_model.model_computed_fields
-            keys = {info.alias or name for name, info in computed.items()}
-            data = {key: value for key, value in data.items() if key not in keys}
+            if computed:  # most models have none: nothing to filter, nothing to copy
+                keys = {info.alias or name for name, info in computed.items()}
+                data = {key: value for key, value in data.items() if key not in keys}
         validator = registered.tool.output_validator
         validated = validator.__pydantic_validator__.validate_python(data)
         problem = _non_finite(validated) if _may_hold_non_finite(validator) else None
