@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..audit import AuditEvent
 from ..errors import StoreBusy, StoreUnavailable
+from ._connections import to_completion
 
 __all__ = ("AuditBatches",)
 
@@ -73,7 +74,7 @@ class AuditBatches:
         if line.writer is None:
             # A fresh context: the batch is no one request's work (its spans, its variables).
             line.writer = loop.create_task(self._drain(line), context=contextvars.Context())
-        await _outcome(written)
+        await to_completion(written)
 
     async def _drain(self, line: _Line) -> None:
         """Write what waits, batch after batch, until nothing does."""
@@ -125,20 +126,3 @@ def _settle(written: asyncio.Future[None], exc: BaseException | None) -> None:
         written.set_exception(
             StoreUnavailable("the audit writer stopped before the event was written")
         )
-
-
-async def _outcome(written: asyncio.Future[None]) -> None:
-    """Wait for ``written``; a cancellation meanwhile is raised once it is done."""
-    cancelled: asyncio.CancelledError | None = None
-    while not written.done():
-        try:
-            await asyncio.shield(written)
-        except asyncio.CancelledError as exc:
-            cancelled = exc
-        except BaseException:
-            break
-    if cancelled is not None:
-        if not written.cancelled():
-            written.exception()  # retrieved: the cancellation is what the caller gets
-        raise cancelled
-    written.result()
