@@ -235,7 +235,7 @@ class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
         tb: TracebackType | None,
     ) -> None:
         transaction, self._transaction = self._transaction, None
-        if exc_type is None and transaction is not None:
+        if exc_type is None and transaction is not None and transaction._audit:
             try:
                 await to_completion(transaction._write_audit())
             except BaseException as failed:
