@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,7 @@ from tests.builders import Clock, tiered_tool
 from charter import Completed, ErrorCode, Failed, Registry, ToolContext
 from charter.auth import AuthenticationFailed, Authenticator, Credentials
 from charter.host import Host
-from charter.store import API_KEY_PREFIX, ApiKeyAuthenticator, SqlStore
+from charter.store import API_KEY_PREFIX, ApiKeyAuthenticator, ApiKeyRecord, SqlStore
 
 pytestmark = pytest.mark.anyio
 
@@ -273,3 +274,30 @@ async def test_the_cache_keeps_each_key_to_its_own_tenant_and_trusts_no_other_se
     with pytest.raises(AuthenticationFailed):
         await authenticator.authenticate(Credentials(bearer=acme))
     assert await authenticator.authenticate(Credentials(bearer=globex)) == theirs
+
+
+async def test_requests_presenting_a_key_while_it_is_checked_share_the_check(
+    sql_store: SqlStore,
+) -> None:
+    key, record = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    asked: list[str] = []
+
+    class Counting:
+        async def verify_api_key(self, presented: str, *, now: datetime) -> ApiKeyRecord | None:
+            asked.append(presented)
+            return await sql_store.verify_api_key(presented, now=now)
+
+    authenticator = ApiKeyAuthenticator(Counting())
+    principals = await asyncio.gather(
+        *(authenticator.authenticate(Credentials(bearer=key)) for _ in range(10))
+    )
+    assert {p.api_key_id for p in principals if p is not None} == {record.id}
+    assert asked == [key]
+    # A wrong key fails every request that presented it, with one question to the store.
+    wrong = key[:-4] + ("AAAA" if not key.endswith("AAAA") else "BBBB")
+    failed = await asyncio.gather(
+        *(authenticator.authenticate(Credentials(bearer=wrong)) for _ in range(3)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(f, AuthenticationFailed) for f in failed)
+    assert asked == [key, wrong]

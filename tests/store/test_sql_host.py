@@ -218,6 +218,36 @@ async def test_an_exact_replay_returns_the_stored_outcome_without_running_the_ha
     assert status is not None and status.status == "completed"
 
 
+async def test_a_ledgered_call_writes_its_outcome_and_audit_event_in_one_commit(
+    sql_store: SqlStore, store_backend: str
+) -> None:
+    _, host = await app_host(sql_store)
+    statements: list[str] = []
+    commits: list[int] = []
+
+    @sa.event.listens_for(sql_store.engine.sync_engine, "before_cursor_execute")
+    def _statement(conn: object, cursor: object, statement: str, *args: object) -> None:
+        word = statement.split(None, 1)[0].upper()
+        if word != "BEGIN":  # SQLite's BEGIN IMMEDIATE
+            statements.append(word)
+
+    @sa.event.listens_for(sql_store.engine.sync_engine, "commit")
+    def _commit(conn: object) -> None:
+        commits.append(1)
+
+    request_id = str(uuid.uuid4())
+    assert isinstance(await host.invoke("create_note", call("hi", request_id), ALICE), Completed)
+    # The claim, the handler's insert, then the outcome; on PostgreSQL the audit event
+    # rides in the outcome's statement, on SQLite it is one more.
+    expected = ["INSERT", "INSERT", "WITH" if store_backend == "postgres" else "UPDATE"]
+    assert statements == expected + ([] if store_backend == "postgres" else ["INSERT"])
+    assert commits == [1]
+    events = await sql_store.events(tenant="acme")
+    assert [(e.request_id, e.outcome) for e in events] == [(request_id, "completed")]
+    entry = await sql_store.get_entry("acme", ALICE.key, request_id)
+    assert entry is not None and entry.status == "completed"
+
+
 async def test_a_failing_handler_leaves_no_row_in_either_table_and_the_id_free(
     sql_store: SqlStore,
 ) -> None:

@@ -330,6 +330,10 @@ class LedgerGate:
                     for record in staged.records:
                         if not await tx.insert_effect(record):
                             raise _Rollback(effect_key_in_use(record.key))
+                if self.audit_in_transaction:
+                    # Before complete(): a SQL store writes both in one statement.
+                    await tx.record_audit(audit(outcome))
+                    audited = True
                 await tx.complete(
                     entry.model_copy(
                         update={
@@ -338,9 +342,6 @@ class LedgerGate:
                         }
                     )
                 )
-                if self.audit_in_transaction:
-                    await tx.record_audit(audit(outcome))
-                    audited = True
                 self._fault("before_commit")
         except _Rollback as rollback:
             discard_after_commit(ctx.after_commit)

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import functools
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
 from ._access import SqlAccess
+from ._audit_batch import AuditBatches
 from ._connections import run_to_completion
-from ._errors import translated
 from ._retention import prune_audit_events
-from ._rows import audit_from_row, searchable_tenant, write_audit
+from ._rows import audit_from_row, audit_values, searchable_tenant
 from ._schema import audit_events
+from ._statements import statements
 
 __all__ = ("SqlAuditLog",)
 
@@ -21,12 +24,29 @@ __all__ = ("SqlAuditLog",)
 class SqlAuditLog(SqlAccess):
     """The audit half of ``SqlStore``: record events, list them, prune old ones."""
 
-    @run_to_completion
+    _audit_batches: AuditBatches
+    """Set by ``SqlStore``: ``AuditBatches(self._write_audit_events)``."""
+
+    def _statement(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection for one write statement that commits on its own."""
+        raise NotImplementedError  # SqlStore's
+
     async def record(self, event: AuditEvent) -> None:
-        """Store an audit event in its own transaction."""
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("recording an audit event"):
-                await write_audit(conn, event)
+        """Store an audit event; the events recorded meanwhile share one statement and commit.
+
+        Returns once the event is stored (see ``_audit_batch`` for the group commit).
+        """
+        await self._audit_batches.record(event)
+
+    async def _write_audit_events(self, events: list[AuditEvent]) -> None:
+        """Insert ``events`` in one statement that commits on its own (``AuditBatches``)."""
+        action = "recording an audit event" if len(events) == 1 else "recording audit events"
+        async with self._statement(action) as conn:
+            insert = statements(conn.dialect.name).insert_audit
+            if len(events) == 1:
+                await conn.execute(insert, audit_values(events[0]))
+            else:
+                await conn.execute(insert, [audit_values(event) for event in events])
 
     @run_to_completion
     async def events(self, *, tenant: str | None = None, limit: int = 100) -> list[AuditEvent]:

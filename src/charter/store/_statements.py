@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ._schema import approvals, audit_events, claims, deferred, ledger_entries
 
-__all__ = ("KEY", "Statements", "insert", "key_parameters", "statements")
+__all__ = ("KEY", "Statements", "audit_parameters", "insert", "key_parameters", "statements")
 
 KEY = ("tenant_id", "principal_id", "request_id")
 """The key columns of ledger entries and created-target claims."""
@@ -34,6 +34,35 @@ def key_parameters(tenant_id: str, principal_id: str, request_id: str) -> dict[s
         "key_principal_id": principal_id,
         "key_request_id": request_id,
     }
+
+
+_AUDIT_COLUMNS = (
+    "id",
+    "time",
+    "tenant",
+    "principal_tenant",
+    "subject",
+    "tool",
+    "request_id",
+    "outcome",
+    "event",
+)
+"""The columns ``audit_values`` fills."""
+
+
+def audit_parameters(values: dict[str, Any]) -> dict[str, Any]:
+    """``audit_values(event)`` as the bind parameters of ``complete_with_audit``."""
+    return {f"audit_{name}": value for name, value in values.items()}
+
+
+def _complete_with_audit() -> sa.Executable:
+    """PostgreSQL: ``complete`` and the audit event's INSERT in one statement (a CTE)."""
+    row = {
+        name: sa.bindparam(f"audit_{name}", type_=audit_events.c[name].type)
+        for name in _AUDIT_COLUMNS
+    }
+    audit = sa.insert(audit_events).values(row).cte("charter_audit_row")
+    return sa.update(ledger_entries).where(_by_key(ledger_entries)).add_cte(audit)
 
 
 def _by_key(table: sa.Table) -> sa.ColumnElement[bool]:
@@ -66,6 +95,9 @@ class Statements:
     """UPDATE an expired ledger row: ``key_*``, ``now`` and every non-key column."""
     complete: sa.Executable
     """UPDATE a claimed ledger row: ``key_*``, ``status``, ``outcome``."""
+    complete_with_audit: sa.Executable | None
+    """``complete`` that also inserts an audit event, ``audit_parameters(...)`` (PostgreSQL's
+    data-modifying CTE; None on SQLite, which has none)."""
     drop_claim: sa.Executable
     """DELETE a created-target claim: ``key_*``."""
     consume_approval: sa.Executable
@@ -100,6 +132,7 @@ def statements(dialect: str) -> Statements:
             _by_key(ledger_entries), entry.expires_at <= sa.bindparam("now")
         ),
         complete=sa.update(ledger_entries).where(_by_key(ledger_entries)),
+        complete_with_audit=_complete_with_audit() if dialect == "postgresql" else None,
         drop_claim=sa.delete(claims).where(_by_key(claims)),
         consume_approval=sa.update(approvals)
         .where(

@@ -20,10 +20,10 @@ from ..ledger import (
 )
 from . import _effect_rows
 from ._approval_store import SqlApprovalWrites
-from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion
+from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion, to_completion
 from ._errors import transient_tool_error, translated
-from ._rows import write_audit
-from ._statements import KEY, Statements, key_parameters, statements
+from ._rows import audit_values, write_audit
+from ._statements import KEY, Statements, audit_parameters, key_parameters, statements
 from ._types import is_storable
 
 __all__ = ("SqlTransaction", "TransactionScope")
@@ -36,12 +36,15 @@ _CLAIM_ATTEMPTS = 3
 class SqlTransaction(SqlApprovalWrites):
     """A ``LedgerTransaction`` on one SQLAlchemy connection; the store commits or rolls back."""
 
-    __slots__ = ("_conn", "_sql")
+    __slots__ = ("_audit", "_conn", "_sql")
 
     def __init__(self, conn: AsyncConnection) -> None:
         """Wrap the connection of an open transaction."""
         self._conn = conn
         self._sql: Statements = statements(conn.dialect.name)
+        # Audit events not written yet: they go with the outcome (``complete``) or, failing
+        # that, just before the commit; a rollback drops them with the rest.
+        self._audit: list[AuditEvent] = []
 
     @property
     def connection(self) -> AsyncConnection:
@@ -102,18 +105,25 @@ class SqlTransaction(SqlApprovalWrites):
 
     @run_to_completion
     async def complete(self, entry: LedgerEntry) -> None:
-        """Store the final status and outcome of an entry claimed in this transaction."""
+        """Store the final status and outcome of an entry claimed in this transaction.
+
+        An audit event recorded before it is written with it, in the same statement on
+        PostgreSQL (one round trip less per ledgered call).
+        """
+        statement = self._sql.complete
+        parameters = {
+            "status": entry.status,
+            "outcome": entry.outcome,
+            **key_parameters(entry.tenant_id, entry.principal_id, entry.request_id),
+        }
+        if self._sql.complete_with_audit is not None and len(self._audit) == 1:
+            statement = self._sql.complete_with_audit
+            parameters |= audit_parameters(audit_values(self._audit.pop()))
         with translated("storing an outcome"):
-            result = await self._conn.execute(
-                self._sql.complete,
-                {
-                    "status": entry.status,
-                    "outcome": entry.outcome,
-                    **key_parameters(entry.tenant_id, entry.principal_id, entry.request_id),
-                },
-            )
+            result = await self._conn.execute(statement, parameters)
         if result.rowcount != 1:
             raise StoreError("complete() found no claimed entry; call claim() first")
+        await self._write_audit()
 
     @run_to_completion
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
@@ -179,11 +189,19 @@ class SqlTransaction(SqlApprovalWrites):
         with translated("inserting a deferred record"):
             await self._conn.execute(self._sql.insert_deferred, record.model_dump())
 
-    @run_to_completion
     async def record_audit(self, event: AuditEvent) -> None:
-        """Write an audit event in this transaction (it commits with the action)."""
-        with translated("recording an audit event"):
-            await write_audit(self._conn, event)
+        """Write an audit event in this transaction (it commits with the action).
+
+        It is written with the outcome by a later ``complete``, else just before the commit.
+        """
+        self._audit.append(event)
+
+    async def _write_audit(self) -> None:
+        """Write the audit events recorded and not written yet."""
+        while self._audit:
+            with translated("recording an audit event"):
+                await write_audit(self._conn, self._audit[0])
+            del self._audit[0]
 
     @run_to_completion
     async def insert_effect(self, record: EffectRecord) -> bool:
@@ -199,7 +217,7 @@ def _without_key(values: dict[str, Any]) -> dict[str, Any]:
 class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
     """``SqlStore.transaction``: a write ``ConnectionScope`` that enters a ``SqlTransaction``."""
 
-    __slots__ = ("_connection",)
+    __slots__ = ("_connection", "_transaction")
 
     def __init__(
         self,
@@ -210,9 +228,11 @@ class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
     ) -> None:
         """Describe the transaction; it begins on entry, after ``prelude`` (``ConnectionScope``)."""
         self._connection = ConnectionScope(engine, wait, queue, prelude)
+        self._transaction: SqlTransaction | None = None
 
     async def __aenter__(self) -> SqlTransaction:
-        return SqlTransaction(await self._connection.__aenter__())
+        self._transaction = SqlTransaction(await self._connection.__aenter__())
+        return self._transaction
 
     async def __aexit__(
         self,
@@ -220,4 +240,11 @@ class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        transaction, self._transaction = self._transaction, None
+        if exc_type is None and transaction is not None and transaction._audit:
+            try:
+                await to_completion(transaction._write_audit())
+            except BaseException as failed:
+                await self._connection.__aexit__(type(failed), failed, failed.__traceback__)
+                raise
         await self._connection.__aexit__(exc_type, exc, tb)

@@ -6,6 +6,7 @@ events and revocations); only a hash of the secret is stored.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -66,6 +67,8 @@ class ApiKeyAuthenticator:
     busy server does not query the store on every request: a key revoked in the store
     (``charter keys revoke``, from any process) stops working within that time, and an
     expiring key stops at its ``expires_at`` exactly. Failures are never remembered.
+    Requests that present the same key while the store checks it wait for that check
+    instead of each asking the store (when the remembered key expires under load).
     """
 
     def __init__(
@@ -93,6 +96,8 @@ class ApiKeyAuthenticator:
         self._cache_for = timedelta(seconds=cache_seconds)
         # SHA-256 of the presented key -> (the record, its principal, when verified).
         self._verified: dict[bytes, tuple[ApiKeyRecord, Principal, datetime]] = {}
+        # SHA-256 of the presented key -> the store's check of it, while in flight.
+        self._checking: dict[bytes, asyncio.Task[ApiKeyRecord | None]] = {}
 
     def __repr__(self) -> str:
         return f"ApiKeyAuthenticator({self._store!r})"
@@ -125,7 +130,7 @@ class ApiKeyAuthenticator:
             if verified_at <= now < verified_at + self._cache_for and remembered.active(now):
                 return principal
             del self._verified[digest]
-        record = await self._store.verify_api_key(presented[0], now=now)
+        record = await self._check(digest, presented[0], now)
         if record is None:
             raise AuthenticationFailed(_INVALID)
         principal = self._principal(record)
@@ -134,6 +139,24 @@ class ApiKeyAuthenticator:
                 del self._verified[next(iter(self._verified))]
             self._verified[digest] = (record, principal, now)
         return principal
+
+    async def _check(self, digest: bytes, presented: str, now: datetime) -> ApiKeyRecord | None:
+        """The store's answer for ``presented``, shared with the requests that ask meanwhile."""
+        if not self._cache_for:
+            return await self._store.verify_api_key(presented, now=now)  # asks every time
+        check = self._checking.get(digest)
+        if check is None or check.get_loop() is not asyncio.get_running_loop():
+            check = asyncio.ensure_future(self._store.verify_api_key(presented, now=now))
+            self._checking[digest] = check
+            check.add_done_callback(lambda done: self._forget(digest, done))
+        # Shielded: one caller's cancellation must not cancel the others' answer.
+        return await asyncio.shield(check)
+
+    def _forget(self, digest: bytes, check: asyncio.Task[ApiKeyRecord | None]) -> None:
+        if self._checking.get(digest) is check:
+            del self._checking[digest]
+        if not check.cancelled():
+            check.exception()  # retrieved, even when every caller was cancelled meanwhile
 
     @staticmethod
     def _principal(record: ApiKeyRecord) -> Principal:

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..ledger import DeferredRecord, LedgerEntry
 from . import _secrets
 from ._approval_store import SqlApprovalStore
+from ._audit_batch import AuditBatches
 from ._audit_store import SqlAuditLog
 from ._budget_store import SqlBudgets
 from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion, to_completion
@@ -89,6 +90,8 @@ class SqlStore(
         )
         # SQLite's writers in this process take turns here before BEGIN IMMEDIATE.
         self._queue = WriteQueue() if self._engine.dialect.name == "sqlite" else None
+        # Audit events recorded while one is being written go together (group commit).
+        self._audit_batches = AuditBatches(self._write_audit_events)
 
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
