@@ -54,8 +54,14 @@ test: setup lint
 	$(PYTEST) -m "not serial" -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory -j2 typecheck test-serial
 
+# Only the files that mark a test `serial` are collected: collecting the whole suite to pick
+# a dozen tests costs seconds of CPU (every test module imported) on the run's critical path.
+# A file is found by the text `mark.serial` in it (`pytestmark = pytest.mark.serial`,
+# `@pytest.mark.serial`, `marks=pytest.mark.serial`).
+SERIAL_FILES = $(shell grep -rlE --include='test_*.py' 'mark\.serial' tests)
+
 test-serial: $(STAMP)
-	$(PYTEST) -m serial
+	$(PYTEST) -m serial $(SERIAL_FILES)
 
 # The throughput cases need the bench extra (FastAPI, FastMCP) and Debian's wrk.
 bench: $(STAMP)

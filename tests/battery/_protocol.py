@@ -29,8 +29,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _transports import (
     AGENT,
@@ -50,23 +51,6 @@ from _transports import (
     seen_from_outcome,
 )
 from examples.travel import build_host
-from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
-from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.messages import ModelResponse as PaiResponse
-from pydantic_ai.models.function import AgentInfo
-from pydantic_ai.models.function import FunctionModel as PaiModel
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from charter import Host, Principal
 from charter.auth import Credentials
@@ -86,11 +70,21 @@ from charter.harness import (
 from charter.harness.names import model_name_for
 from charter.harness.testing import ScriptedModel
 from charter.host import derive_request_id
-from charter.integrations.langchain import charter_tools
-from charter.integrations.pydantic_ai import CharterToolset
 from charter.ledger import ApprovalRecord
 from charter.outcome import outcome_adapter
 from charter.store import SqlStore
+
+if TYPE_CHECKING:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.messages import ModelResponse as PaiResponse
+    from pydantic_ai.models.function import AgentInfo
+    from pydantic_ai.tools import DeferredToolRequests
+
+# The pydantic-ai and LangChain callers import their framework when they are built, not at
+# collection: importing both costs every pytest-xdist worker about 1.5 s of CPU.
 
 __all__ = (
     "TRANSPORTS",
@@ -611,6 +605,8 @@ class PydanticAiCaller(_ModelCaller):
     name = "pydantic-ai"
 
     def __init__(self, host: Host, agent: Principal, approver: Principal) -> None:
+        from charter.integrations.pydantic_ai import CharterToolset
+
         super().__init__(host, agent, approver)
         self.toolset = CharterToolset(host, agent, session_id=PYDANTIC_AI_SESSION)
         self.open: dict[str, tuple[Agent[None, str | DeferredToolRequests], Any]] = {}
@@ -620,6 +616,12 @@ class PydanticAiCaller(_ModelCaller):
     def _agent(
         self, tool: str, arguments: dict[str, Any], call_id: str
     ) -> Agent[None, str | DeferredToolRequests]:
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse as PaiResponse
+        from pydantic_ai.messages import TextPart, ToolCallPart
+        from pydantic_ai.models.function import FunctionModel as PaiModel
+        from pydantic_ai.tools import DeferredToolRequests
+
         def respond(messages: list[ModelMessage], info: AgentInfo) -> PaiResponse:
             if len(messages) == 1:
                 # The model calls the tool by the name the toolset gave it (trips_cancel).
@@ -635,6 +637,8 @@ class PydanticAiCaller(_ModelCaller):
         )
 
     async def make(self, move: Move) -> Seen:
+        from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
         call_id = f"call-{move.request}"
         self.ids[move.request] = derive_request_id(PYDANTIC_AI_SESSION, call_id)
         opened = self.open.pop(move.request, None)
@@ -669,6 +673,8 @@ class PydanticAiCaller(_ModelCaller):
 
 def seen_from_pydantic_ai(messages: list[ModelMessage], call_id: str) -> Seen:
     """What the model was given for ``call_id``: the tool's return, or a failure's text."""
+    from pydantic_ai.messages import RetryPromptPart, ToolReturnPart
+
     given: Seen | None = None
     for message in messages:
         for part in message.parts:
@@ -687,11 +693,16 @@ def seen_from_pydantic_ai(messages: list[ModelMessage], call_id: str) -> Seen:
 LANGCHAIN_SESSION = "x04-langchain"
 
 
-class _FakeToolModel(GenericFakeChatModel):
+@cache
+def _fake_tool_model() -> type[GenericFakeChatModel]:
     """LangChain's fake chat model, accepting ``bind_tools`` (the agent binds its tools)."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> _FakeToolModel:
-        return self
+    class FakeToolModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
+            return self
+
+    return FakeToolModel
 
 
 class LangChainCaller(_ModelCaller):
@@ -715,6 +726,10 @@ class LangChainCaller(_ModelCaller):
     name = "langchain"
 
     def __init__(self, host: Host, agent: Principal, approver: Principal) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from charter.integrations.langchain import charter_tools
+
         super().__init__(host, agent, approver)
         self.tools = charter_tools(host, agent, session_id=LANGCHAIN_SESSION)
         self.checkpointer = InMemorySaver()
@@ -724,13 +739,16 @@ class LangChainCaller(_ModelCaller):
         """The request each approval id was asked for."""
 
     def _graph(self, tool: str, arguments: dict[str, Any], call_id: str) -> Any:
+        from langchain.agents import create_agent
+        from langchain_core.messages import AIMessage
+
         called = model_name_for(tool)  # the name the model was given (trips_cancel)
         first = AIMessage(
             content="", tool_calls=[{"name": called, "args": arguments, "id": call_id}]
         )
         replies: Iterator[AIMessage] = itertools.chain([first], itertools.repeat(AIMessage("done")))
         return create_agent(
-            _FakeToolModel(messages=replies), tools=self.tools, checkpointer=self.checkpointer
+            _fake_tool_model()(messages=replies), tools=self.tools, checkpointer=self.checkpointer
         )
 
     async def _start(
@@ -744,6 +762,8 @@ class LangChainCaller(_ModelCaller):
         return graph, config, state
 
     async def make(self, move: Move) -> Seen:
+        from langgraph.types import Command
+
         request, approval = move.request, move.approval
         call_id = f"call-{request}"
         self.ids[request] = derive_request_id(LANGCHAIN_SESSION, call_id)
@@ -784,6 +804,8 @@ class LangChainCaller(_ModelCaller):
 
 def seen_from_langchain(state: dict[str, Any], call_id: str) -> Seen:
     """The tool message the graph got for ``call_id``, normalised."""
+    from langchain_core.messages import ToolMessage
+
     messages = [
         m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id
     ]

@@ -2,49 +2,64 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 from collections.abc import Iterator
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from harness_support import ALICE, BOB, World
 
-pytest.importorskip("langchain_core")
-pytest.importorskip("langgraph")
-pytest.importorskip("langchain.agents")  # create_agent: the `langchain` package (dev)
+if TYPE_CHECKING:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
 
-from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+# LangChain is imported by the tests, not at collection: importing it costs every
+# pytest-xdist worker nearly a second of CPU (find_spec does not import it).
+pytestmark = [
+    pytest.mark.anyio,
+    *(
+        pytest.mark.skipif(importlib.util.find_spec(name) is None, reason=f"no {name}")
+        for name in ("langchain_core", "langgraph", "langchain")  # create_agent: `langchain`
+    ),
+]
 
-from charter.integrations.langchain import charter_tools
 
-pytestmark = pytest.mark.anyio
-
-
-class FakeToolModel(GenericFakeChatModel):
+@cache
+def fake_tool_model() -> type[GenericFakeChatModel]:
     """LangChain's fake chat model, accepting bind_tools (the agent binds its tools)."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
-        return self
+    class FakeToolModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
+            return self
+
+    return FakeToolModel
 
 
-def model(*calls: tuple[str, dict[str, Any], str]) -> FakeToolModel:
+def model(*calls: tuple[str, dict[str, Any], str]) -> GenericFakeChatModel:
+    from langchain_core.messages import AIMessage
+
     first = AIMessage(
         content="", tool_calls=[{"name": n, "args": a, "id": cid} for n, a, cid in calls]
     )
     messages: Iterator[AIMessage] = itertools.chain([first], itertools.repeat(AIMessage("done")))
-    return FakeToolModel(messages=messages)
+    return fake_tool_model()(messages=messages)
 
 
 def tool_messages(state: dict[str, Any]) -> list[ToolMessage]:
+    from langchain_core.messages import ToolMessage
+
     return [m for m in state["messages"] if isinstance(m, ToolMessage)]
 
 
 async def test_a_tool_call_returns_a_tool_message_with_the_validated_output(world: World) -> None:
+    from langchain_core.messages import ToolMessage
+
+    from charter.integrations.langchain import charter_tools
+
     (add,) = charter_tools(world.host, ALICE, session_id="s1", tools=["add"])
     message = await add.ainvoke(
         {"type": "tool_call", "name": "add", "args": {"a": 1, "b": 2}, "id": "c1"}
@@ -57,6 +72,10 @@ async def test_a_tool_call_returns_a_tool_message_with_the_validated_output(worl
 
 
 def test_an_agent_runs_tools_through_the_host_synchronously(world: World) -> None:
+    from langchain.agents import create_agent
+
+    from charter.integrations.langchain import charter_tools
+
     agent = create_agent(
         model(("add", {"a": 2, "b": 2}, "c1")),
         tools=charter_tools(world.host, ALICE, session_id="s1"),
@@ -71,6 +90,10 @@ def test_an_agent_runs_tools_through_the_host_synchronously(world: World) -> Non
 async def test_invalid_output_and_invalid_arguments_are_error_messages_not_crashes(
     world: World,
 ) -> None:
+    from langchain.agents import create_agent
+
+    from charter.integrations.langchain import charter_tools
+
     agent = create_agent(
         model(("bad_total", {}, "c1"), ("add", {"a": "x"}, "c2")),
         tools=charter_tools(world.host, ALICE, session_id="s1"),
@@ -86,6 +109,12 @@ async def test_invalid_output_and_invalid_arguments_are_error_messages_not_crash
 async def test_an_approval_interrupts_the_graph_and_a_forked_resume_runs_the_tool_once(
     world: World,
 ) -> None:
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from charter.integrations.langchain import charter_tools
+
     # Catches a tool whose resume re-executes: LangGraph re-runs the node on resume and
     # on a time-travel fork from the interrupted checkpoint (frameworks.md §5.4).
     agent = create_agent(
@@ -117,6 +146,12 @@ async def test_an_approval_interrupts_the_graph_and_a_forked_resume_runs_the_too
 
 
 async def test_a_rejected_approval_is_an_error_message_and_nothing_runs(world: World) -> None:
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from charter.integrations.langchain import charter_tools
+
     agent = create_agent(
         model(("cancel_booking", {"booking_id": "b1"}, "c1")),
         tools=charter_tools(world.host, ALICE, session_id="thread-2"),
@@ -134,6 +169,10 @@ async def test_a_rejected_approval_is_an_error_message_and_nothing_runs(world: W
 async def test_outside_a_graph_an_interaction_comes_back_as_an_error_naming_it(
     world: World,
 ) -> None:
+    from langchain_core.messages import ToolMessage
+
+    from charter.integrations.langchain import charter_tools
+
     (tool,) = charter_tools(world.host, ALICE, session_id="s1", tools=["ask_user"])
     message = await tool.ainvoke(
         {"type": "tool_call", "name": "ask_user", "args": {"question": "?"}, "id": "c1"}

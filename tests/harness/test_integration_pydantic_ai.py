@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from harness_support import ALICE, BOB, World
 
-pytest.importorskip("pydantic_ai")
+if TYPE_CHECKING:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
-
-from charter.integrations.pydantic_ai import CharterToolset
-
-pytestmark = pytest.mark.anyio
+# pydantic-ai is imported by the tests, not at collection: importing it costs every
+# pytest-xdist worker over half a second of CPU (find_spec does not import it).
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(importlib.util.find_spec("pydantic_ai") is None, reason="no pydantic_ai"),
+]
 
 
 def scripted(*calls: tuple[str, dict[str, Any], str]) -> FunctionModel:
     """A model that makes ``calls`` (name, args, id) in its first step, then says done."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1 and calls:
@@ -44,10 +41,17 @@ def scripted(*calls: tuple[str, dict[str, Any], str]) -> FunctionModel:
 
 
 def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    from pydantic_ai.messages import ToolReturnPart
+
     return [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
 
 
 def agent(world: World, model: FunctionModel, session_id: str = "s1") -> Agent[None, Any]:
+    from pydantic_ai import Agent
+    from pydantic_ai.tools import DeferredToolRequests
+
+    from charter.integrations.pydantic_ai import CharterToolset
+
     return Agent(
         model,
         toolsets=[CharterToolset(world.host, ALICE, session_id=session_id)],
@@ -86,6 +90,9 @@ async def test_invalid_arguments_are_retried_before_anyone_is_asked_to_approve(
 async def test_an_approval_resumed_twice_runs_the_tool_once(world: World) -> None:
     # Catches what frameworks.md §1 measured: replaying the persisted history with the
     # same DeferredToolResults ran the approved tool a second time.
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
     ag = agent(world, scripted(("cancel_booking", {"booking_id": "b1"}, "c1")))
     first = await ag.run("cancel b1")
     assert isinstance(first.output, DeferredToolRequests)
@@ -119,6 +126,8 @@ async def test_an_approval_resumed_twice_runs_the_tool_once(world: World) -> Non
 
 
 async def test_a_denied_call_is_a_terminal_failure_the_model_sees(world: World) -> None:
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
     ag = agent(world, scripted(("cancel_booking", {"booking_id": "b1"}, "c1")))
     first = await ag.run("cancel b1")
     assert isinstance(first.output, DeferredToolRequests)
@@ -141,6 +150,8 @@ async def test_a_denied_call_is_a_terminal_failure_the_model_sees(world: World) 
 async def test_a_deferred_tool_becomes_an_external_call_with_its_invocation_id(
     world: World,
 ) -> None:
+    from pydantic_ai.tools import DeferredToolRequests
+
     result = await agent(world, scripted(("start_job", {"job": "export"}, "c1"))).run("go")
 
     assert isinstance(result.output, DeferredToolRequests)

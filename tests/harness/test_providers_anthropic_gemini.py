@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("anthropic")
-
-from anthropic.types import Message as AnthropicMessage
-from anthropic.types import (
-    MessageParam,
-    ToolParam,
-    ToolResultBlockParam,
-)
 from provider_tools import SEARCH
 from pydantic import BaseModel
 from tests.builders import tiered_tool
-from typed_params import assert_conforms
+from typed_params import assert_conforms, sdk
 
 from charter.harness import (
     AssistantMessage,
@@ -50,7 +41,7 @@ TRANSCRIPT: list[Message] = [
 
 def test_anthropic_tools_are_valid_sdk_params_with_the_schema_unchanged() -> None:
     (param,) = anthropic_tools([SEARCH])
-    assert_conforms(ToolParam, param)
+    assert_conforms(sdk("anthropic.types").ToolParam, param)
     assert param["input_schema"]["properties"]["lead"] == {
         "$ref": "#/$defs/Traveller",
         "description": "Who books.",
@@ -59,7 +50,7 @@ def test_anthropic_tools_are_valid_sdk_params_with_the_schema_unchanged() -> Non
 
 
 def test_anthropic_tool_use_blocks_parse_from_the_sdks_message() -> None:
-    message = AnthropicMessage.model_validate(
+    message = sdk("anthropic.types").Message.model_validate(
         {
             "id": "msg_1",
             "type": "message",
@@ -82,7 +73,7 @@ def test_anthropic_tool_use_blocks_parse_from_the_sdks_message() -> None:
 def test_anthropic_results_flag_failures_as_errors() -> None:
     failed = ToolResult(kind="failed", call_id="tu_1", tool_name="t", code="TIMEOUT", message="x")
     done = ToolResult(kind="completed", call_id="tu_2", tool_name="t", output={"a": 1})
-    assert_conforms(ToolResultBlockParam, anthropic_tool_result(failed))
+    assert_conforms(sdk("anthropic.types").ToolResultBlockParam, anthropic_tool_result(failed))
     assert anthropic_tool_result(failed)["is_error"] is True
     assert anthropic_tool_result(done) == {
         "type": "tool_result",
@@ -95,7 +86,7 @@ def test_anthropic_results_flag_failures_as_errors() -> None:
 def test_an_anthropic_transcript_is_valid_message_params() -> None:
     converted = anthropic_messages(TRANSCRIPT)
     for message in converted:
-        assert_conforms(MessageParam, message)
+        assert_conforms(sdk("anthropic.types").MessageParam, message)
     assert converted[1]["content"][1]["input"] == {"city": "Rome"}
     assert [m["role"] for m in converted] == ["user", "assistant", "user"]
 

@@ -6,15 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-pytest.importorskip("openai")
-pytest.importorskip("anthropic")
-
-import anthropic
 import httpx
-import openai
+import pytest
 from harness_support import ALICE, World
+from typed_params import sdk
 
 from charter.harness.providers import AnthropicModel, OpenAIChatModel
 
@@ -87,6 +82,7 @@ async def test_a_harness_turn_over_the_openai_sdk(world: World) -> None:
         ),
         chat_answer({"role": "assistant", "content": "42"}),
     ]
+    openai = sdk("openai")
     client = sdk_client(openai.AsyncOpenAI, "http://openai.test/v1", answers, seen)
     model = OpenAIChatModel(client, model="gpt-test", instructions="Be brief.")
     result = await world.harness(model, tools=["add"], capabilities=()).session(ALICE).run("20+22?")
@@ -131,6 +127,7 @@ async def test_a_harness_turn_over_the_anthropic_sdk(world: World) -> None:
             "usage": usage,
         },
     ]
+    anthropic = sdk("anthropic")
     client = sdk_client(anthropic.AsyncAnthropic, "http://anthropic.test", answers, seen)
     model = AnthropicModel(client, model="claude-test", instructions="Be brief.")
     result = await world.harness(model, tools=["add"], capabilities=()).session(ALICE).run("1+x?")

@@ -7,24 +7,9 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 import pytest
-
-pytest.importorskip("openai")
-
 from harness_support import ALICE, World
-from openai.lib._pydantic import to_strict_json_schema
-from openai.types.chat import (
-    ChatCompletionFunctionToolParam,
-    ChatCompletionMessage,
-    ChatCompletionMessageParam,
-    ChatCompletionToolMessageParam,
-)
-from openai.types.responses import (
-    FunctionToolParam,
-    ResponseFunctionToolCall,
-    ResponseInputItemParam,
-)
 from provider_tools import SEARCH, SearchIn
-from typed_params import assert_conforms
+from typed_params import assert_conforms, sdk
 
 from charter.harness import (
     AssistantMessage,
@@ -62,14 +47,14 @@ def objects(schema: Any) -> list[dict[str, Any]]:
 
 def test_chat_tools_are_valid_sdk_params() -> None:
     (param,) = openai_tools([SEARCH])
-    assert_conforms(ChatCompletionFunctionToolParam, param)
+    assert_conforms(sdk("openai.types.chat").ChatCompletionFunctionToolParam, param)
     assert param["function"]["strict"] is True
     assert param["function"]["name"] == "search_trips"
 
 
 def test_responses_tools_are_valid_sdk_params() -> None:
     (param,) = openai_tools([SEARCH], api="responses")
-    assert_conforms(FunctionToolParam, param)
+    assert_conforms(sdk("openai.types.responses").FunctionToolParam, param)
     assert param["parameters"]["additionalProperties"] is False
 
 
@@ -93,7 +78,7 @@ def test_strict_mode_requires_every_property_closes_every_object_and_makes_optio
 
 def test_strict_mode_agrees_with_the_sdks_own_transform_on_what_is_required() -> None:
     ours = strict_schema({k: v for k, v in SEARCH.input_schema.items() if k != "$schema"})
-    theirs = to_strict_json_schema(SearchIn)
+    theirs = sdk("openai.lib._pydantic").to_strict_json_schema(SearchIn)
     assert [o["required"] for o in objects(ours)] == [o["required"] for o in objects(theirs)]
 
 
@@ -123,7 +108,7 @@ def test_a_strict_schema_accepts_what_the_model_must_send() -> None:
 
 
 def test_chat_tool_calls_parse_from_the_sdks_message_and_drop_strict_nulls() -> None:
-    message = ChatCompletionMessage.model_validate(
+    message = sdk("openai.types.chat").ChatCompletionMessage.model_validate(
         {
             "role": "assistant",
             "content": None,
@@ -146,7 +131,7 @@ def test_chat_tool_calls_parse_from_the_sdks_message_and_drop_strict_nulls() -> 
 
 
 def test_responses_tool_calls_parse_from_the_sdks_output_items() -> None:
-    item = ResponseFunctionToolCall.model_validate(
+    item = sdk("openai.types.responses").ResponseFunctionToolCall.model_validate(
         {"type": "function_call", "call_id": "fc_1", "name": "search_trips", "arguments": "{}"}
     )
     (parsed,) = openai_tool_calls([{"type": "message"}, item])
@@ -156,9 +141,12 @@ def test_responses_tool_calls_parse_from_the_sdks_output_items() -> None:
 def test_results_are_valid_tool_messages_and_output_items() -> None:
     result = ToolResult(kind="failed", call_id="c1", tool_name="t", code="TIMEOUT", message="x")
     chat = openai_tool_result(result)
-    assert_conforms(ChatCompletionToolMessageParam, chat)
+    assert_conforms(sdk("openai.types.chat").ChatCompletionToolMessageParam, chat)
     assert chat["content"] == "[TIMEOUT] x"
-    assert_conforms(ResponseInputItemParam, openai_tool_result(result, api="responses"))
+    assert_conforms(
+        sdk("openai.types.responses").ResponseInputItemParam,
+        openai_tool_result(result, api="responses"),
+    )
 
 
 def test_a_transcript_converts_to_valid_messages_for_both_apis() -> None:
@@ -178,16 +166,16 @@ def test_a_transcript_converts_to_valid_messages_for_both_apis() -> None:
         AssistantMessage(text="One trip."),
     ]
     for message in openai_messages(transcript):
-        assert_conforms(ChatCompletionMessageParam, message)
+        assert_conforms(sdk("openai.types.chat").ChatCompletionMessageParam, message)
     for item in openai_messages(transcript, api="responses"):
-        assert_conforms(ResponseInputItemParam, item)
+        assert_conforms(sdk("openai.types.responses").ResponseInputItemParam, item)
 
 
 async def test_the_harness_runs_on_parsed_openai_calls(world: World) -> None:
     from charter.harness import ModelRequest, ModelResponse
     from charter.harness.testing import FunctionModel
 
-    sdk_message = ChatCompletionMessage.model_validate(
+    sdk_message = sdk("openai.types.chat").ChatCompletionMessage.model_validate(
         {
             "role": "assistant",
             "tool_calls": [

@@ -6,8 +6,18 @@ import collections.abc
 import typing
 from typing import Any
 
+import pytest
 from pydantic import TypeAdapter
 from typing_extensions import is_typeddict
+
+
+def sdk(module: str) -> Any:
+    """A provider SDK's module (``"openai.types.chat"``), or skip the test without it.
+
+    Tests import the SDKs when they run, never at collection: importing them costs every
+    pytest-xdist worker seconds of CPU (``anthropic`` alone about two), for a few tests.
+    """
+    return pytest.importorskip(module)
 
 
 def assert_conforms(tp: Any, value: Any) -> None:
