@@ -13,7 +13,11 @@ this directory.
 - ``store_backend`` — ``"sqlite"`` or ``"postgres"`` for the current param.
 - ``sql_store`` (async) — an open ``SqlStore`` on ``store_url``, closed at teardown.
 - ``make_sql_store`` (async) — a factory for more stores on the same database, with
-  options (``await make_sql_store(pool_size=64)``); all are closed at teardown.
+  options (``await make_sql_store(pool_size=64)``); all are closed at teardown. A
+  PostgreSQL store with a pool over ``LARGE_POOL`` connections holds a lock file until
+  teardown, so two such tests on different xdist workers never run at once: together
+  they would pass the server's ``max_connections`` (100 by default) and fail with "too
+  many clients already".
 
 When PostgreSQL is unreachable the postgres param SKIPS with the reason, except under
 ``CI=true``, where it FAILS: a silently skipped backend is how a green CI hides a
@@ -23,7 +27,9 @@ outside fixtures too.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import pytest
 import sqlalchemy as sa
 
@@ -44,6 +51,10 @@ POSTGRES_URL = os.environ.get(
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 """``await make_sql_store(**options)`` → an open ``SqlStore`` on the test's database."""
+
+LARGE_POOL = 20
+"""Pools larger than this take the PostgreSQL pool lock (the module doc says why)."""
+_POOL_LOCK = Path(tempfile.gettempdir()) / "charter-tests-postgres-pools.lock"
 
 
 @cache
@@ -127,8 +138,14 @@ def store_url(store_backend: str, tmp_path: Path) -> Iterator[str]:
 async def make_sql_store(store_url: str) -> AsyncIterator[SqlStoreFactory]:
     """Open more stores on the test's database; every one is closed at teardown."""
     opened: list[SqlStore] = []
+    pool_lock: list[int] = []  # the lock file's descriptor, once this test holds it
 
     async def make(**options: Any) -> SqlStore:
+        large = options.get("pool_size", 0) > LARGE_POOL
+        if large and store_url.startswith("postgresql") and not pool_lock:
+            descriptor = os.open(_POOL_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+            pool_lock.append(descriptor)
+            await anyio.to_thread.run_sync(fcntl.flock, descriptor, fcntl.LOCK_EX)
         store = SqlStore(store_url, **options)
         opened.append(store)
         await store.open()
@@ -139,6 +156,8 @@ async def make_sql_store(store_url: str) -> AsyncIterator[SqlStoreFactory]:
     finally:
         for store in opened:
             await store.aclose()
+        for descriptor in pool_lock:
+            os.close(descriptor)  # closing the last descriptor releases the lock
 
 
 @pytest.fixture
