@@ -220,8 +220,9 @@ def cases() -> list[Case]:
                 note=(
                     f"a whole turn: a scripted model asks for {K} `add` calls at once, they run "
                     f"concurrently, then it answers; the harness also writes the session record "
-                    f"(in-memory store) at the end. The baseline is {framework}'s agent loop "
-                    f"with its offline test model and tracing off."
+                    f"(in-memory store) at the end; with no observer it builds no events. The "
+                    f"baseline is {framework}'s agent loop with its offline test model and "
+                    f"tracing off."
                 ),
             ),
         ]
