@@ -20,7 +20,7 @@ from bench._add import add_registry
 from charter import Principal
 from charter.audit import MemoryAuditSink
 from charter.harness import Harness, MemorySessionStore, ModelRequest, ModelResponse, ToolCall
-from charter.harness.definitions import bind_tools
+from charter.harness.definitions import bind_tools, bound_names
 from charter.harness.dispatch import HostPreparer, absorb, execute_prepared, request_id_for
 from charter.harness.seal import PlannedCall, seal_calls
 from charter.harness.store import CallRecord
@@ -48,6 +48,7 @@ def _host() -> Host:
 def _charter_call(host: Host) -> Any:
     """One model tool call as a turn runs it: seal (prepared once on the host), execute, map."""
     tools = bind_tools(host.registry, host.callable_tools(PRINCIPAL), (), None)
+    names = bound_names(tools)  # a turn computes them once, not per call
     raw = [ToolCall(call_id="x", name="aadd", arguments=ARGS_JSON)]
     counter = iter(range(1 << 62))
 
@@ -63,6 +64,7 @@ def _charter_call(host: Host) -> Any:
             principal=PRINCIPAL,
             new_id=lambda: f"inv_{next(counter)}",
             preparer=preparer,
+            names=names,
         )
         assert isinstance(planned, PlannedCall) and planned.sealed is not None
         record = CallRecord(
@@ -218,8 +220,9 @@ def cases() -> list[Case]:
                 note=(
                     f"a whole turn: a scripted model asks for {K} `add` calls at once, they run "
                     f"concurrently, then it answers; the harness also writes the session record "
-                    f"(in-memory store) at the end. The baseline is {framework}'s agent loop "
-                    f"with its offline test model and tracing off."
+                    f"(in-memory store) at the end; with no observer it builds no events. The "
+                    f"baseline is {framework}'s agent loop with its offline test model and "
+                    f"tracing off."
                 ),
             ),
         ]

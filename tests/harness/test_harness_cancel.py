@@ -113,3 +113,29 @@ async def test_a_cancelled_turn_pairs_every_call_in_the_transcript(world: World)
     assert second.text == "next turn"
     tool_messages = [m for m in model.requests[1].messages if m.role == "tool"]
     assert [r.call_id for r in tool_messages[0].results] == ["c1", "c2"]
+
+
+@pytest.mark.parametrize("swallows", [False, True], ids=["plain", "swallowing"])
+async def test_cancelling_the_task_during_a_model_step_cancels_the_task(
+    world: World, swallows: bool
+) -> None:
+    # Only the session's signal ends a turn as "cancelled"; cancelling the task that runs
+    # it propagates, even when the model swallows its own cancellation.
+    started = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> ModelResponse:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            if not swallows:
+                raise
+        return ModelResponse(text="too late")
+
+    session = world.harness(FunctionModel(slow)).session(ALICE)
+    with anyio.fail_after(5):
+        task = asyncio.ensure_future(session.run("go"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

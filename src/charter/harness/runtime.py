@@ -17,7 +17,7 @@ from .live import LiveSessions
 from .messages import Model
 from .seal import CallMiddleware
 from .store import SessionStore
-from .turns import HarnessEvent
+from .turns import HarnessEvent, Observer
 
 __all__ = ("Runtime",)
 
@@ -37,6 +37,8 @@ class Runtime(Protocol):
     new_id: Callable[[], str]
     """Makes turn, step and invocation ids."""
     live: LiveSessions
+    observer: Observer | None
+    """Receives the turns' events; None when nobody listens (then none is built)."""
 
     def bound_tools(self, principal: Principal | None) -> dict[str, BoundToolDefinition]:
         """The tools a session of ``principal`` offers the model, by canonical name."""

@@ -122,14 +122,17 @@ async def seal_calls(
     middleware: Sequence[CallMiddleware] = (),
     new_id: Callable[[], str],
     preparer: CallPreparer | None = None,
+    names: ModelNames | None = None,
 ) -> list[PlannedCall]:
     """Seal one step's tool calls, in the model's order (see the module docstring).
 
     With a ``preparer`` the arguments are validated by the host's ``prepare`` (once:
-    the prepared call is what later runs); without one, by the registry.
+    the prepared call is what later runs); without one, by the registry. ``names`` are
+    the tools' model-facing names (``bound_names(tools)``, computed here when not given;
+    a turn computes them once).
     """
     seen: set[str] = set()
-    names = bound_names(tools)
+    names = names if names is not None else bound_names(tools)
     planned: list[PlannedCall] = []
     for call in calls:
         planned.append(

@@ -9,7 +9,6 @@ text alone, runs out of steps, is cancelled, or a call pauses the turn (``pause.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import Any
@@ -19,6 +18,7 @@ from ..auth import Principal
 from ..context import CancelSignal
 from ..errors import ErrorCode
 from ..outcome import Failed
+from .definitions import bound_names
 from .dispatch import (
     HostPreparer,
     absorb,
@@ -85,6 +85,9 @@ class Turn:
         self.cancel = CancelSignal()
         self.live.cancel = self.cancel
         self.tools = runtime.bound_tools(principal)
+        # The same every step of the turn: computed once, not for each model request.
+        self.names = bound_names(self.tools)
+        self.schemas = tuple(t.schema for t in self.tools.values())
         self.preparer: HostPreparer | None = None
         """The step's calls the host prepared at sealing, until they run."""
 
@@ -115,6 +118,8 @@ class Turn:
         data: dict[str, Any] | None = None,
     ) -> None:
         """Report a ``HarnessEvent`` of this turn (about ``call``, when given)."""
+        if self.runtime.observer is None:
+            return  # nobody listens: a turn would build a dozen events for nothing
         await self.runtime.emit(
             HarnessEvent(
                 type=type_,
@@ -185,6 +190,7 @@ class Turn:
                 middleware=runtime.middleware,
                 new_id=lambda: "inv_" + runtime.new_id(),
                 preparer=self.preparer,
+                names=self.names,
             )
             pending = PendingStep(
                 turn_id=self.turn_id,
@@ -203,7 +209,7 @@ class Turn:
         """The model's answer to the transcript so far; None when the turn was cancelled."""
         request = ModelRequest(
             messages=tuple(self.messages),
-            tools=tuple(t.schema for t in self.tools.values()),
+            tools=self.schemas,
             session_id=self.session_id,
             turn_id=self.turn_id,
             step_id=step_id,
@@ -211,21 +217,27 @@ class Turn:
         await self.emit("model.step", step_id=step_id)
         if self.cancel.is_set():
             return None
+        loop = asyncio.get_running_loop()
         step = asyncio.ensure_future(self.runtime.model.step(request))
-        on_cancel = asyncio.ensure_future(self.cancel.wait())
+
+        def stop() -> None:  # the signal may be set from any thread
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(step.cancel)
+
+        # The signal cancels the step's task itself: no second task waits on the signal.
+        unsubscribe = self.cancel.subscribe(stop)
         try:
-            await asyncio.wait({step, on_cancel}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (step, on_cancel):
-                if not task.done():
-                    task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await on_cancel
-        if not step.done() or step.cancelled():
-            with contextlib.suppress(asyncio.CancelledError):
-                await step
+            response = await step
+        except asyncio.CancelledError:
+            if not step.cancelled() or _cancelling():
+                raise  # this task itself is being cancelled, not (only) the model step
             return None
-        return step.result()
+        finally:
+            unsubscribe()
+        if _cancelling():
+            # A model that swallowed the cancellation must not swallow this task's too.
+            raise asyncio.CancelledError
+        return None if self.cancel.is_set() else response
 
     async def _advance(self, pending: PendingStep) -> TurnResult | None:
         """Run the step's pending calls; pause, or append the results and return None."""
@@ -370,3 +382,9 @@ class Turn:
             text=text if status == "completed" else None,
             results=tuple(self.settled),
         )
+
+
+def _cancelling() -> bool:
+    """True when the running task has been asked to cancel (``Task.cancel``)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
