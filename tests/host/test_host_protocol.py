@@ -242,6 +242,14 @@ def test_derived_request_ids_are_stable_uuids_per_scope_and_call() -> None:
     assert first != derive_request_id("session-2", "call-1")
 
 
+@pytest.mark.parametrize(("scope", "call_id"), [("s", "c"), ("sess-é", "toolu_01\x1f☃"), ("", "")])
+def test_derived_request_ids_are_uuid5_of_the_harness_namespace(scope: str, call_id: str) -> None:
+    # Ledgers hold ids derived since the first release: the value must never change.
+    namespace = uuid.UUID("6b0d4a52-8f55-4f0a-9a63-3c2f3f0c1a77")
+    expected = uuid.uuid5(namespace, f"{scope}\x1f{call_id}")
+    assert derive_request_id(scope, call_id) == str(expected)
+
+
 async def test_request_approval_never_runs_the_tool_whatever_its_policy() -> None:
     kit = Kit()
     for tool in ("save_note", "publish_note", "tag_note"):
