@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ._shortcuts import tracer_provider_reader
+from ._shortcuts import meter_provider_reader, tracer_provider_reader
 
 __all__ = (
     "DURATION_METRIC",
@@ -81,6 +81,13 @@ class Telemetry:
         # names; after that, the module global it returns answers without the lookup.
         trace.get_tracer_provider()
         self._provider: Callable[[], object] = tracer_provider_reader(trace)
+        # Until an application installs a meter provider, the instruments are proxies
+        # that drop every measurement, yet building a call's attributes and making the
+        # two calls would cost more than the rest of its telemetry: checked per call
+        # like tracing, and kept once on (a provider cannot be replaced either).
+        self._no_meter = metrics.NoOpMeterProvider
+        self._metered = False
+        self._meter_provider: Callable[[], object] = meter_provider_reader(metrics)
         meter = metrics.get_meter("charter")
         self._calls = meter.create_counter(
             INVOCATIONS_METRIC, unit="{invocation}", description="Tool invocations"
@@ -121,6 +128,16 @@ class Telemetry:
         self._active = True
         return True
 
+    def _metering(self) -> bool:
+        """Whether an application installed a meter provider that records measurements."""
+        if self._metered:
+            return True
+        provider = self._meter_provider()
+        if provider is None or isinstance(provider, self._no_meter):
+            return False
+        self._metered = True
+        return True
+
     @contextlib.contextmanager
     def _span(self, tool: str, call_id: str | None) -> Iterator[Any]:
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
@@ -144,11 +161,6 @@ class Telemetry:
             code: the error code of a ``failed`` outcome.
             seconds: how long the invocation took.
         """
-        if self._tracer is None:
-            return
-        attributes = {"gen_ai.tool.name": tool or UNKNOWN_TOOL, "charter.outcome": outcome}
-        if code is not None:
-            attributes["error.type"] = code
         if span is not None:
             if tool is not None:
                 # An alias was called, or nothing yet: name the span for the canonical tool.
@@ -158,12 +170,17 @@ class Telemetry:
             if code is not None:
                 span.set_attribute("error.type", code)
                 span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, code))
+        if self._tracer is None or not self._metering():
+            return
+        attributes = {"gen_ai.tool.name": tool or UNKNOWN_TOOL, "charter.outcome": outcome}
+        if code is not None:
+            attributes["error.type"] = code
         self._calls.add(1, attributes)
         self._duration.record(seconds, attributes)
 
     def rate_limited(self, *, tool: str, limit: str) -> None:
         """Count one call the budget ``limit`` refused."""
-        if self._tracer is None:
+        if self._tracer is None or not self._metering():
             return
         self._rate_limited.add(1, {"gen_ai.tool.name": tool, "charter.limit": limit})
 
@@ -189,11 +206,14 @@ class Telemetry:
             span.set_attribute("charter.effect.status", status)
             if error is not None:
                 span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
-        self._effect_attempts.add(1, {"charter.effect.name": name, "charter.effect.status": status})
+        if self._metering():
+            self._effect_attempts.add(
+                1, {"charter.effect.name": name, "charter.effect.status": status}
+            )
 
     def effect_backlog(self, *, depth: int, oldest_age: float) -> None:
         """Report the outbox's pending depth and its oldest pending effect's age."""
-        if self._tracer is None:
+        if self._tracer is None or not self._metering():
             return
         self._effect_depth.set(depth)
         self._effect_age.set(oldest_age)
