@@ -53,6 +53,31 @@ _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 """What ``Telemetry.span`` returns when there is nothing to trace (reusable)."""
 
 
+class _Installed:
+    """Whether an application installed an OpenTelemetry provider that records.
+
+    Asked per call, since an application may install its provider after building the
+    host; once one is installed it stays (OpenTelemetry refuses to replace it), so a yes
+    is kept.
+    """
+
+    __slots__ = ("_inactive", "_on", "_read")
+
+    def __init__(self, read: Callable[[], object], inactive: tuple[type, ...]) -> None:
+        self._read = read
+        self._inactive = inactive
+        self._on = False
+
+    def __call__(self) -> bool:
+        if self._on:
+            return True
+        provider = self._read()
+        if provider is None or isinstance(provider, self._inactive):
+            return False
+        self._on = True
+        return True
+
+
 class Telemetry:
     """One span per invocation (GenAI ``execute_tool`` conventions), a counter and a histogram."""
 
@@ -70,24 +95,20 @@ class Telemetry:
         self._trace = trace
         self._tracer = trace.get_tracer("charter")
         # Without an installed tracer provider a span records nothing, yet starting one
-        # still costs a context switch per call; checked per call, since an application
-        # may install its provider after building the host. Once one is installed it stays
-        # (OpenTelemetry refuses to replace it), so that answer is kept.
-        self._inactive = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-        self._active = False
+        # still costs a context switch per call, so a span is started only once one is.
         # get_tracer_provider() looks its environment variable up in os.environ on every
         # call until a provider is set, which costs more than the rest of an untraced
         # call's telemetry. Called once here, it installs a provider the environment
         # names; after that, the module global it returns answers without the lookup.
         trace.get_tracer_provider()
-        self._provider: Callable[[], object] = tracer_provider_reader(trace)
+        self._tracing = _Installed(
+            tracer_provider_reader(trace), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        )
         # Until an application installs a meter provider, the instruments are proxies
         # that drop every measurement, yet building a call's attributes and making the
-        # two calls would cost more than the rest of its telemetry: checked per call
-        # like tracing, and kept once on (a provider cannot be replaced either).
-        self._no_meter = metrics.NoOpMeterProvider
-        self._metered = False
-        self._meter_provider: Callable[[], object] = meter_provider_reader(metrics)
+        # two calls would cost more than the rest of its telemetry: checked the same way.
+        # (get_meter, like get_tracer_provider above, installs one the environment names.)
+        self._metering = _Installed(meter_provider_reader(metrics), (metrics.NoOpMeterProvider,))
         meter = metrics.get_meter("charter")
         self._calls = meter.create_counter(
             INVOCATIONS_METRIC, unit="{invocation}", description="Tool invocations"
@@ -117,26 +138,6 @@ class Telemetry:
         if self._tracer is None or not self._tracing():
             return _NO_SPAN
         return self._span(tool, call_id)
-
-    def _tracing(self) -> bool:
-        """Whether an application installed a tracer provider that records spans."""
-        if self._active:
-            return True
-        provider = self._provider()
-        if provider is None or isinstance(provider, self._inactive):
-            return False
-        self._active = True
-        return True
-
-    def _metering(self) -> bool:
-        """Whether an application installed a meter provider that records measurements."""
-        if self._metered:
-            return True
-        provider = self._meter_provider()
-        if provider is None or isinstance(provider, self._no_meter):
-            return False
-        self._metered = True
-        return True
 
     @contextlib.contextmanager
     def _span(self, tool: str, call_id: str | None) -> Iterator[Any]:
