@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, computed_field, field_validator
 from tests.builders import WRITE_RISK
 
 from charter import PreparedAction, Registry, Tool, ToolBinding, ToolContext, define_tool
@@ -513,6 +513,26 @@ async def test_another_registry_refuses_a_prepared_action() -> None:
 
 
 # -- dispatch outcomes ----------------------------------------------------------------------
+
+
+class Shout(BaseModel):
+    text: str
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def loud(self) -> str:
+        return self.text.upper()
+
+
+@pytest.mark.anyio
+async def test_a_dict_output_has_its_computed_fields_recomputed_not_refused() -> None:
+    def shout(args: EchoIn) -> dict[str, str]:
+        return {"text": args.text, "loud": "stale"}
+
+    registry = Registry()
+    registry.register(make("shout", shout, output_schema=Shout))
+    outcome = await registry.dispatch("shout", {"text": "hi"}, ctx())
+    assert outcome == Completed(output={"text": "hi", "loud": "HI"})
 
 
 @pytest.mark.anyio

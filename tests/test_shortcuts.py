@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from charter import Host, Principal, Registry, tool
-from charter._shortcuts import built, tracer_provider_reader
+from charter._shortcuts import built, meter_provider_reader, tracer_provider_reader
 from charter.audit import AuditEvent
 from charter.outcome import Completed, outcome_adapter
 
@@ -69,6 +69,16 @@ def test_the_tracer_provider_reader_sees_what_get_tracer_provider_returns() -> N
     installed = reader()
     # Either nothing is installed yet (None: no recording provider) or the same provider.
     assert installed is None or installed is trace.get_tracer_provider()
+
+
+def test_the_meter_provider_reader_sees_what_get_meter_provider_returns() -> None:
+    from opentelemetry import metrics
+
+    reader = meter_provider_reader(metrics)
+    installed = reader()
+    # Either nothing is installed yet (None: measurements are dropped) or the same provider.
+    assert installed is None or installed is metrics.get_meter_provider()
+    assert reader is not metrics.get_meter_provider  # the fast path, not the fallback
 
 
 class Empty(BaseModel):

@@ -2,12 +2,12 @@
 
 charter builds two pydantic models per call from values it computed itself (the
 ``Completed`` of a validated output, the call's ``AuditEvent``) and asks OpenTelemetry per
-call whether tracing is on. The public ways cost more than the rest of that work:
+call whether tracing and metrics are on. The public ways cost more than the rest of that work:
 ``model_construct`` runs a generic loop over the fields (about 4x the instance built
-here), and ``trace.get_tracer_provider()`` reads an environment variable on every call
-until a provider is installed. ``tests/test_shortcuts.py`` pins each trick to the
-public behaviour it stands for, so a library upgrade that changes the internals fails
-there, not in production.
+here), and ``trace.get_tracer_provider()`` (and ``metrics.get_meter_provider()``) reads an
+environment variable on every call until a provider is installed.
+``tests/test_shortcuts.py`` pins each trick to the public behaviour it stands for, so a
+library upgrade that changes the internals fails there, not in production.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ("built", "tracer_provider_reader")
+__all__ = ("built", "meter_provider_reader", "tracer_provider_reader")
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -50,4 +50,17 @@ def tracer_provider_reader(trace: ModuleType) -> Callable[[], object]:
     if hasattr(trace, "_TRACER_PROVIDER"):
         return lambda: trace._TRACER_PROVIDER
     getter: Callable[[], object] = trace.get_tracer_provider
+    return getter
+
+
+def meter_provider_reader(metrics: ModuleType) -> Callable[[], object]:
+    """A reader of OpenTelemetry's installed meter provider (None until one is set).
+
+    The global ``_METER_PROVIDER`` of the API's internal module when it has it, the public
+    (slower) ``get_meter_provider`` otherwise, whose stand-in proxy then reads as set.
+    """
+    internal = getattr(metrics, "_internal", None)
+    if internal is not None and hasattr(internal, "_METER_PROVIDER"):
+        return lambda: internal._METER_PROVIDER
+    getter: Callable[[], object] = metrics.get_meter_provider
     return getter

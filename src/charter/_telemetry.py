@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ._shortcuts import tracer_provider_reader
+from ._shortcuts import meter_provider_reader, tracer_provider_reader
 
 __all__ = (
     "DURATION_METRIC",
@@ -53,6 +53,31 @@ _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 """What ``Telemetry.span`` returns when there is nothing to trace (reusable)."""
 
 
+class _Installed:
+    """Whether an application installed an OpenTelemetry provider that records.
+
+    Asked per call, since an application may install its provider after building the
+    host; once one is installed it stays (OpenTelemetry refuses to replace it), so a yes
+    is kept.
+    """
+
+    __slots__ = ("_inactive", "_on", "_read")
+
+    def __init__(self, read: Callable[[], object], inactive: tuple[type, ...]) -> None:
+        self._read = read
+        self._inactive = inactive
+        self._on = False
+
+    def __call__(self) -> bool:
+        if self._on:
+            return True
+        provider = self._read()
+        if provider is None or isinstance(provider, self._inactive):
+            return False
+        self._on = True
+        return True
+
+
 class Telemetry:
     """One span per invocation (GenAI ``execute_tool`` conventions), a counter and a histogram."""
 
@@ -70,17 +95,20 @@ class Telemetry:
         self._trace = trace
         self._tracer = trace.get_tracer("charter")
         # Without an installed tracer provider a span records nothing, yet starting one
-        # still costs a context switch per call; checked per call, since an application
-        # may install its provider after building the host. Once one is installed it stays
-        # (OpenTelemetry refuses to replace it), so that answer is kept.
-        self._inactive = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-        self._active = False
+        # still costs a context switch per call, so a span is started only once one is.
         # get_tracer_provider() looks its environment variable up in os.environ on every
         # call until a provider is set, which costs more than the rest of an untraced
         # call's telemetry. Called once here, it installs a provider the environment
         # names; after that, the module global it returns answers without the lookup.
         trace.get_tracer_provider()
-        self._provider: Callable[[], object] = tracer_provider_reader(trace)
+        self._tracing = _Installed(
+            tracer_provider_reader(trace), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        )
+        # Until an application installs a meter provider, the instruments are proxies
+        # that drop every measurement, yet building a call's attributes and making the
+        # two calls would cost more than the rest of its telemetry: checked the same way.
+        # (get_meter, like get_tracer_provider above, installs one the environment names.)
+        self._metering = _Installed(meter_provider_reader(metrics), (metrics.NoOpMeterProvider,))
         meter = metrics.get_meter("charter")
         self._calls = meter.create_counter(
             INVOCATIONS_METRIC, unit="{invocation}", description="Tool invocations"
@@ -111,16 +139,6 @@ class Telemetry:
             return _NO_SPAN
         return self._span(tool, call_id)
 
-    def _tracing(self) -> bool:
-        """Whether an application installed a tracer provider that records spans."""
-        if self._active:
-            return True
-        provider = self._provider()
-        if provider is None or isinstance(provider, self._inactive):
-            return False
-        self._active = True
-        return True
-
     @contextlib.contextmanager
     def _span(self, tool: str, call_id: str | None) -> Iterator[Any]:
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
@@ -144,11 +162,6 @@ class Telemetry:
             code: the error code of a ``failed`` outcome.
             seconds: how long the invocation took.
         """
-        if self._tracer is None:
-            return
-        attributes = {"gen_ai.tool.name": tool or UNKNOWN_TOOL, "charter.outcome": outcome}
-        if code is not None:
-            attributes["error.type"] = code
         if span is not None:
             if tool is not None:
                 # An alias was called, or nothing yet: name the span for the canonical tool.
@@ -158,12 +171,17 @@ class Telemetry:
             if code is not None:
                 span.set_attribute("error.type", code)
                 span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, code))
+        if self._tracer is None or not self._metering():
+            return
+        attributes = {"gen_ai.tool.name": tool or UNKNOWN_TOOL, "charter.outcome": outcome}
+        if code is not None:
+            attributes["error.type"] = code
         self._calls.add(1, attributes)
         self._duration.record(seconds, attributes)
 
     def rate_limited(self, *, tool: str, limit: str) -> None:
         """Count one call the budget ``limit`` refused."""
-        if self._tracer is None:
+        if self._tracer is None or not self._metering():
             return
         self._rate_limited.add(1, {"gen_ai.tool.name": tool, "charter.limit": limit})
 
@@ -189,11 +207,14 @@ class Telemetry:
             span.set_attribute("charter.effect.status", status)
             if error is not None:
                 span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
-        self._effect_attempts.add(1, {"charter.effect.name": name, "charter.effect.status": status})
+        if self._metering():
+            self._effect_attempts.add(
+                1, {"charter.effect.name": name, "charter.effect.status": status}
+            )
 
     def effect_backlog(self, *, depth: int, oldest_age: float) -> None:
         """Report the outbox's pending depth and its oldest pending effect's age."""
-        if self._tracer is None:
+        if self._tracer is None or not self._metering():
             return
         self._effect_depth.set(depth)
         self._effect_age.set(oldest_age)

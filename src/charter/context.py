@@ -158,8 +158,10 @@ class CancelSignal:
 
     def _unsubscribe(self, callback: Callable[[], None]) -> None:
         with self._lock:
-            if callback in self._callbacks:
+            try:
                 self._callbacks.remove(callback)
+            except ValueError:  # already fired and cleared: nothing to drop
+                pass
 
     async def wait(self) -> None:
         """Wait until cancellation is requested."""

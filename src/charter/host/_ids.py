@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 
 __all__ = ("random_id",)
 
@@ -14,27 +13,28 @@ class _RandomIds:
     ``secrets.token_hex`` makes a system call per id, and every call needs two. Ids stay
     unpredictable (the bytes come from ``os.urandom``); a forked child starts a fresh
     pool, so parent and child never hand out the same ids.
+
+    The pool is a list of ready hex ids taken with ``list.pop``, which is atomic (under
+    the GIL and in free-threaded builds), so no lock is needed: threads that find it
+    empty at once each draw a fresh pool, and the one not kept is dropped, never reused.
     """
 
     _SIZE = 4096
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pool = b""
-        self._offset = 0
+        self._ids: list[str] = []
 
     def next(self) -> str:
-        with self._lock:
-            offset = self._offset
-            if offset >= len(self._pool):
-                self._pool = os.urandom(self._SIZE)
-                offset = 0
-            self._offset = offset + 16
-            return self._pool[offset : offset + 16].hex()
+        try:
+            return self._ids.pop()
+        except IndexError:
+            pool = os.urandom(self._SIZE).hex()
+            ids = [pool[at : at + 32] for at in range(0, len(pool), 32)]
+            self._ids = ids
+            return ids.pop()
 
     def reset(self) -> None:
-        self._pool = b""
-        self._offset = 0
+        self._ids = []
 
 
 _IDS = _RandomIds()

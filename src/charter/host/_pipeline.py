@@ -326,13 +326,14 @@ class Pipeline:
         return prepared
 
     async def _execute(self, prepared: PreparedCall) -> ToolOutcome:
-        if prepared not in self._prepared:
+        try:
+            self._prepared.remove(prepared)  # single use: one look-up both checks and spends
+        except (KeyError, TypeError):  # TypeError: not even weakly referable, so not ours
             return failed(
                 ErrorCode.ACTION_POLICY_REQUIRED,
                 "The prepared call was not prepared by this host or already ran.",
                 reason="prepared_call_not_admitted",
             )
-        self._prepared.discard(prepared)
         budgets = self._budgets
         if budgets is None or not budgets.applies(prepared):
             return await self._run(prepared)

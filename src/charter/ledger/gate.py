@@ -274,6 +274,8 @@ class LedgerGate:
     async def run_unledgered(self, prepared: PreparedAction, ctx: ToolContext) -> ToolOutcome:
         """Run a call that has no ledger row (no request id, or a tool that is never ledgered)."""
         outcome = await self.registry.dispatch_prepared(prepared, ctx)
+        if not ctx.after_commit:  # almost every call: nothing registered with wait_until
+            return outcome
         if isinstance(outcome, Completed):
             await run_after_commit(ctx.after_commit, prepared.tool.name)
         else:

@@ -306,13 +306,14 @@ class Registry:
 
     async def dispatch_prepared(self, prepared: PreparedAction, ctx: ToolContext) -> ToolOutcome:
         """Run a prepared action once: the handler on its already-parsed input."""
-        if prepared not in self._prepared:
+        try:
+            self._prepared.remove(prepared)  # single use: one look-up both checks and spends
+        except (KeyError, TypeError):  # TypeError: not even weakly referable, so not ours
             return failed(
                 ErrorCode.ACTION_POLICY_REQUIRED,
                 "The prepared action was not admitted by this registry or was already dispatched.",
                 reason="prepared_action_not_admitted",
             )
-        self._prepared.discard(prepared)
         return await self._run(prepared.tool, prepared.input, ctx)
 
     async def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolOutcome:

@@ -148,7 +148,9 @@ def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
                 data, mode="json", by_alias=True, exclude_computed_fields=True, warnings="error"
             )
         elif isinstance(data, Mapping):
-            computed = registered.tool.output_model.model_computed_fields
+            # The class attribute behind ``model_computed_fields``, without the descriptor
+            # that property goes through on every read.
+            computed = registered.tool.output_model.__pydantic_computed_fields__
             if computed:  # most models have none: nothing to filter, nothing to copy
                 keys = {info.alias or name for name, info in computed.items()}
                 data = {key: value for key, value in data.items() if key not in keys}
