@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from charter import Host, Principal, Registry, tool
-from charter._shortcuts import built, meter_provider_reader, tracer_provider_reader
+from charter._shortcuts import built, computed_fields, meter_provider_reader, tracer_provider_reader
 from charter.audit import AuditEvent
 from charter.outcome import Completed, outcome_adapter
 
@@ -100,3 +100,21 @@ async def test_the_hosts_audit_events_validate_as_they_were_built() -> None:
     [event] = await host.audit.events()
     assert list(event.__dict__) == list(AuditEvent.model_fields)
     assert AuditEvent.model_validate(event.model_dump()) == event
+
+
+def test_computed_fields_are_the_models_model_computed_fields() -> None:
+    class Priced(BaseModel):
+        cents: int
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def euros(self) -> float:
+            return self.cents / 100
+
+    assert computed_fields(Priced) == Priced.model_computed_fields
+    assert list(computed_fields(Priced)) == ["euros"]
+
+    class Plain(BaseModel):
+        cents: int
+
+    assert computed_fields(Plain) == Plain.model_computed_fields == {}

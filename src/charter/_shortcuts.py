@@ -2,7 +2,8 @@
 
 charter builds two pydantic models per call from values it computed itself (the
 ``Completed`` of a validated output, the call's ``AuditEvent``) and asks OpenTelemetry per
-call whether tracing and metrics are on. The public ways cost more than the rest of that work:
+call whether tracing and metrics are on, and asks each output model for its computed
+fields. The public ways cost more than the rest of that work:
 ``model_construct`` runs a generic loop over the fields (about 4x the instance built
 here), and ``trace.get_tracer_provider()`` (and ``metrics.get_meter_provider()``) reads an
 environment variable on every call until a provider is installed.
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ("built", "meter_provider_reader", "tracer_provider_reader")
+__all__ = ("built", "computed_fields", "meter_provider_reader", "tracer_provider_reader")
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -39,6 +40,15 @@ def built(model: type[ModelT], fields: dict[str, Any], fields_set: set[str]) -> 
     set_(instance, "__pydantic_extra__", None)
     set_(instance, "__pydantic_private__", None)
     return instance
+
+
+def computed_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """``model.model_computed_fields``, read without the property's descriptor.
+
+    The class attribute behind that property; every output validation asks for it.
+    """
+    fields: dict[str, Any] = model.__pydantic_computed_fields__
+    return fields
 
 
 def tracer_provider_reader(trace: ModuleType) -> Callable[[], object]:

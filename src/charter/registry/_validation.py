@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
-from .._shortcuts import built
+from .._shortcuts import built, computed_fields
 from .._wording import new_error_id
 from ..errors import ErrorCode
 from ..manifest import RegisteredTool
@@ -148,9 +148,7 @@ def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
                 data, mode="json", by_alias=True, exclude_computed_fields=True, warnings="error"
             )
         elif isinstance(data, Mapping):
-            # The class attribute behind ``model_computed_fields``, without the descriptor
-            # that property goes through on every read.
-            computed = registered.tool.output_model.__pydantic_computed_fields__
+            computed = computed_fields(registered.tool.output_model)
             if computed:  # most models have none: nothing to filter, nothing to copy
                 keys = {info.alias or name for name, info in computed.items()}
                 data = {key: value for key, value in data.items() if key not in keys}
