@@ -58,6 +58,7 @@ from battery_support import (
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from tests.store.conftest import large_pool_lock
 
 from charter import ConfigurationError, ErrorCode, Principal
 from charter.audit import MemoryAuditSink
@@ -613,7 +614,10 @@ class BlindStore(SqlStore):
 async def test_L12_loser_never_masks_winner(
     store_url: str, observer: Observer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with BlindStore(store_url, pool_size=CALLERS + 2) as store:
+    async with (
+        large_pool_lock(store_url, CALLERS + 2),
+        BlindStore(store_url, pool_size=CALLERS + 2) as store,
+    ):
         battery, host = await battery_host(store, in_progress_wait=60)
         request_id = rid()
         first = completed(await host.invoke("create_widget", widget("w", request_id), ALICE))

@@ -17,7 +17,8 @@ this directory.
   PostgreSQL store with a pool over ``LARGE_POOL`` connections holds a lock file until
   teardown, so two such tests on different xdist workers never run at once: together
   they would pass the server's ``max_connections`` (100 by default) and fail with "too
-  many clients already".
+  many clients already". A test that opens such a store itself holds
+  ``large_pool_lock(url, pool_size)`` around it.
 
 When PostgreSQL is unreachable the postgres param SKIPS with the reason, except under
 ``CI=true``, where it FAILS: a silently skipped backend is how a green CI hides a
@@ -32,7 +33,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -134,30 +135,38 @@ def store_url(store_backend: str, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+@asynccontextmanager
+async def large_pool_lock(url: str, pool_size: int) -> AsyncIterator[None]:
+    """Hold the PostgreSQL pool lock while a store of ``pool_size`` connections is open.
+
+    A no-op for SQLite and for pools of ``LARGE_POOL`` or fewer (the module doc says why).
+    """
+    if pool_size <= LARGE_POOL or not url.startswith("postgresql"):
+        yield
+        return
+    descriptor = os.open(_POOL_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        await anyio.to_thread.run_sync(fcntl.flock, descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing the descriptor releases the lock
+
+
 @pytest.fixture
 async def make_sql_store(store_url: str) -> AsyncIterator[SqlStoreFactory]:
     """Open more stores on the test's database; every one is closed at teardown."""
-    opened: list[SqlStore] = []
-    pool_lock: list[int] = []  # the lock file's descriptor, once this test holds it
+    async with AsyncExitStack() as stack:
+        locked = False
 
-    async def make(**options: Any) -> SqlStore:
-        large = options.get("pool_size", 0) > LARGE_POOL
-        if large and store_url.startswith("postgresql") and not pool_lock:
-            descriptor = os.open(_POOL_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-            pool_lock.append(descriptor)
-            await anyio.to_thread.run_sync(fcntl.flock, descriptor, fcntl.LOCK_EX)
-        store = SqlStore(store_url, **options)
-        opened.append(store)
-        await store.open()
-        return store
+        async def make(**options: Any) -> SqlStore:
+            nonlocal locked
+            pool_size = options.get("pool_size", 0)
+            if pool_size > LARGE_POOL and not locked:  # one lock per test, however many
+                await stack.enter_async_context(large_pool_lock(store_url, pool_size))
+                locked = True
+            return await stack.enter_async_context(SqlStore(store_url, **options))
 
-    try:
         yield make
-    finally:
-        for store in opened:
-            await store.aclose()
-        for descriptor in pool_lock:
-            os.close(descriptor)  # closing the last descriptor releases the lock
 
 
 @pytest.fixture
