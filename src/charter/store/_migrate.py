@@ -122,6 +122,8 @@ async def _lock(conn: AsyncConnection) -> None:
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     """Migrate to ``revision`` in one transaction (Alembic is sync: run through ``run_sync``)."""
+    if revision == "head" and (await read_schema(engine)).current:
+        return  # nothing to apply: no need to import Alembic (``charter db upgrade`` twice)
     # Imported before the lock is taken: the first import is slow, and other processes
     # opening the same database wait for the lock meanwhile.
     import alembic.command
