@@ -12,7 +12,9 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from charter.store import SchemaMismatch, SqlStore, _migrate, sqlite_url
@@ -76,7 +78,21 @@ def next_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[]
     location = tmp_path / "migrations"
     shutil.copytree(_migrate.MIGRATIONS, location, ignore=shutil.ignore_patterns("__pycache__"))
     (location / "versions" / f"r{NEXT}_future.py").write_text(NEXT_REVISION)
-    return lambda: monkeypatch.setattr(_migrate, "MIGRATIONS", location)
+
+    def switch() -> None:
+        monkeypatch.setattr(_migrate, "MIGRATIONS", location)
+        monkeypatch.setattr(_migrate, "REVISIONS", (*_migrate.REVISIONS, NEXT))
+
+    return switch
+
+
+def test_the_known_revisions_are_the_shipped_migration_scripts() -> None:
+    config = Config()
+    config.set_main_option("script_location", str(_migrate.MIGRATIONS))
+    scripts = ScriptDirectory.from_config(config)
+    shipped = tuple(reversed([script.revision for script in scripts.walk_revisions()]))
+    assert _migrate.REVISIONS == shipped
+    assert _migrate.head_revision() == scripts.get_current_head()
 
 
 async def test_a_fresh_database_is_migrated_on_open(store_url: str) -> None:
@@ -134,11 +150,12 @@ async def test_an_older_schema_is_refused_until_upgraded(
 async def test_a_schema_from_a_newer_charter_is_refused(
     store_url: str, next_release: Callable[[], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shipped = _migrate.MIGRATIONS
+    shipped = (_migrate.MIGRATIONS, _migrate.REVISIONS)
     next_release()
     async with SqlStore(store_url):
         pass  # created at NEXT by the next release
-    monkeypatch.setattr(_migrate, "MIGRATIONS", shipped)  # back to this release
+    monkeypatch.setattr(_migrate, "MIGRATIONS", shipped[0])  # back to this release
+    monkeypatch.setattr(_migrate, "REVISIONS", shipped[1])
     with pytest.raises(SchemaMismatch, match="newer charter") as raised:
         async with SqlStore(store_url):
             pass

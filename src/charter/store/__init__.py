@@ -6,11 +6,15 @@ Install with ``pip install 'charter[sql]'`` (add ``'charter[postgres]'`` for Pos
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 try:
-    import alembic  # noqa: F401
     import sqlalchemy  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(f"charter.store needs {exc.name}: pip install 'charter[sql]'") from exc
+# Alembic is imported only to migrate (_migrate): here it is only looked for.
+if find_spec("alembic") is None:  # pragma: no cover - depends on the installed extras
+    raise ImportError("charter.store needs alembic: pip install 'charter[sql]'")
 
 from ._engine import sqlite_url as sqlite_url
 from .api_keys import API_KEY_PREFIX as API_KEY_PREFIX

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -18,8 +14,12 @@ from ._dialects import READ_ONLY_OPTION
 from ._schema import VERSION_TABLE
 from .errors import SchemaMismatch
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 __all__ = (
     "MIGRATIONS",
+    "REVISIONS",
     "SchemaState",
     "ensure_schema",
     "head_revision",
@@ -29,34 +29,28 @@ __all__ = (
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
+"""The revisions in ``MIGRATIONS``, oldest first (a test checks them against the scripts).
+
+Known without Alembic, so opening a store at the head revision (every ``charter serve``)
+does not import it; Alembic is imported only to migrate."""
+
 # Any constant works; it only keeps two processes from creating the tables at once.
 _MIGRATION_LOCK = 0x63686172746572  # "charter"
 
 
-def _config(connection: Connection | None = None) -> Config:
+def _config(connection: Connection) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
     return config
 
 
-def _script() -> ScriptDirectory:
-    return _scripts(str(MIGRATIONS))
-
-
-@cache
-def _scripts(location: str) -> ScriptDirectory:
-    # Parsed once per location; the shipped revisions do not change while running.
-    config = Config()
-    config.set_main_option("script_location", location)
-    return ScriptDirectory.from_config(config)
-
-
 def head_revision() -> str:
     """The newest revision this charter ships."""
-    head = _script().get_current_head()
-    assert head is not None
-    return head
+    return REVISIONS[-1]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,10 +75,20 @@ class SchemaState:
         return self.revision == self.head
 
 
+def _stored_revision(conn: Connection) -> str | None:
+    # The row Alembic keeps, read as Alembic reads it (no Alembic import on this path).
+    rows = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    if len(rows) > 1:  # branched heads: let Alembic refuse them in its own words
+        from alembic.runtime.migration import MigrationContext
+
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        return context.get_current_revision()
+    return rows[0] if rows else None
+
+
 def _read_sync(conn: Connection) -> SchemaState:
     names = sa.inspect(conn).get_table_names()
-    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-    revision = context.get_current_revision() if VERSION_TABLE in names else None
+    revision = _stored_revision(conn) if VERSION_TABLE in names else None
     return SchemaState(
         revision=revision,
         head=head_revision(),
@@ -100,6 +104,8 @@ async def read_schema(engine: AsyncEngine) -> SchemaState:
 
 
 def _upgrade_sync(conn: Connection, revision: str) -> None:
+    from alembic import command
+
     command.upgrade(_config(conn), revision)
 
 
@@ -116,6 +122,13 @@ async def _lock(conn: AsyncConnection) -> None:
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     """Migrate to ``revision`` in one transaction (Alembic is sync: run through ``run_sync``)."""
+    if revision == "head" and (await read_schema(engine)).current:
+        return  # nothing to apply: no need to import Alembic (``charter db upgrade`` twice)
+    # Imported before the lock is taken: the first import is slow, and other processes
+    # opening the same database wait for the lock meanwhile.
+    import alembic.command
+    import alembic.config  # noqa: F401
+
     async with engine.connect() as conn:
         await conn.begin()
         await _lock(conn)
@@ -144,8 +157,7 @@ async def ensure_schema(engine: AsyncEngine) -> None:
             current=None,
             head=state.head,
         )
-    known = {script.revision for script in _script().walk_revisions()}
-    if state.revision in known:
+    if state.revision in REVISIONS:
         raise SchemaMismatch(
             f"The charter schema is at revision {state.revision}, behind {state.head}: "
             "run `charter db upgrade` (or `await SqlStore(url).upgrade()`), then start again.",
