@@ -155,8 +155,15 @@ class Bounded:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def refused_as_declared(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """Answer 413 when the request declares a ``Content-Length`` over the limit; if so."""
+    async def settled_at_head(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Whether the request is already dealt with from its head alone; if so, it is.
+
+        A scope other than HTTP goes to the app untouched; a request declaring a
+        ``Content-Length`` over the limit is answered 413.
+        """
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return True
         declared = content_length(scope["headers"])
         if declared is None or declared <= self.max_bytes:
             return False
@@ -175,10 +182,7 @@ class BodyLimit(Bounded):
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if await self.refused_as_declared(scope, receive, send):
+        if await self.settled_at_head(scope, receive, send):
             return
         size = 0
         started = False

@@ -47,10 +47,7 @@ class Admission(Bounded):
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if await self.refused_as_declared(scope, receive, send):
+        if await self.settled_at_head(scope, receive, send):
             return
         try:
             check_one_credential(scope["headers"])
