@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -150,6 +151,24 @@ def approval_tools(
         )
 
     common: dict[str, Any] = {"tier": "write", "risk_policy": _DECISION_RISK, "owner": "charter"}
+
+    def decision(
+        name: str,
+        description: str,
+        handler: Callable[[ApprovalDecisionInput, ToolContext], Awaitable[ApprovalView]],
+    ) -> Tool[ApprovalDecisionInput, ApprovalView, ToolContext]:
+        """A tool that decides an approval: approvers only, bound to the approval's id."""
+        return define_tool(
+            name=name,
+            description=description,
+            input_schema=ApprovalDecisionInput,
+            output_schema=ApprovalView,
+            handler=handler,
+            required_scopes=(approver_scope,),
+            action_policy=_DECISION_POLICY,
+            **common,
+        )
+
     return [
         define_tool(
             name="request_action_approval",
@@ -163,25 +182,15 @@ def approval_tools(
             ),
             **common,
         ),
-        define_tool(
-            name="approve_action_approval",
-            description="Grant a pending approval (approvers only; not your own request).",
-            input_schema=ApprovalDecisionInput,
-            output_schema=ApprovalView,
-            handler=approve,
-            required_scopes=(approver_scope,),
-            action_policy=_DECISION_POLICY,
-            **common,
+        decision(
+            "approve_action_approval",
+            "Grant a pending approval (approvers only; not your own request).",
+            approve,
         ),
-        define_tool(
-            name="deny_action_approval",
-            description="Deny a pending approval, or revoke a granted one not yet used.",
-            input_schema=ApprovalDecisionInput,
-            output_schema=ApprovalView,
-            handler=deny,
-            required_scopes=(approver_scope,),
-            action_policy=_DECISION_POLICY,
-            **common,
+        decision(
+            "deny_action_approval",
+            "Deny a pending approval, or revoke a granted one not yet used.",
+            deny,
         ),
         define_tool(
             name="list_action_approvals",

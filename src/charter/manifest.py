@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -40,8 +40,11 @@ class RegisteredTool:
     action_policy: ActionPolicy | None
     target_resolution: TargetResolution | None
     controls: ControlSpec
-    entry: dict[str, Any]
-    """The manifest entry (JSON-compatible, camelCase), computed once."""
+    entry: dict[str, Any] = field(init=False, compare=False)
+    """The manifest entry (JSON-compatible, camelCase), computed once from the fields above."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entry", build_entry(self))
 
     @property
     def name(self) -> str:
@@ -84,33 +87,21 @@ def derive_annotations(
     return hints
 
 
-def build_entry(
-    *,
-    tool: Tool[Any, Any, Any],
-    capability_id: str,
-    owner: str,
-    capability_version: str,
-    aliases: tuple[str, ...],
-    required_scopes: tuple[str, ...],
-    deployment_risk: DeploymentRisk,
-    annotations: Mapping[str, Any],
-    action_policy: ActionPolicy | None,
-    target_resolution: TargetResolution | None,
-    controls: ControlSpec,
-) -> dict[str, Any]:
-    """Build a tool's manifest entry (see docs/manifest-format.md)."""
-    risk = tool.risk_policy
+def build_entry(registered: RegisteredTool) -> dict[str, Any]:
+    """Build a registered tool's manifest entry (see docs/manifest-format.md)."""
+    tool, risk, controls = registered.tool, registered.tool.risk_policy, registered.controls
+    action_policy, deployment_risk = registered.action_policy, registered.deployment_risk
     entry: dict[str, Any] = {
         "name": tool.name,
         "description": tool.description,
-        "aliases": list(aliases),
-        "capabilityId": capability_id,
-        "capabilityVersion": capability_version,
-        "owner": owner,
+        "aliases": list(registered.aliases),
+        "capabilityId": registered.capability_id,
+        "capabilityVersion": registered.capability_version,
+        "owner": registered.owner,
         "contractVersion": CONTRACT_VERSION,
         "inputSchema": tool.input_schema,
         "outputSchema": tool.output_schema,
-        "requiredScopes": list(required_scopes),
+        "requiredScopes": list(registered.required_scopes),
         "tier": tool.tier.value,
         "deploymentRisk": deployment_risk,
         "riskPolicy": {
@@ -120,7 +111,7 @@ def build_entry(
             "confirmationRequired": risk.confirmation_required,
             "sideEffects": list(risk.side_effects),
         },
-        "annotations": dict(annotations),
+        "annotations": dict(registered.annotations),
         "auth": tool.auth,
         "delegable": tool.delegable,
         "controls": {"required": list(controls.required), "optional": list(controls.optional)},
@@ -141,7 +132,7 @@ def build_entry(
         entry["modelName"] = tool.model_name
     if action_policy is not None:
         entry["actionPolicy"] = _action_policy(
-            action_policy, tool, deployment_risk, target_resolution, controls
+            action_policy, tool, deployment_risk, registered.target_resolution, controls
         )
     return entry
 

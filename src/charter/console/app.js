@@ -89,6 +89,21 @@ function renderJson(into, value, depth) {
   }
 }
 
+// A table in its scrolling wrapper: a caption for screen readers, one row of column headings.
+function dataTable(caption, headings, rows) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      {},
+      h("caption", { class: "sr-only", text: caption }),
+      h("thead", {}, h("tr", {}, headings.map((t) => h("th", { scope: "col", text: t })))),
+      h("tbody", {}, rows)
+    )
+  );
+}
+
 function emptyState(title, text) {
   return h(
     "div",
@@ -699,29 +714,8 @@ function renderActivity(events, outbox = []) {
       h("td", { class: "num", text: `${Math.round(e.durationMs)} ms` })
     );
   });
-  container.replaceChildren(
-    h(
-      "div",
-      { class: "table-wrap" },
-      h(
-        "table",
-        {},
-        h("caption", { class: "sr-only", text: "Recent tool calls" }),
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["When", "Tool", "Outcome", "Code", "Caller", "Request", "Effects", "Time"].map((t) =>
-              h("th", { scope: "col", text: t })
-            )
-          )
-        ),
-        h("tbody", {}, rows)
-      )
-    )
-  );
+  const headings = ["When", "Tool", "Outcome", "Code", "Caller", "Request", "Effects", "Time"];
+  container.replaceChildren(dataTable("Recent tool calls", headings, rows));
 }
 
 // -- limits ---------------------------------------------------------------------------------
@@ -773,29 +767,8 @@ function renderLimits(budgets) {
       h("td", { class: "num", text: `${Math.ceil(b.fullIn)} s` })
     )
   );
-  container.replaceChildren(
-    h(
-      "div",
-      { class: "table-wrap" },
-      h(
-        "table",
-        {},
-        h("caption", { class: "sr-only", text: "Rate limits and quotas in use" }),
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["Tool", "Limit", "Holder", "Used", "Full again in"].map((t) =>
-              h("th", { scope: "col", text: t })
-            )
-          )
-        ),
-        h("tbody", {}, rows)
-      )
-    )
-  );
+  const headings = ["Tool", "Limit", "Holder", "Used", "Full again in"];
+  container.replaceChildren(dataTable("Rate limits and quotas in use", headings, rows));
 }
 
 // -- upstreams (charter.gateway) -------------------------------------------------------------
@@ -831,29 +804,8 @@ function renderUpstreams(upstreams) {
       h("td", { text: u.lastError || "" })
     );
   });
-  $("upstreams").replaceChildren(
-    h(
-      "div",
-      { class: "table-wrap" },
-      h(
-        "table",
-        {},
-        h("caption", { class: "sr-only", text: "Upstream MCP servers" }),
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["Upstream", "Tools as", "State", "Since", "Tools", "Calls", "Reconnects", "Last error"].map(
-              (t) => h("th", { scope: "col", text: t })
-            )
-          )
-        ),
-        h("tbody", {}, rows)
-      )
-    )
-  );
+  const headings = ["Upstream", "Tools as", "State", "Since", "Tools", "Calls", "Reconnects", "Last error"];
+  $("upstreams").replaceChildren(dataTable("Upstream MCP servers", headings, rows));
 }
 
 // -- tools ----------------------------------------------------------------------------------

@@ -320,15 +320,29 @@ def _compare_multiple_of(old: Schema, new: Schema, path: str) -> list[Finding]:
     return [Finding(path, "multiple-of-changed", "incomparable", detail)]
 
 
-def compare_pattern(old: Schema, new: Schema, path: str) -> list[Finding]:
-    """A pattern added narrows, removed widens; two different patterns cannot be compared."""
-    before, after = old.get("pattern"), new.get("pattern")
+def _added_or_removed(
+    path: str, keyword: str, before: object, after: object
+) -> list[Finding] | None:
+    """The findings of ``keyword`` unchanged (none), added (narrower) or removed (wider).
+
+    None when both schemas have it with different values: the caller judges those.
+    """
     if before == after:
         return []
     if before is None:
-        return [Finding(path, "pattern-added", "narrower", f"pattern added: {show(after)}")]
+        return [Finding(path, f"{keyword}-added", "narrower", f"{keyword} added: {show(after)}")]
     if after is None:
-        return [Finding(path, "pattern-removed", "wider", f"pattern removed (was {show(before)})")]
+        detail = f"{keyword} removed (was {show(before)})"
+        return [Finding(path, f"{keyword}-removed", "wider", detail)]
+    return None
+
+
+def compare_pattern(old: Schema, new: Schema, path: str) -> list[Finding]:
+    """A pattern added narrows, removed widens; two different patterns cannot be compared."""
+    before, after = old.get("pattern"), new.get("pattern")
+    found = _added_or_removed(path, "pattern", before, after)
+    if found is not None:
+        return found
     detail = f"pattern {show(before)} → {show(after)}; charter cannot compare regular expressions"
     return [Finding(path, "pattern-changed", "unknown", detail)]
 
@@ -336,12 +350,9 @@ def compare_pattern(old: Schema, new: Schema, path: str) -> list[Finding]:
 def compare_format(old: Schema, new: Schema, path: str) -> list[Finding]:
     """A format added narrows, removed widens; a few standard formats nest, others exclude."""
     before, after = old.get("format"), new.get("format")
-    if before == after:
-        return []
-    if before is None:
-        return [Finding(path, "format-added", "narrower", f"format added: {show(after)}")]
-    if after is None:
-        return [Finding(path, "format-removed", "wider", f"format removed (was {show(before)})")]
+    found = _added_or_removed(path, "format", before, after)
+    if found is not None:
+        return found
     detail = f"format {show(before)} → {show(after)}"
     if isinstance(before, str) and after in _WIDER_FORMATS.get(before, ()):
         return [Finding(path, "format-widened", "wider", detail)]

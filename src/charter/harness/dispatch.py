@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import JsonValue
 
@@ -353,44 +353,37 @@ def settle(call: CallRecord, result: ToolResult) -> CallRecord:
 
 def outcome_result(call: CallRecord, outcome: ToolOutcome) -> ToolResult:
     """The model-visible result of a terminal outcome."""
-    call_id, name, called = call.call.call_id, call.tool_name, call.call.name
     if isinstance(outcome, Completed):
-        return ToolResult(
-            kind="completed",
-            call_id=call_id,
-            tool_name=name,
-            model_name=called,
-            output=outcome.output,
-            replayed=outcome.replayed,
-        )
+        return _result(call, "completed", output=outcome.output, replayed=outcome.replayed)
     if isinstance(outcome, Denied):
-        return ToolResult(
-            kind="denied",
-            call_id=call_id,
-            tool_name=name,
-            model_name=called,
-            reason=outcome.reason,
-        )
+        return _result(call, "denied", reason=outcome.reason)
     if isinstance(outcome, Failed):
-        return _failed_result(call_id, name, called, outcome)
+        return _failed_result(call, outcome)
     # Interactions and deferrals are not terminal; a settle that tries one is refused
     # before it gets here, so this is a tool answering with something it may not.
     return failure(
         call,
         SealCodes.INVALID_TOOL_RESULT,
-        f"Tool {name!r} returned a {outcome.kind!r} outcome where a result was needed.",
+        f"Tool {call.tool_name!r} returned a {outcome.kind!r} outcome where a result was needed.",
     )
 
 
-def _failed_result(call_id: str, name: str, called: str, outcome: Failed) -> ToolResult:
+def _result(
+    call: CallRecord, kind: Literal["completed", "denied", "failed"], **fields: Any
+) -> ToolResult:
+    """A ``kind`` result for ``call`` (its call id and names) with the kind's ``fields``."""
+    return ToolResult(
+        kind=kind,
+        call_id=call.call.call_id,
+        tool_name=call.tool_name,
+        model_name=call.call.name,
+        **fields,
+    )
+
+
+def _failed_result(call: CallRecord, outcome: Failed) -> ToolResult:
     if outcome.code is ErrorCode.AUTHORIZATION_DENIED:
-        return ToolResult(
-            kind="denied",
-            call_id=call_id,
-            tool_name=name,
-            model_name=called,
-            reason=outcome.message,
-        )
+        return _result(call, "denied", reason=outcome.message)
     code = _CODE_MAP.get(outcome.code, outcome.code.value)
     if outcome.code is ErrorCode.PROVIDER_ERROR and outcome.reason == "unhandled_exception":
         # The registry's answer to an unexpected exception (a raised ToolError keeps its
@@ -405,11 +398,9 @@ def _failed_result(call_id: str, name: str, called: str, outcome: Failed) -> Too
         details["phase"] = "input"
     if outcome.code is ErrorCode.INVALID_OUTPUT:
         details["phase"] = "output"
-    return ToolResult(
-        kind="failed",
-        call_id=call_id,
-        tool_name=name,
-        model_name=called,
+    return _result(
+        call,
+        "failed",
         code=code,
         message=outcome.message,
         retryable=outcome.retryable,
@@ -421,11 +412,4 @@ def _failed_result(call_id: str, name: str, called: str, outcome: Failed) -> Too
 
 def failure(call: CallRecord, code: str, message: str) -> ToolResult:
     """A harness-level failed result for ``call``."""
-    return ToolResult(
-        kind="failed",
-        call_id=call.call.call_id,
-        tool_name=call.tool_name,
-        model_name=call.call.name,
-        code=code,
-        message=message,
-    )
+    return _result(call, "failed", code=code, message=message)

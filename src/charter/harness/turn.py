@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, Literal
 
 from .._safe_log import log_exception
 from ..auth import Principal
@@ -339,13 +339,7 @@ class Turn:
         return await self._finish("cancelled", None)
 
     async def _pause(self, pending: PendingStep) -> TurnResult:
-        self.record = await self.lease.write(
-            self.record,
-            status="paused",
-            lease_until=None,
-            messages=tuple(self.messages),
-            pending=pending,
-        )
+        await self._release("paused", pending)
         for call in pending.calls:
             if call.status == "interaction" and call.interaction is not None:
                 await self.emit(
@@ -367,13 +361,7 @@ class Turn:
         )
 
     async def _finish(self, status: TurnStatus, text: str | None) -> TurnResult:
-        self.record = await self.lease.write(
-            self.record,
-            status="idle",
-            lease_until=None,
-            messages=tuple(self.messages),
-            pending=None,
-        )
+        await self._release("idle", None)
         await self.emit("turn.finished", data={"status": status})
         return TurnResult(
             status=status,
@@ -381,6 +369,18 @@ class Turn:
             turn_id=self.turn_id,
             text=text if status == "completed" else None,
             results=tuple(self.settled),
+        )
+
+    async def _release(
+        self, status: Literal["paused", "idle"], pending: PendingStep | None
+    ) -> None:
+        """Save the transcript as ``status`` with ``pending`` (or none), giving up the lease."""
+        self.record = await self.lease.write(
+            self.record,
+            status=status,
+            lease_until=None,
+            messages=tuple(self.messages),
+            pending=pending,
         )
 
 

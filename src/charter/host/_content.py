@@ -96,7 +96,7 @@ class HostContent:
         started = time.perf_counter()
         found, tenant, delegated, refusal = self._admit_resource(uri, principal, audience)
         if refusal is not None or found is None:
-            refused = refusal or _unknown_resource(uri)
+            refused = refusal or _unknown("resource", uri)
             await self._record("resource.read", uri, principal, tenant, delegated, refused, started)
             return refused
         resource, values = found
@@ -121,7 +121,7 @@ class HostContent:
         found, _, _, refusal = self._admit_resource(uri, principal, audience)
         if refusal is not None:
             return refusal
-        return _unknown_resource(uri) if found is None else None
+        return _unknown("resource", uri) if found is None else None
 
     def reader_tenant(
         self, uri: str, principal: Principal | None, *, audience: str | None = None
@@ -142,12 +142,12 @@ class HostContent:
         tenant = principal.tenant_id if principal is not None else None
         found = self.catalog.prompt(name)
         refusal = (
-            _unknown_prompt(name)
+            _unknown("prompt", name)
             if found is None
             else self._refusal("Prompt", name, found.access, principal, audience)
         )
         if found is None or refusal is not None:
-            refused = refusal or _unknown_prompt(name)
+            refused = refusal or _unknown("prompt", name)
             await self._record("prompt.get", name, principal, tenant, False, refused, started)
             return refused
         result: PromptResult | Failed
@@ -354,19 +354,17 @@ def _invalid(message: str, exc: ValidationError) -> Failed:
     return failed(ErrorCode.INVALID_INPUT, message, reason="invalid_arguments", issues=issues)
 
 
-def _unknown_resource(uri: str) -> Failed:
-    return failed(
-        ErrorCode.NOT_FOUND,
-        f"No resource {uri[:200]!r} is known.",
-        reason="unknown_resource",
-        next_steps=("List the resources and resource templates you may read.",),
-    )
+_LISTINGS = {
+    "resource": "List the resources and resource templates you may read.",
+    "prompt": "List the prompts you may get.",
+}
 
 
-def _unknown_prompt(name: str) -> Failed:
+def _unknown(kind: Literal["resource", "prompt"], name: str) -> Failed:
+    """``NOT_FOUND`` (``unknown_resource``, ``unknown_prompt``): no such ``kind`` is known."""
     return failed(
         ErrorCode.NOT_FOUND,
-        f"No prompt {name[:200]!r} is known.",
-        reason="unknown_prompt",
-        next_steps=("List the prompts you may get.",),
+        f"No {kind} {name[:200]!r} is known.",
+        reason=f"unknown_{kind}",
+        next_steps=(_LISTINGS[kind],),
     )

@@ -88,38 +88,39 @@ def approval_paused(record: ApprovalRecord, *, replayed: bool) -> InteractionReq
 def approval_refusal(record: ApprovalRecord, now: datetime) -> Denied | None:
     """The final ``Denied`` of a request whose approval was denied or expired unused."""
     if record.status == "denied":
-        return Denied(
-            reason=f"A person ({record.decided_by}) denied approval {record.id} for "
-            f"{record.tool!r}"
+        reason = (
+            f"A person ({record.decided_by}) denied approval {record.id} for {record.tool!r}"
             + (f": {record.decision_reason}" if record.decision_reason else "")
             + ". This request will not run; do not retry it unless the person changes their "
-            "mind (then make a new request with a new requestId).",
-            cause="approval_denied",
-            approval_id=record.id,
-            request_id=record.request_id,
-            decided_by=record.decided_by,
-            decided_at=record.decided_at,
-            decision_reason=record.decision_reason,
-            next_steps=("Tell the user the action was denied and why; do not retry this request.",),
+            "mind (then make a new request with a new requestId)."
         )
-    if record.status in ("pending", "approved") and record.expires_at <= now:
-        return Denied(
-            reason=f"Approval {record.id} for {record.tool!r} expired at "
+        cause, at, decision_reason = "approval_denied", record.decided_at, record.decision_reason
+        step = "Tell the user the action was denied and why; do not retry this request."
+    elif record.status in ("pending", "approved") and record.expires_at <= now:
+        reason = (
+            f"Approval {record.id} for {record.tool!r} expired at "
             f"{record.expires_at.isoformat()} before it was "
             + ("used" if record.status == "approved" else "decided")
             + ". This request will not run; to try again, make a new request with a new "
-            "requestId.",
-            cause="approval_expired",
-            approval_id=record.id,
-            request_id=record.request_id,
-            decided_by=record.decided_by,
-            decided_at=record.expires_at,
-            next_steps=(
-                "If the action is still wanted, make the call again with a new requestId; "
-                "it asks for a new approval.",
-            ),
+            "requestId."
         )
-    return None
+        cause, at, decision_reason = "approval_expired", record.expires_at, None
+        step = (
+            "If the action is still wanted, make the call again with a new requestId; "
+            "it asks for a new approval."
+        )
+    else:
+        return None
+    return Denied(
+        reason=reason,
+        cause=cause,
+        approval_id=record.id,
+        request_id=record.request_id,
+        decided_by=record.decided_by,
+        decided_at=at,
+        decision_reason=decision_reason,
+        next_steps=(step,),
+    )
 
 
 def confirmation_required(

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..manifest import RegisteredTool, build_entry, derive_annotations
+from ..manifest import RegisteredTool, derive_annotations
 from ..policy import ControlSpec, TargetResolution, default_action_policy
 from ..risk import DEFAULT_DEPLOYMENT_RISK, risk_allows_tier
 from ..tool import NAME_PATTERN, Tool, ToolBinding, check_action_policy
@@ -103,32 +103,17 @@ def resolve_binding(tool: Tool[Any, Any, Any], binding: ToolBinding) -> Register
         raise ConfigurationError(
             f'tool {tool.name!r}: enforcement="handler" needs an action_policy'
         )
-    target_resolution = _target_resolution(tool, policy)
-    controls = ControlSpec.for_policy(policy, tool.risk_policy)
-    annotations = derive_annotations(
-        tool.tier, tool.risk_policy, tool.annotations, binding.annotations
-    )
-    scopes = tool.required_scopes
     return RegisteredTool(
         tool=tool,
         aliases=aliases,
-        required_scopes=scopes,
+        required_scopes=tool.required_scopes,
         deployment_risk=risk,
-        annotations=annotations,
-        action_policy=policy,
-        target_resolution=target_resolution,
-        controls=controls,
-        entry=build_entry(
-            tool=tool,
-            aliases=aliases,
-            required_scopes=scopes,
-            deployment_risk=risk,
-            annotations=annotations,
-            action_policy=policy,
-            target_resolution=target_resolution,
-            controls=controls,
-            **identity,
+        annotations=derive_annotations(
+            tool.tier, tool.risk_policy, tool.annotations, binding.annotations
         ),
+        action_policy=policy,
+        target_resolution=_target_resolution(tool, policy),
+        controls=ControlSpec.for_policy(policy, tool.risk_policy),
         **identity,
     )
 

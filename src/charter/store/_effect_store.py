@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..effects import EffectRecord, EffectStatus, changes
 from . import _effect_rows as rows
@@ -77,20 +80,26 @@ class SqlEffectOutbox(SqlAccess):
     @run_to_completion
     async def redrive_effect(self, key: str, *, now: datetime) -> bool:
         """Make a dead or discarded effect pending again with fresh attempts."""
-        if not is_storable(key):
-            return False
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("re-driving an effect"):
-                return await rows.redrive(conn, key, now)
+        return await self._change_effect(key, now, rows.redrive, "re-driving an effect")
 
     @run_to_completion
     async def discard_effect(self, key: str, *, now: datetime) -> bool:
         """Give up on a pending or dead effect (kept, never run again)."""
+        return await self._change_effect(key, now, rows.discard, "discarding an effect")
+
+    async def _change_effect(
+        self,
+        key: str,
+        now: datetime,
+        change: Callable[[AsyncConnection, str, datetime], Awaitable[bool]],
+        action: str,
+    ) -> bool:
+        """Apply ``change`` to one effect in a write of its own (errors as ``action``)."""
         if not is_storable(key):
             return False
         async with self._connection(self.busy_timeout) as conn:
-            with translated("discarding an effect"):
-                return await rows.discard(conn, key, now)
+            with translated(action):
+                return await change(conn, key, now)
 
     @run_to_completion
     async def prune_effects(self, before: datetime, *, batch_size: int = 500) -> int:

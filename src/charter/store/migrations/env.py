@@ -4,7 +4,8 @@
 ``config.attributes["connection"]``, inside a transaction they commit. To write a new
 revision, copy the newest file in ``versions/`` and edit it by hand (or run
 ``alembic.command.revision(config, autogenerate=True)`` with such a config against a
-database at head), then add a test that upgrades from the previous revision.
+database at head), then add a test that upgrades from the previous revision. Revisions take
+their columns from ``_columns``, whose helpers never change once a revision uses them.
 """
 
 from __future__ import annotations

@@ -4,18 +4,20 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-30
 
-Written by hand. Types are spelled out here rather than imported from ``_schema`` so this
-revision keeps describing the same schema when the code moves on. Timestamps are
-``timestamptz`` on PostgreSQL and fixed-width ISO 8601 UTC text on SQLite; JSON is text.
+Written by hand. Types are spelled out (in ``_columns``, frozen) rather than imported from
+``_schema`` so this revision keeps describing the same schema when the code moves on.
+Timestamps are ``timestamptz`` on PostgreSQL and fixed-width ISO 8601 UTC text on SQLite;
+JSON is text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 import sqlalchemy as sa
 from alembic import op
+
+from charter.store.migrations._columns import bound_command, request_key, sequence, texts, times
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -23,28 +25,16 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _time() -> sa.types.TypeEngine[datetime]:
-    return sa.DateTime(timezone=True).with_variant(sa.String(32), "sqlite")
-
-
 def upgrade() -> None:
     """Create the tables and indexes."""
     op.create_table(
         "charter_ledger_entries",
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("principal_id", sa.Text(), nullable=False),
-        sa.Column("request_id", sa.Text(), nullable=False),
-        sa.Column("tool", sa.Text(), nullable=False),
-        sa.Column("capability_id", sa.Text(), nullable=False),
-        sa.Column("capability_version", sa.Text(), nullable=False),
-        sa.Column("target", sa.Text(), nullable=True),
-        sa.Column("fingerprint", sa.Text(), nullable=False),
-        sa.Column("status", sa.Text(), nullable=False),
-        sa.Column("outcome", sa.Text(), nullable=True),
-        sa.Column("approval_id", sa.Text(), nullable=True),
-        sa.Column("invocation_id", sa.Text(), nullable=False),
-        sa.Column("created_at", _time(), nullable=False),
-        sa.Column("expires_at", _time(), nullable=False),
+        *request_key(),
+        *bound_command(),
+        *texts("status"),
+        *texts("outcome", "approval_id", nullable=True),
+        *texts("invocation_id"),
+        *times("created_at", "expires_at"),
         sa.PrimaryKeyConstraint(
             "tenant_id", "principal_id", "request_id", name="pk_charter_ledger_entries"
         ),
@@ -61,25 +51,15 @@ def upgrade() -> None:
 
     op.create_table(
         "charter_approvals",
-        sa.Column("id", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("requester_id", sa.Text(), nullable=False),
-        sa.Column("request_id", sa.Text(), nullable=False),
-        sa.Column("tool", sa.Text(), nullable=False),
-        sa.Column("capability_id", sa.Text(), nullable=False),
-        sa.Column("capability_version", sa.Text(), nullable=False),
-        sa.Column("target", sa.Text(), nullable=True),
-        sa.Column("fingerprint", sa.Text(), nullable=False),
-        sa.Column("arguments", sa.Text(), nullable=False),
-        sa.Column("risk", sa.Text(), nullable=False),
-        sa.Column("reason_code", sa.Text(), nullable=True),
-        sa.Column("status", sa.Text(), nullable=False),
-        sa.Column("created_at", _time(), nullable=False),
-        sa.Column("expires_at", _time(), nullable=False),
-        sa.Column("decided_by", sa.Text(), nullable=True),
-        sa.Column("decided_at", _time(), nullable=True),
-        sa.Column("decision_reason", sa.Text(), nullable=True),
-        sa.Column("consumed_by", sa.Text(), nullable=True),
+        *texts("id", "tenant_id", "requester_id", "request_id"),
+        *bound_command(),
+        *texts("arguments", "risk"),
+        *texts("reason_code", nullable=True),
+        *texts("status"),
+        *times("created_at", "expires_at"),
+        *texts("decided_by", nullable=True),
+        *times("decided_at", nullable=True),
+        *texts("decision_reason", "consumed_by", nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_charter_approvals"),
         # One approval per (tenant, requester, request id): the arbiter of "create or return".
         sa.UniqueConstraint(
@@ -104,13 +84,10 @@ def upgrade() -> None:
 
     op.create_table(
         "charter_claims",
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("principal_id", sa.Text(), nullable=False),
-        sa.Column("request_id", sa.Text(), nullable=False),
-        sa.Column("capability_id", sa.Text(), nullable=False),
-        sa.Column("fingerprint", sa.Text(), nullable=False),
-        sa.Column("result_reference", sa.Text(), nullable=True),
-        sa.Column("created_at", _time(), nullable=False),
+        *request_key(),
+        *texts("capability_id", "fingerprint"),
+        *texts("result_reference", nullable=True),
+        *times("created_at"),
         sa.PrimaryKeyConstraint(
             "tenant_id", "principal_id", "request_id", name="pk_charter_claims"
         ),
@@ -118,15 +95,12 @@ def upgrade() -> None:
 
     op.create_table(
         "charter_deferred",
-        sa.Column("invocation_id", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("principal_id", sa.Text(), nullable=False),
-        sa.Column("request_id", sa.Text(), nullable=False),
-        sa.Column("tool", sa.Text(), nullable=False),
-        sa.Column("status", sa.Text(), nullable=False),
-        sa.Column("outcome", sa.Text(), nullable=True),
-        sa.Column("created_at", _time(), nullable=False),
-        sa.Column("settled_at", _time(), nullable=True),
+        *texts("invocation_id"),
+        *request_key(),
+        *texts("tool", "status"),
+        *texts("outcome", nullable=True),
+        *times("created_at"),
+        *times("settled_at", nullable=True),
         sa.PrimaryKeyConstraint("invocation_id", name="pk_charter_deferred"),
         sa.CheckConstraint("status IN ('active', 'settled')", name="ck_charter_deferred_status"),
     )
@@ -138,21 +112,13 @@ def upgrade() -> None:
 
     op.create_table(
         "charter_audit_events",
-        sa.Column(
-            "seq",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            autoincrement=True,
-            nullable=False,
-        ),
-        sa.Column("id", sa.Text(), nullable=False),
-        sa.Column("time", _time(), nullable=False),
-        sa.Column("tenant", sa.Text(), nullable=True),
-        sa.Column("principal_tenant", sa.Text(), nullable=True),
-        sa.Column("subject", sa.Text(), nullable=True),
-        sa.Column("tool", sa.Text(), nullable=False),
-        sa.Column("request_id", sa.Text(), nullable=True),
-        sa.Column("outcome", sa.Text(), nullable=False),
-        sa.Column("event", sa.Text(), nullable=False),
+        sequence(),
+        *texts("id"),
+        *times("time"),
+        *texts("tenant", "principal_tenant", "subject", nullable=True),
+        *texts("tool"),
+        *texts("request_id", nullable=True),
+        *texts("outcome", "event"),
         sa.PrimaryKeyConstraint("seq", name="pk_charter_audit_events"),
         sa.UniqueConstraint("id", name="uq_charter_audit_events_id"),
     )
@@ -167,17 +133,11 @@ def upgrade() -> None:
 
     op.create_table(
         "charter_api_keys",
-        sa.Column("id", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("subject", sa.Text(), nullable=False),
-        sa.Column("scopes", sa.Text(), nullable=False),
-        sa.Column("kind", sa.Text(), nullable=False),
-        sa.Column("actor", sa.Text(), nullable=False),
-        sa.Column("name", sa.Text(), nullable=True),
-        sa.Column("secret_hash", sa.Text(), nullable=False),
-        sa.Column("created_at", _time(), nullable=False),
-        sa.Column("expires_at", _time(), nullable=True),
-        sa.Column("revoked_at", _time(), nullable=True),
+        *texts("id", "tenant_id", "subject", "scopes", "kind", "actor"),
+        *texts("name", nullable=True),
+        *texts("secret_hash"),
+        *times("created_at"),
+        *times("expires_at", "revoked_at", nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_charter_api_keys"),
     )
     op.create_index("ix_charter_api_keys_tenant_id", "charter_api_keys", ["tenant_id"])

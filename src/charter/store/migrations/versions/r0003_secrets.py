@@ -14,10 +14,11 @@ that won, so replicas starting at once agree.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 import sqlalchemy as sa
 from alembic import op
+
+from charter.store.migrations._columns import texts, times
 
 revision: str = "0003"
 down_revision: str | None = "0002"
@@ -25,17 +26,12 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _time() -> sa.types.TypeEngine[datetime]:
-    return sa.DateTime(timezone=True).with_variant(sa.String(32), "sqlite")
-
-
 def upgrade() -> None:
     """Create the table."""
     op.create_table(
         "charter_secrets",
-        sa.Column("name", sa.Text(), nullable=False),
-        sa.Column("secret", sa.Text(), nullable=False),
-        sa.Column("created_at", _time(), nullable=False),
+        *texts("name", "secret"),
+        *times("created_at"),
         sa.PrimaryKeyConstraint("name", name="pk_charter_secrets"),
     )
 

@@ -12,10 +12,11 @@ transaction, keyed by its idempotency key; workers claim due rows under a lease
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 import sqlalchemy as sa
 from alembic import op
+
+from charter.store.migrations._columns import texts, times
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -23,32 +24,21 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _time() -> sa.types.TypeEngine[datetime]:
-    return sa.DateTime(timezone=True).with_variant(sa.String(32), "sqlite")
-
-
 def upgrade() -> None:
     """Create the table and the indexes workers and listings use."""
     op.create_table(
         "charter_effects",
-        sa.Column("key", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("name", sa.Text(), nullable=False),
-        sa.Column("payload", sa.Text(), nullable=False),
+        *texts("key", "tenant_id", "name", "payload"),
         sa.Column("seq", sa.Integer(), nullable=False),
-        sa.Column("request_id", sa.Text(), nullable=True),
-        sa.Column("principal_id", sa.Text(), nullable=True),
-        sa.Column("tool", sa.Text(), nullable=True),
-        sa.Column("status", sa.Text(), nullable=False),
+        *texts("request_id", "principal_id", "tool", nullable=True),
+        *texts("status"),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("max_attempts", sa.Integer(), nullable=False),
-        sa.Column("next_attempt_at", _time(), nullable=False),
-        sa.Column("lease_until", _time(), nullable=True),
-        sa.Column("leased_by", sa.Text(), nullable=True),
-        sa.Column("last_error", sa.Text(), nullable=True),
-        sa.Column("created_at", _time(), nullable=False),
-        sa.Column("updated_at", _time(), nullable=False),
-        sa.Column("delivered_at", _time(), nullable=True),
+        *times("next_attempt_at"),
+        *times("lease_until", nullable=True),
+        *texts("leased_by", "last_error", nullable=True),
+        *times("created_at", "updated_at"),
+        *times("delivered_at", nullable=True),
         sa.CheckConstraint(
             "status IN ('pending', 'delivered', 'dead', 'discarded')",
             name="ck_charter_effects_status",

@@ -13,10 +13,11 @@ newest events.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 import sqlalchemy as sa
 from alembic import op
+
+from charter.store.migrations._columns import sequence, texts, times
 
 revision: str = "0006"
 down_revision: str | None = "0005"
@@ -24,25 +25,14 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _time() -> sa.types.TypeEngine[datetime]:
-    return sa.DateTime(timezone=True).with_variant(sa.String(32), "sqlite")
-
-
 def upgrade() -> None:
     """Create the table, its event-id key and the indexes replay and pruning use."""
     op.create_table(
         "charter_stream_events",
-        sa.Column(
-            "seq",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            autoincrement=True,
-            nullable=False,
-        ),
-        sa.Column("event_id", sa.Text(), nullable=False),
-        sa.Column("session_id", sa.Text(), nullable=False),
-        sa.Column("stream_id", sa.Text(), nullable=False),
-        sa.Column("message", sa.Text(), nullable=True),
-        sa.Column("expires_at", _time(), nullable=False),
+        sequence(),
+        *texts("event_id", "session_id", "stream_id"),
+        *texts("message", nullable=True),
+        *times("expires_at"),
         sa.PrimaryKeyConstraint("seq", name="pk_charter_stream_events"),
         sa.UniqueConstraint("event_id", name="uq_charter_stream_events_event_id"),
     )
