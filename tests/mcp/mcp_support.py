@@ -338,6 +338,24 @@ def text_of(result: types.CallToolResult) -> str:
     return block.text
 
 
+class Logs:
+    """The log notifications a client received, in order: pass it as ``logging_callback``."""
+
+    def __init__(self) -> None:
+        self.received: list[types.LoggingMessageNotificationParams] = []
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.received.append(params)
+
+    @property
+    def levels(self) -> list[str]:
+        return [params.level for params in self.received]
+
+    @property
+    def data(self) -> list[Any]:
+        return [params.data for params in self.received]
+
+
 def request_id() -> str:
     """A fresh ``_charter.requestId``."""
     return str(uuid.uuid4())

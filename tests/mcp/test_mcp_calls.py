@@ -11,7 +11,7 @@ import mcp.types as types
 import pytest
 from mcp.client import Client
 from mcp.server.lowlevel import Server
-from mcp_support import Probe, request_id, text_of
+from mcp_support import Logs, Probe, request_id, text_of
 
 from charter import ErrorCode
 from charter._redaction import SERVER_FAULT_CODES
@@ -178,36 +178,28 @@ async def test_progress_reaches_the_callers_progress_callback(
 async def test_logs_reach_a_handshake_era_client_at_the_level_it_set(
     server: Server[ConnectionState],
 ) -> None:
-    logs: list[types.LoggingMessageNotificationParams] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params)
-
-    async with Client(server, mode="legacy", logging_callback=on_log) as client:
+    logs = Logs()
+    async with Client(server, mode="legacy", logging_callback=logs) as client:
         await client.call_tool("chatty", {})
-        assert [p.level for p in logs] == ["debug", "info", "warning"]
-        assert logs[1].data == {"message": "working", "data": {"step": 1}}
-        assert logs[1].logger == "chatty"
-        logs.clear()
+        assert logs.levels == ["debug", "info", "warning"]
+        assert logs.received[1].data == {"message": "working", "data": {"step": 1}}
+        assert logs.received[1].logger == "chatty"
+        logs.received.clear()
         await client.set_logging_level("warning")
         await client.call_tool("chatty", {})
-    assert [(p.level, p.data) for p in logs] == [("warning", "careful")]
+    assert [(p.level, p.data) for p in logs.received] == [("warning", "careful")]
 
 
 async def test_logs_reach_a_2026_client_only_at_the_level_it_opted_into(
     server: Server[ConnectionState],
 ) -> None:
-    logs: list[types.LoggingMessageNotificationParams] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params)
-
-    async with Client(server, logging_callback=on_log) as client:
+    logs = Logs()
+    async with Client(server, logging_callback=logs) as client:
         await client.call_tool("chatty", {})
-    assert logs == []
-    async with Client(server, logging_callback=on_log, log_level="info") as client:
+    assert logs.received == []
+    async with Client(server, logging_callback=logs, log_level="info") as client:
         await client.call_tool("chatty", {})
-    assert [p.level for p in logs] == ["info", "warning"]
+    assert logs.levels == ["info", "warning"]
 
 
 async def test_cancelling_a_call_sets_the_cancel_signal_a_sync_handler_polls(

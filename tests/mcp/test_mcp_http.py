@@ -12,7 +12,7 @@ import jsonschema  # type: ignore[import-untyped]
 import mcp.types as types
 import pytest
 from mcp.client.session import ClientRequestContext
-from mcp_support import BOB, PRESENTERS, Probe, build_host, request_id, serve, text_of
+from mcp_support import BOB, PRESENTERS, Logs, Probe, build_host, request_id, serve, text_of
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE, mcp_http_client
 
 from charter.errors import ConfigurationError
@@ -150,21 +150,18 @@ async def test_confirmation_by_elicitation(live: Live, mode: str) -> None:
 
 async def test_progress_and_logs(live: Live) -> None:
     seen_progress: list[float] = []
-    logs: list[str] = []
+    logs = Logs()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen_progress.append(progress)
 
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params.level)
-
     async with mcp_http_client(
-        live.mcp, "alice-token", mode="legacy", logging_callback=on_log
+        live.mcp, "alice-token", mode="legacy", logging_callback=logs
     ) as client:
         await client.call_tool("count_up", {}, progress_callback=on_progress)
         await client.call_tool("chatty", {})
     assert seen_progress == [1, 2, 3]
-    assert logs == ["debug", "info", "warning"]
+    assert logs.levels == ["debug", "info", "warning"]
 
 
 async def test_cancellation_reaches_a_sync_handler(live: Live, mode: str) -> None:
