@@ -338,6 +338,14 @@ def text_of(result: types.CallToolResult) -> str:
     return block.text
 
 
+def error_text(result: types.CallToolResult, start: str) -> str:
+    """The text of a tool error result, which must begin with ``start`` (``"[CODE]"``)."""
+    assert result.is_error is True
+    text = text_of(result)
+    assert text.startswith(start), text
+    return text
+
+
 class Logs:
     """The log notifications a client received, in order: pass it as ``logging_callback``."""
 

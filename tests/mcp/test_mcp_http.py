@@ -12,7 +12,17 @@ import jsonschema  # type: ignore[import-untyped]
 import mcp.types as types
 import pytest
 from mcp.client.session import ClientRequestContext
-from mcp_support import BOB, PRESENTERS, Logs, Probe, build_host, request_id, serve, text_of
+from mcp_support import (
+    BOB,
+    PRESENTERS,
+    Logs,
+    Probe,
+    build_host,
+    error_text,
+    request_id,
+    serve,
+    text_of,
+)
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE, mcp_http_client
 
 from charter.errors import ConfigurationError
@@ -101,9 +111,7 @@ async def test_a_missing_scope_is_a_tool_error_naming_the_scope(live: Live) -> N
         listed = [t.name for t in (await client.list_tools()).tools]
         result = await client.call_tool("rename_trip", {"trip_id": "T"})
     assert "rename_trip" not in listed and "read_notes" in listed
-    assert result.is_error is True
-    assert text_of(result).startswith("[AUTHORIZATION_DENIED]")
-    assert "trips:write" in text_of(result)
+    assert "trips:write" in error_text(result, "[AUTHORIZATION_DENIED]")
 
 
 async def test_approval_round_trip_with_the_ledger_and_a_replay(live: Live, mode: str) -> None:
