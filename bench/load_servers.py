@@ -39,7 +39,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, tool
+from bench._notes import WRITE_RISK, Note, Saved, effects_table, insert_effect
+from charter import Completed, Principal, Registry, ToolContext, tool
 from charter.audit import MemoryAuditSink
 from charter.auth import StaticAuthenticator
 from charter.host import Host
@@ -68,43 +69,17 @@ class AddInput(BaseModel):
     b: int
 
 
-effects = sa.Table(
-    "bench_load_effects",
-    sa.MetaData(),
-    sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("tenant_id", sa.Text, nullable=False),
-    sa.Column("request_id", sa.Text, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
-)
-
-
-class Note(BaseModel):
-    """A note to save."""
-
-    text: str
-
-
-class Saved(BaseModel):
-    """The saved note."""
-
-    note_id: str
-    text: str
+effects = effects_table("bench_load_effects")
 
 
 @tool(
     tier="write",
-    risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+    risk_policy=WRITE_RISK,
     required_scopes=["notes:write"],
 )
 async def save_note(note: Note, ctx: ToolContext) -> Saved:
     """Save a note in the application's own table."""
-    note_id = uuid.uuid4().hex
-    await ctx.db.execute(
-        sa.insert(effects).values(
-            id=note_id, tenant_id=ctx.tenant_id, request_id=ctx.request_id, text=note.text
-        )
-    )
-    return Saved(note_id=note_id, text=note.text)
+    return Saved(note_id=await insert_effect(effects, note, ctx), text=note.text)
 
 
 def _registry() -> Registry:
