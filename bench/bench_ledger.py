@@ -22,13 +22,13 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
 
 from bench import Case
+from bench._bare import write_note
 from bench._live import Held
 from bench._notes import WRITE_RISK, Note, Saved, effects_table, insert_effect
 from charter import Completed, Principal, Registry, ToolContext, define_tool
@@ -184,35 +184,8 @@ def _operations(
 
     async def bare() -> object:
         store, _ = await database.open()
-        request_id = next(request_ids)
-        note_id = uuid.uuid4().hex
-        now = datetime.now(UTC)
-        outcome = Completed(output={"note_id": note_id, "text": "hello"})
         async with store.engine.begin() as conn:
-            await conn.execute(
-                sa.insert(ledger_entries).values(
-                    tenant_id=_PRINCIPAL.tenant_id,
-                    principal_id=_PRINCIPAL.subject,
-                    request_id=request_id,
-                    tool="save_note",
-                    capability_id="save_note",
-                    capability_version="1",
-                    target=None,
-                    fingerprint="sha256:" + "0" * 64,
-                    status="completed",
-                    outcome=outcome.model_dump_json(),
-                    approval_id=None,
-                    invocation_id=uuid.uuid4().hex,
-                    created_at=now,
-                    expires_at=now + timedelta(hours=24),
-                )
-            )
-            await conn.execute(
-                sa.insert(effects).values(
-                    id=note_id, tenant_id=_PRINCIPAL.tenant_id, request_id=request_id, text="hello"
-                )
-            )
-        return outcome
+            return await write_note(conn, effects, _PRINCIPAL, next(request_ids), "hello")
 
     async def check() -> None:
         store, _ = await database.open()

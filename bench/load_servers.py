@@ -25,12 +25,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
 import uvicorn
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
@@ -40,7 +37,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from bench._notes import WRITE_RISK, Note, Saved, effects_table, insert_effect
-from charter import Completed, Principal, Registry, ToolContext, tool
+from charter import Principal, Registry, ToolContext, tool
 from charter.audit import MemoryAuditSink
 from charter.auth import StaticAuthenticator
 from charter.host import Host
@@ -175,42 +172,15 @@ class NoteCall(BaseModel):
 
 def bare_ledger_app(store: Any) -> Starlette:
     """Validate, insert a completed ledger row and the effect row in one transaction."""
-    from charter.store._schema import ledger_entries
+    from bench._bare import write_note
 
     async def call(request: Request) -> Response:
         body = NoteCall.model_validate_json(await request.body())
-        request_id = body.charter["requestId"]
-        note_id = uuid.uuid4().hex
-        now = datetime.now(UTC)
-        output = {"note_id": note_id, "text": body.text}
         async with store.engine.begin() as conn:
-            await conn.execute(
-                sa.insert(ledger_entries).values(
-                    tenant_id=PRINCIPAL.tenant_id,
-                    principal_id=PRINCIPAL.subject,
-                    request_id=request_id,
-                    tool="save_note",
-                    capability_id="save_note",
-                    capability_version="1",
-                    target=None,
-                    fingerprint="sha256:" + "0" * 64,
-                    status="completed",
-                    outcome=Completed(output=output).model_dump_json(),
-                    approval_id=None,
-                    invocation_id=uuid.uuid4().hex,
-                    created_at=now,
-                    expires_at=now + timedelta(hours=24),
-                )
+            outcome = await write_note(
+                conn, effects, PRINCIPAL, body.charter["requestId"], body.text
             )
-            await conn.execute(
-                sa.insert(effects).values(
-                    id=note_id,
-                    tenant_id=PRINCIPAL.tenant_id,
-                    request_id=request_id,
-                    text=body.text,
-                )
-            )
-        return JSONResponse({"output": output, "replayed": False})
+        return JSONResponse({"output": outcome.output, "replayed": False})
 
     return Starlette(routes=[Route("/v1/tools/save_note:call", call, methods=["POST"])])
 
