@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 from pydantic import BaseModel, Field
+from tests.builders import destructive_risk, risk
 
 from charter import (
     ActionPolicy,
@@ -23,7 +24,6 @@ from charter import (
     Interaction,
     InteractionRequired,
     Registry,
-    RiskPolicy,
     Tool,
     ToolAnnotations,
     ToolContext,
@@ -132,12 +132,8 @@ class Who(BaseModel):
     tenant_id: str
 
 
-WRITE_RISK = RiskPolicy(
-    destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
-)
-DELETE_RISK = RiskPolicy(
-    destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
-)
+WRITE_RISK = risk("data-write")
+DELETE_RISK = destructive_risk("data-delete")
 
 
 def build_registry(probe: Probe) -> Registry:

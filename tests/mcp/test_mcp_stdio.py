@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,8 +23,12 @@ pytestmark = pytest.mark.anyio
 SERVER = StdioServerParameters(
     command=sys.executable,
     args=[str(Path(__file__).with_name("mcp_support.py"))],
-    # mcp_support imports the tests folder's live_server, as pytest's sys.path allows.
-    env={**get_default_environment(), "PYTHONPATH": str(Path(__file__).parent.parent)},
+    # mcp_support imports the tests folder's live_server and the root's tests.builders, as
+    # pytest's sys.path allows.
+    env={
+        **get_default_environment(),
+        "PYTHONPATH": os.pathsep.join(str(folder) for folder in Path(__file__).parents[1:3]),
+    },
 )
 
 
