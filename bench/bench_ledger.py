@@ -22,16 +22,16 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
-from pydantic import BaseModel
 
 from bench import Case
+from bench._bare import write_note
 from bench._live import Held
-from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, define_tool
+from bench._notes import WRITE_RISK, Note, Saved, effects_table, insert_effect
+from charter import Completed, Principal, Registry, ToolContext, define_tool
 from charter.audit import MemoryAuditSink
 from charter.host import Host
 from charter.limits import Limit
@@ -45,38 +45,12 @@ POSTGRES_URL = os.environ.get(
 
 _PRINCIPAL = Principal(subject="user-1", tenant_id="tenant-a", scopes=frozenset({"notes:write"}))
 
-effects = sa.Table(
-    "bench_effects",
-    sa.MetaData(),
-    sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("tenant_id", sa.Text, nullable=False),
-    sa.Column("request_id", sa.Text, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
-)
-
-
-class Note(BaseModel):
-    text: str
-
-
-class Saved(BaseModel):
-    note_id: str
-    text: str
-
-
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-"""The risk of the benchmarks' note writes: ledgered, undoable, no approval."""
+effects = effects_table("bench_effects")
 
 
 async def insert_note(note: Note, ctx: ToolContext) -> str:
     """Insert ``note``'s effect row through ``ctx.db`` (the call's transaction); its id."""
-    note_id = uuid.uuid4().hex
-    await ctx.db.execute(
-        sa.insert(effects).values(
-            id=note_id, tenant_id=ctx.tenant_id, request_id=ctx.request_id, text=note.text
-        )
-    )
-    return note_id
+    return await insert_effect(effects, note, ctx)
 
 
 async def save_note(note: Note, ctx: ToolContext) -> Saved:
@@ -210,35 +184,8 @@ def _operations(
 
     async def bare() -> object:
         store, _ = await database.open()
-        request_id = next(request_ids)
-        note_id = uuid.uuid4().hex
-        now = datetime.now(UTC)
-        outcome = Completed(output={"note_id": note_id, "text": "hello"})
         async with store.engine.begin() as conn:
-            await conn.execute(
-                sa.insert(ledger_entries).values(
-                    tenant_id=_PRINCIPAL.tenant_id,
-                    principal_id=_PRINCIPAL.subject,
-                    request_id=request_id,
-                    tool="save_note",
-                    capability_id="save_note",
-                    capability_version="1",
-                    target=None,
-                    fingerprint="sha256:" + "0" * 64,
-                    status="completed",
-                    outcome=outcome.model_dump_json(),
-                    approval_id=None,
-                    invocation_id=uuid.uuid4().hex,
-                    created_at=now,
-                    expires_at=now + timedelta(hours=24),
-                )
-            )
-            await conn.execute(
-                sa.insert(effects).values(
-                    id=note_id, tenant_id=_PRINCIPAL.tenant_id, request_id=request_id, text="hello"
-                )
-            )
-        return outcome
+            return await write_note(conn, effects, _PRINCIPAL, next(request_ids), "hello")
 
     async def check() -> None:
         store, _ = await database.open()

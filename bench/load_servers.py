@@ -25,12 +25,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
 import uvicorn
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
@@ -39,7 +36,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from charter import Completed, Principal, Registry, RiskPolicy, ToolContext, tool
+from bench._notes import WRITE_RISK, Note, Saved, effects_table, insert_effect
+from charter import Principal, Registry, ToolContext, tool
 from charter.audit import MemoryAuditSink
 from charter.auth import StaticAuthenticator
 from charter.host import Host
@@ -68,43 +66,17 @@ class AddInput(BaseModel):
     b: int
 
 
-effects = sa.Table(
-    "bench_load_effects",
-    sa.MetaData(),
-    sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("tenant_id", sa.Text, nullable=False),
-    sa.Column("request_id", sa.Text, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
-)
-
-
-class Note(BaseModel):
-    """A note to save."""
-
-    text: str
-
-
-class Saved(BaseModel):
-    """The saved note."""
-
-    note_id: str
-    text: str
+effects = effects_table("bench_load_effects")
 
 
 @tool(
     tier="write",
-    risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+    risk_policy=WRITE_RISK,
     required_scopes=["notes:write"],
 )
 async def save_note(note: Note, ctx: ToolContext) -> Saved:
     """Save a note in the application's own table."""
-    note_id = uuid.uuid4().hex
-    await ctx.db.execute(
-        sa.insert(effects).values(
-            id=note_id, tenant_id=ctx.tenant_id, request_id=ctx.request_id, text=note.text
-        )
-    )
-    return Saved(note_id=note_id, text=note.text)
+    return Saved(note_id=await insert_effect(effects, note, ctx), text=note.text)
 
 
 def _registry() -> Registry:
@@ -200,42 +172,15 @@ class NoteCall(BaseModel):
 
 def bare_ledger_app(store: Any) -> Starlette:
     """Validate, insert a completed ledger row and the effect row in one transaction."""
-    from charter.store._schema import ledger_entries
+    from bench._bare import write_note
 
     async def call(request: Request) -> Response:
         body = NoteCall.model_validate_json(await request.body())
-        request_id = body.charter["requestId"]
-        note_id = uuid.uuid4().hex
-        now = datetime.now(UTC)
-        output = {"note_id": note_id, "text": body.text}
         async with store.engine.begin() as conn:
-            await conn.execute(
-                sa.insert(ledger_entries).values(
-                    tenant_id=PRINCIPAL.tenant_id,
-                    principal_id=PRINCIPAL.subject,
-                    request_id=request_id,
-                    tool="save_note",
-                    capability_id="save_note",
-                    capability_version="1",
-                    target=None,
-                    fingerprint="sha256:" + "0" * 64,
-                    status="completed",
-                    outcome=Completed(output=output).model_dump_json(),
-                    approval_id=None,
-                    invocation_id=uuid.uuid4().hex,
-                    created_at=now,
-                    expires_at=now + timedelta(hours=24),
-                )
+            outcome = await write_note(
+                conn, effects, PRINCIPAL, body.charter["requestId"], body.text
             )
-            await conn.execute(
-                sa.insert(effects).values(
-                    id=note_id,
-                    tenant_id=PRINCIPAL.tenant_id,
-                    request_id=request_id,
-                    text=body.text,
-                )
-            )
-        return JSONResponse({"output": output, "replayed": False})
+        return JSONResponse({"output": outcome.output, "replayed": False})
 
     return Starlette(routes=[Route("/v1/tools/save_note:call", call, methods=["POST"])])
 

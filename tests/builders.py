@@ -11,15 +11,20 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from charter.risk import RiskPolicy, RiskTier, SideEffect
 from charter.tool import Tool, define_tool
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp.client import Client
 
 
 def risk(
@@ -105,6 +110,29 @@ MCP_INITIALIZE = {
 
 MCP_PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
 """A raw JSON-RPC ping, the request after ``MCP_INITIALIZE``."""
+
+
+@asynccontextmanager
+async def mcp_http_client(
+    endpoint: str,
+    token: str | None = None,
+    *,
+    timeout: float | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
+    **options: Any,
+) -> AsyncIterator[Client]:
+    """The MCP SDK's ``Client`` (``options`` go to it) over streamable HTTP at ``endpoint``
+    (the ``/mcp`` URL), sending ``token`` as a bearer unless it is None. HTTP waits 10 s, 30 s
+    for a read, unless ``timeout`` says otherwise; ``transport`` replaces the network's."""
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    wait = httpx2.Timeout(10, read=30) if timeout is None else httpx2.Timeout(timeout)
+    async with httpx2.AsyncClient(headers=headers, timeout=wait, transport=transport) as http:
+        async with Client(streamable_http_client(endpoint, http_client=http), **options) as client:
+            yield client
 
 
 ROOT = Path(__file__).resolve().parents[1]

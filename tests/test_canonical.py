@@ -53,56 +53,57 @@ def test_v1_canonical_text_sorts_keys_and_drops_whitespace() -> None:
     )
 
 
-def test_v1_fingerprint_matches_the_reference() -> None:
-    assert sha256_fingerprint(BOOKING) == (
-        "sha256:b3ae75b900929edf6bfb75cb13fe1958991fe44e811ff0f0ce371d0755d1b9fc"
-    )
-
-
-def test_v2_conditional_approval_fingerprint_matches_the_reference() -> None:
-    value = {
-        **BOOKING,
-        "policyInputs": _policy_inputs("conditional", "agent_high_risk_booking_cancel"),
-    }
-    assert sha256_fingerprint(value) == (
-        "sha256:df39fefe7d238c756ecbd751876c8788112e48052614122ccc173baa9c80ba23"
-    )
-
-
-def test_v3_required_approval_with_null_reason_matches_the_reference() -> None:
-    value = {**BOOKING, "policyInputs": _policy_inputs("required", None)}
-    assert sha256_fingerprint(value) == (
-        "sha256:013104ef540d6f493fb583fecd0cf45a48de15edaaf92cc6b5bd2ad9a4cb5dcd"
-    )
-
-
-def test_v4_gate_approval_fingerprint_matches_the_reference() -> None:
-    value = _gate_action(
+REFERENCE_FINGERPRINTS = [
+    pytest.param(
+        BOOKING,
+        "sha256:b3ae75b900929edf6bfb75cb13fe1958991fe44e811ff0f0ce371d0755d1b9fc",
+        id="v1",
+    ),
+    pytest.param(
         {
-            "approvalPolicy": "required",
-            "capabilityId": "@voyant-travel/test#action.mutate",
-            "capabilityVersion": "v1",
-            "evaluatedRisk": "high",
-            "reasonCode": None,
-        }
-    )
-    assert sha256_fingerprint(value) == (
-        "sha256:2ea16a615febcc7d612e8fc7f0960b68a742bdc7841db568133d0005e24b0329"
-    )
+            **BOOKING,
+            "policyInputs": _policy_inputs("conditional", "agent_high_risk_booking_cancel"),
+        },
+        "sha256:df39fefe7d238c756ecbd751876c8788112e48052614122ccc173baa9c80ba23",
+        id="v2-conditional-approval",
+    ),
+    pytest.param(
+        {**BOOKING, "policyInputs": _policy_inputs("required", None)},
+        "sha256:013104ef540d6f493fb583fecd0cf45a48de15edaaf92cc6b5bd2ad9a4cb5dcd",
+        id="v3-required-approval-null-reason",
+    ),
+    pytest.param(
+        _gate_action(
+            {
+                "approvalPolicy": "required",
+                "capabilityId": "@voyant-travel/test#action.mutate",
+                "capabilityVersion": "v1",
+                "evaluatedRisk": "high",
+                "reasonCode": None,
+            }
+        ),
+        "sha256:2ea16a615febcc7d612e8fc7f0960b68a742bdc7841db568133d0005e24b0329",
+        id="v4-gate-approval",
+    ),
+    pytest.param(
+        _gate_action(
+            {
+                "capabilityId": "@voyant-travel/test#tool.mutate",
+                "capabilityVersion": "v1",
+                "risk": "high",
+                "ledger": "required",
+            }
+        ),
+        "sha256:e23884589b552028dd34d81f091f305a89829d2998931c368d775b2d4f18d88f",
+        id="v7-gate-without-approval",
+    ),
+]
+"""The original TypeScript system's actions and the fingerprints it gave them."""
 
 
-def test_v7_gate_fingerprint_without_approval_matches_the_reference() -> None:
-    value = _gate_action(
-        {
-            "capabilityId": "@voyant-travel/test#tool.mutate",
-            "capabilityVersion": "v1",
-            "risk": "high",
-            "ledger": "required",
-        }
-    )
-    assert sha256_fingerprint(value) == (
-        "sha256:e23884589b552028dd34d81f091f305a89829d2998931c368d775b2d4f18d88f"
-    )
+@pytest.mark.parametrize(("value", "expected"), REFERENCE_FINGERPRINTS)
+def test_the_fingerprint_matches_the_reference(value: dict[str, object], expected: str) -> None:
+    assert sha256_fingerprint(value) == expected
 
 
 def test_fingerprint_is_the_sha256_of_the_utf8_canonical_text() -> None:

@@ -877,6 +877,31 @@ def handler_tool(seen: list[object], **policy: Any) -> Tool[Any, Any, Any]:
     )
 
 
+@dataclasses.dataclass
+class OwnRecords:
+    """A registry holding the handler-enforced ``records.own``, and the admissions (its
+    ``ctx.handler_action_policy``) its handler saw."""
+
+    registry: Registry
+    tool: Tool[Any, Any, Any]
+    seen: list[object]
+
+    @classmethod
+    def create(cls, **policy: Any) -> OwnRecords:
+        seen: list[object] = []
+        registry = Registry()
+        return cls(registry, registry.register(handler_tool(seen, **policy)), seen)
+
+    def mint(self) -> HandlerActionPolicy:
+        return self.registry.mint_handler_policy(self.tool, InvocationControls())
+
+    async def call(self, admission: HandlerActionPolicy | None = None, **fields: Any) -> object:
+        """The outcome of ``records.own`` called with ``admission`` (and ``fields`` of the
+        context)."""
+        context = ctx(handler_action_policy=admission, **fields)
+        return await self.registry.dispatch("records.own", {"record_id": "r"}, context)
+
+
 @pytest.mark.anyio
 async def test_a_generic_tool_never_sees_a_handler_action_policy_and_the_caller_ctx_is_kept() -> (
     None
@@ -901,92 +926,66 @@ async def test_a_generic_tool_never_sees_a_handler_action_policy_and_the_caller_
 
 @pytest.mark.anyio
 async def test_a_handler_enforced_tool_fails_closed_without_an_admission() -> None:
-    seen: list[object] = []
-    registry = Registry()
-    registry.register(handler_tool(seen))
-    outcome = failure(await registry.dispatch("records.own", {"record_id": "r"}, ctx()))
+    records = OwnRecords.create()
+    outcome = failure(await records.call())
     assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
     assert outcome.reason == "admission-absent"
-    assert seen == []
+    assert records.seen == []
 
 
 @pytest.mark.anyio
 async def test_a_forged_or_copied_admission_is_refused() -> None:
-    seen: list[object] = []
-    registry = Registry()
-    registered = registry.register(handler_tool(seen))
+    records = OwnRecords.create()
     forged = HandlerActionPolicy(
-        capability_id=registered.capability_id,
-        capability_version=registered.capability_version,
-        canonical_name=registered.name,
+        capability_id=records.tool.capability_id,
+        capability_version=records.tool.capability_version,
+        canonical_name=records.tool.name,
         action_policy=handler_policy(),
         controls=InvocationControls(),
     )
-    minted = registry.mint_handler_policy(registered, InvocationControls())
+    minted = records.mint()
     for admission in (forged, copy.copy(minted), dataclasses.replace(minted)):
-        outcome = failure(
-            await registry.dispatch(
-                "records.own", {"record_id": "r"}, ctx(handler_action_policy=admission)
-            )
-        )
+        outcome = failure(await records.call(admission))
         assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
         assert outcome.reason == "admission-not-minted"
-    assert seen == []
+    assert records.seen == []
 
 
 @pytest.mark.anyio
 async def test_an_admission_minted_by_another_registry_is_refused() -> None:
-    seen: list[object] = []
-    registry, other = Registry(), Registry()
-    registry.register(handler_tool(seen))
-    foreign = other.mint_handler_policy(other.register(handler_tool([])), InvocationControls())
-    outcome = failure(
-        await registry.dispatch(
-            "records.own", {"record_id": "r"}, ctx(handler_action_policy=foreign)
-        )
-    )
+    records, other = OwnRecords.create(), OwnRecords.create()
+    outcome = failure(await records.call(other.mint()))
     assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
-    assert seen == []
+    assert records.seen == []
 
 
 @pytest.mark.anyio
 async def test_a_minted_admission_runs_the_handler_once() -> None:
-    seen: list[object] = []
-    registry = Registry()
-    registered = registry.register(handler_tool(seen))
-    admission = registry.mint_handler_policy(registered, InvocationControls())
-    call_ctx = ctx(handler_action_policy=admission)
-    assert await registry.dispatch("records.own", {"record_id": "r"}, call_ctx) == Completed(
-        output={"text": "r"}
-    )
-    assert seen == [admission]
-    again = failure(await registry.dispatch("records.own", {"record_id": "r"}, call_ctx))
+    records = OwnRecords.create()
+    admission = records.mint()
+    assert await records.call(admission) == Completed(output={"text": "r"})
+    assert records.seen == [admission]
+    again = failure(await records.call(admission))
     assert again.code is ErrorCode.ACTION_POLICY_REQUIRED
     assert again.reason == "admission-not-minted"
-    assert seen == [admission]
+    assert records.seen == [admission]
 
 
 @pytest.mark.anyio
 async def test_an_admission_minted_for_another_tool_is_refused() -> None:
-    seen: list[object] = []
-    registry = Registry()
-    registry.register(handler_tool(seen))
-    elsewhere = registry.register(
+    records = OwnRecords.create()
+    elsewhere = records.registry.register(
         write_tool(
             "records.other",
             action_policy=handler_policy(),
             enforcement="handler",
         )
     )
-    admission = registry.mint_handler_policy(elsewhere, InvocationControls())
-    outcome = failure(
-        await registry.dispatch(
-            "records.own", {"record_id": "r"}, ctx(handler_action_policy=admission)
-        )
-    )
+    admission = records.registry.mint_handler_policy(elsewhere, InvocationControls())
+    outcome = failure(await records.call(admission))
     assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
     assert meta(outcome)["mismatch"] == "capabilityId"
-    assert seen == []
+    assert records.seen == []
 
 
 def test_only_handler_enforced_tools_get_admissions() -> None:
@@ -1003,21 +1002,9 @@ def test_handler_enforcement_needs_an_action_policy() -> None:
 
 @pytest.mark.anyio
 async def test_allowed_actor_types_are_enforced_before_the_handler() -> None:
-    seen: list[object] = []
-    registry = Registry()
-    registered = registry.register(handler_tool(seen, allowed_actor_types=("staff",)))
-    customer = ctx(
-        actor="customer",
-        handler_action_policy=registry.mint_handler_policy(registered, InvocationControls()),
-    )
-    outcome = failure(await registry.dispatch("records.own", {"record_id": "r"}, customer))
+    records = OwnRecords.create(allowed_actor_types=("staff",))
+    outcome = failure(await records.call(records.mint(), actor="customer"))
     assert outcome.code is ErrorCode.AUTHORIZATION_DENIED
     assert outcome.reason == "actor_not_allowed"
-    assert seen == []
-    staff = ctx(
-        actor="staff",
-        handler_action_policy=registry.mint_handler_policy(registered, InvocationControls()),
-    )
-    assert await registry.dispatch("records.own", {"record_id": "r"}, staff) == Completed(
-        output={"text": "r"}
-    )
+    assert records.seen == []
+    assert await records.call(records.mint(), actor="staff") == Completed(output={"text": "r"})

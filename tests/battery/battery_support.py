@@ -1,7 +1,8 @@
 """The battery's application: real ledgered tools whose handlers write effect rows.
 
 Imported by the battery's tests and by ``crash_child.py`` (which runs by path, so this
-module sits beside it). Every handler that changes something inserts one row into
+module sits beside it; the child puts the repository root on ``sys.path`` for
+``tests.builders``). Every handler that changes something inserts one row into
 ``battery_effects`` through ``ctx.db``, the call's own transaction: the number of effects
 of a request is the number of rows it left, never a counter in memory that a crash or a
 rollback would not undo. ``Battery.runs`` counts handler executions, rolled back or not.
@@ -19,12 +20,12 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
 
 from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
 from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.outcome import Completed, Denied, Failed, InteractionRequired, ToolOutcome
-from charter.risk import RiskPolicy
 from charter.store import SqlStore
 
 EFFECTS = "battery_effects"
@@ -42,8 +43,6 @@ effects = sa.Table(
     sa.Column("detail", sa.Text, nullable=False),
 )
 
-WRITE_RISK = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-DESTRUCTIVE_RISK = RiskPolicy(destructive=True, reversible=False, dry_run_supported=False)
 SCOPES = frozenset(
     {"widgets:write", "widgets:read", "orders:refund", "orders:ship", "payouts:send"}
 )

@@ -27,13 +27,18 @@ import os
 import sys
 import time
 from datetime import datetime
-
-from battery_support import ALICE, Battery, Clock
+from pathlib import Path
 
 from charter.host import Host
 from charter.ledger import FaultHook, FaultPoint
 from charter.outcome import outcome_adapter
 from charter.store import SqlStore
+
+# Run by path, Python puts this folder on sys.path (the support module beside it imports);
+# the repository root goes there too, so that the support module can import tests.builders.
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
+
+from battery_support import ALICE, Battery, Clock
 
 CRASHED = 3
 """The exit status of a child that died at its fault point."""

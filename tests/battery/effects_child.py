@@ -19,11 +19,16 @@ import os
 import sys
 import time
 from datetime import timedelta
-
-from effects_support import AGENT, effects_host
+from pathlib import Path
 
 from charter.ledger import FaultPoint
 from charter.store import SqlStore
+
+# Run by path, Python puts this folder on sys.path (the support module beside it imports);
+# the repository root goes there too, so that the support module can import tests.builders.
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
+
+from effects_support import AGENT, effects_host
 
 
 def hang(point: FaultPoint) -> None:

@@ -2,7 +2,8 @@
 idempotency key in its own table (so every process's calls are counted, and a crash loses
 none), and a host whose ``bookings.refund`` stages ``payments.refund`` effects.
 
-Imported by ``test_battery_effects.py`` and by ``effects_child.py`` (run by path).
+Imported by ``test_battery_effects.py`` and by ``effects_child.py`` (run by path; it puts
+the repository root on ``sys.path`` for ``tests.builders``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
+from tests.builders import risk
 
 import charter
-from charter import ActionPolicy, Principal, Registry, RiskPolicy, ToolContext, define_tool
+from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
 from charter.host import Host
 from charter.ledger import FaultHook
 from charter.store import SqlStore
@@ -111,12 +113,7 @@ async def effects_host(
             output_schema=Refund,
             handler=refund,
             tier="write",
-            risk_policy=RiskPolicy(
-                destructive=False,
-                reversible=False,
-                dry_run_supported=False,
-                side_effects=("refund",),
-            ),
+            risk_policy=risk("refund", reversible=False),
             required_scopes=["bookings:refund"],
             action_policy=ActionPolicy(target_type="booking", command_target_field="booking_id"),
         )

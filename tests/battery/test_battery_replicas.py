@@ -9,13 +9,8 @@ Needs PostgreSQL (skips without it; fails under ``CI=true``).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import itertools
 import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,8 +23,10 @@ from typing import Any
 
 import httpx
 import pytest
-from _transports import AGENT, APPROVER, CHARTER, ROOT, STARTUP_SECONDS, prepare_travel, scalar
+from _transports import AGENT, APPROVER, ROOT, prepare_travel, scalar
 from tests.store.conftest import postgres_schema, require_postgres
+
+from live_server import Served, charter_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -37,74 +34,21 @@ CLIENTS = 8
 LOAD_SECONDS = 10.0
 """How long the clients keep starting new actions (each then runs to its answer)."""
 ANSWER_SECONDS = 120.0
-PR_SET_PDEATHSIG = 1
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def die_with_parent() -> None:
-    """Stop the replica if pytest itself is killed (Linux), so no orphan keeps its port."""
-    if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-@dataclass
-class Replica:
-    url: str
-    process: subprocess.Popen[bytes]
-    stderr: Path
 
 
 @contextmanager
-def replica(db_url: str, keys_file: Path, directory: Path) -> Iterator[Replica]:
-    """``charter serve examples.travel:host --stateless`` on a free port, until the block ends."""
-    port = free_port()
-    env = {**os.environ, "CHARTER_DEMO_KEYS": str(keys_file)}
-    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
-        env.pop(name, None)
-    command = [CHARTER, "serve", "examples.travel:host", "--port", str(port)]
-    command += ["--db", db_url, "--stateless"]
-    stderr = directory / f"replica-{port}.log"
-    with stderr.open("w") as err:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            preexec_fn=die_with_parent,
-        )
-    served = Replica(url=f"http://127.0.0.1:{port}", process=process, stderr=stderr)
-    try:
-        wait_until_healthy(served)
+def replica(db_url: str, keys_file: Path, directory: Path) -> Iterator[Served]:
+    """``charter serve examples.travel:host --stateless`` from ``directory``, until the block
+    ends; its log must hold no traceback."""
+    env = {
+        "CHARTER_DEMO_KEYS": str(keys_file),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = ("examples.travel:host", "--db", db_url, "--stateless")
+    with charter_serve(*args, cwd=directory, env=env) as served:
         yield served
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    log = stderr.read_text()
+    log = served.read_log()
     assert "Traceback" not in log, log
-
-
-def wait_until_healthy(served: Replica) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if served.process.poll() is not None:
-            raise RuntimeError(f"the replica exited:\n{served.stderr.read_text()}")
-        try:
-            if httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)  # polling a process we do not control: nothing to wait on
-    raise RuntimeError(f"the replica did not answer /healthz:\n{served.stderr.read_text()}")
 
 
 @dataclass
@@ -121,7 +65,7 @@ class Done:
 class Clients:
     """Threads that create trips through both replicas, alternating on every attempt."""
 
-    def __init__(self, replicas: list[Replica], key: str) -> None:
+    def __init__(self, replicas: list[Served], key: str) -> None:
         self.replicas = replicas
         self.key = key
         self.local = threading.local()
@@ -261,7 +205,7 @@ def test_replicas_lose_nothing_and_run_nothing_twice(tmp_path: Path) -> None:
     print(f"replicas: {len(answers)} actions, {retried} retried, {len(clients.refused)} refusals")
 
 
-def approve_across(replicas: list[Replica], keys: dict[str, str]) -> str:
+def approve_across(replicas: list[Served], keys: dict[str, str]) -> str:
     """Ask on replica 0, grant on replica 1, run on replica 0, replay on replica 1."""
     a, b = replicas
     request_id = str(uuid.uuid4())
@@ -271,7 +215,7 @@ def approve_across(replicas: list[Replica], keys: dict[str, str]) -> str:
         "_charter": {"requestId": request_id, "confirmed": True},
     }
 
-    def post(side: Replica, path: str, role: str, payload: object = None) -> httpx.Response:
+    def post(side: Served, path: str, role: str, payload: object = None) -> httpx.Response:
         return httpx.post(
             side.url + path,
             json=payload,

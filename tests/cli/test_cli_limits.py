@@ -12,11 +12,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-import httpx2
 import pytest
 from cli_support import charter, create_key, sqlite
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from tests.builders import mcp_http_client
 from tests.store.conftest import postgres_schema, require_postgres
 
 from live_server import charter_serve
@@ -89,10 +87,8 @@ async def call_concurrently(
 
 
 async def call_over_mcp(url: str, key: str) -> tuple[bool, dict[str, object]]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-            result = await client.call_tool("trips.search", {"destination": "Porto"})
+    async with mcp_http_client(url + "/mcp", key) as client:
+        result = await client.call_tool("trips.search", {"destination": "Porto"})
     return bool(result.is_error), dict((result.meta or {}).get("charter/error") or {})
 
 

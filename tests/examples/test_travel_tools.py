@@ -60,6 +60,16 @@ async def scalar(travel: Travel, query: sa.Select[Any]) -> Any:
         return (await conn.execute(query)).scalar_one()
 
 
+RETREAT = {"name": "Retreat", "destination": "Porto", "nights": 3}
+"""The arguments of the trip the ``trips.create`` tests create."""
+
+
+async def retreats(travel: Travel) -> int:
+    """How many trips named like ``RETREAT`` the database holds."""
+    query = sa.select(sa.func.count()).select_from(trips).where(trips.c.name == RETREAT["name"])
+    return int(await scalar(travel, query))
+
+
 # -- public and admin ---------------------------------------------------------------------
 
 
@@ -139,19 +149,16 @@ async def test_another_tenants_trip_answers_exactly_like_a_missing_one(travel: T
 
 
 async def test_trips_create_needs_a_request_id(travel: Travel) -> None:
-    outcome = await call(
-        travel, "trips.create", AGENT, name="Retreat", destination="Porto", nights=3
-    )
+    outcome = await call(travel, "trips.create", AGENT, **RETREAT)
     assert "requestId" in failure(outcome, ErrorCode.INVALID_INPUT).message
-    count = sa.select(sa.func.count()).select_from(trips).where(trips.c.name == "Retreat")
-    assert await scalar(travel, count) == 0
+    assert await retreats(travel) == 0
 
 
 async def test_trips_create_retried_with_the_same_request_id_returns_the_same_trip(
     travel: Travel,
 ) -> None:
     rid = request_id()
-    args = {"name": "Retreat", "destination": "Porto", "nights": 3, **charter(requestId=rid)}
+    args = {**RETREAT, **charter(requestId=rid)}
     first = await travel.host.invoke("trips.create", args, AGENT)
     again = await travel.host.invoke("trips.create", args, AGENT)
     other = await travel.host.invoke(
@@ -161,15 +168,14 @@ async def test_trips_create_retried_with_the_same_request_id_returns_the_same_tr
     assert output(again) == output(first)
     assert re.fullmatch(r"trp_[0-9a-f]{12}", output(first)["id"])
     assert output(other)["id"] != output(first)["id"]
-    count = sa.select(sa.func.count()).select_from(trips).where(trips.c.name == "Retreat")
-    assert await scalar(travel, count) == 2
+    assert await retreats(travel) == 2
 
 
 async def test_trips_create_with_a_reused_request_id_and_other_arguments_is_a_conflict(
     travel: Travel,
 ) -> None:
     rid = request_id()
-    args = {"name": "Retreat", "destination": "Porto", "nights": 3, **charter(requestId=rid)}
+    args = {**RETREAT, **charter(requestId=rid)}
     output(await travel.host.invoke("trips.create", args, AGENT))
     conflict = await travel.host.invoke("trips.create", {**args, "nights": 4}, AGENT)
     failure(conflict, ErrorCode.IDEMPOTENCY_CONFLICT)

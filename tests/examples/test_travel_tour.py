@@ -12,12 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from demo_server import CHARTER, Server, serve_demo
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from tests import doc_blocks
+from tests.builders import mcp_http_client
 from travel_support import ROOT
 
 DOCS = ROOT / "docs"
@@ -109,20 +107,19 @@ def test_the_tour_refund_waits_for_approval_then_runs_once_and_replays(server: S
 
 @pytest.mark.anyio
 async def test_the_tour_over_mcp_lists_and_calls_with_a_bearer_key(server: Server) -> None:
-    headers = server.headers("traveller-agent")
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as mcp:
-            tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
-            trip = await mcp.call_tool("trips.get", {"trip_id": "trp_kyoto001"})
-            created = await mcp.call_tool(
-                "trips.create",
-                {
-                    "name": "MCP offsite",
-                    "destination": "Porto",
-                    "nights": 2,
-                    "_charter": {"requestId": str(uuid.uuid4())},
-                },
-            )
+    key = server.keys["traveller-agent"]
+    async with mcp_http_client(f"{server.url}/mcp", key) as mcp:
+        tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+        trip = await mcp.call_tool("trips.get", {"trip_id": "trp_kyoto001"})
+        created = await mcp.call_tool(
+            "trips.create",
+            {
+                "name": "MCP offsite",
+                "destination": "Porto",
+                "nights": 2,
+                "_charter": {"requestId": str(uuid.uuid4())},
+            },
+        )
     assert "bookings.refund" in tools and "admin.tenants.list" not in tools
     assert tools["bookings.refund"].annotations is not None
     assert tools["bookings.refund"].annotations.destructive_hint is True

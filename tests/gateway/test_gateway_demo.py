@@ -11,11 +11,9 @@ import sys
 from pathlib import Path
 
 import httpx
-import httpx2
 import mcp.types as types
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from tests.builders import mcp_http_client
 
 from live_server import charter_serve
 
@@ -60,10 +58,7 @@ async def test_make_run_gateway_serves_the_demo_and_the_filesystem_server_with_t
         "examples.travel:host", "--upstreams", str(upstreams), cwd=tmp_path, env=ENV
     ) as served:
         headers = {"Authorization": f"Bearer {agent}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=60) as http,
-            Client(streamable_http_client(served.url + "/mcp", http_client=http)) as client,
-        ):
+        async with mcp_http_client(served.url + "/mcp", agent, timeout=60) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
             read = await client.call_tool("fs.read_text_file", {"path": str(note)})
         # The demo's own tools and the upstream's, side by side; move_file is hidden.

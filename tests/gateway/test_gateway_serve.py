@@ -10,12 +10,10 @@ from pathlib import Path
 
 import anyio
 import httpx
-import httpx2
 import mcp.types as types
 import pytest
 from examples.gateway import upstreams_toml
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from tests.builders import mcp_http_client
 from typer.testing import CliRunner
 
 from charter.cli import app
@@ -72,10 +70,7 @@ async def test_serve_with_only_upstreams_governs_the_filesystem_server_over_mcp_
 ) -> None:
     agent, approver = keys["agent"], keys["approver"]
     with charter_serve("--upstreams", str(upstreams), "--db", db, cwd=tmp_path, env=ENV) as served:
-        async with (
-            httpx2.AsyncClient(headers=bearer(agent), timeout=60) as http,
-            Client(streamable_http_client(served.url + "/mcp", http_client=http)) as client,
-        ):
+        async with mcp_http_client(served.url + "/mcp", agent, timeout=60) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
             read = await client.call_tool(
                 "fs.read_text_file", {"path": str(files / "itinerary.md")}
@@ -238,14 +233,13 @@ async def test_a_handshake_session_over_http_is_told_when_an_upstreams_tools_cha
             told.set()
 
     with charter_serve("--upstreams", str(path), "--db", db, cwd=tmp_path, env=ENV) as served:
-        async with (
-            httpx2.AsyncClient(headers=bearer(keys["agent"]), timeout=60) as http,
-            Client(
-                streamable_http_client(served.url + "/mcp", http_client=http),
-                mode="legacy",
-                message_handler=on_message,
-            ) as client,
-        ):
+        async with mcp_http_client(
+            served.url + "/mcp",
+            keys["agent"],
+            timeout=60,
+            mode="legacy",
+            message_handler=on_message,
+        ) as client:
             before = {tool.name for tool in (await client.list_tools()).tools}
             await client.call_tool("changing.unlock", {})
             with anyio.fail_after(60):

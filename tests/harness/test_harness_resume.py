@@ -47,6 +47,16 @@ async def confirm(session: Session, paused: TurnResult) -> PendingInteraction:
     return approval
 
 
+async def resume_denied_without_running(
+    world: World, session: Session, approval: PendingInteraction
+) -> None:
+    """Resume ``session`` approving ``approval``: its one result is a denial, nothing ran."""
+    done = await session.resume(Approve(interaction_id=approval.interaction.id))
+    (res,) = done.results
+    assert res.kind == "denied"
+    assert world.executions == []
+
+
 async def test_an_approval_is_decided_before_the_handler_runs_and_resumes_one_invocation(
     world: World,
 ) -> None:
@@ -276,11 +286,7 @@ async def test_an_approval_is_bound_to_the_arguments_it_was_granted_for(world: W
         expected_revision=record.revision,
     )
 
-    done = await session.resume(Approve(interaction_id=approval.interaction.id))
-
-    (res,) = done.results
-    assert res.kind == "denied"
-    assert world.executions == []
+    await resume_denied_without_running(world, session, approval)
 
 
 async def test_an_expired_approval_is_denied_without_running(world: World) -> None:
@@ -291,11 +297,7 @@ async def test_an_expired_approval_is_denied_without_running(world: World) -> No
     await world.host.approvals.grant(approval.interaction.id, BOB)
     world.clock.advance(timedelta(hours=2))  # the host's approval_ttl is 1 h
 
-    done = await session.resume(Approve(interaction_id=approval.interaction.id))
-
-    (res,) = done.results
-    assert res.kind == "denied"
-    assert world.executions == []
+    await resume_denied_without_running(world, session, approval)
 
 
 async def test_resuming_before_the_approver_decides_keeps_the_session_paused(world: World) -> None:

@@ -109,6 +109,17 @@ def rate_limited(outcome: object) -> bool:
     return isinstance(outcome, Failed) and outcome.code is ErrorCode.RATE_LIMITED
 
 
+def search_host(*limits: Any, **options: Any) -> Host:
+    """A host (``options`` go to it) whose ``trips.search`` has ``limits``."""
+    return Host(registry(search_limits=list(limits)), **options)
+
+
+def refusing_limit(outcome: object) -> object:
+    """The limit a refused call names (``meta["limit"]``); the outcome must be a failure."""
+    assert isinstance(outcome, Failed) and outcome.meta is not None
+    return outcome.meta["limit"]
+
+
 async def concurrent_searches(host: Host, calls: int) -> list[ToolOutcome]:
     """The outcomes of ``calls`` trips.search calls started at once, in the order they ended."""
     outcomes: list[ToolOutcome] = []
@@ -143,7 +154,7 @@ async def test_64_concurrent_calls_against_a_limit_of_10_run_exactly_10() -> Non
 
 async def test_the_window_refills_one_unit_per_interval_and_bursts_after_a_full_window() -> None:
     clock = Clock(START)
-    host = Host(registry(search_limits=[RateLimit(calls=3, per=60)]), clock=clock)
+    host = search_host(RateLimit(calls=3, per=60), clock=clock)
 
     async def search() -> object:
         return await host.invoke("trips.search", {"destination": "Lisbon"}, agent())
@@ -200,14 +211,10 @@ async def test_a_pause_for_approval_spends_nothing_and_the_approved_run_does() -
 
 
 async def test_principal_tenant_and_tool_keys_count_separately() -> None:
-    host = Host(
-        registry(
-            search_limits=[
-                RateLimit(calls=1, per=60, key="principal"),
-                RateLimit(calls=2, per=60, key="tenant"),
-                RateLimit(calls=3, per=60, key="tool"),
-            ]
-        )
+    host = search_host(
+        RateLimit(calls=1, per=60, key="principal"),
+        RateLimit(calls=2, per=60, key="tenant"),
+        RateLimit(calls=3, per=60, key="tool"),
     )
 
     async def search(who: Principal) -> object:
@@ -216,29 +223,18 @@ async def test_principal_tenant_and_tool_keys_count_separately() -> None:
     assert isinstance(await search(agent("planner", "acme")), Completed)
     # The same subject in another tenant is another principal with its own budget.
     assert isinstance(await search(agent("planner", "globex")), Completed)
-    refused = await search(agent("planner", "acme"))
-    assert isinstance(refused, Failed) and refused.meta is not None
-    assert refused.meta["limit"] == "1/60s by principal"
+    assert refusing_limit(await search(agent("planner", "acme"))) == "1/60s by principal"
     # A second principal of acme spends acme's second tenant unit...
     assert isinstance(await search(agent("booker", "acme")), Completed)
     # ...and then acme's tenant budget is spent for everyone in acme.
-    refused = await search(agent("auditor", "acme"))
-    assert isinstance(refused, Failed) and refused.meta is not None
-    assert refused.meta["limit"] == "2/60s by tenant"
+    assert refusing_limit(await search(agent("auditor", "acme"))) == "2/60s by tenant"
     # The tool's budget (3) is now spent across tenants.
-    refused = await search(agent("booker", "initech"))
-    assert isinstance(refused, Failed) and refused.meta is not None
-    assert refused.meta["limit"] == "3/60s by tool"
+    assert refusing_limit(await search(agent("booker", "initech"))) == "3/60s by tool"
 
 
 async def test_a_refused_limit_gives_back_what_the_call_spent_on_the_others() -> None:
-    host = Host(
-        registry(
-            search_limits=[
-                RateLimit(calls=5, per=60, key="tenant"),
-                RateLimit(calls=1, per=60, key="principal"),
-            ]
-        )
+    host = search_host(
+        RateLimit(calls=5, per=60, key="tenant"), RateLimit(calls=1, per=60, key="principal")
     )
     planner = agent("planner")
     assert isinstance(await host.invoke("trips.search", {"destination": "x"}, planner), Completed)
@@ -309,7 +305,7 @@ async def test_host_wide_limits_count_across_tools() -> None:
 async def test_rate_limited_refusals_are_audited_aggregated_per_caller_and_tool() -> None:
     clock = Clock(START)
     store = MemoryStore()
-    host = Host(registry(search_limits=[RateLimit(calls=1, per=60)]), store=store, clock=clock)
+    host = search_host(RateLimit(calls=1, per=60), store=store, clock=clock)
     for _ in range(21):
         await host.invoke("trips.search", {"destination": "x"}, agent())
     for _ in range(3):
@@ -360,7 +356,7 @@ def test_bucket_keys_never_collide_when_names_hold_the_separator() -> None:
 
 
 async def test_a_subject_holding_the_separator_has_its_own_budget() -> None:
-    host = Host(registry(search_limits=[RateLimit(calls=1, per=60)]))
+    host = search_host(RateLimit(calls=1, per=60))
     auth0 = agent("auth0|123")
     assert isinstance(await host.invoke("trips.search", {"destination": "x"}, auth0), Completed)
     assert rate_limited(await host.invoke("trips.search", {"destination": "x"}, auth0))

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import httpx
-import httpx2
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, Field
-from tests.builders import destructive_risk, risk
+from tests.builders import destructive_risk, mcp_http_client, risk
 
 from charter import (
     ActionPolicy,
@@ -86,10 +84,8 @@ TOKENS = {
 @asynccontextmanager
 async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
     """The SDK's client on the server at ``url``'s ``/mcp``, sending ``token`` as a bearer."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-            yield client
+    async with mcp_http_client(url + "/mcp", token) as client:
+        yield client
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -15,9 +15,8 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel
-from tests.builders import tiered_tool
+from tests.builders import mcp_http_client, tiered_tool
 
 from charter import ErrorCode, Registry, ToolError
 from charter.auth import Principal, StaticAuthenticator
@@ -141,13 +140,8 @@ class _Tee(httpx2.AsyncByteStream):
 @asynccontextmanager
 async def mcp_client(url: str) -> AsyncIterator[tuple[Client, bytearray]]:
     transport = _Recording()
-    async with httpx2.AsyncClient(
-        transport=transport,
-        headers={"Authorization": "Bearer lab-token"},
-        timeout=httpx2.Timeout(10, read=30),
-    ) as http:
-        async with Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
-            yield client, transport.received
+    async with mcp_http_client(url + "/mcp", "lab-token", transport=transport) as client:
+        yield client, transport.received
 
 
 def rest_client(url: str) -> httpx.Client:

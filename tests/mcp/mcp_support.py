@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 from pydantic import BaseModel, Field
+from tests.builders import destructive_risk, risk
 
 from charter import (
     ActionPolicy,
@@ -23,7 +24,6 @@ from charter import (
     Interaction,
     InteractionRequired,
     Registry,
-    RiskPolicy,
     Tool,
     ToolAnnotations,
     ToolContext,
@@ -132,12 +132,8 @@ class Who(BaseModel):
     tenant_id: str
 
 
-WRITE_RISK = RiskPolicy(
-    destructive=False, reversible=True, dry_run_supported=False, side_effects=("data-write",)
-)
-DELETE_RISK = RiskPolicy(
-    destructive=True, reversible=False, dry_run_supported=False, side_effects=("data-delete",)
-)
+WRITE_RISK = risk("data-write")
+DELETE_RISK = destructive_risk("data-delete")
 
 
 def build_registry(probe: Probe) -> Registry:
@@ -336,6 +332,32 @@ def text_of(result: types.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     return block.text
+
+
+def error_text(result: types.CallToolResult, start: str) -> str:
+    """The text of a tool error result, which must begin with ``start`` (``"[CODE]"``)."""
+    assert result.is_error is True
+    text = text_of(result)
+    assert text.startswith(start), text
+    return text
+
+
+class Logs:
+    """The log notifications a client received, in order: pass it as ``logging_callback``."""
+
+    def __init__(self) -> None:
+        self.received: list[types.LoggingMessageNotificationParams] = []
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.received.append(params)
+
+    @property
+    def levels(self) -> list[str]:
+        return [params.level for params in self.received]
+
+    @property
+    def data(self) -> list[Any]:
+        return [params.data for params in self.received]
 
 
 def request_id() -> str:

@@ -11,7 +11,7 @@ import mcp.types as types
 import pytest
 from mcp.client import Client
 from mcp.server.lowlevel import Server
-from mcp_support import Probe, request_id, text_of
+from mcp_support import Logs, Probe, error_text, request_id, text_of
 
 from charter import ErrorCode
 from charter._redaction import SERVER_FAULT_CODES
@@ -96,9 +96,7 @@ async def test_invalid_arguments_name_the_field_in_text_and_meta(
 ) -> None:
     async with Client(server) as client:
         result = await client.call_tool("echo", {"text": "x", "times": 9})
-    assert result.is_error is True
-    assert text_of(result).startswith("[INVALID_INPUT]")
-    assert "times" in text_of(result)
+    assert "times" in error_text(result, "[INVALID_INPUT]")
     failed = _outcome(result)
     assert failed.meta["issues"][0]["loc"] == ["times"]
 
@@ -134,9 +132,7 @@ async def test_a_missing_scope_is_a_tool_error_naming_the_scope(host: Host) -> N
 
     async with Client(create_server(host, principal=CAROL)) as client:
         result = await client.call_tool("whoami", {})
-    assert result.is_error is True
-    assert text_of(result).startswith("[AUTHORIZATION_DENIED]")
-    assert "trips:read" in text_of(result)
+    assert "trips:read" in error_text(result, "[AUTHORIZATION_DENIED]")
     assert result.meta is not None
     assert result.meta["charter/challenge"] == (
         'Bearer error="insufficient_scope", scope="trips:read"'
@@ -178,36 +174,28 @@ async def test_progress_reaches_the_callers_progress_callback(
 async def test_logs_reach_a_handshake_era_client_at_the_level_it_set(
     server: Server[ConnectionState],
 ) -> None:
-    logs: list[types.LoggingMessageNotificationParams] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params)
-
-    async with Client(server, mode="legacy", logging_callback=on_log) as client:
+    logs = Logs()
+    async with Client(server, mode="legacy", logging_callback=logs) as client:
         await client.call_tool("chatty", {})
-        assert [p.level for p in logs] == ["debug", "info", "warning"]
-        assert logs[1].data == {"message": "working", "data": {"step": 1}}
-        assert logs[1].logger == "chatty"
-        logs.clear()
+        assert logs.levels == ["debug", "info", "warning"]
+        assert logs.received[1].data == {"message": "working", "data": {"step": 1}}
+        assert logs.received[1].logger == "chatty"
+        logs.received.clear()
         await client.set_logging_level("warning")
         await client.call_tool("chatty", {})
-    assert [(p.level, p.data) for p in logs] == [("warning", "careful")]
+    assert [(p.level, p.data) for p in logs.received] == [("warning", "careful")]
 
 
 async def test_logs_reach_a_2026_client_only_at_the_level_it_opted_into(
     server: Server[ConnectionState],
 ) -> None:
-    logs: list[types.LoggingMessageNotificationParams] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params)
-
-    async with Client(server, logging_callback=on_log) as client:
+    logs = Logs()
+    async with Client(server, logging_callback=logs) as client:
         await client.call_tool("chatty", {})
-    assert logs == []
-    async with Client(server, logging_callback=on_log, log_level="info") as client:
+    assert logs.received == []
+    async with Client(server, logging_callback=logs, log_level="info") as client:
         await client.call_tool("chatty", {})
-    assert [p.level for p in logs] == ["info", "warning"]
+    assert logs.levels == ["info", "warning"]
 
 
 async def test_cancelling_a_call_sets_the_cancel_signal_a_sync_handler_polls(
@@ -243,9 +231,7 @@ async def test_a_ledgered_call_without_a_request_id_says_how_to_add_one(
 ) -> None:
     async with Client(server) as client:
         result = await client.call_tool("rename_trip", {"trip_id": "T-1"})
-    assert result.is_error is True
-    assert text_of(result).startswith("[INVALID_INPUT]")
-    assert '"_charter": {"requestId"' in text_of(result)
+    assert '"_charter": {"requestId"' in error_text(result, "[INVALID_INPUT]")
 
 
 async def test_a_deferred_call_returns_a_handle_the_status_tool_answers(

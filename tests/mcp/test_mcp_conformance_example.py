@@ -17,6 +17,7 @@ import mcp.types as types
 import pytest
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
+from mcp_support import Logs
 
 from charter.mcp import create_server
 
@@ -59,17 +60,14 @@ class _User:
 async def test_every_scenario_tool_answers_as_the_suite_expects(example: ModuleType) -> None:
     user = _User()
     server = create_server(example.build_host(), presenters=example.PRESENTERS)
-    logs: list[Any] = []
-
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params.data)
+    logs = Logs()
 
     async with Client(
         server,
         mode="legacy",
         sampling_callback=_model,
         elicitation_callback=user,
-        logging_callback=on_log,
+        logging_callback=logs,
     ) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
 
@@ -93,7 +91,11 @@ async def test_every_scenario_tool_answers_as_the_suite_expects(example: ModuleT
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert "address" in schema["$defs"]
     assert schema["additionalProperties"] is False
-    assert logs == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+    assert logs.data == [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ]
     assert error.is_error is True
     # PROVIDER_ERROR is a server fault: the client reads its code and error id, not its text.
     assert "[PROVIDER_ERROR] The tool failed inside the server. Error id: err_" in str(

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import jsonschema  # type: ignore[import-untyped]
 import mcp.types as types
 import pytest
-from mcp.client import Client
 from mcp.client.session import ClientRequestContext
-from mcp.client.streamable_http import streamable_http_client
-from mcp_support import BOB, PRESENTERS, Probe, build_host, request_id, serve, text_of
-from tests.builders import MCP_HEADERS, MCP_INITIALIZE
+from mcp_support import (
+    BOB,
+    PRESENTERS,
+    Logs,
+    Probe,
+    build_host,
+    error_text,
+    request_id,
+    serve,
+    text_of,
+)
+from tests.builders import MCP_HEADERS, MCP_INITIALIZE, mcp_http_client
 
 from charter.errors import ConfigurationError
 from charter.host import Host
@@ -63,18 +69,10 @@ def stateless() -> Iterator[Live]:
 KEY = b"k" * 32
 
 
-@asynccontextmanager
-async def connect(url: str, token: str | None = None, **options: Any) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(url, http_client=http), **options) as client:
-            yield client
-
-
 async def test_list_then_call_with_structured_output_valid_for_its_schema(
     live: Live, mode: str
 ) -> None:
-    async with connect(live.mcp, "alice-token", mode=mode) as client:
+    async with mcp_http_client(live.mcp, "alice-token", mode=mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         result = await client.call_tool("echo", {"text": "hi", "times": 3})
         who = await client.call_tool("whoami", {})
@@ -89,7 +87,7 @@ async def test_list_then_call_with_structured_output_valid_for_its_schema(
 
 
 async def test_each_error_kind_is_a_tool_result(live: Live) -> None:
-    async with connect(live.mcp, "alice-token") as client:
+    async with mcp_http_client(live.mcp, "alice-token") as client:
         unknown = await client.call_tool("nope", {})
         invalid = await client.call_tool("echo", {"text": 7})
         output = await client.call_tool("bad_output", {})
@@ -109,19 +107,17 @@ async def test_each_error_kind_is_a_tool_result(live: Live) -> None:
 
 
 async def test_a_missing_scope_is_a_tool_error_naming_the_scope(live: Live) -> None:
-    async with connect(live.mcp, "carol-token") as client:
+    async with mcp_http_client(live.mcp, "carol-token") as client:
         listed = [t.name for t in (await client.list_tools()).tools]
         result = await client.call_tool("rename_trip", {"trip_id": "T"})
     assert "rename_trip" not in listed and "read_notes" in listed
-    assert result.is_error is True
-    assert text_of(result).startswith("[AUTHORIZATION_DENIED]")
-    assert "trips:write" in text_of(result)
+    assert "trips:write" in error_text(result, "[AUTHORIZATION_DENIED]")
 
 
 async def test_approval_round_trip_with_the_ledger_and_a_replay(live: Live, mode: str) -> None:
     rid, trip = request_id(), f"T-{request_id()}"
     arguments: dict[str, Any] = {"trip_id": trip, "_charter": {"requestId": rid, "confirmed": True}}
-    async with connect(live.mcp, "alice-token", mode=mode) as client:
+    async with mcp_http_client(live.mcp, "alice-token", mode=mode) as client:
         pending = await client.call_tool("delete_trip", arguments)
         assert pending.meta is not None
         approval_id = pending.meta[OUTCOME_META_KEY]["interaction"]["id"]
@@ -130,7 +126,7 @@ async def test_approval_round_trip_with_the_ledger_and_a_replay(live: Live, mode
         arguments["_charter"]["approvalId"] = approval_id
         done = await client.call_tool("delete_trip", arguments)
     # A new connection (new JSON-RPC ids, new session) retrying the same request: a replay.
-    async with connect(live.mcp, "alice-token", mode=mode) as client:
+    async with mcp_http_client(live.mcp, "alice-token", mode=mode) as client:
         again = await client.call_tool("delete_trip", arguments)
         status = await client.call_tool(STATUS_TOOL, {"requestId": rid})
     assert done.structured_content == {"trip_id": trip, "status": "deleted"}
@@ -150,7 +146,9 @@ async def test_confirmation_by_elicitation(live: Live, mode: str) -> None:
         return types.ElicitResult(action="accept", content={"confirm": True})
 
     trip = f"T-{request_id()}"
-    async with connect(live.mcp, "alice-token", mode=mode, elicitation_callback=user) as client:
+    async with mcp_http_client(
+        live.mcp, "alice-token", mode=mode, elicitation_callback=user
+    ) as client:
         result = await client.call_tool(
             "cancel_trip", {"trip_id": trip, "_charter": {"requestId": request_id()}}
         )
@@ -160,25 +158,24 @@ async def test_confirmation_by_elicitation(live: Live, mode: str) -> None:
 
 async def test_progress_and_logs(live: Live) -> None:
     seen_progress: list[float] = []
-    logs: list[str] = []
+    logs = Logs()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen_progress.append(progress)
 
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params.level)
-
-    async with connect(live.mcp, "alice-token", mode="legacy", logging_callback=on_log) as client:
+    async with mcp_http_client(
+        live.mcp, "alice-token", mode="legacy", logging_callback=logs
+    ) as client:
         await client.call_tool("count_up", {}, progress_callback=on_progress)
         await client.call_tool("chatty", {})
     assert seen_progress == [1, 2, 3]
-    assert logs == ["debug", "info", "warning"]
+    assert logs.levels == ["debug", "info", "warning"]
 
 
 async def test_cancellation_reaches_a_sync_handler(live: Live, mode: str) -> None:
     live.probe.started.clear()
     live.probe.saw_cancel.clear()
-    async with connect(live.mcp, "alice-token", mode=mode) as client:
+    async with mcp_http_client(live.mcp, "alice-token", mode=mode) as client:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "wait_for_cancel", {})
@@ -207,7 +204,7 @@ async def test_no_token_is_a_401_challenge_and_a_bad_token_too(live: Live) -> No
 
 async def test_the_mcp_client_cannot_connect_without_a_token(live: Live) -> None:
     with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises, no session opens
-        async with connect(live.mcp, mode="legacy"):
+        async with mcp_http_client(live.mcp, mode="legacy"):
             pass
 
 
@@ -247,7 +244,7 @@ async def test_a_host_without_an_authenticator_serves_anonymous_callers_public_t
     probe: Probe,
 ) -> None:
     with serve(create_asgi_app(build_host(probe, authenticated=False))) as url:
-        async with connect(url + "/mcp", "ignored-token") as client:
+        async with mcp_http_client(url + "/mcp", "ignored-token") as client:
             names = [t.name for t in (await client.list_tools()).tools]
             result = await client.call_tool("whoami", {})
     assert "echo" in names and "whoami" not in names and STATUS_TOOL not in names
@@ -259,9 +256,9 @@ async def test_optional_auth_lets_anonymous_callers_in_and_still_reads_tokens(
     probe: Probe,
 ) -> None:
     with serve(create_asgi_app(build_host(probe), require_auth=False)) as url:
-        async with connect(url + "/mcp") as client:
+        async with mcp_http_client(url + "/mcp") as client:
             anonymous = [t.name for t in (await client.list_tools()).tools]
-        async with connect(url + "/mcp", "alice-token") as client:
+        async with mcp_http_client(url + "/mcp", "alice-token") as client:
             alice = [t.name for t in (await client.list_tools()).tools]
     assert "whoami" not in anonymous and "whoami" in alice
 
@@ -272,7 +269,7 @@ def test_require_auth_without_an_authenticator_is_a_configuration_error(probe: P
 
 
 async def test_stateless_mode_serves_both_protocol_eras(stateless: Live, mode: str) -> None:
-    async with connect(stateless.mcp, "alice-token", mode=mode) as client:
+    async with mcp_http_client(stateless.mcp, "alice-token", mode=mode) as client:
         names = [t.name for t in (await client.list_tools()).tools]
         result = await client.call_tool(
             "rename_trip", {"trip_id": "S-1", "_charter": {"requestId": request_id()}}

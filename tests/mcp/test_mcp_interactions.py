@@ -9,7 +9,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.server.lowlevel import Server
-from mcp_support import BOB, Probe, request_id, text_of
+from mcp_support import BOB, Probe, error_text, request_id, text_of
 
 from charter import ErrorCode
 from charter.host import Host
@@ -68,8 +68,7 @@ async def test_a_user_who_declines_denies_the_call(
         result = await client.call_tool(
             "cancel_trip", {"trip_id": "T-1", "_charter": {"requestId": request_id()}}
         )
-    assert result.is_error is True
-    assert text_of(result).startswith("[DENIED] The user declined")
+    error_text(result, "[DENIED] The user declined")
     assert "cancel_trip" not in probe.runs
 
 
@@ -80,8 +79,7 @@ async def test_a_dismissed_confirmation_leaves_the_call_waiting_for_one(
         result = await client.call_tool(
             "cancel_trip", {"trip_id": "T-1", "_charter": {"requestId": request_id()}}
         )
-    assert result.is_error is True
-    assert text_of(result).startswith("[CONFIRMATION_REQUIRED]")
+    error_text(result, "[CONFIRMATION_REQUIRED]")
 
 
 async def test_without_elicitation_the_result_says_to_retry_confirmed(
@@ -168,8 +166,7 @@ async def test_without_elicitation_a_question_is_an_interaction_required_result(
 ) -> None:
     async with Client(server, mode=mode) as client:
         result = await client.call_tool("ask_name", {})
-    assert result.is_error is True
-    assert text_of(result).startswith("[INTERACTION_REQUIRED] What is your name?")
+    error_text(result, "[INTERACTION_REQUIRED] What is your name?")
 
 
 async def test_a_tool_samples_the_callers_model_over_a_back_channel(
@@ -205,9 +202,7 @@ async def test_a_client_that_cannot_sample_gets_a_missing_service_error(
 ) -> None:
     async with Client(server, mode=mode) as client:
         result = await client.call_tool("ask_model", {"text": "hi"})
-    assert result.is_error is True
-    assert text_of(result).startswith("[MISSING_SERVICE]")
-    assert "sampling" in text_of(result)
+    assert "sampling" in error_text(result, "[MISSING_SERVICE]")
 
 
 async def test_a_sampling_refusal_reaches_the_client_with_its_reason(

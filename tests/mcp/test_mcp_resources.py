@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
 
 import anyio
-import httpx2
 import mcp.types as types
 import pytest
 from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_support import serve
 from pydantic import BaseModel
+from tests.builders import mcp_http_client
 
 from charter import tool
 from charter.host import Host
@@ -43,18 +41,10 @@ def url(served: tuple[str, Host]) -> str:
     return served[0]
 
 
-@asynccontextmanager
-async def connect(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(10, read=30)) as http:
-        async with Client(streamable_http_client(url, http_client=http), **options) as client:
-            yield client
-
-
 async def test_an_agent_lists_what_it_may_read_and_reads_its_own_tenants_trip(
     url: str, mode: str
 ) -> None:
-    async with connect(url, "ada-token", mode=mode) as client:
+    async with mcp_http_client(url, "ada-token", mode=mode) as client:
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
         read = await client.read_resource("trip://T-1")
@@ -69,7 +59,7 @@ async def test_an_agent_lists_what_it_may_read_and_reads_its_own_tenants_trip(
 
 
 async def test_binary_resources_are_base64_blobs(url: str) -> None:
-    async with connect(url, "ada-token") as client:
+    async with mcp_http_client(url, "ada-token") as client:
         read = await client.read_resource("logo://travel.png")
     [contents] = read.contents
     assert isinstance(contents, types.BlobResourceContents)
@@ -80,7 +70,7 @@ async def test_binary_resources_are_base64_blobs(url: str) -> None:
 async def test_a_second_tenant_with_the_same_subject_cannot_read_the_first_tenants_trip(
     url: str, mode: str
 ) -> None:
-    async with connect(url, "gus-token", mode=mode) as client:
+    async with mcp_http_client(url, "gus-token", mode=mode) as client:
         own = await client.read_resource("trip://T-9")
         with pytest.raises(MCPError) as foreign:
             await client.read_resource("trip://T-1")
@@ -92,7 +82,7 @@ async def test_a_second_tenant_with_the_same_subject_cannot_read_the_first_tenan
 async def test_a_missing_scope_hides_the_template_and_refuses_the_read_naming_the_scope(
     url: str, mode: str
 ) -> None:
-    async with connect(url, "newt-token", mode=mode) as client:
+    async with mcp_http_client(url, "newt-token", mode=mode) as client:
         templates = (await client.list_resource_templates()).resource_templates
         prompts = (await client.list_prompts()).prompts
         with pytest.raises(MCPError) as read:
@@ -114,12 +104,12 @@ async def test_a_missing_scope_hides_the_template_and_refuses_the_read_naming_th
 async def test_a_wildcard_grant_reads_and_admin_only_resources_stay_hidden(
     url: str,
 ) -> None:
-    async with connect(url, "wild-token") as client:
+    async with mcp_http_client(url, "wild-token") as client:
         read = await client.read_resource("trip://T-2")
         listed = [str(r.uri) for r in (await client.list_resources()).resources]
         with pytest.raises(MCPError) as admin:
             await client.read_resource("audit://export")
-    async with connect(url, "olga-token") as client:
+    async with mcp_http_client(url, "olga-token") as client:
         export = await client.read_resource("audit://export")
     assert json.loads(read.contents[0].text)["name"] == "Lima sales trip"  # type: ignore[union-attr]
     assert "audit://export" not in listed
@@ -128,7 +118,7 @@ async def test_a_wildcard_grant_reads_and_admin_only_resources_stay_hidden(
 
 
 async def test_hostile_uris_and_arguments_get_typed_errors(url: str) -> None:
-    async with connect(url, "ada-token") as client:
+    async with mcp_http_client(url, "ada-token") as client:
         with pytest.raises(MCPError) as unknown:
             await client.read_resource("trip://T-1/../../etc/passwd")
         with pytest.raises(MCPError) as invalid:
@@ -147,7 +137,7 @@ async def test_hostile_uris_and_arguments_get_typed_errors(url: str) -> None:
 async def test_prompts_are_listed_with_arguments_and_rendered_for_the_callers_tenant(
     url: str, mode: str
 ) -> None:
-    async with connect(url, "ada-token", mode=mode) as client:
+    async with mcp_http_client(url, "ada-token", mode=mode) as client:
         [listed] = (await client.list_prompts()).prompts
         got = await client.get_prompt("trips.summary", {"trip_id": "T-1", "tone": "cheerful"})
     assert listed.name == "trips.summary" and listed.title == "Trip summary"
@@ -164,13 +154,13 @@ async def test_prompts_are_listed_with_arguments_and_rendered_for_the_callers_te
 async def test_completions_suggest_only_the_callers_own_values(url: str, mode: str) -> None:
     template = types.ResourceTemplateReference(type="ref/resource", uri="trip://{trip_id}")
     summary = types.PromptReference(type="ref/prompt", name="trips.summary")
-    async with connect(url, "ada-token", mode=mode) as client:
+    async with mcp_http_client(url, "ada-token", mode=mode) as client:
         acme = await client.complete(template, {"name": "trip_id", "value": "T-"})
         by_prompt = await client.complete(summary, {"name": "trip_id", "value": "T-2"})
         nothing = await client.complete(summary, {"name": "tone", "value": ""})
-    async with connect(url, "gus-token", mode=mode) as client:
+    async with mcp_http_client(url, "gus-token", mode=mode) as client:
         globex = await client.complete(template, {"name": "trip_id", "value": "T-"})
-    async with connect(url, "newt-token", mode=mode) as client:
+    async with mcp_http_client(url, "newt-token", mode=mode) as client:
         with pytest.raises(MCPError) as hidden:
             await client.complete(template, {"name": "trip_id", "value": "T-"})
     assert acme.completion.values == ["T-1", "T-2"]
@@ -184,7 +174,7 @@ async def test_reads_and_prompts_are_audited_with_the_caller_and_tenant(
     served: tuple[str, Host],
 ) -> None:
     url, host = served
-    async with connect(url, "gus-token") as client:
+    async with mcp_http_client(url, "gus-token") as client:
         await client.read_resource("trip://T-9")
         await client.get_prompt("trips.summary", {"trip_id": "T-9"})
     events = await host.audit.events(tenant="globex", limit=10)
@@ -219,7 +209,7 @@ async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
     url: str,
 ) -> None:
     updates = _Updates()
-    async with connect(url, "ada-token", mode="legacy", message_handler=updates) as client:
+    async with mcp_http_client(url, "ada-token", mode="legacy", message_handler=updates) as client:
         await client.subscribe_resource("trip://T-1")
         await client.subscribe_resource("trip://T-2")
         await client.unsubscribe_resource("trip://T-2")
@@ -235,7 +225,7 @@ async def test_a_subscriber_is_told_when_a_resource_it_may_read_changes(
 async def test_subscribing_to_a_resource_the_caller_may_not_read_is_refused(
     url: str, era: str
 ) -> None:
-    async with connect(url, "newt-token", mode=era) as client:
+    async with mcp_http_client(url, "newt-token", mode=era) as client:
         with pytest.raises(MCPError) as refused:
             if era == "legacy":
                 await client.subscribe_resource("trip://T-1")
@@ -253,9 +243,9 @@ async def test_a_subscriber_is_not_told_when_another_tenants_same_named_resource
     """trip://{trip_id} resolves in the reader's tenant: acme's T-1 changing is not globex's."""
     updates = _Updates()
     uris = ["trip://T-1", "trip://T-9"]
-    async with connect(url, "ada-token") as acme:
+    async with mcp_http_client(url, "ada-token") as acme:
         handler = updates if era == "legacy" else None
-        async with connect(url, "gus-token", mode=era, message_handler=handler) as globex:
+        async with mcp_http_client(url, "gus-token", mode=era, message_handler=handler) as globex:
             changes = ({"trip_id": "T-1"}, acme), ({"trip_id": "T-9"}, globex)
             if era == "legacy":
                 for uri in uris:
@@ -280,7 +270,7 @@ async def test_a_subscriber_is_not_told_when_another_tenants_same_named_resource
 async def test_a_listen_stream_hears_of_changes_to_the_resources_it_asked_for(
     url: str,
 ) -> None:
-    async with connect(url, "ada-token", mode="auto") as client:
+    async with mcp_http_client(url, "ada-token", mode="auto") as client:
         async with client.listen(resource_subscriptions=["trip://T-1"]) as subscription:
             await client.call_tool("trips.touch", {"trip_id": "T-2"})
             await client.call_tool("trips.touch", {"trip_id": "T-1"})

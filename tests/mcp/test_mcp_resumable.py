@@ -16,7 +16,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.streamable_http import EventCallback, EventMessage
-from mcp_support import serve
+from mcp_support import Logs, serve
 from pydantic import BaseModel
 
 from charter import Registry, ToolContext, tool
@@ -92,16 +92,13 @@ async def test_a_call_whose_stream_the_server_closed_still_answers_after_the_cli
     polled: tuple[str, WatchedStore],
 ) -> None:
     url, store = polled
-    logs: list[Any] = []
+    logs = Logs()
 
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params.data)
-
-    async with connect(url, mode="legacy", logging_callback=on_log) as client:
+    async with connect(url, mode="legacy", logging_callback=logs) as client:
         result = await client.call_tool("slow_report", {})
     assert result.structured_content == {"text": "finished after the client resumed"}
     assert store.replays >= 1
-    assert logs == ["started"]  # sent before the close, delivered once
+    assert logs.data == ["started"]  # sent before the close, delivered once
 
 
 async def test_the_memory_event_store_replays_only_later_events_of_the_same_stream() -> None:

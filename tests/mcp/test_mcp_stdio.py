@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,7 +14,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, get_default_environment
-from mcp_support import request_id, text_of
+from mcp_support import Logs, request_id, text_of
 
 from charter.mcp import STATUS_TOOL
 
@@ -22,8 +23,12 @@ pytestmark = pytest.mark.anyio
 SERVER = StdioServerParameters(
     command=sys.executable,
     args=[str(Path(__file__).with_name("mcp_support.py"))],
-    # mcp_support imports the tests folder's live_server, as pytest's sys.path allows.
-    env={**get_default_environment(), "PYTHONPATH": str(Path(__file__).parent.parent)},
+    # mcp_support imports the tests folder's live_server and the root's tests.builders, as
+    # pytest's sys.path allows.
+    env={
+        **get_default_environment(),
+        "PYTHONPATH": os.pathsep.join(str(folder) for folder in Path(__file__).parents[1:3]),
+    },
 )
 
 
@@ -48,7 +53,7 @@ async def test_stdio_lists_and_calls_as_the_configured_principal(mode: str) -> N
 
 
 async def test_stdio_confirmation_sampling_progress_and_logs() -> None:
-    logs: list[str] = []
+    logs = Logs()
     seen_progress: list[float] = []
 
     async def user(
@@ -63,14 +68,11 @@ async def test_stdio_confirmation_sampling_progress_and_logs() -> None:
             role="assistant", content=types.TextContent(type="text", text="42"), model="m"
         )
 
-    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-        logs.append(params.level)
-
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen_progress.append(progress)
 
     async with connect(
-        mode="legacy", elicitation_callback=user, sampling_callback=model, logging_callback=on_log
+        mode="legacy", elicitation_callback=user, sampling_callback=model, logging_callback=logs
     ) as client:
         cancelled = await client.call_tool(
             "cancel_trip", {"trip_id": "T-2", "_charter": {"requestId": request_id()}}
@@ -81,4 +83,4 @@ async def test_stdio_confirmation_sampling_progress_and_logs() -> None:
     assert cancelled.structured_content == {"trip_id": "T-2", "status": "cancelled"}
     assert sampled.structured_content == {"text": "42 (m)"}
     assert seen_progress == [1, 2, 3]
-    assert logs == ["debug", "info", "warning"]
+    assert logs.levels == ["debug", "info", "warning"]

@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from tests.builders import destructive_risk
 
 from charter import (
     ActionPolicy,
@@ -27,7 +28,6 @@ from charter import (
     InteractionRequired,
     Principal,
     Registry,
-    RiskPolicy,
     ToolError,
     tool,
 )
@@ -67,9 +67,7 @@ class Refund(BaseModel):
 
 @tool(
     tier="destructive",
-    risk_policy=RiskPolicy(
-        destructive=True, reversible=False, dry_run_supported=False, side_effects=("refund",)
-    ),
+    risk_policy=destructive_risk("refund"),
     name="bookings.refund",
     required_scopes=["bookings:refund"],
     capability_id="travel.bookings.refund",

@@ -44,7 +44,10 @@ def test_serve_sends_signed_events_to_the_notifiers_of_its_notify_file(
         )
         env = {
             "OPS_WEBHOOK_SECRET": SECRET,
-            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            # notify_support beside this file; the root's tests.builders, which it imports.
+            "PYTHONPATH": os.pathsep.join(
+                [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]
+            ),
         }
         with charter_serve(
             "notify_support:registry", "--db", db, "--notify", str(config),
