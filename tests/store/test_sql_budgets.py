@@ -294,7 +294,7 @@ async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(
     ran: list[str] = []
     host = Host(refund_registry(ran, limits=[RateLimit(calls=2, per=60)]), store=sql_store)
 
-    async def unreachable(*args: Any) -> Any:
+    async def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise StoreUnavailable("the database went away")
 
     if sql_store.dialect == "postgresql":  # the spend's simple query, below SQLAlchemy
@@ -326,4 +326,22 @@ async def test_a_ledgered_call_whose_bucket_stays_locked_is_refused_as_unavailab
     # Nothing stayed spent, and the connection went back to the pool usable.
     assert isinstance(await host.invoke("bookings.refund", refund_args("c"), PLANNER), Completed)
     assert rate_limited(await host.invoke("bookings.refund", refund_args("d"), PLANNER))
+    assert ran == ["a", "c"]
+
+
+async def test_a_connection_that_lost_the_prepared_spend_fails_one_call_and_recovers(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    store = await make_sql_store(pool_size=1)
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite spends through SQLAlchemy, with no prepared statement")
+    ran: list[str] = []
+    host = Host(refund_registry(ran, limits=[RateLimit(calls=10, per=60)]), store=store)
+    assert isinstance(await host.invoke("bookings.refund", refund_args("a"), PLANNER), Completed)
+    async with store.engine.connect() as conn:  # the pool's one connection
+        await conn.exec_driver_sql("DEALLOCATE ALL")
+    outcome = await host.invoke("bookings.refund", refund_args("b"), PLANNER)
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
+    assert outcome.retryable and outcome.reason == "budgets_unavailable"
+    assert isinstance(await host.invoke("bookings.refund", refund_args("c"), PLANNER), Completed)
     assert ran == ["a", "c"]

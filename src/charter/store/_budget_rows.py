@@ -10,15 +10,11 @@ A ledgered call spends its charge (``spend_all``) on its ledger transaction's co
 before that transaction begins, in a transaction of its own: the bucket is never locked
 while a handler runs, and the spend needs no connection of its own.
 
-On PostgreSQL that costs no round trip: the spend goes to the driver as one simple query,
-``BEGIN; SET LOCAL synchronous_commit = off; INSERT …; COMMIT; BEGIN``, whose last
-``BEGIN`` is the ledger transaction's own (which the driver would otherwise send on its
-own round trip before the transaction's first statement). Its transaction commits without
-waiting for its WAL to reach the disk: a database crash can forget the last few spends,
-so a budget may allow a few more calls once; waiting for the flush would cost every
-limited call a second disk flush besides its ledger's. (Through SQLAlchemy the same spend
-cost more CPU than the whole round trip: an autocommit statement needs the connection's
-isolation level switched there and back, and each execution compiles its parameters.)
+On PostgreSQL that costs no round trip: the spend and the ledger transaction's ``BEGIN``
+go to the driver as one simple query (``_budget_postgres``). Its transaction commits
+without waiting for its WAL to reach the disk: a database crash can forget the last few
+spends, so a budget may allow a few more calls once; waiting for the flush would cost
+every limited call a second disk flush besides its ledger's.
 """
 
 from __future__ import annotations
