@@ -307,17 +307,24 @@ async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(
     assert ran == []
 
 
+async def postgres_refunds(
+    make_sql_store: SqlStoreFactory, ran: list[str], *, calls: int, **options: Any
+) -> tuple[SqlStore, Host]:
+    """A PostgreSQL store (skip on SQLite) and a host whose refunds have spent one call."""
+    store = await make_sql_store(**options)
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite spends through SQLAlchemy, in a write transaction of its own")
+    host = Host(refund_registry(ran, limits=[RateLimit(calls=calls, per=60)]), store=store)
+    assert isinstance(await host.invoke("bookings.refund", refund_args("a"), PLANNER), Completed)
+    return store, host
+
+
 async def test_a_ledgered_call_whose_bucket_stays_locked_is_refused_as_unavailable(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     # A real lock wait that runs out: the bucket's row is held by another transaction.
-    store = await make_sql_store(busy_timeout=0.2)
-    if store.dialect != "postgresql":
-        pytest.skip("SQLite's writers queue for the database, not for a row")
     ran: list[str] = []
-    limits = [RateLimit(calls=2, per=60)]
-    host = Host(refund_registry(ran, limits=limits), store=store)
-    assert isinstance(await host.invoke("bookings.refund", refund_args("a"), PLANNER), Completed)
+    store, host = await postgres_refunds(make_sql_store, ran, calls=2, busy_timeout=0.2)
     async with store.engine.begin() as conn:
         await conn.execute(sa.text("SELECT arrival FROM charter_budgets FOR UPDATE"))
         outcome = await host.invoke("bookings.refund", refund_args("b"), PLANNER)
@@ -332,12 +339,8 @@ async def test_a_ledgered_call_whose_bucket_stays_locked_is_refused_as_unavailab
 async def test_a_connection_that_lost_the_prepared_spend_fails_one_call_and_recovers(
     make_sql_store: SqlStoreFactory,
 ) -> None:
-    store = await make_sql_store(pool_size=1)
-    if store.dialect != "postgresql":
-        pytest.skip("SQLite spends through SQLAlchemy, with no prepared statement")
     ran: list[str] = []
-    host = Host(refund_registry(ran, limits=[RateLimit(calls=10, per=60)]), store=store)
-    assert isinstance(await host.invoke("bookings.refund", refund_args("a"), PLANNER), Completed)
+    store, host = await postgres_refunds(make_sql_store, ran, calls=10, pool_size=1)
     async with store.engine.connect() as conn:  # the pool's one connection
         await conn.exec_driver_sql("DEALLOCATE ALL")
     outcome = await host.invoke("bookings.refund", refund_args("b"), PLANNER)
