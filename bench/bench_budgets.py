@@ -99,11 +99,11 @@ def cases() -> list[Case]:
             note=(
                 "on PostgreSQL, `Host.invoke` of the ledgered write of the ledger case with "
                 "a per-principal `RateLimit` that is never reached, against the same tool "
-                "without one, on the same store; wall-clock time, since what a budget costs "
-                "is its statement's round trip to the database (one `INSERT … ON CONFLICT DO "
-                "UPDATE … RETURNING` that commits on its own, on the ledger transaction's "
-                "connection just before its BEGIN), which the CPU clock of this process "
-                "would not see."
+                "without one, on the same store; wall-clock time, since a budget is spent on "
+                "the database (one `INSERT … ON CONFLICT DO UPDATE … RETURNING` in a "
+                "transaction of its own, sent below SQLAlchemy in the same message as the "
+                "ledger transaction's `BEGIN`, so no round trip more), which the CPU clock of "
+                "this process would not see."
             ),
         )
     ]

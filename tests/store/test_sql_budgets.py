@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 import sqlalchemy as sa
+from psycopg import pq
 from pydantic import BaseModel
 from tests.builders import risk, tiered_tool
 
@@ -29,6 +31,7 @@ from charter.errors import StoreUnavailable
 from charter.host import Host
 from charter.ledger.budgets import Bucket, BudgetStore
 from charter.store import SqlStore
+from charter.store import _budget_postgres as budget_postgres
 from charter.store import _budget_rows as budget_rows
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
@@ -220,39 +223,69 @@ async def test_a_ledgered_call_whose_handler_failed_keeps_what_it_spent(
     assert ran == ["a", "b"]
 
 
-async def test_a_limited_ledgered_write_costs_one_statement_more_and_no_connection(
+async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connection(
     sql_store: SqlStore,
 ) -> None:
-    # The spend rides on the ledger transaction's connection, before it begins: one more
-    # statement (its own autocommit on PostgreSQL), no connection or transaction of its own.
+    # The spend rides on the ledger transaction's connection, before it begins, and on
+    # PostgreSQL in the round trip that begins it: no round trip, connection or
+    # transaction of its own. SQLite spends in a short write transaction on that connection.
     limited = Host(refund_registry([], limits=[RateLimit(calls=100, per=60)]), store=sql_store)
     plain = Host(refund_registry([], limits=[]), store=sql_store)
     engine = sql_store.engine.sync_engine
     seen: list[str] = []
+    trace = tempfile.TemporaryFile()
 
     def statement(*args: Any) -> None:
         seen.append("statement")
 
-    def checkout(*args: Any) -> None:
+    def checkout(dbapi_connection: Any, *args: Any) -> None:
         seen.append("checkout")
+        if sql_store.dialect == "postgresql":  # libpq's protocol trace: one line a message
+            pgconn = dbapi_connection.driver_connection.pgconn
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    def checkin(dbapi_connection: Any, *args: Any) -> None:
+        if sql_store.dialect == "postgresql" and dbapi_connection is not None:
+            dbapi_connection.driver_connection.pgconn.untrace()
 
     async def counted(host: Host) -> Counter[str]:
         seen.clear()
+        trace.seek(0)
+        trace.truncate()
         outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
         assert isinstance(outcome, Completed)
-        return Counter(seen)
+        trace.seek(0)
+        # The server ends its answer to each round trip with one ReadyForQuery.
+        round_trips = trace.read().count(b"\tReadyForQuery\t")
+        return Counter(seen) + Counter(round_trip=round_trips)
 
     sa.event.listen(engine, "before_cursor_execute", statement)
     sa.event.listen(engine.pool, "checkout", checkout)
+    sa.event.listen(engine.pool, "checkin", checkin)
     try:
         with_limit, without = await counted(limited), await counted(plain)
     finally:
         sa.event.remove(engine, "before_cursor_execute", statement)
         sa.event.remove(engine.pool, "checkout", checkout)
+        sa.event.remove(engine.pool, "checkin", checkin)
+        trace.close()
     assert with_limit["checkout"] == without["checkout"] == 1
-    # SQLite begins the spend's own short transaction with BEGIN IMMEDIATE on that connection.
-    extra = 1 if sql_store.dialect == "postgresql" else 2
-    assert with_limit["statement"] == without["statement"] + extra
+    bucket = Bucket(
+        tool="bookings.refund",
+        limit="100/60s by principal",
+        holder="acme/planner",
+        tenant="acme",
+        interval=0.6,
+        window=60.0,
+    )
+    assert await sql_store.budget_arrival(bucket) is not None  # spent
+    if sql_store.dialect == "postgresql":
+        assert without["round_trip"] > 0
+        assert with_limit["round_trip"] == without["round_trip"]
+    else:
+        # SQLite begins the spend's own short transaction with BEGIN IMMEDIATE.
+        assert with_limit["statement"] == without["statement"] + 2
 
 
 async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(
@@ -261,11 +294,57 @@ async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(
     ran: list[str] = []
     host = Host(refund_registry(ran, limits=[RateLimit(calls=2, per=60)]), store=sql_store)
 
-    async def unreachable(*args: Any) -> bool:
+    async def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise StoreUnavailable("the database went away")
 
-    monkeypatch.setattr(budget_rows, "spend", unreachable)
+    if sql_store.dialect == "postgresql":  # the spend's simple query, below SQLAlchemy
+        monkeypatch.setattr(budget_postgres, "_simple_query", unreachable)
+    else:
+        monkeypatch.setattr(budget_rows, "spend", unreachable)
     outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
     assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
     assert outcome.retryable and outcome.reason == "budgets_unavailable"
     assert ran == []
+
+
+async def postgres_refunds(
+    make_sql_store: SqlStoreFactory, ran: list[str], *, calls: int, **options: Any
+) -> tuple[SqlStore, Host]:
+    """A PostgreSQL store (skip on SQLite) and a host whose refunds have spent one call."""
+    store = await make_sql_store(**options)
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite spends through SQLAlchemy, in a write transaction of its own")
+    host = Host(refund_registry(ran, limits=[RateLimit(calls=calls, per=60)]), store=store)
+    assert isinstance(await host.invoke("bookings.refund", refund_args("a"), PLANNER), Completed)
+    return store, host
+
+
+async def test_a_ledgered_call_whose_bucket_stays_locked_is_refused_as_unavailable(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    # A real lock wait that runs out: the bucket's row is held by another transaction.
+    ran: list[str] = []
+    store, host = await postgres_refunds(make_sql_store, ran, calls=2, busy_timeout=0.2)
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.text("SELECT arrival FROM charter_budgets FOR UPDATE"))
+        outcome = await host.invoke("bookings.refund", refund_args("b"), PLANNER)
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
+    assert outcome.reason == "budgets_unavailable"
+    # Nothing stayed spent, and the connection went back to the pool usable.
+    assert isinstance(await host.invoke("bookings.refund", refund_args("c"), PLANNER), Completed)
+    assert rate_limited(await host.invoke("bookings.refund", refund_args("d"), PLANNER))
+    assert ran == ["a", "c"]
+
+
+async def test_a_connection_that_lost_the_prepared_spend_fails_one_call_and_recovers(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    ran: list[str] = []
+    store, host = await postgres_refunds(make_sql_store, ran, calls=10, pool_size=1)
+    async with store.engine.connect() as conn:  # the pool's one connection
+        await conn.exec_driver_sql("DEALLOCATE ALL")
+    outcome = await host.invoke("bookings.refund", refund_args("b"), PLANNER)
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
+    assert outcome.retryable and outcome.reason == "budgets_unavailable"
+    assert isinstance(await host.invoke("bookings.refund", refund_args("c"), PLANNER), Completed)
+    assert ran == ["a", "c"]

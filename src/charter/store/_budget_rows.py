@@ -10,10 +10,10 @@ A ledgered call spends its charge (``spend_all``) on its ledger transaction's co
 before that transaction begins, in a transaction of its own: the bucket is never locked
 while a handler runs, and the spend needs no connection of its own.
 
-On PostgreSQL a spend is one round trip: the statement runs in autocommit mode and
-commits without waiting for its WAL to reach the disk (``synchronous_commit = off``, set
-by the statement itself for its own transaction). A database crash can forget the last
-few spends, so a budget may allow a few more calls once; waiting for the flush would cost
+On PostgreSQL that costs no round trip: the spend and the ledger transaction's ``BEGIN``
+go to the driver as one simple query (``_budget_postgres``). Its transaction commits
+without waiting for its WAL to reach the disk: a database crash can forget the last few
+spends, so a budget may allow a few more calls once; waiting for the flush would cost
 every limited call a second disk flush besides its ledger's.
 """
 
@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger.budgets import TOLERANCE, Bucket, BucketUsage
+from . import _budget_postgres as _postgres
 from ._schema import budgets
 from ._statements import insert
 
@@ -60,12 +61,12 @@ async def spend_all(
     """Spend every bucket, committed before ``conn`` does anything else, or none of them.
 
     Returns the bucket that had no room (what was spent before it is given back), or None.
-    On PostgreSQL each statement commits on its own (autocommit: no BEGIN, no COMMIT); on
-    SQLite they share one short write transaction. ``conn`` then returns to its isolation.
+    On SQLite the spends share one short write transaction. On PostgreSQL they share one
+    that commits in the same round trip as the next transaction begins
+    (``spend_all_then_begin``): ``conn`` is left in that transaction.
     """
-    autocommit = conn.dialect.name == "postgresql"
-    if autocommit:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
+    if conn.dialect.name == "postgresql":
+        return await _postgres.spend_all_then_begin(conn, spends, now)
     refused: Bucket | None = None
     async with conn.begin():
         for index, (bucket, cost) in enumerate(spends):
@@ -74,8 +75,6 @@ async def spend_all(
                 for done, done_cost in spends[:index]:
                     await refund(conn, done, done_cost)
                 break
-    if autocommit:
-        await conn.execution_options(isolation_level=conn.default_isolation_level)
     return refused
 
 

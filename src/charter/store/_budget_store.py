@@ -42,9 +42,10 @@ class SqlBudgets(SqlAccess):
     ) -> AbstractAsyncContextManager[SqlTransaction]:
         """``transaction(wait=…)`` on a connection that first spends ``charge`` (``SpendingStore``).
 
-        The spend commits on its own before the transaction begins (on PostgreSQL one
-        autocommit statement per bucket), so the call keeps it whatever the transaction
-        does, and the bucket is not locked while the handler runs.
+        The spend commits on its own before the transaction begins (on PostgreSQL in a
+        transaction of its own, sent in the same round trip as the ledger transaction's
+        ``BEGIN``), so the call keeps it whatever the transaction does, and the bucket is
+        not locked while the handler runs.
 
         Raises:
             BudgetRefused: A bucket has no room (on entering); nothing stays spent.
