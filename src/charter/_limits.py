@@ -380,8 +380,10 @@ def check_unique_keys(raw: bytes | str) -> None:
         PayloadRejected: an object has the same key twice (reason ``duplicate_key``).
     """
     try:
-        json.loads(raw, object_pairs_hook=_reject_duplicate_keys)
+        # One decoder for every body: ``json.loads`` with a hook builds one per call.
+        _UNIQUE_KEYS.decode(raw if isinstance(raw, str) else raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
+        # Not UTF-8, not JSON: the library refuses it in its own words.
         if isinstance(exc, PayloadRejected):
             raise
 
@@ -392,6 +394,10 @@ def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]
     if len(obj) != len(pairs):
         raise PayloadRejected("duplicate_key", "an object has the same key twice")
     return obj
+
+
+_UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=_reject_duplicate_keys)
+"""The decoder of ``check_unique_keys`` (stateless: safe to share across threads)."""
 
 
 def _reject_constant(name: str) -> NoReturn:

@@ -107,6 +107,34 @@ def test_a_foreign_credential_cannot_make_the_cap_forget_a_session() -> None:
     assert statuses == [404, 200]
 
 
+def test_a_sessionless_2026_request_neither_opens_nor_ends_a_session() -> None:
+    # A 2026-07-28 request belongs to no session, whatever Mcp-Session-Id it names (the
+    # SDK answers it 404): the cap lets it through, and neither counts the id it names nor
+    # forgets the live session it names.
+    modern = {
+        **_auth("alice-token"),
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "ping",
+    }
+    meta = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    }
+    with served(SessionLimits(per_principal=1)) as (url, mcp), httpx.Client(timeout=30) as http:
+        alices = open_session(http, url, "alice-token")
+        for named in ("made-up-session", alices):
+            http.post(
+                url, json={**MCP_PING, "params": meta}, headers={**modern, "Mcp-Session-Id": named}
+            )
+        count = mcp.open_sessions(ALICE)
+        alive = ping(http, url, "alice-token", alices)
+    assert count == 1
+    assert alive == 200
+
+
 def test_an_idle_session_is_closed_after_the_idle_timeout_and_forgotten() -> None:
     closed = _SdkLog("idle timeout")
     with (

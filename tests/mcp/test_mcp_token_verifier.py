@@ -1,4 +1,5 @@
-"""The SDK's ``TokenVerifier`` hook over the host: what it hands the SDK for each token.
+"""The SDK's ``TokenVerifier`` hook over the host: what it hands the SDK for each token,
+and the bearer backend that answers as the SDK's.
 
 It builds the SDK's access token without validating it (it runs on every request), so
 these tests pin that the token is exactly what validation would have produced.
@@ -7,12 +8,14 @@ these tests pin that the token is exactly what validation would have produced.
 from __future__ import annotations
 
 import pytest
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import AccessToken, principal_components
 from mcp_support import ALICE, TOKENS, Probe, build_host
+from starlette.requests import HTTPConnection
 
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
-from charter.mcp._auth import HostTokenVerifier, PrincipalAccessToken
+from charter.mcp._auth import HostBearerBackend, HostTokenVerifier, PrincipalAccessToken
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +88,51 @@ async def test_a_principal_gets_one_token_and_a_changed_principal_a_new_one() ->
     later = await verifier.verify_token("alice-token")
     assert isinstance(later, PrincipalAccessToken) and later.principal is changed
     assert later.scopes == ["trips:read"]
+
+
+def _connection(*headers: tuple[bytes, bytes]) -> HTTPConnection:
+    return HTTPConnection({"type": "http", "headers": list(headers)})
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        (),
+        ((b"authorization", b"Bearer alice-token"),),
+        ((b"authorization", b"bearer alice-token"),),
+        ((b"authorization", b"BEARER alice-token"),),
+        ((b"authorization", b"Bearer no-such-token"),),
+        ((b"authorization", b"Basic alice-token"),),
+        ((b"authorization", b"Bearer"),),
+        ((b"authorization", b"Bearer "),),
+        ((b"x-api-key", b"alice-token"),),
+        ((b"authorization", b"Bearer alice-token"), (b"authorization", b"Bearer bob-token")),
+        ((b"authorization", b"Bearer bob-token"), (b"authorization", b"Bearer alice-token")),
+    ],
+)
+async def test_the_bearer_backend_answers_as_the_sdks(
+    headers: tuple[tuple[bytes, bytes], ...],
+) -> None:
+    verifier = HostTokenVerifier(build_host(Probe()))
+    sdk = await BearerAuthBackend(verifier).authenticate(_connection(*headers))
+    ours = await HostBearerBackend(verifier).authenticate(_connection(*headers))
+    if sdk is None:
+        assert ours is None
+        return
+    assert ours is not None
+    (sdk_credentials, sdk_user), (credentials, user) = sdk, ours
+    assert credentials.scopes == sdk_credentials.scopes
+    assert isinstance(user, AuthenticatedUser)
+    assert user.access_token == sdk_user.access_token
+    assert (user.username, user.scopes) == (sdk_user.username, sdk_user.scopes)
+
+
+async def test_the_bearer_backend_hands_one_principal_the_same_user() -> None:
+    backend = HostBearerBackend(HostTokenVerifier(build_host(Probe())))
+    first = await backend.authenticate(_connection((b"authorization", b"Bearer alice-token")))
+    again = await backend.authenticate(_connection((b"authorization", b"Bearer alice-token")))
+    bob = await backend.authenticate(_connection((b"authorization", b"Bearer bob-token")))
+    assert first is not None and again is not None and bob is not None
+    assert again[1] is first[1] and isinstance(first[1], AuthenticatedUser)
+    assert first[1].access_token.principal is ALICE
+    assert bob[1] is not first[1]

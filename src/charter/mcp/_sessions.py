@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import anyio
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ConfigurationError
@@ -38,6 +39,7 @@ Owner = str | None
 anonymous callers (one owner)."""
 
 _SESSION_HEADER = b"mcp-session-id"
+_VERSION_HEADER = b"mcp-protocol-version"
 _CLOSING_HEADERS = frozenset({b"host", b"origin"})
 """The opening request's headers a closing ``DELETE`` repeats (the SDK's DNS-rebinding check)."""
 _CLOSING_SCOPE_KEYS = (
@@ -112,7 +114,10 @@ class _Table:
 class SessionLimiter:
     """ASGI middleware in front of the SDK's session manager: a session cap per principal.
 
-    It sits behind the bearer-token middleware, so ``scope["user"]`` names the caller.
+    It sits behind the bearer-token middleware, so ``scope["user"]`` names the caller. A
+    request of a sessionless protocol era (an ``MCP-Protocol-Version`` other than the
+    handshake era's, which the SDK routes by the same header) passes straight through:
+    it neither opens a session nor ends one, whatever ``Mcp-Session-Id`` it names.
     """
 
     def __init__(self, app: ASGIApp, *, per_principal: int, idle_timeout: float | None) -> None:
@@ -133,10 +138,21 @@ class SessionLimiter:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        named: str | None = None
+        version: str | None = None
+        for key, value in scope["headers"]:
+            if key == _SESSION_HEADER and named is None:
+                named = value.decode("latin-1")
+            elif key == _VERSION_HEADER and version is None:
+                version = value.decode("latin-1")
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # A request of a sessionless era (2026-07-28): the SDK routes it by this
+            # header, as here, and it neither opens nor uses a session.
+            await self.app(scope, receive, send)
+            return
         self._expire()
         principal = principal_from_scope(scope)
         owner: Owner = None if principal is None else principal.key
-        named = _header(scope["headers"], _SESSION_HEADER)
         held: str | None = None
 
         async def watch(message: Message) -> None:

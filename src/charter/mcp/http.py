@@ -7,11 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import (
-    AuthorizationContext,
-    BearerAuthBackend,
-    RequireAuthMiddleware,
-)
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext, RequireAuthMiddleware
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import EventStore, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -28,7 +24,7 @@ from .._asgi import DEFAULT_ALLOWED_HOSTS, HostCheck
 from ..auth import Principal
 from ..errors import ConfigurationError
 from ..host import Host
-from ._auth import HostTokenVerifier
+from ._auth import HostBearerBackend, HostTokenVerifier
 from ._events import MemoryEventStore, Resumability, SessionEventStore
 from ._gate import Admission, Body
 from ._interact import ConnectionState
@@ -197,7 +193,7 @@ def streamable_http_app(
             metadata = AnyHttpUrl(resource_metadata_url) if resource_metadata_url else None
             app = RequireAuthMiddleware(app, [], metadata)
         app = AuthContextMiddleware(app)
-        app = AuthenticationMiddleware(app, backend=BearerAuthBackend(HostTokenVerifier(host)))
+        app = AuthenticationMiddleware(app, backend=HostBearerBackend(HostTokenVerifier(host)))
     elif require_auth:
         raise ConfigurationError(
             "require_auth=True needs a host with an authenticator (Host(authenticator=...))"

@@ -389,7 +389,18 @@ _NO_SESSION = NO_SESSION
 
 def _session_key(ctx: Context) -> str | None:
     """Which connection a request belongs to, within the server's lifespan state."""
-    if ctx.request is None:
+    request = ctx.request
+    if request is None:
         return None  # stdio / in memory: the lifespan state is this connection's own
-    session_id = ctx.request.headers.get("mcp-session-id")
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        # Read from the ASGI headers: cheaper than Starlette's by-name look-up, same answer.
+        for name, value in scope["headers"]:
+            if name == _SESSION_HEADER:
+                return str(value.decode("latin-1"))
+        return _NO_SESSION
+    session_id = request.headers.get("mcp-session-id")
     return session_id if isinstance(session_id, str) else _NO_SESSION
+
+
+_SESSION_HEADER = b"mcp-session-id"
