@@ -1,13 +1,27 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 # `make test` lets the pytest processes cache bytecode (they import every test module), but
 # the programs tests start must not: several tests rewrite a module and run a command on it
 # again within the same second, at times at the same size, and a cached .pyc (keyed by the
-# source's mtime in seconds and its size) would then be taken for the new source.
+# source's mtime in seconds and its size) would then be taken for the new source. (In the
+# pytest processes, a module written by a test gets a fresh name each time: tests/cli's
+# `write_target`.)
+#
+# pytest-xdist starts its workers after this file is imported, so they inherit the variable
+# too, and Python reads it only at start-up: a worker would then cache nothing, and every
+# worker of every run would rewrite and compile again each test module and each module of
+# charter it imports (seconds of CPU per worker). So the first pytest process records
+# whether it caches, and its workers do as it does.
+_CACHING = "CHARTER_TESTS_CACHE_BYTECODE"
+if "PYTEST_XDIST_WORKER" in os.environ:
+    sys.dont_write_bytecode = os.environ.get(_CACHING) != "1"
+else:
+    os.environ[_CACHING] = "0" if sys.dont_write_bytecode else "1"
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 

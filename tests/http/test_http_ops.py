@@ -10,12 +10,13 @@ from contextlib import asynccontextmanager
 
 import httpx
 import pytest
-from http_support import Lab, Live, build_host, build_registry, serve
+from http_support import Done, Empty, Lab, Live, build_host, build_registry, serve
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from charter import ErrorCode
+from charter import ErrorCode, Registry, tool
 from charter.auth import StaticAuthenticator
+from charter.errors import ConfigurationError
 from charter.host import Host
 from charter.http import create_app
 from charter.ledger import ApprovalRecord, MemoryStore
@@ -222,7 +223,21 @@ def test_mcp_false_leaves_mcp_out() -> None:
         assert httpx.post(f"{url}/mcp").status_code == 404
 
 
-def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
+def test_a_tool_under_the_mcp_status_tools_name_is_refused_when_the_app_is_built() -> None:
+    @tool(tier="read", name="charter.action_status")
+    def status(_: Empty) -> Done:
+        """Clash with the MCP adapter's own tool."""
+        return Done(key="x", done=True)
+
+    registry = Registry()
+    registry.register(status)
+    # Refused by create_app, not by the first request to /mcp (when the endpoint is built).
+    with pytest.raises(ConfigurationError, match=r"reserved by charter\.mcp"):
+        create_app(Host(registry))
+    create_app(Host(registry), mcp=False)  # served without MCP, the name is free
+
+
+def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in_the_lifespan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     events: list[str] = []
@@ -275,8 +290,11 @@ def test_the_mcp_endpoint_is_mounted_at_slash_mcp_and_runs_in_the_lifespan(
         max_body_bytes=4096,
     )
     with serve(app) as url:
-        assert events == ["start"]
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        assert (events, seen) == ([], {})  # REST alone builds no MCP endpoint
         assert httpx.post(f"{url}/mcp").text == "mcp here"
+        assert httpx.post(f"{url}/mcp").text == "mcp here"
+        assert events == ["start"]  # built and started once
     assert events == ["start", "stop"]
     assert seen == {
         "host": host,

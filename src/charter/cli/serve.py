@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from charter._asgi import DEFAULT_ALLOWED_HOSTS
+from charter._mcp_config import SessionLimits
 from charter.auth import AuthenticationFailed
 from charter.cli._common import (
     DEFAULT_DB_URL,
@@ -56,8 +58,6 @@ from charter.notify import Notifier
 if TYPE_CHECKING:
     import uvicorn
 
-    from charter.mcp import SessionLimits
-
 __all__ = ("base_url", "bind", "serve")
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -78,12 +78,8 @@ class _Http:
     max_sessions: int
     request_state_keys: list[str]
 
-    def session_limits(self) -> SessionLimits | None:
-        """The MCP session limits (0 turns one off); None without the ``mcp`` extra."""
-        try:
-            from charter.mcp import SessionLimits
-        except ImportError:  # pragma: no cover - depends on the installed extras
-            return None  # create_app then serves no MCP at all
+    def session_limits(self) -> SessionLimits:
+        """The MCP session limits (0 turns one off); unused without the ``mcp`` extra."""
         return SessionLimits(
             per_principal=self.sessions_per_principal or None,
             idle_timeout=self.session_idle_timeout or None,
@@ -367,8 +363,6 @@ def _allowed_hosts(extra: list[str]) -> list[str] | None:
     """MCP's accepted ``Host`` headers: loopback (the default, None) plus ``--allow-host``."""
     if not extra:
         return None
-    from charter.mcp import DEFAULT_ALLOWED_HOSTS
-
     return [*DEFAULT_ALLOWED_HOSTS, *extra, *(f"{name}:*" for name in extra)]
 
 

@@ -7,9 +7,12 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -21,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charter._asgi import DEFAULT_ALLOWED_HOSTS, BodyLimit, HostCheck
+from charter._mcp_config import SessionLimits, check_reserved_names
 from charter._safe_log import log_exception
 from charter._wording import new_error_id
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
@@ -39,7 +43,6 @@ from ._routes_tools import ToolRoutes
 
 if TYPE_CHECKING:
     from charter.gateway import Gateway
-    from charter.mcp import SessionLimits
 
 __all__ = ("DEFAULT_BODY_TIMEOUT", "McpMount", "create_app")
 
@@ -195,7 +198,7 @@ def create_app(
             )
         )
     mounted = (
-        _mcp_mount(
+        _LazyMcp(
             host,
             stateless=mcp_stateless,
             allowed_hosts=allowed_hosts,
@@ -203,7 +206,7 @@ def create_app(
             request_state_keys=mcp_request_state_keys,
             max_body_bytes=limit,
         )
-        if mcp
+        if mcp and find_spec("mcp") is not None
         else None
     )
     if mounted is not None:
@@ -211,10 +214,7 @@ def create_app(
         # that with a redirect to /mcp/. First, so that an MCP request (most of the
         # traffic of an MCP server) is not matched against every REST route before it; no
         # other route's path is /mcp, so the order changes no answer.
-        routes.insert(
-            0,
-            Route("/mcp", mounted.app, methods=["GET", "POST", "DELETE"], name="mcp"),
-        )
+        routes.insert(0, Route("/mcp", mounted, methods=["GET", "POST", "DELETE"], name="mcp"))
     # Outermost: the Host check (DNS rebinding) every route gets, REST and MCP alike.
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
     middleware: list[Middleware] = [
@@ -271,37 +271,85 @@ class _Route(Route):
         return match, child_scope
 
 
-def _mcp_mount(
-    host: Host,
-    *,
-    stateless: bool,
-    allowed_hosts: Sequence[str] | None,
-    session_limits: SessionLimits | None,
-    request_state_keys: Sequence[bytes | str] | None,
-    max_body_bytes: int,
-) -> McpMount | None:
-    """The MCP endpoint from ``charter.mcp``, or None while it is not installed or built.
+class _LazyMcp:
+    """The ``/mcp`` endpoint, built from ``charter.mcp`` on its first request.
 
+    Importing ``charter.mcp`` (the MCP SDK) and building its server costs about half a
+    second of CPU, which a server that only ever answers REST (or starts, is probed and
+    stops) never needs. The first request to ``/mcp`` builds the endpoint and starts its
+    session manager in a task of the app's lifespan (``running``), where it runs until
+    shutdown, as an endpoint built with the app would; later requests go straight to it.
     The http package is the composition root: the only transport that imports another,
     and lazily, so ``charter.http`` works without the ``mcp`` extra.
     """
-    try:
-        module = importlib.import_module("charter.mcp")
-    except ImportError:
-        return None
-    factory: Callable[..., McpMount] = module.streamable_http_app
-    return factory(
-        host,
-        stateless=stateless,
-        allowed_hosts=list(allowed_hosts) if allowed_hosts is not None else None,
-        session_limits=session_limits,
-        request_state_keys=request_state_keys,
-        max_body_bytes=max_body_bytes,
-    )
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        stateless: bool,
+        allowed_hosts: Sequence[str] | None,
+        session_limits: SessionLimits | None,
+        request_state_keys: Sequence[bytes | str] | None,
+        max_body_bytes: int,
+    ) -> None:
+        # What building it would refuse, refused now: the app is not built otherwise.
+        check_reserved_names(host.registry)
+        self._host = host
+        self._options: dict[str, object] = {
+            "stateless": stateless,
+            "allowed_hosts": list(allowed_hosts) if allowed_hosts is not None else None,
+            "session_limits": session_limits,
+            "request_state_keys": request_state_keys,
+            "max_body_bytes": max_body_bytes,
+        }
+        self._mounted: McpMount | None = None
+        self._tasks: TaskGroup | None = None
+        self._building: anyio.Lock | None = None
+        self._stopping: anyio.Event | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request, building the endpoint first if none has come before."""
+        mounted = self._mounted or await self._start()
+        await mounted.app(scope, receive, send)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Keep the endpoint's session manager running (once built) until the app stops."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks, self._building, self._stopping = tasks, anyio.Lock(), anyio.Event()
+            try:
+                yield
+            finally:
+                self._stopping.set()
+                self._tasks = None
+        # A session manager runs once: another lifespan of the app builds a new endpoint.
+        self._mounted = None
+
+    async def _start(self) -> McpMount:
+        if self._tasks is None or self._building is None:
+            raise RuntimeError("/mcp is served only while the app's lifespan runs")
+        async with self._building:
+            if self._mounted is None:
+                module = importlib.import_module("charter.mcp")
+                factory: Callable[..., McpMount] = module.streamable_http_app
+                mounted = factory(self._host, **self._options)
+                await self._tasks.start(self._run, mounted)
+                self._mounted = mounted
+            return self._mounted
+
+    async def _run(
+        self, mounted: McpMount, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        assert self._stopping is not None
+        stopping = self._stopping
+        async with mounted.run():
+            task_status.started()
+            await stopping.wait()
 
 
 def _lifespan(
-    host: Host, mounted: McpMount | None
+    host: Host, mounted: _LazyMcp | None
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     # The host first: a store handed over unopened is opened before the first request
     # and closed after the last (`uvicorn module:app` has no other place to do it).
@@ -310,7 +358,7 @@ def _lifespan(
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(host.running())
             if mounted is not None:
-                await stack.enter_async_context(mounted.run())
+                await stack.enter_async_context(mounted.running())
             yield
 
     return lifespan

@@ -13,12 +13,12 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("charter.mcp needs the MCP SDK: pip install 'charter[mcp]'") from exc
 
+from .._mcp_config import STATUS_TOOL, SessionLimits
 from ._events import MemoryEventStore, Resumability, SessionEventStore
 from ._forwarded import ForwardedResult
 from ._interact import ConnectionState
 from ._listing import TOOL_META_KEY
-from ._render import OUTCOME_META_KEY, RESOLUTION, STATUS_TOOL, Presenter, Resolution
-from ._sessions import SessionLimits
+from ._render import OUTCOME_META_KEY, RESOLUTION, Presenter, Resolution
 from ._stored_events import SqlEventStore
 from .http import DEFAULT_ALLOWED_HOSTS, StreamableHTTPApp, create_asgi_app, streamable_http_app
 from .server import create_server

@@ -6,12 +6,12 @@ from typing import Any
 
 import mcp.types as types
 
+from .._mcp_config import STATUS_TOOL
 from ..ledger import ActionStatus
 from ..manifest import RegisteredTool
 from ..policy import CONTROL_FIELD, controls_schema
 from ..tool import JSON_SCHEMA_DIALECT
 from ._forwarded import forwarded_output_schema, is_forwarded
-from ._render import STATUS_TOOL
 
 __all__ = ("TOOL_META_KEY", "ToolListing", "status_tool")
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import mcp.types as types
 from pydantic_core import to_json
 
+from .._mcp_config import STATUS_TOOL
 from .._redaction import redact
 from .._wording import failure_text, heading, scope_challenge, with_next_steps
 from ..errors import ErrorCode
@@ -54,9 +55,6 @@ RESOLUTION: Mapping[ErrorCode, Resolution] = {
 Every code renders as an ``isError`` result (``[CODE] message`` and next steps in the
 text, the outcome in ``_meta``); JSON-RPC errors are kept for protocol faults.
 """
-
-STATUS_TOOL = "charter.action_status"
-"""The adapter's own tool that reports where a ledgered request stands."""
 
 
 def render_outcome(

@@ -27,7 +27,7 @@ import anyio
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import ConfigurationError
+from .._mcp_config import SessionLimits
 from ._auth import principal_from_scope
 
 __all__ = ("Owner", "SessionLimiter", "SessionLimits")
@@ -55,42 +55,6 @@ _CLOSING_SCOPE_KEYS = (
     "user",
     "auth",
 )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SessionLimits:
-    """How many stateful MCP sessions a server keeps, and for how long.
-
-    Unused with ``stateless=True``, where there are no sessions.
-    """
-
-    per_principal: int | None = 16
-    """Open sessions one principal, (home tenant, subject), may hold; opening one more
-    closes its oldest. Anonymous callers count as one principal. None: no cap."""
-
-    idle_timeout: float | None = 300.0
-    """Seconds a session may go without a request in flight (an open ``GET`` stream
-    counts) before it is closed; the client then gets ``404`` and opens a new one. None:
-    sessions live until the client deletes them."""
-
-    max_sessions: int | None = 10_000
-    """Sessions for the whole server (the SDK's ``max_sessions``): while that many are
-    open, a request that would open another is answered ``503``. None: no limit."""
-
-    def __post_init__(self) -> None:
-        for name in ("per_principal", "max_sessions"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or value < 1):
-                raise ConfigurationError(
-                    f"SessionLimits.{name} must be a positive number of sessions or None, "
-                    f"not {value!r}"
-                )
-        timeout = self.idle_timeout
-        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-            raise ConfigurationError(
-                "SessionLimits.idle_timeout must be a positive, finite number of seconds or "
-                f"None, not {timeout!r}"
-            )
 
 
 @dataclass(slots=True)

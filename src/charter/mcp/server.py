@@ -21,6 +21,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
+from .._mcp_config import STATUS_TOOL, check_reserved_names
 from .._wording import canonical_uuid
 from ..auth import Principal
 from ..errors import ConfigurationError, ErrorCode
@@ -35,7 +36,7 @@ from ._forwarded import forwarded_result, is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
 from ._listen import Listening
 from ._listing import ToolListing, status_tool
-from ._render import STATUS_TOOL, Presenter, render_outcome
+from ._render import Presenter, render_outcome
 
 __all__ = ("create_server",)
 
@@ -84,8 +85,7 @@ def create_server(
     unknown = sorted(n for n in presenters if host.registry.get(n) is None)
     if unknown:
         raise ConfigurationError(f"presenters name unknown tool(s) {unknown}; use canonical names")
-    if host.registry.get(STATUS_TOOL) is not None:
-        raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
+    check_reserved_names(host.registry)
     adapter = _Adapter(host, principal=principal, presenters=presenters, poll_after=sse_poll_after)
     # 2026-07-28 clients hear of changes on subscriptions/listen streams.
     listening = Listening(host, principal_of=adapter.principal)
