@@ -9,6 +9,7 @@ so those live here, importable without the SDK; ``charter.mcp`` re-exports them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,13 @@ from .errors import ConfigurationError
 if TYPE_CHECKING:
     from .registry import Registry
 
-__all__ = ("STATUS_TOOL", "SessionLimits", "check_reserved_names")
+__all__ = (
+    "MIN_STATE_KEY_BYTES",
+    "STATUS_TOOL",
+    "SessionLimits",
+    "check_request_state_keys",
+    "check_reserved_names",
+)
 
 STATUS_TOOL = "charter.action_status"
 """The adapter's own tool that reports where a ledgered request stands."""
@@ -31,6 +38,38 @@ def check_reserved_names(registry: Registry) -> None:
     """
     if registry.get(STATUS_TOOL) is not None:
         raise ConfigurationError(f"the tool name {STATUS_TOOL!r} is reserved by charter.mcp")
+
+
+MIN_STATE_KEY_BYTES = 32
+"""The shortest secret the SDK takes to seal MCP ``requestState`` (AES-GCM, key derived)."""
+
+
+def check_request_state_keys(keys: Sequence[bytes | str] | None) -> None:
+    """Refuse request-state keys the SDK would refuse when it builds the endpoint.
+
+    The endpoint is built on its first request; a key it cannot use is a configuration
+    error of the app, so it is refused when the app is made, not as a 500 later.
+
+    Raises:
+        ConfigurationError: a key is not bytes or str, is shorter than
+            ``MIN_STATE_KEY_BYTES``, or repeats an earlier one.
+    """
+    seen: set[bytes] = set()
+    for index, key in enumerate(keys or ()):
+        if not isinstance(key, bytes | str):
+            raise ConfigurationError(
+                f"request-state keys must be bytes or str; key {index} is {type(key).__name__}"
+            )
+        material = key.encode() if isinstance(key, str) else key
+        if len(material) < MIN_STATE_KEY_BYTES:
+            raise ConfigurationError(
+                f"request-state key {index} is {len(material)} bytes; it takes at least "
+                f"{MIN_STATE_KEY_BYTES} bytes of secret randomness: "
+                'python -c "import secrets; print(secrets.token_hex(32))"'
+            )
+        if material in seen:
+            raise ConfigurationError(f"request-state key {index} repeats an earlier key")
+        seen.add(material)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

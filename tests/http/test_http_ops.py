@@ -7,6 +7,7 @@ import types
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -235,6 +236,24 @@ def test_a_tool_under_the_mcp_status_tools_name_is_refused_when_the_app_is_built
     with pytest.raises(ConfigurationError, match=r"reserved by charter\.mcp"):
         create_app(Host(registry))
     create_app(Host(registry), mcp=False)  # served without MCP, the name is free
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (["short"], r"key 0 is 5 bytes; it takes at least 32"),
+        ([b"k" * 32, "k" * 31], r"key 1 is 31 bytes"),
+        (["k" * 32, b"k" * 32], r"key 1 repeats an earlier key"),
+        ([32], r"must be bytes or str; key 0 is int"),
+    ],
+)
+def test_request_state_keys_the_sdk_would_refuse_are_refused_when_the_app_is_built(
+    keys: list[Any], message: str
+) -> None:
+    # The endpoint is built on the first /mcp request; its keys are checked before that.
+    with pytest.raises(ConfigurationError, match=message):
+        create_app(build_host(Lab()), mcp_request_state_keys=keys)
+    create_app(build_host(Lab()), mcp_request_state_keys=keys, mcp=False)
 
 
 def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in_the_lifespan(

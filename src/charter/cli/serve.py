@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from charter._asgi import DEFAULT_ALLOWED_HOSTS
-from charter._mcp_config import SessionLimits
+from charter._mcp_config import MIN_STATE_KEY_BYTES, SessionLimits
 from charter.auth import AuthenticationFailed
 from charter.cli._common import (
     DEFAULT_DB_URL,
@@ -63,7 +63,6 @@ __all__ = ("base_url", "bind", "serve")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _GRACEFUL_SHUTDOWN_SECONDS = 5
 """How long a stop waits for open requests and MCP streams before closing them."""
-_MIN_KEY_BYTES = 32
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -309,10 +308,10 @@ def _checked_keys(keys: list[str]) -> list[str]:
         Unusable: A key is shorter than 32 bytes.
     """
     split = [part for key in keys for part in key.split()]
-    short = [i for i, key in enumerate(split, 1) if len(key.encode()) < _MIN_KEY_BYTES]
+    short = [i for i, key in enumerate(split, 1) if len(key.encode()) < MIN_STATE_KEY_BYTES]
     if short:
         raise Unusable(
-            f"--request-state-key number {short[0]} is shorter than {_MIN_KEY_BYTES} bytes; "
+            f"--request-state-key number {short[0]} is shorter than {MIN_STATE_KEY_BYTES} bytes; "
             'make one with: python -c "import secrets; print(secrets.token_hex(32))"'
         )
     return split

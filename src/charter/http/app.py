@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charter._asgi import DEFAULT_ALLOWED_HOSTS, BodyLimit, HostCheck
-from charter._mcp_config import SessionLimits, check_reserved_names
+from charter._mcp_config import SessionLimits, check_request_state_keys, check_reserved_names
 from charter._safe_log import log_exception
 from charter._wording import new_error_id
 from charter.errors import DEFAULT_NEXT_STEPS, ErrorCode
@@ -295,6 +295,7 @@ class _LazyMcp:
     ) -> None:
         # What building it would refuse, refused now: the app is not built otherwise.
         check_reserved_names(host.registry)
+        check_request_state_keys(request_state_keys)
         self._host = host
         self._options: dict[str, object] = {
             "stateless": stateless,
