@@ -35,7 +35,7 @@ from ._request import CONTROL_HEADERS
 from ._routes_approvals import ApprovalRoutes
 from ._routes_content import ContentRoutes
 from ._routes_ops import OpsRoutes
-from ._routes_tools import ToolRoutes
+from ._routes_tools import CallEndpoint, ToolRoutes
 
 if TYPE_CHECKING:
     from charter.gateway import Gateway
@@ -139,7 +139,8 @@ def create_app(
         # Calls first: most of a server's REST traffic is matched by the first route tried.
         # No other route matches a path ending in ':call' (``_Route``), so the order
         # changes no answer.
-        _Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=with_body),
+        # An ASGI app that authenticates and bounds the body itself (``CallEndpoint``).
+        _Route("/v1/tools/{name}:call", CallEndpoint(tools, max_bytes=limit), methods=["POST"]),
         _Route("/v1/tools", tools.list_tools, methods=["GET"], middleware=signed),
         _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"], middleware=signed),
         _Route("/v1/resources", content.list_resources, methods=["GET"], middleware=signed),
