@@ -81,7 +81,7 @@ class CallEndpoint:
     answer is sent as bytes, without a ``Response``.
     """
 
-    __slots__ = ("_host", "_max_bytes", "_tools")
+    __slots__ = ("_host", "_max_bytes", "_tools", "_watches")
 
     def __init__(self, tools: ToolRoutes, *, max_bytes: int) -> None:
         """Serve ``tools``' calls; ``max_bytes`` (positive) bounds a body."""
@@ -90,6 +90,7 @@ class CallEndpoint:
         self._tools = tools
         self._host = tools.host
         self._max_bytes = max_bytes
+        self._watches = _DisconnectWatches()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one call."""
@@ -121,13 +122,13 @@ class CallEndpoint:
         # An empty body means no arguments; the host parses everything else itself.
         body = body or b"{}"
         cancel = CancelSignal()
-        watch = _DisconnectWatch(receive, cancel)
+        self._watches.begin(receive, cancel)
         try:
             outcome = await host.invoke(
                 name, body, caller, controls, call=CallOptions(cancel=cancel)
             )
         finally:
-            started = watch.stop()
+            started = self._watches.end(cancel)
             if started is not None:
                 await asyncio.gather(started, return_exceptions=True)
         await _answer(outcome, scope, receive, send, controls=controls, body=body)
@@ -162,37 +163,66 @@ async def _answer(
     await response(scope, receive, send)
 
 
-class _DisconnectWatch:
+class _DisconnectWatches:
     """Sets a call's ``cancel`` if the client goes away while it runs (the body is read).
 
-    Watching costs a task, and most calls end within milliseconds, so the watch starts
-    only once a call has run for ``_WATCH_AFTER_SECONDS``; a disconnect before that is
-    still queued for it. The host runs on asyncio, so this does too.
+    Watching costs a task, and most calls end within milliseconds, so a call is watched
+    only once it has run for ``_WATCH_AFTER_SECONDS`` (a disconnect before that is still
+    queued for it). One timer serves every call of the endpoint: a call notes its receive
+    channel and when it is due, and the timer fires at the earliest due call, starts the
+    watch of each call due then and sets itself for the next; a timer per call would cost
+    each call more than the rest of this. The host runs on asyncio, so this does too.
     """
 
-    __slots__ = ("_cancel", "_receive", "_task", "_timer")
+    __slots__ = ("_due", "_loop", "_tasks", "_timer")
 
-    def __init__(self, receive: Receive, cancel: CancelSignal) -> None:
-        self._receive = receive
-        self._cancel = cancel
-        self._task: asyncio.Task[None] | None = None
+    def __init__(self) -> None:
+        # The calls not yet watched, soonest due first: the delay is one constant, so
+        # insertion order is due order.
+        self._due: dict[CancelSignal, tuple[Receive, float]] = {}
+        self._tasks: dict[CancelSignal, asyncio.Task[None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def begin(self, receive: Receive, cancel: CancelSignal) -> None:
+        """Watch a call from now on (its body read): ``cancel`` is set on a disconnect."""
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(_WATCH_AFTER_SECONDS, self._start, loop)
+        if loop is not self._loop:  # served by another event loop than before
+            self._loop, self._timer = loop, None
+            self._due.clear()
+            self._tasks.clear()
+        due = loop.time() + _WATCH_AFTER_SECONDS
+        self._due[cancel] = (receive, due)
+        if self._timer is None:
+            self._timer = loop.call_at(due, self._start_due)
 
-    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._task = loop.create_task(self._watch())
+    def end(self, cancel: CancelSignal) -> asyncio.Task[None] | None:
+        """Stop watching a call (it is over); its watch's task, to await, if it started."""
+        if self._due.pop(cancel, None) is not None:
+            return None
+        task = self._tasks.pop(cancel, None)
+        if task is not None:
+            task.cancel()
+        return task
 
-    async def _watch(self) -> None:
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        self._cancel.set()
+    def _start_due(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        self._timer = None
+        now = loop.time()
+        while self._due:
+            cancel, (receive, due) = next(iter(self._due.items()))
+            if due > now:
+                self._timer = loop.call_at(due, self._start_due)
+                return
+            del self._due[cancel]
+            self._tasks[cancel] = loop.create_task(_watch(receive, cancel))
 
-    def stop(self) -> asyncio.Task[None] | None:
-        """Stop watching (the call is over); the watch's task, to await, if it started."""
-        self._timer.cancel()
-        if self._task is not None:
-            self._task.cancel()
-        return self._task
+
+async def _watch(receive: Receive, cancel: CancelSignal) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    cancel.set()
 
 
 def render_outcome(
