@@ -291,7 +291,7 @@ def _rest_cases() -> list[Case]:
                 f"with the same Pydantic model and answers the same JSON ({label}), with no "
                 "authentication. Driven in process (`bench/profile_rest.py`: no HTTP "
                 "server, a raw ASGI driver; callgrind, 2026-12-06), the apps execute about "
-                "440,000 instructions per call (charter; 524,000 before the call route "
+                "430,000 instructions per call (charter; 524,000 before the call route "
                 "became a plain ASGI app that authenticates, bounds and reads the body and "
                 "sends its answer itself, 760,000 before the payload limits stopped walking "
                 "small bodies), 446,000 (FastAPI) and 155,000 (bare Starlette); uvicorn's "
