@@ -120,14 +120,22 @@ class HostCheck:
         self.app = app
         self.allowed_hosts = tuple(allowed_hosts)
         self.exempt = frozenset(exempt)
+        # Host values already found allowed, as sent: a server hears the same few names
+        # on every request. Bounded, since ``name:*`` allows every port.
+        self._allowed_seen: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.exempt:
             await self.app(scope, receive, send)
             return
-        values = [v for k, v in scope.get("headers", ()) if k == b"host"]
-        host = values[0].decode("latin-1") if len(values) == 1 else None
-        if host is not None and host_allowed(host, self.allowed_hosts):
+        raw: bytes | None = None
+        for name, value in scope.get("headers", ()):
+            if name == b"host":
+                if raw is not None:  # two Host headers: refused
+                    raw = None
+                    break
+                raw = value
+        if raw is not None and (raw in self._allowed_seen or self._allowed(raw)):
             await self.app(scope, receive, send)
             return
         await problem(
@@ -143,6 +151,17 @@ class HostCheck:
                 "(charter serve --allow-host, create_app(allowed_hosts=...)).",
             ),
         )
+
+    def _allowed(self, raw: bytes) -> bool:
+        if not host_allowed(raw.decode("latin-1"), self.allowed_hosts):
+            return False
+        if len(self._allowed_seen) < _ALLOWED_SEEN_MAX:
+            self._allowed_seen.add(raw)
+        return True
+
+
+_ALLOWED_SEEN_MAX = 64
+"""Most allowed ``Host`` values a ``HostCheck`` remembers."""
 
 
 class Bounded:

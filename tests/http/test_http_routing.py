@@ -72,3 +72,29 @@ def test_the_mcp_endpoint_answers_other_methods_with_405_and_rest_paths_are_unch
             assert allowed(response) == {"GET", "HEAD", "POST", "DELETE"}
             assert c.get("/v1/tools").status_code == 200
             assert c.request("PUT", "/v1/tools/catalog.ping:call").status_code == 405
+
+
+def test_the_call_route_matches_exactly_what_the_route_pattern_does() -> None:
+    from starlette.routing import Match, Route
+
+    from charter.http.app import _CallRoute
+
+    async def endpoint(scope: object, receive: object, send: object) -> None: ...
+
+    fast = _CallRoute("/v1/tools/{name}:call", endpoint, methods=["POST"])
+    plain = Route("/v1/tools/{name}:call", endpoint, methods=["POST"])
+    paths = [
+        *("/v1/tools/add:call", "/v1/tools/:call", "/v1/tools/a/b:call", "/v1/tools/a:b:call"),
+        *("/v1/tools/add:call/", "/v1/tools/add", "/v1/tools/add:callx", "/v1/toolsx/a:call"),
+        *("/v1/tools/add:call\n", "/v1/tools/ad d:call", "/api/v1/tools/add:call"),
+    ]
+    for path in paths:
+        for method in ("POST", "GET"):
+            for root_path in ("", "/api"):
+                scope = {"type": "http", "path": path, "method": method, "root_path": root_path}
+                match, child = plain.matches(scope)
+                params = child.get("path_params", {})
+                if any(":" in value for value in params.values()):
+                    match, child = Match.NONE, {}
+                got, got_child = fast.matches(scope)
+                assert (got, got_child.get("path_params")) == (match, child.get("path_params"))

@@ -4,7 +4,9 @@ Every ``/v1`` route sits behind one middleware that reads the credentials, asks
 ``Host.authenticate`` and puts the caller on the request (``request.user``), or answers
 the problem itself: 400 for ambiguous credentials, 401 for bad ones, 503 when they cannot
 be checked now. It runs before the route, so no body is read for a caller refused here.
-Routes read the caller with ``caller_of`` and never repeat the checks.
+Routes read the caller with ``caller_of`` and never repeat the checks. The call route
+(``CallEndpoint``, most of the traffic) is a plain ASGI app that calls the same
+``_request.authenticate`` itself first, with the same answers.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class _HostCredentials(AuthenticationBackend):
         self.host = host
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        caller = await authenticate(self.host, conn)
+        caller = await authenticate(self.host, conn.scope)
         if isinstance(caller, Response):
             raise _Refused(caller)
         if caller is None:

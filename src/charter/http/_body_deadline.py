@@ -53,15 +53,34 @@ class BodyDeadline:
         if scope["type"] != "http" or not _has_body(scope):
             await self.app(scope, receive, send)
             return
-        due = asyncio.get_running_loop().time() + self.seconds
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._serve_on(loop)
+        due = loop.time() + self.seconds
         complete = False
         started = False
 
         async def read() -> Message:
+            # Timed while it waits (``_expire`` cancels it past ``due``); inline, not a
+            # coroutine of its own: most requests read their whole body once, here.
             nonlocal complete
             if complete or started:
                 return await receive()
-            message = await self._timed(receive, due)
+            task = asyncio.current_task(loop)
+            assert task is not None
+            waiting, overdue = self._waiting, self._overdue
+            waiting[task] = due
+            if self._timer is None:
+                self._timer = loop.call_at(due, self._expire)
+            try:
+                message = await receive()
+            except asyncio.CancelledError:
+                self._raise_if_overdue(task)
+                raise
+            finally:
+                waiting.pop(task, None)
+                if overdue:
+                    overdue.discard(task)
             if message["type"] != "http.request" or not message.get("more_body", False):
                 complete = True  # the whole body, or the client left
             return message
@@ -71,23 +90,19 @@ class BodyDeadline:
             if message["type"] == "http.response.start" and not started:
                 started = True
                 if not complete:
-                    headers = list(message.get("headers", ()))
-                    if not any(name == b"connection" for name, _ in headers):
-                        message = {**message, "headers": [*headers, _CLOSE]}
+                    message = _closing(message)
             await send(message)
 
         try:
             await self.app(scope, read, answer)
-        except _TooSlow:
-            if started:  # pragma: no cover - the clock stops when the answer starts
+        except (_TooSlow, BaseExceptionGroup) as exc:
+            # The clock stops when the answer starts, so a started answer is not ours.
+            if started or not _only_too_slow(exc):
                 raise
-        except BaseExceptionGroup as group:
-            # An app that reads the body inside a task group gets the signal wrapped.
-            rest = group.subgroup(lambda exc: not isinstance(exc, _TooSlow))
-            if rest is not None or started:
-                raise
-        else:
-            return
+            await self._timed_out(scope, receive, send)
+
+    async def _timed_out(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer the 408 of a body that did not arrive in time."""
         response = http_problem(
             408,
             "Request timeout",
@@ -99,35 +114,21 @@ class BodyDeadline:
         )
         await response(scope, receive, send)
 
-    async def _timed(self, receive: Receive, due: float) -> Message:
-        """``receive()``, stopped with ``_TooSlow`` if it is still waiting at ``due``."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._note(task, due)
-        try:
-            return await receive()
-        except asyncio.CancelledError:
-            if task in self._overdue:
-                self._overdue.discard(task)
-                # Only this deadline cancelled the read: it becomes the 408. Another
-                # cancellation at the same time (the client left, a shutdown) goes on.
-                if task.uncancel() == 0:
-                    raise _TooSlow from None
-            raise
-        finally:
-            self._waiting.pop(task, None)
-            self._overdue.discard(task)
+    def _serve_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve on ``loop``, another event loop than before: the old one's reads are gone."""
+        self._loop, self._timer = loop, None
+        self._waiting.clear()
+        self._overdue.clear()
 
-    def _note(self, task: asyncio.Task[Any], due: float) -> None:
-        """Note a read waiting for its body; make sure the timer will come for it."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # served by another event loop than before
-            self._loop, self._timer = loop, None
-            self._waiting.clear()
-            self._overdue.clear()
-        self._waiting[task] = due
-        if self._timer is None:
-            self._timer = loop.call_at(due, self._expire)
+    def _raise_if_overdue(self, task: asyncio.Task[Any]) -> None:
+        """Raise ``_TooSlow`` if only this deadline cancelled ``task``'s read.
+
+        Another cancellation at the same time (the client left, a shutdown) goes on.
+        """
+        if task in self._overdue:
+            self._overdue.discard(task)
+            if task.uncancel() == 0:
+                raise _TooSlow from None
 
     def _expire(self) -> None:
         """Cancel the reads whose body is overdue; set the timer for the next one."""
@@ -146,6 +147,24 @@ class BodyDeadline:
 
 class _TooSlow(Exception):
     """Raised into the app when its read of the body passes the deadline."""
+
+
+def _closing(start: Message) -> Message:
+    """A response start with ``Connection: close`` added (unless it has a ``Connection``)."""
+    headers = list(start.get("headers", ()))
+    if any(name == b"connection" for name, _ in headers):
+        return start
+    return {**start, "headers": [*headers, _CLOSE]}
+
+
+def _only_too_slow(exc: BaseException) -> bool:
+    """Whether ``exc`` is the deadline's signal, alone or in a group.
+
+    An app that reads the body inside a task group gets the signal wrapped.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(lambda each: not isinstance(each, _TooSlow)) is None
+    return isinstance(exc, _TooSlow)
 
 
 def _has_body(scope: Scope) -> bool:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pydantic import ValidationError
-from starlette.requests import ClientDisconnect, HTTPConnection, Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
+from starlette.types import Receive, Scope
 
 from charter._credentials import (
     AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
@@ -39,8 +40,8 @@ CONTROL_HEADERS = {
 _CONTROL_HEADER_NAMES = frozenset(name.lower().encode() for name in CONTROL_HEADERS.values())
 
 
-def credentials_from(request: HTTPConnection) -> Credentials:
-    """The bearer token and API key the request carries.
+def credentials_from(scope: Scope) -> Credentials:
+    """The bearer token and API key the request (its ASGI ``scope``) carries.
 
     Only the ``Bearer`` scheme counts; a request with another scheme (or none) is treated
     as carrying no token, as RFC 6750 asks for unsupported methods.
@@ -54,7 +55,7 @@ def credentials_from(request: HTTPConnection) -> Credentials:
     authorization: list[str] = []
     api_keys: list[str] = []
     headers: dict[str, str] = {}
-    for raw_name, raw_value in request.scope["headers"]:
+    for raw_name, raw_value in scope["headers"]:
         name = raw_name.decode("latin-1")
         value = raw_value.decode("latin-1")
         if name == "authorization":
@@ -65,10 +66,10 @@ def credentials_from(request: HTTPConnection) -> Credentials:
     return read_credentials(authorization, api_keys, headers)
 
 
-async def authenticate(host: Host, request: HTTPConnection) -> Principal | Response | None:
-    """The caller (None when anonymous), or the 400/401/503 to answer instead."""
+async def authenticate(host: Host, scope: Scope) -> Principal | Response | None:
+    """The caller of a request (its ASGI ``scope``; None when anonymous), or the 400/401/503."""
     try:
-        credentials = credentials_from(request)
+        credentials = credentials_from(scope)
     except AmbiguousCredentials as exc:
         return http_problem(
             400,
@@ -125,7 +126,7 @@ def _invalid_token(detail: str) -> Response:
     )
 
 
-def controls_from_headers(request: Request) -> InvocationControls | Response | None:
+def controls_from_headers(scope: Scope) -> InvocationControls | Response | None:
     """The controls sent as headers (None when none were), or the 400 for a malformed one.
 
     ``Idempotency-Key`` may be a bare UUID or an RFC 8941 string (``"<uuid>"``).
@@ -133,7 +134,7 @@ def controls_from_headers(request: Request) -> InvocationControls | Response | N
     """
     sent: dict[bytes, str] = {}
     # One pass over the raw headers; most calls send none of the three.
-    for raw_name, raw_value in request.scope["headers"]:
+    for raw_name, raw_value in scope["headers"]:
         if raw_name in _CONTROL_HEADER_NAMES and raw_name not in sent:
             sent[raw_name] = raw_value.decode("latin-1")  # the first value, as Headers.get
     if not sent:
@@ -177,22 +178,30 @@ def _bad_header(header: str, message: str) -> Response:
     )
 
 
-async def read_body(request: Request) -> bytes:
-    """The request's whole body, as ``Request.body()`` reads it, without its async generator.
+async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
+    """The request's whole body, read from ``receive``; None once it passes ``max_bytes``.
 
-    For the call route, where reading the body through ``Request.stream()`` cost a tenth
-    of the adapter. The body is read once; it is not kept on the request.
+    For the call route, which reads the body itself (no ``Request``, no async generator,
+    no middleware counting it): at most ``max_bytes`` plus one chunk is held. The rest of
+    a body over the limit is left unread.
 
     Raises:
         ClientDisconnect: the client went away before the body was complete.
     """
     chunks: list[bytes] = []
-    receive = request.receive
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.request":
-            chunks.append(message.get("body", b""))
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > max_bytes:
+                return None
             if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                if not chunks:
+                    return chunk
+                chunks.append(chunk)
+                return b"".join(chunks)
+            chunks.append(chunk)
         elif message["type"] == "http.disconnect":
             raise ClientDisconnect()

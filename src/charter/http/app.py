@@ -39,7 +39,7 @@ from ._request import CONTROL_HEADERS
 from ._routes_approvals import ApprovalRoutes
 from ._routes_content import ContentRoutes
 from ._routes_ops import OpsRoutes
-from ._routes_tools import ToolRoutes
+from ._routes_tools import CallEndpoint, ToolRoutes
 
 if TYPE_CHECKING:
     from charter.gateway import Gateway
@@ -142,7 +142,8 @@ def create_app(
         # Calls first: most of a server's REST traffic is matched by the first route tried.
         # No other route matches a path ending in ':call' (``_Route``), so the order
         # changes no answer.
-        _Route("/v1/tools/{name}:call", tools.call_tool, methods=["POST"], middleware=with_body),
+        # An ASGI app that authenticates and bounds the body itself (``CallEndpoint``).
+        _CallRoute("/v1/tools/{name}:call", CallEndpoint(tools, max_bytes=limit), methods=["POST"]),
         _Route("/v1/tools", tools.list_tools, methods=["GET"], middleware=signed),
         _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"], middleware=signed),
         _Route("/v1/resources", content.list_resources, methods=["GET"], middleware=signed),
@@ -266,9 +267,40 @@ class _Route(Route):
         match, child_scope = super().matches(scope)
         if match is not Match.NONE:
             params: dict[str, object] = child_scope.get("path_params", {})
-            if any(isinstance(value, str) and ":" in value for value in params.values()):
-                return Match.NONE, {}
+            for value in params.values():  # a loop, not any(): no generator per request
+                if isinstance(value, str) and ":" in value:
+                    return Match.NONE, {}
         return match, child_scope
+
+
+class _CallRoute(_Route):
+    """The call route, ``/v1/tools/{name}:call``: a call's path is matched without the regex.
+
+    A path of the form ``/v1/tools/<name>:call`` whose name holds no ``/`` or ``:`` is
+    exactly what ``_Route`` would match, with the same path parameters; any other path,
+    and any request under a ``root_path``, goes to ``_Route``'s own matching, so the
+    answers are the same (405 included).
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """Match a call's path directly; anything else as ``_Route`` does."""
+        if scope["type"] == "http" and not scope.get("root_path"):
+            path: str = scope["path"]
+            if path.startswith(_CALL_PREFIX) and path.endswith(_CALL_SUFFIX):
+                name = path[len(_CALL_PREFIX) : -len(_CALL_SUFFIX)]
+                if name and "/" not in name and ":" not in name:
+                    params = dict(scope.get("path_params", {}))
+                    params["name"] = name
+                    child = {"endpoint": self.endpoint, "path_params": params}
+                    methods = self.methods
+                    if methods and scope["method"] not in methods:
+                        return Match.PARTIAL, child
+                    return Match.FULL, child
+        return super().matches(scope)
+
+
+_CALL_PREFIX = "/v1/tools/"
+_CALL_SUFFIX = ":call"
 
 
 class _LazyMcp:
