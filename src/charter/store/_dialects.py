@@ -15,10 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import await_
 from sqlalchemy.util.concurrency import in_greenlet
 
+from ._pipelined import BEGIN, Raw, defer, install
+
 __all__ = (
     "BUSY_OPTION",
     "LOCK_TIMEOUT_INFO",
     "READ_ONLY_OPTION",
+    "begin_deferred",
     "begin_write",
     "configure_postgresql",
     "configure_sqlite",
@@ -149,6 +152,7 @@ def configure_postgresql(engine: AsyncEngine, *, lock_timeout_ms: int) -> None:
     """
     sync_engine = engine.sync_engine
     lock_timeout_ms = max(1, lock_timeout_ms)  # 0 would mean "wait forever"
+    install(sync_engine)
 
     @sa.event.listens_for(sync_engine, "connect")
     def _connect(dbapi_connection: Any, connection_record: Any) -> None:
@@ -213,6 +217,22 @@ async def begin_write(conn: AsyncConnection, wait: float) -> None:
         await conn.execute(
             sa.text("SELECT set_config('lock_timeout', :value, true)"), {"value": f"{millis}ms"}
         )
+
+
+async def begin_deferred(conn: AsyncConnection, wait: float) -> None:
+    """PostgreSQL: begin a write transaction whose ``BEGIN`` goes with its first statement.
+
+    ``conn`` comes from an ``AUTOCOMMIT`` engine, so psycopg sends no ``BEGIN`` of its own;
+    the explicit one (and ``SET LOCAL lock_timeout`` for a wait other than the session's)
+    waits in the connection's pending statements (``_pipelined``). SQLAlchemy's own
+    transaction only tracks the block: its commit or rollback reaches the driver, which
+    ends the server's transaction when there is one.
+    """
+    millis = max(1, math.ceil(wait * 1000))
+    await conn.begin()
+    defer(conn, BEGIN)
+    if conn.info.get(LOCK_TIMEOUT_INFO) != millis:
+        defer(conn, Raw(f"SET LOCAL lock_timeout = {millis:d}", opens=True))
 
 
 def is_busy(exc: BaseException) -> bool:
