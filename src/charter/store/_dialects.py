@@ -26,6 +26,7 @@ __all__ = (
     "configure_postgresql",
     "configure_sqlite",
     "execution_options",
+    "hung_up",
     "is_busy",
     "is_connection_lost",
     "is_unreachable",
@@ -170,6 +171,18 @@ def configure_postgresql(engine: AsyncEngine, *, lock_timeout_ms: int) -> None:
     def _checkout(dbapi_connection: Any, connection_record: Any, connection_proxy: Any) -> None:
         if _hung_up(dbapi_connection.driver_connection):
             raise sa.exc.DisconnectionError("the server closed this pooled connection")
+
+
+def hung_up(conn: AsyncConnection) -> bool:
+    """Whether the server closed this psycopg connection while it sat idle in a transaction.
+
+    Asked just before the statements that end with ``COMMIT`` go: a server that hung up
+    before then certainly did not commit, where a connection lost once they are on their
+    way may have (``commit_unknown``). A system call, no round trip.
+    """
+    sync = conn.sync_connection
+    assert sync is not None, "the connection is not open"
+    return _hung_up(sync.connection.driver_connection)
 
 
 def _hung_up(driver: Any) -> bool:

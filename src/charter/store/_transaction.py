@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..audit import AuditEvent
 from ..effects import EffectRecord
-from ..errors import StoreBusy, StoreError, ToolError
+from ..errors import StoreBusy, StoreError, StoreUnavailable, ToolError
 from ..ledger import (
     ClaimRecord,
     DeferredRecord,
@@ -21,6 +21,7 @@ from ..ledger import (
 from . import _effect_rows
 from ._approval_store import SqlApprovalWrites
 from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion, to_completion
+from ._dialects import hung_up
 from ._errors import transient_tool_error, translated
 from ._pipelined import COMMIT, NO_CLAIMED_ROW, defer, drop_pending, nothing_sent, pipelined, raw
 from ._rows import audit_values, write_audit
@@ -159,6 +160,10 @@ class SqlTransaction(SqlApprovalWrites):
         if nothing_sent(conn):
             drop_pending(conn)
             return
+        if hung_up(conn):
+            raise StoreUnavailable(
+                "the database connection was lost before committing; the transaction did not commit"
+            )
         try:
             with translated("committing", committing=True):
                 await pipelined(conn, [COMMIT])
