@@ -19,11 +19,16 @@ SQLAlchemy reads a statement's results as soon as it executes, which a pipeline 
 so these statements run on the psycopg connection directly, compiled once by SQLAlchemy
 with its bind processors applied (``Raw``); their errors are raised as SQLAlchemy's
 ``DBAPIError`` so ``translated`` names them like any other.
+
+A statement that waits may be watched (``watch``): once the waiting statements were sent,
+the watcher reads what they did (``Sent``) before anything else sees the results, and may
+raise instead. A spending transaction's rate-limit spend waits this way, ahead of its
+``BEGIN`` (``_budget_postgres``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cache
@@ -33,22 +38,30 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.util import await_only
 
 __all__ = (
     "BEGIN",
     "COMMIT",
     "NO_CLAIMED_ROW",
+    "PENDING",
     "Raw",
+    "Sent",
+    "Watcher",
     "defer",
     "drop_pending",
     "install",
     "nothing_sent",
     "pipelined",
     "raw",
+    "watch",
 )
 
 PENDING = "charter_pending_statements"
 """Connection info: the ``Raw`` statements to send before the connection's next one."""
+
+WATCHER = "charter_pending_watcher"
+"""Connection info: the ``Watcher`` of the statements waiting in ``PENDING``."""
 
 NO_CLAIMED_ROW = "22012"
 """SQLSTATE division_by_zero: the outcome ``UPDATE``'s check found no claimed row."""
@@ -67,6 +80,25 @@ class Raw:
 BEGIN = Raw("BEGIN ISOLATION LEVEL READ COMMITTED", opens=True)
 """The gate's transaction (``make_engine`` sets the same isolation for every connection)."""
 COMMIT = Raw("COMMIT")
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a waiting statement did once sent."""
+
+    status: str | None
+    """Its command tag (``INSERT 0 1``, ``COMMIT``); None when it did not run."""
+    rowcount: int
+    """The rows it returned or changed; -1 when it did not run or has no count."""
+
+
+Watcher = Callable[[Any, Sequence[Sent], "sa.exc.DBAPIError | None"], Awaitable[None]]
+"""Reads what the waiting statements did, on the psycopg connection that sent them.
+
+Given the connection, one ``Sent`` per waiting statement (in ``defer`` order) and the
+error the statements sent with them raised, if any (raised after the watcher returns).
+It may send statements of its own, and raise instead.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +140,12 @@ def defer(conn: AsyncConnection, statement: Raw) -> None:
     conn.info.setdefault(PENDING, []).append(statement)
 
 
+def watch(conn: AsyncConnection, watcher: Watcher) -> None:
+    """Have ``watcher`` read the waiting statements' results once they are sent."""
+    assert WATCHER not in conn.info, "one watcher per transaction"
+    conn.info[WATCHER] = watcher
+
+
 def nothing_sent(conn: AsyncConnection) -> bool:
     """Whether the transaction has sent nothing and has nothing but its opening to send."""
     pending: list[Raw] | None = conn.info.get(PENDING)
@@ -120,6 +158,7 @@ def drop_pending(conn: AsyncConnection) -> None:
     if sync is None or sync.closed or sync.invalidated:
         return  # the pool clears the info of a connection it replaces
     sync.info.pop(PENDING, None)
+    sync.info.pop(WATCHER, None)
 
 
 async def pipelined(conn: AsyncConnection, statements: Sequence[Raw]) -> list[int]:
@@ -129,36 +168,56 @@ async def pipelined(conn: AsyncConnection, statements: Sequence[Raw]) -> list[in
 
     Raises:
         sqlalchemy.exc.DBAPIError: A statement failed (the ones after it did not run).
+        Exception: What the waiting statements' watcher raised.
     """
-    import psycopg
-
     sync = conn.sync_connection
     assert sync is not None, "the connection is not open"
+    return await _send(sync, statements)
+
+
+async def _send(sync: Connection, statements: Sequence[Raw]) -> list[int]:
+    import psycopg
+
     fairy = sync.connection
     driver = cast("psycopg.AsyncConnection[Any]", fairy.driver_connection)
-    pending: list[Raw] = conn.info.pop(PENDING, None) or []
+    info = sync.info
+    pending: list[Raw] = info.pop(PENDING, None) or []
+    watcher: Watcher | None = info.pop(WATCHER, None)
     cursors: list[psycopg.AsyncCursor[Any]] = []
     together: AbstractAsyncContextManager[object] = (
         driver.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
     )
     current = statements[0] if statements else None
+    error: sa.exc.DBAPIError | None = None
     try:
         async with together:
             for current in (*pending, *statements):
                 cursor = driver.cursor()
-                await cursor.execute(current.sql, current.parameters)
                 cursors.append(cursor)
+                await cursor.execute(current.sql, current.parameters)
     except psycopg.Error as exc:
         shown = current.sql if current is not None else ""
-        raise sa.exc.DBAPIError.instance(
+        wrapped = sa.exc.DBAPIError.instance(
             shown,
             None,
             exc,
             psycopg.Error,
-            connection_invalidated=conn.dialect.is_disconnect(
+            connection_invalidated=sync.dialect.is_disconnect(
                 cast(Any, exc), fairy.dbapi_connection, None
             ),
-        ) from exc
+        )
+        assert isinstance(wrapped, sa.exc.DBAPIError)
+        wrapped.__cause__ = exc
+        error = wrapped
+    if watcher is not None:
+        sent = [
+            Sent(cursor.statusmessage, cursor.rowcount if cursor.statusmessage else -1)
+            for cursor in cursors[: len(pending)]
+        ]
+        sent += [Sent(None, -1)] * (len(pending) - len(sent))
+        await watcher(driver, sent, error)
+    if error is not None:
+        raise error
     return [cursor.rowcount for cursor in cursors[len(pending) :]]
 
 
@@ -178,13 +237,11 @@ def install(engine: sa.Engine) -> None:
         context: Any,
         executemany: bool,
     ) -> None:
-        info = conn.info
-        if PENDING not in info:
-            return
-        # A cursor of their own: SQLAlchemy reads the statement's results from ``cursor``.
-        own = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            for waiting in info.pop(PENDING):
-                own.execute(waiting.sql, waiting.parameters)
-        finally:
-            own.close()
+        if PENDING in conn.info:
+            # On psycopg's connection directly, as the claim's are; SQLAlchemy reads this
+            # statement's results from ``cursor``, which they leave alone.
+            try:
+                await_only(_send(conn, ()))
+            except sa.exc.DBAPIError as exc:
+                # The driver's error, which SQLAlchemy wraps (and flags a disconnect) itself.
+                raise exc.orig from None  # type: ignore[misc]

@@ -214,6 +214,9 @@ class SqlStore(
     def _transaction_after(self, wait: float, prelude: Prelude) -> TransactionScope:
         """``transaction(wait=…)`` whose connection first runs ``prelude`` (a budget's spend)."""
         self._require_open()
+        if self._autocommit is not None:
+            # PostgreSQL: the prelude's statements wait for the claim too (``_pipelined``).
+            return TransactionScope(self._autocommit, wait, None, prelude, deferred=True)
         return TransactionScope(self._engine, wait, self._queue, prelude)
 
     @asynccontextmanager
