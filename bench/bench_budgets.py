@@ -101,8 +101,8 @@ def cases() -> list[Case]:
                 "a per-principal `RateLimit` that is never reached, against the same tool "
                 "without one, on the same store; wall-clock time, since a budget is spent on "
                 "the database (one `INSERT … ON CONFLICT DO UPDATE … RETURNING` in a "
-                "transaction of its own, sent below SQLAlchemy in the same message as the "
-                "ledger transaction's `BEGIN`, so no round trip more), which the CPU clock of "
+                "transaction of its own, sent in one psycopg pipeline with the ledger "
+                "transaction's `BEGIN` and claim, so no round trip more), which the CPU clock of "
                 "this process would not see."
             ),
         )

@@ -10,11 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 import sqlalchemy as sa
 from psycopg import pq
 from pydantic import BaseModel
 from tests.builders import risk, tiered_tool
+from tests.store.conftest import POSTGRES_URL
 
 from charter import (
     ActionPolicy,
@@ -29,9 +31,8 @@ from charter import (
 )
 from charter.errors import StoreUnavailable
 from charter.host import Host
-from charter.ledger.budgets import Bucket, BudgetStore
+from charter.ledger.budgets import Bucket, BudgetRefused, BudgetStore, Charge
 from charter.store import SqlStore
-from charter.store import _budget_postgres as budget_postgres
 from charter.store import _budget_rows as budget_rows
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
@@ -85,6 +86,28 @@ async def test_sql_store_is_a_budget_store_and_spends_by_the_window(sql_store: S
     assert await sql_store.prune_budgets(now=now + 20) == 0
     assert await sql_store.prune_budgets(now=now + 80) == 1
     assert await sql_store.budget_arrival(BUCKET) is None
+
+
+async def test_a_spending_transaction_spends_before_its_first_statement_whatever_it_is(
+    sql_store: SqlStore,
+) -> None:
+    # The gate claims first; here the first statement is the application's own, or none
+    # runs (PostgreSQL then sends the spend with the COMMIT).
+    now = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
+    first = Charge(spends=((BUCKET, 20.0),), now=now)
+    async with sql_store.spending_transaction(wait=1.0, charge=first) as tx:
+        assert (await tx.connection.execute(sa.text("SELECT 1"))).scalar() == 1
+    second = Charge(spends=((BUCKET, 40.0),), now=now)
+    async with sql_store.spending_transaction(wait=1.0, charge=second):
+        pass
+    assert first.spent and second.spent
+    assert await sql_store.budget_arrival(BUCKET) == pytest.approx(now + 60)
+    refused = Charge(spends=((BUCKET, 20.0),), now=now)
+    with pytest.raises(BudgetRefused):
+        async with sql_store.spending_transaction(wait=1.0, charge=refused) as tx:
+            await tx.connection.execute(sa.text("SELECT 1"))
+    assert not refused.spent
+    assert await sql_store.budget_arrival(BUCKET) == pytest.approx(now + 60)
 
 
 async def test_64_concurrent_calls_on_two_hosts_sharing_the_store_run_exactly_10(
@@ -192,11 +215,15 @@ async def test_a_ledgered_replay_is_free_and_a_refusal_runs_nothing(sql_store: S
     assert ran == ["bk_1", "bk_2"]
 
 
+@pytest.mark.parametrize("tenant_first", [True, False], ids=["tenant-first", "tenant-last"])
 async def test_a_ledgered_call_refused_by_one_limit_gives_back_the_others(
-    sql_store: SqlStore,
+    sql_store: SqlStore, tenant_first: bool
 ) -> None:
+    # Tenant-last: PostgreSQL sent the tenant's spend after the refused one, and gives it back.
     ran: list[str] = []
     limits = [RateLimit(calls=5, per=60, key="tenant"), RateLimit(calls=1, per=60)]
+    if not tenant_first:
+        limits.reverse()
     host = Host(refund_registry(ran, limits=limits), store=sql_store)
     assert isinstance(await host.invoke("bookings.refund", refund_args("a"), PLANNER), Completed)
     for _ in range(6):
@@ -297,14 +324,32 @@ async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(
     async def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise StoreUnavailable("the database went away")
 
-    if sql_store.dialect == "postgresql":  # the spend's simple query, below SQLAlchemy
-        monkeypatch.setattr(budget_postgres, "_simple_query", unreachable)
+    engine = sql_store.engine.sync_engine
+    if sql_store.dialect == "postgresql":
+        # The spend goes with the claim, below SQLAlchemy: the server drops the connection
+        # once it is checked out, so the pipeline that carries the spend finds it gone.
+        def terminate(dbapi_connection: Any, *args: Any) -> None:
+            pid = dbapi_connection.driver_connection.info.backend_pid
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+        sa.event.listen(engine.pool, "checkout", terminate)
     else:
         monkeypatch.setattr(budget_rows, "spend", unreachable)
-    outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
+    try:
+        outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
+    finally:
+        if sql_store.dialect == "postgresql":
+            sa.event.remove(engine.pool, "checkout", terminate)
     assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
     assert outcome.retryable and outcome.reason == "budgets_unavailable"
     assert ran == []
+    # Nothing stayed spent (two calls fit), and the pool replaced the lost connection.
+    monkeypatch.undo()
+    for booking in ("c", "d"):
+        outcome = await host.invoke("bookings.refund", refund_args(booking), PLANNER)
+        assert isinstance(outcome, Completed)
+    assert ran == ["c", "d"]
 
 
 async def postgres_refunds(
@@ -333,18 +378,4 @@ async def test_a_ledgered_call_whose_bucket_stays_locked_is_refused_as_unavailab
     # Nothing stayed spent, and the connection went back to the pool usable.
     assert isinstance(await host.invoke("bookings.refund", refund_args("c"), PLANNER), Completed)
     assert rate_limited(await host.invoke("bookings.refund", refund_args("d"), PLANNER))
-    assert ran == ["a", "c"]
-
-
-async def test_a_connection_that_lost_the_prepared_spend_fails_one_call_and_recovers(
-    make_sql_store: SqlStoreFactory,
-) -> None:
-    ran: list[str] = []
-    store, host = await postgres_refunds(make_sql_store, ran, calls=10, pool_size=1)
-    async with store.engine.connect() as conn:  # the pool's one connection
-        await conn.exec_driver_sql("DEALLOCATE ALL")
-    outcome = await host.invoke("bookings.refund", refund_args("b"), PLANNER)
-    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
-    assert outcome.retryable and outcome.reason == "budgets_unavailable"
-    assert isinstance(await host.invoke("bookings.refund", refund_args("c"), PLANNER), Completed)
     assert ran == ["a", "c"]

@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 from tests.builders import DESTRUCTIVE_RISK, tiered_tool
+from tests.store.round_trips import wire
 from tests.store.store_records import all_at_once
 
 from charter import ActionPolicy, Principal, Registry, ToolContext
@@ -222,26 +223,36 @@ async def test_a_ledgered_call_writes_its_outcome_and_audit_event_in_one_commit(
     sql_store: SqlStore, store_backend: str
 ) -> None:
     _, host = await app_host(sql_store)
-    statements: list[str] = []
-    commits: list[int] = []
-
-    @sa.event.listens_for(sql_store.engine.sync_engine, "before_cursor_execute")
-    def _statement(conn: object, cursor: object, statement: str, *args: object) -> None:
-        word = statement.split(None, 1)[0].upper()
-        if word != "BEGIN":  # SQLite's BEGIN IMMEDIATE
-            statements.append(word)
-
-    @sa.event.listens_for(sql_store.engine.sync_engine, "commit")
-    def _commit(conn: object) -> None:
-        commits.append(1)
-
     request_id = str(uuid.uuid4())
-    assert isinstance(await host.invoke("create_note", call("hi", request_id), ALICE), Completed)
-    # The claim, the handler's insert, then the outcome; on PostgreSQL the audit event
-    # rides in the outcome's statement, on SQLite it is one more.
-    expected = ["INSERT", "INSERT", "WITH" if store_backend == "postgres" else "UPDATE"]
-    assert statements == expected + ([] if store_backend == "postgres" else ["INSERT"])
-    assert commits == [1]
+    if store_backend == "postgres":
+        async with wire(sql_store) as sent:
+            assert isinstance(
+                await host.invoke("create_note", call("hi", request_id), ALICE), Completed
+            )
+        # BEGIN goes with the claim, the outcome (its audit event in the same statement)
+        # with the COMMIT: three round trips, the handler's insert the one in between.
+        assert sent.statements == ["BEGIN", "INSERT", "INSERT", "WITH", "COMMIT"]
+        assert sent.round_trips == 3
+    else:
+        statements: list[str] = []
+        commits: list[int] = []
+
+        @sa.event.listens_for(sql_store.engine.sync_engine, "before_cursor_execute")
+        def _statement(conn: object, cursor: object, statement: str, *args: object) -> None:
+            word = statement.split(None, 1)[0].upper()
+            if word != "BEGIN":  # SQLite's BEGIN IMMEDIATE
+                statements.append(word)
+
+        @sa.event.listens_for(sql_store.engine.sync_engine, "commit")
+        def _commit(conn: object) -> None:
+            commits.append(1)
+
+        assert isinstance(
+            await host.invoke("create_note", call("hi", request_id), ALICE), Completed
+        )
+        # The claim, the handler's insert, the outcome, then the audit event.
+        assert statements == ["INSERT", "INSERT", "UPDATE", "INSERT"]
+        assert commits == [1]
     events = await sql_store.events(tenant="acme")
     assert [(e.request_id, e.outcome) for e in events] == [(request_id, "completed")]
     entry = await sql_store.get_entry("acme", ALICE.key, request_id)

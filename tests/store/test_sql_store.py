@@ -7,6 +7,8 @@ transaction lock) is the store contract, run on ``SqlStore`` and ``MemoryStore``
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -20,6 +22,8 @@ from charter.ledger import LedgerEntry
 from charter.store import SqlStore, StoreError, UnstorableValue, sqlite_url
 
 pytestmark = pytest.mark.anyio
+
+SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 
 
 async def claim_and_complete(store: SqlStore, record: LedgerEntry, outcome: str = "{}") -> None:
@@ -41,6 +45,51 @@ async def test_complete_without_a_claim_is_a_store_error(sql_store: SqlStore) ->
     with pytest.raises(StoreError, match="claim"):
         async with sql_store.transaction(wait=5) as tx:
             await tx.complete(entry(status="completed"))
+
+
+async def test_complete_without_a_claim_commits_nothing_of_its_transaction(
+    sql_store: SqlStore,
+) -> None:
+    # On PostgreSQL the outcome goes with the COMMIT: its failure must stop the COMMIT.
+    with pytest.raises(StoreError, match="claim"):
+        async with sql_store.transaction(wait=5) as tx:
+            await tx.insert_claim(claim_record(entry()))
+            await tx.complete(entry(status="completed"))
+    assert await count(sql_store, "charter_claims") == 0
+
+
+@pytest.mark.parametrize("ending", ["commit", "rollback"])
+async def test_a_statement_before_the_claim_runs_inside_the_transaction(
+    sql_store: SqlStore, ending: str
+) -> None:
+    # On PostgreSQL the BEGIN waits for the transaction's first statement, which the claim
+    # sends with it: a statement sent through SQLAlchemy first must not run on its own.
+    class Abort(Exception):
+        pass
+
+    record = entry()
+    with pytest.raises(Abort) if ending == "rollback" else nullcontext():
+        async with sql_store.transaction(wait=5) as tx:
+            await tx.insert_claim(claim_record(record))
+            assert await tx.claim(record, NOW) is None
+            if ending == "rollback":
+                raise Abort
+            await tx.complete(record.model_copy(update={"status": "completed"}))
+    assert await count(sql_store, "charter_claims") == (1 if ending == "commit" else 0)
+    assert await count(sql_store, "charter_ledger_entries") == (1 if ending == "commit" else 0)
+
+
+async def test_a_connection_goes_back_to_the_pool_out_of_autocommit(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    # PostgreSQL's gate transaction runs its connection in autocommit mode (it sends its
+    # own BEGIN); the next user of that connection must get a transaction again.
+    store = await make_sql_store(pool_size=1)
+    await claim_and_complete(store, entry())
+    async with store.engine.connect() as conn:
+        await conn.execute(sa.text("DELETE FROM charter_ledger_entries"))
+        await conn.rollback()
+    assert await count(store, "charter_ledger_entries") == 1
 
 
 async def test_recording_a_result_without_a_claim_is_a_store_error(sql_store: SqlStore) -> None:

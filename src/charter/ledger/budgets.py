@@ -144,7 +144,11 @@ class Charge:
 
 
 class BudgetRefused(Exception):
-    """Raised on opening a spending transaction: ``bucket`` has no room; nothing is spent."""
+    """Raised by a spending transaction as it opens: ``bucket`` has no room; nothing is spent.
+
+    A store may raise it at the transaction's first statement instead (its spend goes to
+    the database with that statement); the transaction then rolls back.
+    """
 
     def __init__(self, bucket: Bucket) -> None:
         """Name the bucket that refused."""
@@ -153,9 +157,10 @@ class BudgetRefused(Exception):
 
 
 class BudgetUnavailable(Exception):
-    """Raised on opening a spending transaction: the spend failed (busy or unreachable).
+    """Raised by a spending transaction as it opens: the spend failed (busy or unreachable).
 
-    Nothing is spent; the cause is the store's ``StoreBusy`` or ``StoreUnavailable``.
+    Or at its first statement, as ``BudgetRefused``. Nothing is spent; the cause is the
+    store's ``StoreBusy`` or ``StoreUnavailable``.
     """
 
 
@@ -171,8 +176,9 @@ class SpendingStore(Protocol):
         Sets ``charge.spent`` once every bucket is spent.
 
         Raises:
-            BudgetRefused: A bucket has no room (on entering); what was spent is given back.
-            BudgetUnavailable: The spend failed (on entering); nothing is spent.
+            BudgetRefused: A bucket has no room (on entering, or at the transaction's
+                first statement, which then fails); what was spent is given back.
+            BudgetUnavailable: The spend failed (likewise); nothing is spent.
         """
         ...
 

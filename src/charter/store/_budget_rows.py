@@ -10,8 +10,8 @@ A ledgered call spends its charge (``spend_all``) on its ledger transaction's co
 before that transaction begins, in a transaction of its own: the bucket is never locked
 while a handler runs, and the spend needs no connection of its own.
 
-On PostgreSQL that costs no round trip: the spend and the ledger transaction's ``BEGIN``
-go to the driver as one simple query (``_budget_postgres``). Its transaction commits
+On PostgreSQL that costs no round trip: the spend waits to go in one pipeline with the
+ledger transaction's ``BEGIN`` and claim (``_budget_postgres``). Its transaction commits
 without waiting for its WAL to reach the disk: a database crash can forget the last few
 spends, so a budget may allow a few more calls once; waiting for the flush would cost
 every limited call a second disk flush besides its ledger's.
@@ -27,18 +27,34 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger.budgets import TOLERANCE, Bucket, BucketUsage
-from . import _budget_postgres as _postgres
 from ._schema import budgets
 from ._statements import insert
 
-__all__ = ("arrival", "prune", "refund", "spend", "spend_all", "usage")
+__all__ = (
+    "arrival",
+    "prune",
+    "refund",
+    "refund_statement",
+    "spend",
+    "spend_all",
+    "spend_parameters",
+    "spend_statement",
+    "usage",
+)
 
 _b = budgets.c
 
 
 async def spend(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) -> bool:
     """Spend ``cost`` seconds of ``bucket`` if it fits; whether it did."""
-    parameters = {
+    parameters = spend_parameters(bucket, cost, now)
+    row = (await conn.execute(spend_statement(conn.dialect.name), parameters)).first()
+    return row is not None
+
+
+def spend_parameters(bucket: Bucket, cost: float, now: float) -> dict[str, Any]:
+    """The values of ``spend_statement`` spending ``cost`` seconds of ``bucket`` at ``now``."""
+    return {
         "bucket_key": bucket.key,
         "tool": bucket.tool,
         "limit_name": bucket.limit,
@@ -51,8 +67,6 @@ async def spend(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) 
         "spent": now + cost,
         "latest": now + bucket.window + TOLERANCE,
     }
-    row = (await conn.execute(_spend_statement(conn.dialect.name), parameters)).first()
-    return row is not None
 
 
 async def spend_all(
@@ -61,12 +75,9 @@ async def spend_all(
     """Spend every bucket, committed before ``conn`` does anything else, or none of them.
 
     Returns the bucket that had no room (what was spent before it is given back), or None.
-    On SQLite the spends share one short write transaction. On PostgreSQL they share one
-    that commits in the same round trip as the next transaction begins
-    (``spend_all_then_begin``): ``conn`` is left in that transaction.
+    The spends share one short write transaction (SQLite; PostgreSQL defers its spend to
+    the ledger transaction's first round trip, ``_budget_postgres``).
     """
-    if conn.dialect.name == "postgresql":
-        return await _postgres.spend_all_then_begin(conn, spends, now)
     refused: Bucket | None = None
     async with conn.begin():
         for index, (bucket, cost) in enumerate(spends):
@@ -79,7 +90,7 @@ async def spend_all(
 
 
 @functools.cache
-def _spend_statement(dialect: str) -> sa.Executable:
+def spend_statement(dialect: str) -> sa.Executable:
     """The spend's statement for ``dialect``, built once: its values are bound parameters.
 
     Building it per call (coercing each value, then computing its cache key) cost more
@@ -124,6 +135,17 @@ async def refund(conn: AsyncConnection, bucket: Bucket, cost: float) -> None:
         sa.update(budgets)
         .where(_b.bucket_key == bucket.key)
         .values(arrival=_b.arrival - sa.literal(cost, sa.Double) + relaxed)
+    )
+
+
+@functools.cache
+def refund_statement(dialect: str) -> sa.Executable:
+    """Give ``cost`` seconds back to the bucket ``key`` (bound parameters), built once."""
+    cost = sa.bindparam("cost", type_=sa.Double)
+    return (
+        sa.update(budgets)
+        .where(_b.bucket_key == sa.bindparam("key"))
+        .values(arrival=_b.arrival - cost + _without_flush(dialect))
     )
 
 

@@ -17,6 +17,7 @@ from ..ledger.budgets import (
 )
 from . import _budget_rows as rows
 from ._access import SqlAccess
+from ._budget_postgres import defer_spend
 from ._connections import Prelude, run_to_completion
 from ._errors import translated
 from ._transaction import SqlTransaction
@@ -42,14 +43,17 @@ class SqlBudgets(SqlAccess):
     ) -> AbstractAsyncContextManager[SqlTransaction]:
         """``transaction(wait=…)`` on a connection that first spends ``charge`` (``SpendingStore``).
 
-        The spend commits on its own before the transaction begins (on PostgreSQL in a
-        transaction of its own, sent in the same round trip as the ledger transaction's
-        ``BEGIN``), so the call keeps it whatever the transaction does, and the bucket is
-        not locked while the handler runs.
+        The spend commits on its own before the transaction begins, so the call keeps it
+        whatever the transaction does, and the bucket is not locked while the handler
+        runs. On PostgreSQL it is a transaction of its own sent in one pipeline with the
+        ledger transaction's ``BEGIN`` and first statement (``_budget_postgres``).
 
         Raises:
-            BudgetRefused: A bucket has no room (on entering); nothing stays spent.
-            BudgetUnavailable: The spend failed (on entering); nothing stays spent.
+            BudgetRefused: A bucket has no room (on entering; on PostgreSQL at the
+                transaction's first statement, or its commit if none ran); nothing
+                stays spent, and the transaction rolls back.
+            BudgetUnavailable: The spend failed (when ``BudgetRefused`` would be raised);
+                nothing stays spent.
         """
         return self._transaction_after(wait, functools.partial(_spend_first, charge))
 
@@ -88,7 +92,13 @@ class SqlBudgets(SqlAccess):
 
 
 async def _spend_first(charge: Charge, conn: AsyncConnection) -> None:
-    """Spend ``charge`` on ``conn`` before its transaction begins; raise when it cannot."""
+    """Spend ``charge`` on ``conn`` before its transaction begins; raise when it cannot.
+
+    PostgreSQL: only queued, to go with the transaction's first statement.
+    """
+    if conn.dialect.name == "postgresql":
+        defer_spend(conn, charge)
+        return
     try:
         with translated("spending a rate limit"):
             refused = await rows.spend_all(conn, charge.spends, charge.now)

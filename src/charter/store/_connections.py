@@ -29,8 +29,9 @@ from typing import Any, ParamSpec, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import StoreBusy
-from ._dialects import READ_ONLY_OPTION, begin_write, execution_options
+from ._dialects import READ_ONLY_OPTION, begin_deferred, begin_write, execution_options
 from ._errors import translated
+from ._pipelined import drop_pending
 
 __all__ = ("ConnectionScope", "Prelude", "WriteQueue", "run_to_completion", "to_completion")
 
@@ -135,7 +136,11 @@ Prelude = Callable[[AsyncConnection], Awaitable[None]]
 
 
 async def _open(
-    engine: AsyncEngine, wait: float | None, prelude: Prelude | None = None
+    engine: AsyncEngine,
+    wait: float | None,
+    prelude: Prelude | None = None,
+    *,
+    deferred: bool = False,
 ) -> AsyncConnection:
     with translated("connecting", connecting=True):
         conn = await engine.connect()
@@ -147,6 +152,8 @@ async def _open(
                 if not execution_options(conn).get(READ_ONLY_OPTION):
                     await conn.execution_options(**{READ_ONLY_OPTION: True})
                 await conn.begin()
+            elif deferred:
+                await begin_deferred(conn, wait)
             else:
                 await begin_write(conn, wait)
     except BaseException:
@@ -172,7 +179,7 @@ class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
         StoreUnavailable: The database cannot be reached, or the connection was lost.
     """
 
-    __slots__ = ("_conn", "_engine", "_prelude", "_queue", "_turn", "_wait")
+    __slots__ = ("_conn", "_deferred", "_engine", "_prelude", "_queue", "_turn", "_wait")
 
     def __init__(
         self,
@@ -180,9 +187,12 @@ class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
         wait: float | None,
         queue: WriteQueue | None = None,
         prelude: Prelude | None = None,
+        *,
+        deferred: bool = False,
     ) -> None:
         """Describe the transaction; it begins on entry."""
         self._engine = engine
+        self._deferred = deferred
         self._wait = wait
         self._queue = queue if wait is not None else None
         self._prelude = prelude
@@ -196,7 +206,8 @@ class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
             self._turn, wait = await self._queue.enter(wait)
         try:
             self._conn = await to_completion(
-                _open(self._engine, wait, self._prelude), on_cancel=_discard
+                _open(self._engine, wait, self._prelude, deferred=self._deferred),
+                on_cancel=_discard,
             )
         except BaseException:
             self._release()
@@ -236,6 +247,7 @@ async def _commit(conn: AsyncConnection) -> None:
 
 async def _discard(conn: AsyncConnection) -> None:
     """Roll back what is left of the transaction and return the connection to the pool."""
+    drop_pending(conn)
     try:
         await conn.rollback()
     except Exception:

@@ -15,14 +15,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import await_
 from sqlalchemy.util.concurrency import in_greenlet
 
+from ._pipelined import BEGIN, Raw, defer, install
+
 __all__ = (
     "BUSY_OPTION",
     "LOCK_TIMEOUT_INFO",
     "READ_ONLY_OPTION",
+    "begin_deferred",
     "begin_write",
     "configure_postgresql",
     "configure_sqlite",
     "execution_options",
+    "hung_up",
     "is_busy",
     "is_connection_lost",
     "is_unreachable",
@@ -149,6 +153,7 @@ def configure_postgresql(engine: AsyncEngine, *, lock_timeout_ms: int) -> None:
     """
     sync_engine = engine.sync_engine
     lock_timeout_ms = max(1, lock_timeout_ms)  # 0 would mean "wait forever"
+    install(sync_engine)
 
     @sa.event.listens_for(sync_engine, "connect")
     def _connect(dbapi_connection: Any, connection_record: Any) -> None:
@@ -166,6 +171,18 @@ def configure_postgresql(engine: AsyncEngine, *, lock_timeout_ms: int) -> None:
     def _checkout(dbapi_connection: Any, connection_record: Any, connection_proxy: Any) -> None:
         if _hung_up(dbapi_connection.driver_connection):
             raise sa.exc.DisconnectionError("the server closed this pooled connection")
+
+
+def hung_up(conn: AsyncConnection) -> bool:
+    """Whether the server closed this psycopg connection while it sat idle in a transaction.
+
+    Asked just before the statements that end with ``COMMIT`` go: a server that hung up
+    before then certainly did not commit, where a connection lost once they are on their
+    way may have (``commit_unknown``). A system call, no round trip.
+    """
+    sync = conn.sync_connection
+    assert sync is not None, "the connection is not open"
+    return _hung_up(sync.connection.driver_connection)
 
 
 def _hung_up(driver: Any) -> bool:
@@ -213,6 +230,22 @@ async def begin_write(conn: AsyncConnection, wait: float) -> None:
         await conn.execute(
             sa.text("SELECT set_config('lock_timeout', :value, true)"), {"value": f"{millis}ms"}
         )
+
+
+async def begin_deferred(conn: AsyncConnection, wait: float) -> None:
+    """PostgreSQL: begin a write transaction whose ``BEGIN`` goes with its first statement.
+
+    ``conn`` comes from an ``AUTOCOMMIT`` engine, so psycopg sends no ``BEGIN`` of its own;
+    the explicit one (and ``SET LOCAL lock_timeout`` for a wait other than the session's)
+    waits in the connection's pending statements (``_pipelined``). SQLAlchemy's own
+    transaction only tracks the block: its commit or rollback reaches the driver, which
+    ends the server's transaction when there is one.
+    """
+    millis = max(1, math.ceil(wait * 1000))
+    await conn.begin()
+    defer(conn, BEGIN)
+    if conn.info.get(LOCK_TIMEOUT_INFO) != millis:
+        defer(conn, Raw(f"SET LOCAL lock_timeout = {millis:d}", opens=True))
 
 
 def is_busy(exc: BaseException) -> bool:

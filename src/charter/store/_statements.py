@@ -51,18 +51,32 @@ _AUDIT_COLUMNS = (
 
 
 def audit_parameters(values: dict[str, Any]) -> dict[str, Any]:
-    """``audit_values(event)`` as the bind parameters of ``complete_with_audit``."""
+    """``audit_values(event)`` as the bind parameters of ``complete_checked_with_audit``."""
     return {f"audit_{name}": value for name, value in values.items()}
 
 
-def _complete_with_audit() -> sa.Executable:
-    """PostgreSQL: ``complete`` and the audit event's INSERT in one statement (a CTE)."""
+def _complete_checked(audited: bool) -> sa.Executable:
+    """PostgreSQL: ``complete`` that fails (division by zero) when it updates no row.
+
+    It goes in one pipeline with ``COMMIT`` (``_pipelined``): its error aborts the
+    ``COMMIT``, where a row count read afterwards would come too late. With ``audited``,
+    the audit event's INSERT goes in the same statement.
+    """
+    done = (
+        sa.update(ledger_entries)
+        .where(_by_key(ledger_entries))
+        .values(status=sa.bindparam("status"), outcome=sa.bindparam("outcome"))
+        .returning(ledger_entries.c.request_id)
+        .cte("charter_outcome")
+    )
+    checked: sa.Select[Any] = sa.select(sa.literal_column("1 / count(*)")).select_from(done)
+    if not audited:
+        return checked
     row = {
         name: sa.bindparam(f"audit_{name}", type_=audit_events.c[name].type)
         for name in _AUDIT_COLUMNS
     }
-    audit = sa.insert(audit_events).values(row).cte("charter_audit_row")
-    return sa.update(ledger_entries).where(_by_key(ledger_entries)).add_cte(audit)
+    return checked.add_cte(sa.insert(audit_events).values(row).cte("charter_audit_row"))
 
 
 def _by_key(table: sa.Table) -> sa.ColumnElement[bool]:
@@ -95,9 +109,12 @@ class Statements:
     """UPDATE an expired ledger row: ``key_*``, ``now`` and every non-key column."""
     complete: sa.Executable
     """UPDATE a claimed ledger row: ``key_*``, ``status``, ``outcome``."""
-    complete_with_audit: sa.Executable | None
-    """``complete`` that also inserts an audit event, ``audit_parameters(...)`` (PostgreSQL's
-    data-modifying CTE; None on SQLite, which has none)."""
+    complete_checked: sa.Executable | None
+    """PostgreSQL (None on SQLite): ``complete`` that fails when it updates no row, sent
+    with ``COMMIT``; the same parameters."""
+    complete_checked_with_audit: sa.Executable | None
+    """``complete_checked`` that also inserts an audit event, ``audit_parameters(...)`` (a
+    data-modifying CTE, which SQLite has not)."""
     drop_claim: sa.Executable
     """DELETE a created-target claim: ``key_*``."""
     consume_approval: sa.Executable
@@ -132,7 +149,8 @@ def statements(dialect: str) -> Statements:
             _by_key(ledger_entries), entry.expires_at <= sa.bindparam("now")
         ),
         complete=sa.update(ledger_entries).where(_by_key(ledger_entries)),
-        complete_with_audit=_complete_with_audit() if dialect == "postgresql" else None,
+        complete_checked=_complete_checked(False) if dialect == "postgresql" else None,
+        complete_checked_with_audit=_complete_checked(True) if dialect == "postgresql" else None,
         drop_claim=sa.delete(claims).where(_by_key(claims)),
         consume_approval=sa.update(approvals)
         .where(

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..audit import AuditEvent
 from ..effects import EffectRecord
-from ..errors import StoreBusy, StoreError, ToolError
+from ..errors import StoreBusy, StoreError, StoreUnavailable, ToolError
 from ..ledger import (
     ClaimRecord,
     DeferredRecord,
@@ -21,7 +21,9 @@ from ..ledger import (
 from . import _effect_rows
 from ._approval_store import SqlApprovalWrites
 from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion, to_completion
+from ._dialects import hung_up
 from ._errors import transient_tool_error, translated
+from ._pipelined import COMMIT, NO_CLAIMED_ROW, defer, drop_pending, nothing_sent, pipelined, raw
 from ._rows import audit_values, write_audit
 from ._statements import KEY, Statements, audit_parameters, key_parameters, statements
 from ._types import is_storable
@@ -87,7 +89,7 @@ class SqlTransaction(SqlApprovalWrites):
         key = key_parameters(entry.tenant_id, entry.principal_id, entry.request_id)
         with translated("claiming a request"):
             for _ in range(_CLAIM_ATTEMPTS):
-                if (await conn.execute(sql.claim, values)).rowcount == 1:
+                if await self._insert_claim(values):
                     return None
                 row = (await conn.execute(sql.read_entry, key)).first()
                 if row is None:
@@ -103,27 +105,72 @@ class SqlTransaction(SqlApprovalWrites):
                     return None
         raise StoreBusy("the request's ledger row kept changing; retry the call")
 
+    async def _insert_claim(self, values: dict[str, Any]) -> bool:
+        """Run the claim's INSERT; whether it inserted the row.
+
+        On PostgreSQL it goes straight to psycopg, in one pipeline with the transaction's
+        ``BEGIN`` when nothing ran before it (``_pipelined``).
+        """
+        conn, sql = self._conn, self._sql
+        if sql.complete_checked is None:
+            return (await conn.execute(sql.claim, values)).rowcount == 1
+        (inserted,) = await pipelined(conn, [raw(conn, sql.claim, values)])
+        return inserted == 1
+
     @run_to_completion
     async def complete(self, entry: LedgerEntry) -> None:
         """Store the final status and outcome of an entry claimed in this transaction.
 
-        An audit event recorded before it is written with it, in the same statement on
-        PostgreSQL (one round trip less per ledgered call).
+        On PostgreSQL the UPDATE goes with the ``COMMIT``, in one round trip, or before the
+        transaction's next statement if one comes first; an audit event recorded before it
+        goes in the same statement. It fails, and the transaction rolls back, when it
+        finds no claimed entry.
+
+        Raises:
+            StoreError: There is no claimed entry with this key (on SQLite here, on
+                PostgreSQL when the transaction commits).
         """
-        statement = self._sql.complete
         parameters = {
             "status": entry.status,
             "outcome": entry.outcome,
             **key_parameters(entry.tenant_id, entry.principal_id, entry.request_id),
         }
-        if self._sql.complete_with_audit is not None and len(self._audit) == 1:
-            statement = self._sql.complete_with_audit
-            parameters |= audit_parameters(audit_values(self._audit.pop()))
-        with translated("storing an outcome"):
-            result = await self._conn.execute(statement, parameters)
-        if result.rowcount != 1:
-            raise StoreError("complete() found no claimed entry; call claim() first")
+        checked = self._sql.complete_checked
+        if checked is not None:
+            if len(self._audit) == 1:
+                assert self._sql.complete_checked_with_audit is not None
+                checked = self._sql.complete_checked_with_audit
+                parameters |= audit_parameters(audit_values(self._audit.pop()))
+            defer(self._conn, raw(self._conn, checked, parameters))
+        else:
+            with translated("storing an outcome"):
+                result = await self._conn.execute(self._sql.complete, parameters)
+            if result.rowcount != 1:
+                raise StoreError("complete() found no claimed entry; call claim() first")
         await self._write_audit()
+
+    async def _commit(self) -> None:
+        """PostgreSQL: send the statements still waiting (the outcome) with ``COMMIT``.
+
+        A transaction in which nothing ran sends nothing.
+        """
+        conn = self._conn
+        if self._sql.complete_checked is None:
+            return
+        if nothing_sent(conn):
+            drop_pending(conn)
+            return
+        if hung_up(conn):
+            raise StoreUnavailable(
+                "the database connection was lost before committing; the transaction did not commit"
+            )
+        try:
+            with translated("committing", committing=True):
+                await pipelined(conn, [COMMIT])
+        except StoreError as exc:
+            if getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None) == NO_CLAIMED_ROW:
+                raise StoreError("complete() found no claimed entry; call claim() first") from exc
+            raise
 
     @run_to_completion
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
@@ -203,6 +250,12 @@ class SqlTransaction(SqlApprovalWrites):
                 await write_audit(self._conn, self._audit[0])
             del self._audit[0]
 
+    async def _finish(self) -> None:
+        """Write the audit events still to write, then commit on PostgreSQL."""
+        if self._audit:
+            await self._write_audit()
+        await self._commit()
+
     @run_to_completion
     async def insert_effect(self, record: EffectRecord) -> bool:
         """Write an effect to the outbox in this transaction; False if its key exists."""
@@ -225,9 +278,11 @@ class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
         wait: float,
         queue: WriteQueue | None,
         prelude: Prelude | None = None,
+        *,
+        deferred: bool = False,
     ) -> None:
         """Describe the transaction; it begins on entry, after ``prelude`` (``ConnectionScope``)."""
-        self._connection = ConnectionScope(engine, wait, queue, prelude)
+        self._connection = ConnectionScope(engine, wait, queue, prelude, deferred=deferred)
         self._transaction: SqlTransaction | None = None
 
     async def __aenter__(self) -> SqlTransaction:
@@ -241,9 +296,9 @@ class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
         tb: TracebackType | None,
     ) -> None:
         transaction, self._transaction = self._transaction, None
-        if exc_type is None and transaction is not None and transaction._audit:
+        if exc_type is None and transaction is not None:
             try:
-                await to_completion(transaction._write_audit())
+                await to_completion(transaction._finish())
             except BaseException as failed:
                 await self._connection.__aexit__(type(failed), failed, failed.__traceback__)
                 raise

@@ -206,11 +206,17 @@ class SqlStore(
                 connection was lost (on leaving: ``commit_unknown`` if during COMMIT).
         """
         self._require_open()
+        if self._autocommit is not None:
+            # PostgreSQL: its BEGIN goes with the claim (see ``_pipelined``).
+            return TransactionScope(self._autocommit, wait, None, deferred=True)
         return TransactionScope(self._engine, wait, self._queue)
 
     def _transaction_after(self, wait: float, prelude: Prelude) -> TransactionScope:
         """``transaction(wait=…)`` whose connection first runs ``prelude`` (a budget's spend)."""
         self._require_open()
+        if self._autocommit is not None:
+            # PostgreSQL: the prelude's statements wait for the claim too (``_pipelined``).
+            return TransactionScope(self._autocommit, wait, None, prelude, deferred=True)
         return TransactionScope(self._engine, wait, self._queue, prelude)
 
     @asynccontextmanager
