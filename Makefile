@@ -10,10 +10,10 @@ STAMP := $(VENV)/.installed
 # servers and subprocesses, not on the CPU. `TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 4
 
-# pytest writes bytecode even where PYTHONDONTWRITEBYTECODE is set: each worker and the serial
-# run import and assertion-rewrite every test module, about 6 s of CPU per process without
-# the cached .pyc files (git ignores __pycache__/); xdist's workers cache as this process
-# does. The programs the tests start write none (tests/conftest.py says why): scripts/setup
+# pytest caches bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (cleared here):
+# each worker and the serial run import and assertion-rewrite every test module, about 6 s
+# of CPU per process without the cached .pyc files (git ignores __pycache__/); xdist's
+# workers cache as this process does. The programs the tests start write none (tests/conftest.py says why): scripts/setup
 # compiles src/ and examples/ for them ahead.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
