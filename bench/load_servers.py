@@ -79,6 +79,25 @@ async def save_note(note: Note, ctx: ToolContext) -> Saved:
     return Saved(note_id=await insert_effect(effects, note, ctx), text=note.text)
 
 
+def post_scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The ASGI scope of a POST to ``path`` as wrk sends it (bench/profile_*.py, in process)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+        "scheme": "http",
+        "method": "POST",
+        "root_path": "",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": headers,
+        "state": {},
+    }
+
+
 def _registry() -> Registry:
     registry = Registry()
     registry.register_all([add, save_note])

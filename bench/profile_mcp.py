@@ -27,7 +27,7 @@ import subprocess
 import sys
 from typing import Any
 
-from bench.load_servers import KINDS, TOKEN
+from bench.load_servers import KINDS, TOKEN, post_scope
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -81,22 +81,7 @@ async def _post(app: Any, headers: Headers, body: bytes) -> tuple[int, dict[str,
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "server": ("127.0.0.1", 8000),
-        "client": ("127.0.0.1", 50000),
-        "scheme": "http",
-        "method": "POST",
-        "root_path": "",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "headers": headers,
-        "state": {},
-    }
-    await app(scope, receive, send)
+    await app(post_scope("/mcp", headers), receive, send)
     answer = {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])}
     return sent[0]["status"], answer, b"".join(m.get("body", b"") for m in sent[1:])
 

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from bench.load_servers import KINDS, TOKEN
+from bench.load_servers import KINDS, TOKEN, post_scope
 
 BODY = b'{"a": 1, "b": 2}'
 HEADERS = [
@@ -34,24 +34,6 @@ HEADERS = [
     (b"content-length", str(len(BODY)).encode()),
 ]
 EXPECT = b'{"output":{"result":3},"replayed":false}'
-
-
-def _scope() -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "server": ("127.0.0.1", 8000),
-        "client": ("127.0.0.1", 50000),
-        "scheme": "http",
-        "method": "POST",
-        "root_path": "",
-        "path": "/v1/tools/add:call",
-        "raw_path": b"/v1/tools/add:call",
-        "query_string": b"",
-        "headers": list(HEADERS),
-        "state": {},
-    }
 
 
 async def _call(app: Any) -> None:
@@ -68,7 +50,7 @@ async def _call(app: Any) -> None:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    await app(_scope(), receive, send)
+    await app(post_scope("/v1/tools/add:call", list(HEADERS)), receive, send)
     status = sent[0]["status"]
     body = b"".join(m.get("body", b"") for m in sent[1:])
     if status != 200 or body.replace(b" ", b"") != EXPECT:
