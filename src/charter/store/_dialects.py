@@ -6,6 +6,7 @@ import asyncio
 import math
 import select
 import sqlite3
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,7 +88,7 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _enter_wal(cursor, busy_timeout_ms)
             cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
@@ -246,6 +247,30 @@ async def begin_deferred(conn: AsyncConnection, wait: float) -> None:
     defer(conn, BEGIN)
     if conn.info.get(LOCK_TIMEOUT_INFO) != millis:
         defer(conn, Raw(f"SET LOCAL lock_timeout = {millis:d}", opens=True))
+
+
+def _enter_wal(cursor: Any, busy_timeout_ms: int) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the lock.
+
+    Switching a database to WAL takes its exclusive lock from a shared one, and SQLite
+    answers ``database is locked`` at once, without waiting under ``busy_timeout``, when
+    another connection holds the write lock meanwhile (it would otherwise risk a deadlock):
+    replicas opening a fresh database together, one of them already migrating it. So this
+    retries every 10 ms for up to ``busy_timeout``, asleep on the event loop.
+    """
+    deadline: float | None = None
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.Error as exc:
+            if not is_busy(exc) or not in_greenlet():
+                raise
+            now = time.monotonic()
+            deadline = deadline if deadline is not None else now + busy_timeout_ms / 1000
+            if now >= deadline:
+                raise
+        await_(asyncio.sleep(0.01))
 
 
 def is_busy(exc: BaseException) -> bool:
