@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from contextlib import nullcontext
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -34,7 +33,7 @@ from ..errors import StoreBusy, StoreUnavailable
 from ..ledger.budgets import BudgetRefused, BudgetUnavailable, Charge
 from . import _budget_rows as rows
 from ._errors import translated
-from ._pipelined import COMMIT, PENDING, Raw, Sent, defer, raw, watch
+from ._pipelined import COMMIT, PENDING, Raw, Sent, defer, pipelined, raw, watch
 
 __all__ = ("defer_spend",)
 
@@ -57,7 +56,6 @@ async def _settle(
     conn: AsyncConnection,
     charge: Charge,
     first: int,
-    driver: Any,
     sent: Sequence[Sent],
     error: sa.exc.DBAPIError | None,
 ) -> None:
@@ -77,33 +75,19 @@ async def _settle(
         return
     spent = [spend for spend, done in results if done.rowcount == 1]
     try:
-        await _give_back(conn, driver, spent)
+        await _give_back(conn, spent)
     except (StoreBusy, StoreUnavailable) as exc:
         raise BudgetUnavailable("the rate limits could not be given back") from exc
     raise BudgetRefused(refused)
 
 
-async def _give_back(conn: AsyncConnection, driver: Any, spent: list[tuple[Any, float]]) -> None:
+async def _give_back(conn: AsyncConnection, spent: list[tuple[Any, float]]) -> None:
     """Roll back the ledger transaction, then give ``spent`` back in a transaction that commits."""
-    import psycopg
-
     statements = [_ROLLBACK]
     if spent:
         refund = rows.refund_statement(conn.dialect.name)
         statements += [_BEGIN]
         statements += [raw(conn, refund, {"key": b.key, "cost": cost}) for b, cost in spent]
         statements += [COMMIT]
-    try:
-        together = driver.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
-        async with together:
-            for statement in statements:
-                await driver.cursor().execute(statement.sql, statement.parameters)
-    except psycopg.Error as exc:
-        with translated("giving back a rate limit"):
-            raise sa.exc.DBAPIError.instance(
-                statement.sql,
-                None,
-                exc,
-                psycopg.Error,
-                connection_invalidated=conn.dialect.is_disconnect(cast(Any, exc), None, None),
-            ) from exc
+    with translated("giving back a rate limit"):
+        await pipelined(conn, statements)

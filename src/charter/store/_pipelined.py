@@ -92,12 +92,12 @@ class Sent:
     """The rows it returned or changed; -1 when it did not run or has no count."""
 
 
-Watcher = Callable[[Any, Sequence[Sent], "sa.exc.DBAPIError | None"], Awaitable[None]]
-"""Reads what the waiting statements did, on the psycopg connection that sent them.
+Watcher = Callable[[Sequence[Sent], "sa.exc.DBAPIError | None"], Awaitable[None]]
+"""Reads what the waiting statements did, once they were sent.
 
-Given the connection, one ``Sent`` per waiting statement (in ``defer`` order) and the
-error the statements sent with them raised, if any (raised after the watcher returns).
-It may send statements of its own, and raise instead.
+Given one ``Sent`` per waiting statement (in ``defer`` order) and the error the
+statements sent with them raised, if any (raised after the watcher returns). It may send
+statements of its own (``pipelined``), and raise instead.
 """
 
 
@@ -215,7 +215,7 @@ async def _send(sync: Connection, statements: Sequence[Raw]) -> list[int]:
             for cursor in cursors[: len(pending)]
         ]
         sent += [Sent(None, -1)] * (len(pending) - len(sent))
-        await watcher(driver, sent, error)
+        await watcher(sent, error)
     if error is not None:
         raise error
     return [cursor.rowcount for cursor in cursors[len(pending) :]]
