@@ -313,16 +313,7 @@ class LedgerGate:
                 outcome = await self.registry.dispatch_prepared(prepared, ctx)
                 self._fault("after_mutation")
                 if isinstance(outcome, Deferred):
-                    await tx.insert_deferred(
-                        DeferredRecord(
-                            invocation_id=entry.invocation_id,
-                            tenant_id=entry.tenant_id,
-                            principal_id=entry.principal_id,
-                            request_id=entry.request_id,
-                            tool=entry.tool,
-                            created_at=entry.created_at,
-                        )
-                    )
+                    await tx.insert_deferred(DeferredRecord.of(entry))
                     outcome = outcome.model_copy(
                         update={"token": outcome.token or {"invocationId": entry.invocation_id}}
                     )

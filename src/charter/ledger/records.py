@@ -67,6 +67,18 @@ class DeferredRecord(BaseModel):
     created_at: datetime
     settled_at: datetime | None = None
 
+    @classmethod
+    def of(cls, entry: LedgerEntry) -> DeferredRecord:
+        """The active record of ``entry``'s call, deferred in the transaction that claimed it."""
+        return cls(
+            invocation_id=entry.invocation_id,
+            tenant_id=entry.tenant_id,
+            principal_id=entry.principal_id,
+            request_id=entry.request_id,
+            tool=entry.tool,
+            created_at=entry.created_at,
+        )
+
 
 class ActionStatus(BaseModel):
     """Where a request stands, for ``Host.action_status``."""

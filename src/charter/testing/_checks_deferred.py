@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..ledger import LedgerStore
-from ._records import NOW, commit, deferred_record, entry, entry_of
+from ..ledger import DeferredRecord, LedgerStore
+from ._records import NOW, commit, entry, entry_of
 from ._store_check import StoreCheck, expect, expect_equal, store_check
 
 __all__ = ("DEFERRED_CHECKS",)
@@ -17,7 +17,7 @@ _SETTLED = '{"kind":"completed","output":{"ok":true}}'
 async def a_deferred_call_settles_once_and_completes_its_entry(store: LedgerStore) -> None:
     """``settle_deferred`` settles an active record and completes its entry, only once."""
     record = entry()
-    deferred = deferred_record(record)
+    deferred = DeferredRecord.of(record)
     stored = await commit(
         store, record, status="deferred", outcome='{"kind":"deferred"}', deferred=deferred
     )
@@ -53,7 +53,7 @@ async def a_deferred_call_settles_once_and_completes_its_entry(store: LedgerStor
 async def settling_leaves_a_later_entry_of_the_same_key_alone(store: LedgerStore) -> None:
     """Settling a call whose expired entry was replaced does not touch the new entry."""
     old = entry(expires_at=NOW)
-    await commit(store, old, status="deferred", outcome="{}", deferred=deferred_record(old))
+    await commit(store, old, status="deferred", outcome="{}", deferred=DeferredRecord.of(old))
     new = await commit(store, entry(invocation_id="inv-new", fingerprint="sha256:new"))
     expect(
         await store.settle_deferred("inv-req-1", _SETTLED, NOW),

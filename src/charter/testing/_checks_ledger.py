@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..ledger import LedgerStore
+from ..ledger import DeferredRecord, LedgerStore
 from ._records import (
     HOUR,
     NOW,
@@ -16,7 +16,6 @@ from ._records import (
     claim_record,
     commit,
     decide,
-    deferred_record,
     entry,
     entry_of,
     read_claim,
@@ -116,7 +115,7 @@ async def a_rolled_back_transaction_leaves_nothing(store: LedgerStore) -> None:
             )
             await tx.insert_claim(claim_record(record))
             await tx.record_claim_result("acme", "alice", "req-1", "note:created")
-            await tx.insert_deferred(deferred_record(record))
+            await tx.insert_deferred(DeferredRecord.of(record))
             await tx.record_audit(audit_event("aud-lost"))
             await tx.complete(record.model_copy(update={"status": "deferred", "outcome": "{}"}))
             raise Abort

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..ledger import LedgerStore
+from ..ledger import DeferredRecord, LedgerStore
 from ._records import (
     HOUR,
     NOW,
@@ -13,7 +13,6 @@ from ._records import (
     claim_record,
     commit,
     decide,
-    deferred_record,
     entry,
     entry_of,
     read_claim,
@@ -35,7 +34,7 @@ async def prune_deletes_expired_entries_with_their_claims_and_settled_records(
     completed = entry("req-completed", expires_at=PAST)
     await commit(store, completed, claim=claim_record(completed, result_reference="note:1"))
     settled = entry("req-settled", expires_at=PAST)
-    await commit(store, settled, status="deferred", deferred=deferred_record(settled))
+    await commit(store, settled, status="deferred", deferred=DeferredRecord.of(settled))
     expect(
         await store.settle_deferred(settled.invocation_id, "{}", PAST - HOUR),
         "settle_deferred() of an active record returned False",
@@ -75,7 +74,7 @@ async def prune_never_deletes_live_or_unfinished_work(store: LedgerStore) -> Non
     live_claim = claim_record(live)
     stored_live = await commit(store, live, claim=live_claim)
     waiting = entry("req-waiting", expires_at=PAST)
-    waiting_record = deferred_record(waiting)
+    waiting_record = DeferredRecord.of(waiting)
     stored_waiting = await commit(
         store, waiting, status="deferred", outcome="{}", deferred=waiting_record
     )

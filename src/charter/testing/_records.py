@@ -37,7 +37,6 @@ __all__ = (
     "commit",
     "decide",
     "set_decision",
-    "deferred_record",
     "entry",
     "read_claim",
     "stored_approval",
@@ -111,18 +110,6 @@ def claim_record(of: LedgerEntry, **overrides: Any) -> ClaimRecord:
     }
     values.update(overrides)
     return ClaimRecord(**values)
-
-
-def deferred_record(of: LedgerEntry) -> DeferredRecord:
-    """The active deferred record of ``of``'s call."""
-    return DeferredRecord(
-        invocation_id=of.invocation_id,
-        tenant_id=of.tenant_id,
-        principal_id=of.principal_id,
-        request_id=of.request_id,
-        tool=of.tool,
-        created_at=of.created_at,
-    )
 
 
 def audit_event(event_id: str, **overrides: Any) -> AuditEvent:
