@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -68,6 +69,53 @@ def alias_path(alias: str) -> str:
 
 def _listed(values: Sequence[str]) -> str:
     return ", ".join(repr(v) for v in values)
+
+
+def _from_to(label: str, before: object, after: object) -> str:
+    """A changed value as the findings show it: ``tier "read" → "write"``."""
+    return f"{label} {_show(before)} → {_show(after)}"
+
+
+def _changed_keys(
+    before: Mapping[str, object], after: Mapping[str, object], ruled: AbstractSet[str]
+) -> list[str]:
+    """The keys whose values differ, sorted, except the ``ruled`` ones judged elsewhere."""
+    return [k for k in sorted((set(before) | set(after)) - ruled) if before.get(k) != after.get(k)]
+
+
+_Judgement: TypeAlias = tuple[str, Severity, str]
+"""A finding's kind, severity and detail, for a rule to pick by what changed."""
+
+
+def _flag_change(
+    path: str, was: bool, now: bool, *, gained: _Judgement, lost: _Judgement
+) -> list[Finding]:
+    """The finding of a yes/no property that became true (gained) or false (lost), if so."""
+    if was == now:
+        return []
+    return [Finding(path, *(gained if now else lost))]
+
+
+def _list_change(
+    path: str,
+    before: Sequence[str],
+    after: Sequence[str],
+    *,
+    added: _Judgement,
+    removed: _Judgement,
+) -> list[Finding]:
+    """Findings for the values added to and removed from a list, a breaking one first.
+
+    ``{}`` in each judgement's detail stands for the values.
+    """
+    findings = []
+    for (kind, severity, detail), values in (
+        (added, [v for v in after if v not in before]),
+        (removed, [v for v in before if v not in after]),
+    ):
+        if values:
+            findings.append(Finding(path, kind, severity, detail.format(_listed(values))))
+    return sorted(findings, key=lambda finding: finding.severity != "breaking")
 
 
 def entry_findings(old: Entry, new: Entry) -> list[Finding]:
@@ -162,31 +210,28 @@ def _identity(old: Entry, new: Entry) -> list[Finding]:
     if old.get("capabilityId") != new.get("capabilityId"):
         # Callers address tools by name; the capability id is the registry's identity
         # (lookups, ledger fingerprints), so its change is reported but not breaking.
-        detail = (
-            f"capabilityId {_show(old.get('capabilityId'))} → {_show(new.get('capabilityId'))}; "
-            "lookups by capability and ledger fingerprints change"
-        )
+        moved = _from_to("capabilityId", old.get("capabilityId"), new.get("capabilityId"))
+        detail = f"{moved}; lookups by capability and ledger fingerprints change"
         findings.append(Finding("capabilityId", "capability-id-changed", "compatible", detail))
-    for key in sorted((set(old) | set(new)) - _RULED):
-        if old.get(key) != new.get(key):
-            detail = f"{key} {_show(old.get(key))} → {_show(new.get(key))}"
-            kind = "field-changed" if key not in _INFORMATIONAL else f"{key}-changed"
-            findings.append(Finding(key, kind, "compatible", detail))
+    for key in _changed_keys(old, new, _RULED):
+        detail = _from_to(key, old.get(key), new.get(key))
+        kind = "field-changed" if key not in _INFORMATIONAL else f"{key}-changed"
+        findings.append(Finding(key, kind, "compatible", detail))
     return findings
 
 
 def _scopes(old: Entry, new: Entry) -> list[Finding]:
-    before, after = strings(old.get("requiredScopes")), strings(new.get("requiredScopes"))
-    added = [s for s in after if s not in before]
-    removed = [s for s in before if s not in after]
-    findings = []
-    if added:
-        detail = f"required scopes added: {_listed(added)}; callers without them are denied"
-        findings.append(Finding("requiredScopes", "scopes-added", "breaking", detail))
-    if removed:
-        detail = f"required scopes removed: {_listed(removed)}"
-        findings.append(Finding("requiredScopes", "scopes-removed", "compatible", detail))
-    return findings
+    return _list_change(
+        "requiredScopes",
+        strings(old.get("requiredScopes")),
+        strings(new.get("requiredScopes")),
+        added=(
+            "scopes-added",
+            "breaking",
+            "required scopes added: {}; callers without them are denied",
+        ),
+        removed=("scopes-removed", "compatible", "required scopes removed: {}"),
+    )
 
 
 def _audience(old: Entry, new: Entry) -> list[Finding]:
@@ -200,16 +245,13 @@ def _audience(old: Entry, new: Entry) -> list[Finding]:
     if before is None:
         detail = f"now visible only to {_listed(strings(after))}"
         return [Finding("audience", "audience-narrowed", "breaking", detail)]
-    removed = [a for a in strings(before) if a not in strings(after)]
-    added = [a for a in strings(after) if a not in strings(before)]
-    findings = []
-    if removed:
-        detail = f"no longer visible to {_listed(removed)}"
-        findings.append(Finding("audience", "audience-narrowed", "breaking", detail))
-    if added:
-        detail = f"now also visible to {_listed(added)}"
-        findings.append(Finding("audience", "audience-widened", "compatible", detail))
-    return findings
+    return _list_change(
+        "audience",
+        strings(before),
+        strings(after),
+        added=("audience-widened", "compatible", "now also visible to {}"),
+        removed=("audience-narrowed", "breaking", "no longer visible to {}"),
+    )
 
 
 def _ranked(
@@ -218,7 +260,7 @@ def _ranked(
     """A change on an ordered scale: up is breaking, down compatible, unknown undecidable."""
     if before == after:
         return []
-    detail = f"{name} {_show(before)} → {_show(after)}"
+    detail = _from_to(name, before, after)
     if before not in order or after not in order:
         detail += f"; charter does not know how to order these (expected {', '.join(order)})"
         return [Finding(path, f"{name}-changed", "undecidable", detail)]
@@ -258,43 +300,47 @@ def _risk(old: Entry, new: Entry) -> list[Finding]:
 
 
 def _risk_policy(old: Entry, new: Entry) -> list[Finding]:
-    before = old.get("riskPolicy")
-    after = new.get("riskPolicy")
-    before = before if isinstance(before, Mapping) else {}
-    after = after if isinstance(after, Mapping) else {}
-    findings = []
-    was, now = before.get("confirmationRequired") is True, after.get("confirmationRequired") is True
-    if now and not was:
-        detail = "riskPolicy now requires confirmation; calls without `confirmed: true` stop"
-        findings.append(Finding("riskPolicy", "confirmation-required", "breaking", detail))
-    elif was and not now:
-        detail = "riskPolicy no longer requires confirmation"
-        findings.append(Finding("riskPolicy", "confirmation-dropped", "compatible", detail))
-    for key in sorted((set(before) | set(after)) - {"confirmationRequired"}):
-        if before.get(key) != after.get(key):
-            detail = f"riskPolicy.{key} {_show(before.get(key))} → {_show(after.get(key))}"
-            findings.append(Finding("riskPolicy", "risk-policy-changed", "compatible", detail))
+    before, after = _mapping(old.get("riskPolicy")), _mapping(new.get("riskPolicy"))
+    findings = _flag_change(
+        "riskPolicy",
+        before.get("confirmationRequired") is True,
+        after.get("confirmationRequired") is True,
+        gained=(
+            "confirmation-required",
+            "breaking",
+            "riskPolicy now requires confirmation; calls without `confirmed: true` stop",
+        ),
+        lost=("confirmation-dropped", "compatible", "riskPolicy no longer requires confirmation"),
+    )
+    for key in _changed_keys(before, after, {"confirmationRequired"}):
+        detail = _from_to(f"riskPolicy.{key}", before.get(key), after.get(key))
+        findings.append(Finding("riskPolicy", "risk-policy-changed", "compatible", detail))
     return findings
 
 
 def _annotations(old: Entry, new: Entry) -> list[Finding]:
     if old.get("annotations") == new.get("annotations"):
         return []
-    detail = f"annotations {_show(old.get('annotations'))} → {_show(new.get('annotations'))}"
+    detail = _from_to("annotations", old.get("annotations"), new.get("annotations"))
     return [Finding("annotations", "annotations-changed", "compatible", detail)]
 
 
 def _delegation(old: Entry, new: Entry) -> list[Finding]:
-    findings = []
-    was, now = old.get("delegable") is True, new.get("delegable") is True
-    if was and not now:
-        detail = "no longer delegable; admin calls on behalf of another tenant are denied"
-        findings.append(Finding("delegable", "delegation-removed", "breaking", detail))
-    elif now and not was:
-        findings.append(Finding("delegable", "delegation-added", "compatible", "now delegable"))
+    was = old.get("delegable") is True
+    findings = _flag_change(
+        "delegable",
+        was,
+        new.get("delegable") is True,
+        gained=("delegation-added", "compatible", "now delegable"),
+        lost=(
+            "delegation-removed",
+            "breaking",
+            "no longer delegable; admin calls on behalf of another tenant are denied",
+        ),
+    )
     before, after = old.get("tenantField"), new.get("tenantField")
     if before != after:
-        detail = f"tenantField {_show(before)} → {_show(after)}"
+        detail = _from_to("tenantField", before, after)
         # Only delegated callers name a tenant; for them a moved field is breaking.
         severity: Severity = "breaking" if was and before is not None else "compatible"
         findings.append(Finding("tenantField", "tenant-field-changed", severity, detail))
@@ -401,11 +447,10 @@ def _policy_details(before: Mapping[str, object], after: Mapping[str, object]) -
     ruled = {"approval", "risk", "confirmation", "controls", "allowedActorTypes"}
     # (`controls` sat here in older manifests; `_controls` judges it wherever it is.)
     findings = []
-    for key in sorted((set(before) | set(after)) - ruled):
-        if before.get(key) != after.get(key):
-            detail = f"actionPolicy.{key} {_show(before.get(key))} → {_show(after.get(key))}"
-            path = f"actionPolicy.{key}"
-            findings.append(Finding(path, "action-policy-changed", "compatible", detail))
+    for key in _changed_keys(before, after, ruled):
+        path = f"actionPolicy.{key}"
+        detail = _from_to(path, before.get(key), after.get(key))
+        findings.append(Finding(path, "action-policy-changed", "compatible", detail))
     return findings
 
 
