@@ -10,9 +10,11 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+import typer
 from pydantic import ValidationError
 
 from charter.cli._common import Unusable
+from charter.cli._outcome import render_outcome
 from charter.errors import ErrorCode
 from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
 
@@ -98,6 +100,26 @@ class Remote:
                 f"{self.url} answered {response.status_code} with {kind}, not JSON; "
                 "is it a charter server?"
             ) from None
+
+    def read(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: str | None = None,
+        params: dict[str, str] | None = None,
+    ) -> Any:
+        """Send one request and return the JSON body of its 200 answer.
+
+        Raises:
+            typer.Exit: The server answered another status; its problem is printed.
+            Unusable: The server cannot be reached, or did not answer JSON.
+        """
+        response = self.request(method, path, content=content, params=params)
+        body = self.json(response)
+        if response.status_code != 200:
+            raise typer.Exit(render_outcome(problem_outcome(response.status_code, body)))
+        return body
 
 
 def outcome_from_response(remote: Remote, response: httpx.Response) -> ToolOutcome:

@@ -277,10 +277,9 @@ def _remote(
     content: str | None = None,
 ) -> dict[str, Any]:
     with Remote(url, key) as remote:
-        response = remote.request(method, path, params=params, content=content)
-        body = remote.json(response)
-    if response.status_code != 200 or not isinstance(body, dict):
-        raise typer.Exit(render_outcome(problem_outcome(response.status_code, body)))
+        body = remote.read(method, path, params=params, content=content)
+    if not isinstance(body, dict):
+        raise typer.Exit(render_outcome(problem_outcome(200, body)))
     return body
 
 

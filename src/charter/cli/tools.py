@@ -31,7 +31,7 @@ from charter.cli._common import (
 )
 from charter.cli._host import open_host, open_served, principal_for
 from charter.cli._outcome import render_outcome
-from charter.cli._remote import Remote, outcome_from_response, problem_outcome
+from charter.cli._remote import Remote, outcome_from_response
 from charter.errors import ErrorCode
 from charter.manifest import deprecation_warnings
 from charter.outcome import Completed, Failed, ToolOutcome, failed
@@ -117,10 +117,7 @@ async def _local_entries(
 
 def _remote_entries(url: str, key: str | None) -> list[dict[str, Any]]:
     with Remote(url, key) as remote:
-        response = remote.request("GET", "/v1/tools")
-        body = remote.json(response)
-        if response.status_code != 200:
-            raise typer.Exit(render_outcome(problem_outcome(response.status_code, body)))
+        body = remote.read("GET", "/v1/tools")
     listed = body.get("tools") if isinstance(body, dict) else None
     if not isinstance(listed, list):
         raise Unusable(f"{url}/v1/tools did not return a tool list")
