@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import JsonValue
@@ -128,35 +129,27 @@ def _with_id(interaction: Interaction, invocation_id: str) -> Interaction:
     return interaction.model_copy(update={"id": "int_" + invocation_id})
 
 
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class HostPreparer:
     """Prepares a step's sealed calls on the host once, keeping them for ``execute``.
 
     The ``CallPreparer`` the harness's turns seal with: ``host.prepare`` parses the
     arguments (already JSON), validates them, resolves the target and passes the gates;
     the ``PreparedCall`` (or the outcome that ended the call) is kept under the call's
-    invocation id until ``take`` hands it to ``execute_prepared``.
+    invocation id until ``take`` hands it to ``execute_prepared``. One prepares the calls
+    of one step of ``session_id`` for ``principal``.
     """
 
-    def __init__(
-        self,
-        host: Host,
-        *,
-        principal: Principal | None,
-        session_id: str,
-        turn_id: str,
-        step_id: str,
-        audience: str | None,
-        state: Callable[[BoundToolDefinition], Awaitable[object]] | None = None,
-    ) -> None:
-        """Prepare calls of one step of ``session_id`` for ``principal``."""
-        self.host = host
-        self.principal = principal
-        self.session_id = session_id
-        self.turn_id = turn_id
-        self.step_id = step_id
-        self.audience = audience
-        self.state = state
-        self._kept: dict[str, tuple[PreparedCall | ToolOutcome, CancelSignal]] = {}
+    host: Host
+    principal: Principal | None
+    session_id: str
+    turn_id: str
+    step_id: str
+    audience: str | None
+    state: Callable[[BoundToolDefinition], Awaitable[object]] | None = None
+    _kept: dict[str, tuple[PreparedCall | ToolOutcome, CancelSignal]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     async def prepare(
         self,
