@@ -101,21 +101,13 @@ class Remote:
                 "is it a charter server?"
             ) from None
 
-    def read(
-        self,
-        method: str,
-        path: str,
-        *,
-        content: str | None = None,
-        params: dict[str, str] | None = None,
-    ) -> Any:
-        """Send one request and return the JSON body of its 200 answer.
+    def ok_json(self, response: httpx.Response) -> Any:
+        """The JSON body of a 200 answer.
 
         Raises:
             typer.Exit: The server answered another status; its problem is printed.
-            Unusable: The server cannot be reached, or did not answer JSON.
+            Unusable: The body is not JSON.
         """
-        response = self.request(method, path, content=content, params=params)
         body = self.json(response)
         if response.status_code != 200:
             raise typer.Exit(render_outcome(problem_outcome(response.status_code, body)))

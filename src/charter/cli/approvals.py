@@ -277,7 +277,7 @@ def _remote(
     content: str | None = None,
 ) -> dict[str, Any]:
     with Remote(url, key) as remote:
-        body = remote.read(method, path, params=params, content=content)
+        body = remote.ok_json(remote.request(method, path, params=params, content=content))
     if not isinstance(body, dict):
         raise typer.Exit(render_outcome(problem_outcome(200, body)))
     return body

@@ -117,7 +117,7 @@ async def _local_entries(
 
 def _remote_entries(url: str, key: str | None) -> list[dict[str, Any]]:
     with Remote(url, key) as remote:
-        body = remote.read("GET", "/v1/tools")
+        body = remote.ok_json(remote.request("GET", "/v1/tools"))
     listed = body.get("tools") if isinstance(body, dict) else None
     if not isinstance(listed, list):
         raise Unusable(f"{url}/v1/tools did not return a tool list")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from pydantic import JsonValue
@@ -129,7 +129,7 @@ def _with_id(interaction: Interaction, invocation_id: str) -> Interaction:
     return interaction.model_copy(update={"id": "int_" + invocation_id})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False)
 class HostPreparer:
     """Prepares a step's sealed calls on the host once, keeping them for ``execute``.
 
@@ -141,6 +141,7 @@ class HostPreparer:
     """
 
     host: Host
+    _: KW_ONLY
     principal: Principal | None
     session_id: str
     turn_id: str

@@ -173,7 +173,7 @@ class Turn:
             # Sealing prepares each call on the host (parse, validate, gates) once; the
             # prepared call is what runs, so nothing is validated twice.
             self.preparer = HostPreparer(
-                host=runtime.host,
+                runtime.host,
                 principal=self.principal,
                 session_id=self.session_id,
                 turn_id=self.turn_id,
