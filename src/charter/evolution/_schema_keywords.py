@@ -7,7 +7,7 @@ unions, `$ref`s) is walked by `_schema_diff`; this module judges the leaves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -31,9 +31,8 @@ __all__ = (
     "Severity",
     "compare_annotations",
     "compare_bounds",
-    "compare_format",
     "compare_others",
-    "compare_pattern",
+    "compare_string_rules",
     "compare_types",
     "compare_values",
     "property_added",
@@ -320,48 +319,48 @@ def _compare_multiple_of(old: Schema, new: Schema, path: str) -> list[Finding]:
     return [Finding(path, "multiple-of-changed", "incomparable", detail)]
 
 
-def _added_or_removed(
-    path: str, keyword: str, before: object, after: object
-) -> list[Finding] | None:
-    """The findings of ``keyword`` unchanged (none), added (narrower) or removed (wider).
+def compare_string_rules(old: Schema, new: Schema, path: str) -> list[Finding]:
+    """``pattern`` and ``format``: added narrows, removed widens; two values per keyword rule."""
+    findings: list[Finding] = []
+    for keyword, judge in _STRING_RULES:
+        before, after = old.get(keyword), new.get(keyword)
+        if before == after:
+            continue
+        if before is None:
+            detail = f"{keyword} added: {show(after)}"
+            findings.append(Finding(path, f"{keyword}-added", "narrower", detail))
+        elif after is None:
+            detail = f"{keyword} removed (was {show(before)})"
+            findings.append(Finding(path, f"{keyword}-removed", "wider", detail))
+        else:
+            findings.append(judge(path, before, after))
+    return findings
 
-    None when both schemas have it with different values: the caller judges those.
-    """
-    if before == after:
-        return []
-    if before is None:
-        return [Finding(path, f"{keyword}-added", "narrower", f"{keyword} added: {show(after)}")]
-    if after is None:
-        detail = f"{keyword} removed (was {show(before)})"
-        return [Finding(path, f"{keyword}-removed", "wider", detail)]
-    return None
 
-
-def compare_pattern(old: Schema, new: Schema, path: str) -> list[Finding]:
-    """A pattern added narrows, removed widens; two different patterns cannot be compared."""
-    before, after = old.get("pattern"), new.get("pattern")
-    found = _added_or_removed(path, "pattern", before, after)
-    if found is not None:
-        return found
+def _patterns_changed(path: str, before: object, after: object) -> Finding:
+    """Two different patterns cannot be compared."""
     detail = f"pattern {show(before)} → {show(after)}; charter cannot compare regular expressions"
-    return [Finding(path, "pattern-changed", "unknown", detail)]
+    return Finding(path, "pattern-changed", "unknown", detail)
 
 
-def compare_format(old: Schema, new: Schema, path: str) -> list[Finding]:
-    """A format added narrows, removed widens; a few standard formats nest, others exclude."""
-    before, after = old.get("format"), new.get("format")
-    found = _added_or_removed(path, "format", before, after)
-    if found is not None:
-        return found
+def _formats_changed(path: str, before: object, after: object) -> Finding:
+    """A few standard formats nest; other standard ones exclude each other."""
     detail = f"format {show(before)} → {show(after)}"
     if isinstance(before, str) and after in _WIDER_FORMATS.get(before, ()):
-        return [Finding(path, "format-widened", "wider", detail)]
+        return Finding(path, "format-widened", "wider", detail)
     if isinstance(after, str) and before in _WIDER_FORMATS.get(after, ()):
-        return [Finding(path, "format-narrowed", "narrower", detail)]
+        return Finding(path, "format-narrowed", "narrower", detail)
     if before in _STANDARD_FORMATS and after in _STANDARD_FORMATS:
-        return [Finding(path, "format-changed", "incomparable", detail)]
+        return Finding(path, "format-changed", "incomparable", detail)
     detail += "; charter does not know how these formats relate"
-    return [Finding(path, "format-changed", "unknown", detail)]
+    return Finding(path, "format-changed", "unknown", detail)
+
+
+_STRING_RULES: tuple[tuple[str, Callable[[str, object, object], Finding]], ...] = (
+    ("pattern", _patterns_changed),
+    ("format", _formats_changed),
+)
+"""The string keywords and how each judges two different values."""
 
 
 def compare_others(old: Schema, new: Schema, path: str) -> list[Finding]:
