@@ -38,26 +38,20 @@ _TLS = ssl.create_default_context()
 
 # -- principals -------------------------------------------------------------------------------
 
+AGENT_SCOPES = frozenset({"trips:read", "trips:write", "bookings:refund"})
 AGENT = Principal(
     subject="agent-7",
     tenant_id="acme",
-    scopes=frozenset({"trips:read", "trips:write", "bookings:refund"}),
+    scopes=AGENT_SCOPES,
     kind="agent",
     display_name="Traveller agent",
 )
+APPROVER_SCOPES = frozenset({"charter:approve", "trips:read"})
 APPROVER = Principal(
-    subject="ana",
-    tenant_id="acme",
-    scopes=frozenset({"charter:approve", "trips:read"}),
-    display_name="Ana (staff approver)",
+    subject="ana", tenant_id="acme", scopes=APPROVER_SCOPES, display_name="Ana (staff approver)"
 )
 ADMIN = Principal(subject="root", tenant_id="ops", scopes=frozenset({"admin"}))
-GLOBEX_AGENT = Principal(
-    subject="agent-9",
-    tenant_id="globex",
-    scopes=frozenset({"trips:read", "trips:write", "bookings:refund"}),
-    kind="agent",
-)
+GLOBEX_AGENT = Principal(subject="agent-9", tenant_id="globex", scopes=AGENT_SCOPES, kind="agent")
 GLOBEX_APPROVER = Principal(
     subject="gus", tenant_id="globex", scopes=frozenset({"charter:approve"})
 )
