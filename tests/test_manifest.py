@@ -323,5 +323,3 @@ def test_manifest_json_snapshot() -> None:
         ToolBinding(capability_id="demo.pong", owner="demo", capability_version="2.1.0"),
     )
     assert registry.manifest_json() == SNAPSHOT.read_text(encoding="utf-8")
-
-
