@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 from pydantic import BaseModel
-from tests.builders import destructive_risk, risk
+from tests.builders import destructive_risk, risk, tiered_tool
 
 from charter import CONTRACT_VERSION, Deprecation, Registry, Tool, ToolBinding, define_tool
 from charter.context import ToolContext
@@ -47,13 +47,13 @@ def resolve_trip(args: Rename, ctx: ToolContext) -> str:
 
 
 def trips_get() -> Tool[Any, Any, Any]:
-    return define_tool(
-        name="trips.get",
+    return tiered_tool(
+        "trips.get",
+        "read",
+        get_trip,
+        TripRef,
+        Trip,
         description="Get a trip.",
-        input_schema=TripRef,
-        output_schema=Trip,
-        handler=get_trip,
-        tier="read",
         required_scopes=["trips:read"],
         capability_id="travel.trips.get",
         owner="travel",

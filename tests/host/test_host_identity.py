@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 from tests.builders import Clock, risk
 
-from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter import ActionPolicy, Principal, Registry, ToolContext, tool
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Completed, Failed
@@ -33,37 +33,29 @@ def build(**options: object) -> tuple[Host, list[str]]:
         seen.append(f"{ctx.tenant_id}:{args.tenant_id}")
         return Found(code=args.code, tenant=ctx.tenant_id)
 
+    staff_only = ActionPolicy(
+        target_type="voucher",
+        command_target_field="code",
+        ledger="optional",
+        allowed_actor_types=("staff",),
+    )
+    public = tool(
+        name="vouchers.check",
+        description="Check a voucher code (public).",
+        tier="read",
+        auth="public",
+        tenant_field="tenant_id",
+    )
+    staff = tool(
+        name="refunds.issue",
+        description="Issue a refund (staff only).",
+        tier="write",
+        risk_policy=risk("refund"),
+        required_scopes=["refunds:write"],
+        action_policy=staff_only,
+    )
     registry = Registry()
-    registry.register(
-        define_tool(
-            name="vouchers.check",
-            description="Check a voucher code (public).",
-            input_schema=Lookup,
-            output_schema=Found,
-            handler=lookup,
-            tier="read",
-            auth="public",
-            tenant_field="tenant_id",
-        )
-    )
-    registry.register(
-        define_tool(
-            name="refunds.issue",
-            description="Issue a refund (staff only).",
-            input_schema=Lookup,
-            output_schema=Found,
-            handler=lookup,
-            tier="write",
-            risk_policy=risk("refund"),
-            required_scopes=["refunds:write"],
-            action_policy=ActionPolicy(
-                target_type="voucher",
-                command_target_field="code",
-                ledger="optional",
-                allowed_actor_types=("staff",),
-            ),
-        )
-    )
+    registry.register_all([public(lookup), staff(lookup)])
     return Host(registry, **options), seen  # type: ignore[arg-type]
 
 
