@@ -76,10 +76,14 @@ class TravelFiles:
     def env(self) -> dict[str, str]:
         return {"CHARTER_DEMO_KEYS": str(self.keys_file)}
 
+    def run(self, command: str, *args: str) -> Result:
+        """``charter COMMAND examples.travel:host ARGS --db DB`` with the demo keys' file."""
+        return charter(command, "examples.travel:host", *args, "--db", self.db, env=self.env)
+
     def keys(self) -> dict[str, str]:
         """The demo keys by role (created by the first command that builds the host)."""
         if not self.keys_file.exists():
-            result = charter("tools", "examples.travel:host", "--db", self.db, env=self.env)
+            result = self.run("tools")
             assert result.exit_code == 0, result.output
         return demo_keys(self.keys_file)
 

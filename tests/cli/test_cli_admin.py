@@ -174,10 +174,7 @@ def test_a_created_key_works_for_calls(tmp_path: Path, travel: TravelFiles) -> N
         "keys", "create", "--tenant", "globex", "--subject", "gus", "--scope", "trips:read",
         "--db", travel.db,
     )  # fmt: skip
-    result = charter(
-        "call", "examples.travel:host", "trips.search", "--key", created.stdout.strip(),
-        "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("call", "trips.search", "--key", created.stdout.strip())
     assert result.exit_code == 0, result.output
     assert [t["id"] for t in parse(result)["trips"]] == ["trp_oslo0001"]
 

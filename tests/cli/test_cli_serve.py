@@ -114,10 +114,7 @@ def test_serve_with_conflicting_options_exits_2(args: list[str], message: str | 
 
 
 def test_serve_stdio_with_a_wrong_principal_key_prints_one_line(travel: TravelFiles) -> None:
-    result = charter(
-        "serve", "examples.travel:host", "--stdio", "--principal-key", "chk_0_wrong",
-        "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("serve", "--stdio", "--principal-key", "chk_0_wrong")
     assert result.exit_code == 2
     assert error_line(result).startswith("error: --principal-key was not accepted")
 

@@ -50,7 +50,7 @@ registry.register(search)
 
 
 def test_tools_lists_every_tool_with_its_tier_access_and_policy(travel: TravelFiles) -> None:
-    result = charter("tools", "examples.travel:host", "--db", travel.db, env=travel.env)
+    result = travel.run("tools")
     assert result.exit_code == 0, result.output
     for name in ("trips.search", "bookings.refund", "memory.update", "catalog.ping"):
         assert name in result.stdout
@@ -142,21 +142,14 @@ def test_debug_shows_the_traceback() -> None:
 
 def test_call_runs_a_tool_locally_and_prints_its_output(travel: TravelFiles) -> None:
     key = travel.keys()["traveller-agent"]
-    result = charter(
-        "call", "examples.travel:host", "trips.search", "--args", '{"text": "kyoto"}',
-        "--key", key, "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("call", "trips.search", "--args", '{"text": "kyoto"}', "--key", key)
     assert result.exit_code == 0, result.output
     assert [t["id"] for t in parse(result)["trips"]] == ["trp_kyoto001"]
 
 
 def test_call_without_a_key_runs_anonymously(travel: TravelFiles) -> None:
-    public = charter(
-        "call", "examples.travel:host", "catalog.ping", "--db", travel.db, env=travel.env
-    )
-    private = charter(
-        "call", "examples.travel:host", "trips.search", "--db", travel.db, env=travel.env
-    )
+    public = travel.run("call", "catalog.ping")
+    private = travel.run("call", "trips.search")
     assert public.exit_code == 0 and parse(public) == {"ok": True, "service": "travel"}
     assert private.exit_code == 1
     assert private.stdout.startswith("[UNAUTHENTICATED]")
@@ -195,20 +188,14 @@ def test_call_makes_up_a_request_id_when_the_tool_needs_one_and_waits_for_confir
 
 
 def test_call_with_a_wrong_key_fails_with_unauthenticated(travel: TravelFiles) -> None:
-    result = charter(
-        "call", "examples.travel:host", "trips.search", "--key", "chk_nope_nope",
-        "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("call", "trips.search", "--key", "chk_nope_nope")
     assert result.exit_code == 1
     assert result.stdout.startswith("[UNAUTHENTICATED]")
 
 
 def test_call_prints_validation_issues_and_exits_1(travel: TravelFiles) -> None:
     key = travel.keys()["traveller-agent"]
-    result = charter(
-        "call", "examples.travel:host", "trips.get", "--args", '{"trip": "x"}', "--key", key,
-        "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("call", "trips.get", "--args", '{"trip": "x"}', "--key", key)
     assert result.exit_code == 1
     assert result.stdout.startswith("[INVALID_INPUT]")
     assert "trip_id" in result.stdout
@@ -226,9 +213,7 @@ def test_call_prints_validation_issues_and_exits_1(travel: TravelFiles) -> None:
 def test_call_with_bad_input_prints_one_line_and_exits_2(
     travel: TravelFiles, args: list[str], message: str
 ) -> None:
-    result = charter(
-        "call", "examples.travel:host", "catalog.ping", *args, "--db", travel.db, env=travel.env
-    )
+    result = travel.run("call", "catalog.ping", *args)
     assert result.exit_code == 2
     assert error_line(result).startswith(message)
 
