@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from charter.tool import Tool, define_tool
 
 if TYPE_CHECKING:
     import httpx2
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from mcp.client import Client
 
 
@@ -161,3 +163,19 @@ def packages_loaded_by(modules: str, packages: Iterable[str]) -> list[str]:
     )
     loaded: list[str] = json.loads(result.stdout)
     return loaded
+
+
+@cache
+def fake_tool_model() -> type[GenericFakeChatModel]:
+    """LangChain's fake chat model, accepting ``bind_tools`` (the agent binds its tools).
+
+    LangChain is imported on the first call, not when this module is: importing it costs a
+    test process nearly a second of CPU.
+    """
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    class FakeToolModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
+            return self
+
+    return FakeToolModel

@@ -14,12 +14,7 @@ from pydantic import BaseModel
 from tests import doc_blocks
 from tests.builders import risk, tiered_tool
 
-from charter import (
-    ActionPolicy,
-    Deprecation,
-    Registry,
-    ToolBinding,
-)
+from charter import ActionPolicy, Deprecation, Registry, ToolBinding
 
 TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -80,6 +80,13 @@ def failure(outcome: object) -> Failed:
     return outcome
 
 
+async def failed_call(tool: Tool[Any, Any, Any]) -> Failed:
+    """Dispatch ``tool`` alone with ``text="x"``; the outcome, which must be a failure."""
+    registry = Registry()
+    registry.register(tool)
+    return failure(await registry.dispatch(tool.name, {"text": "x"}, ctx()))
+
+
 async def cancelled_once_started(
     tool: Tool[Any, Any, Any], started: Callable[[], Awaitable[object]]
 ) -> object:
@@ -464,12 +471,18 @@ async def test_a_resolver_tool_error_keeps_its_code_and_other_errors_become_prov
     assert CANARY not in dumped(broken)
 
 
-@pytest.mark.anyio
-async def test_a_read_tool_without_a_policy_prepares_without_a_target() -> None:
+async def prepared_echo() -> tuple[Registry, PreparedAction]:
+    """A registry with the read tool ``echo`` and its prepared call with ``text="hi"``."""
     registry = Registry()
     registry.register(make("echo"))
     prepared = await registry.prepare_action("echo", {"text": "hi"}, ctx())
     assert isinstance(prepared, PreparedAction)
+    return registry, prepared
+
+
+@pytest.mark.anyio
+async def test_a_read_tool_without_a_policy_prepares_without_a_target() -> None:
+    _, prepared = await prepared_echo()
     assert prepared.target is None
 
 
@@ -478,10 +491,7 @@ async def test_a_read_tool_without_a_policy_prepares_without_a_target() -> None:
 
 @pytest.mark.anyio
 async def test_a_prepared_action_runs_once() -> None:
-    registry = Registry()
-    registry.register(make("echo"))
-    prepared = await registry.prepare_action("echo", {"text": "hi"}, ctx())
-    assert isinstance(prepared, PreparedAction)
+    registry, prepared = await prepared_echo()
     assert await registry.dispatch_prepared(prepared, ctx()) == Completed(output={"text": "hi"})
     again = failure(await registry.dispatch_prepared(prepared, ctx()))
     assert again.code is ErrorCode.ACTION_POLICY_REQUIRED
@@ -490,10 +500,7 @@ async def test_a_prepared_action_runs_once() -> None:
 
 @pytest.mark.anyio
 async def test_a_copied_prepared_action_is_refused() -> None:
-    registry = Registry()
-    registry.register(make("echo"))
-    prepared = await registry.prepare_action("echo", {"text": "hi"}, ctx())
-    assert isinstance(prepared, PreparedAction)
+    registry, prepared = await prepared_echo()
     for forged in (copy.copy(prepared), dataclasses.replace(prepared)):
         outcome = failure(await registry.dispatch_prepared(forged, ctx()))
         assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
@@ -503,11 +510,9 @@ async def test_a_copied_prepared_action_is_refused() -> None:
 
 @pytest.mark.anyio
 async def test_another_registry_refuses_a_prepared_action() -> None:
-    first, second = Registry(), Registry()
-    first.register(make("echo"))
+    _, prepared = await prepared_echo()
+    second = Registry()
     second.register(make("echo"))
-    prepared = await first.prepare_action("echo", {"text": "hi"}, ctx())
-    assert isinstance(prepared, PreparedAction)
     outcome = failure(await second.dispatch_prepared(prepared, ctx()))
     assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
 
@@ -552,9 +557,7 @@ async def test_a_tool_error_keeps_its_code_meta_and_next_steps() -> None:
             next_steps=["Wait five minutes.", "Retry the same call."],
         )
 
-    registry = Registry()
-    registry.register(make("book", handler))
-    outcome = failure(await registry.dispatch("book", {"text": "x"}, ctx()))
+    outcome = await failed_call(make("book", handler))
     assert outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
     assert outcome.message == "The booking system is down."
     assert outcome.meta == {"reason": "upstream_down", "system": "gds"}
@@ -569,10 +572,8 @@ async def test_any_other_exception_is_a_provider_error_that_hides_the_message_an
     def handler(args: EchoIn) -> EchoOut:
         raise RuntimeError(f"database password is {CANARY}")
 
-    registry = Registry()
-    registry.register(make("leaky", handler))
     with caplog.at_level(logging.ERROR, logger="charter"):
-        outcome = failure(await registry.dispatch("leaky", {"text": "x"}, ctx()))
+        outcome = await failed_call(make("leaky", handler))
     assert outcome.code is ErrorCode.PROVIDER_ERROR
     assert outcome.retryable is False
     error_id = meta(outcome)["errorId"]
@@ -589,9 +590,7 @@ async def test_an_async_handler_exception_is_a_provider_error_too() -> None:
     async def handler(args: EchoIn) -> EchoOut:
         raise KeyError(CANARY)
 
-    registry = Registry()
-    registry.register(make("leaky", handler))
-    outcome = failure(await registry.dispatch("leaky", {"text": "x"}, ctx()))
+    outcome = await failed_call(make("leaky", handler))
     assert outcome.code is ErrorCode.PROVIDER_ERROR
     assert CANARY not in dumped(outcome)
 
@@ -666,10 +665,8 @@ async def test_invalid_output_is_invalid_output_and_never_reaches_the_caller(
     def handler(args: EchoIn) -> Any:
         return output
 
-    registry = Registry()
-    registry.register(make("bad", handler))
     with caplog.at_level(logging.ERROR, logger="charter"):
-        outcome = failure(await registry.dispatch("bad", {"text": "x"}, ctx()))
+        outcome = await failed_call(make("bad", handler))
     assert outcome.code is ErrorCode.INVALID_OUTPUT
     assert outcome.retryable is False
     assert "errorId" in meta(outcome)

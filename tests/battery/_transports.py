@@ -256,15 +256,21 @@ def seen_from_http(response: httpx.Response) -> Seen:
     )
 
 
-def seen_from_approval_body(body: Mapping[str, Any]) -> Seen:
-    """Normalise an approval as REST (``:grant``, ``:deny``) and ``charter approvals`` show it."""
+def approval_seen(approval_id: str, status: str, decided_by: Any, reason: Any) -> Seen:
+    """An approval as every surface shows it: its id, status, decider and reason."""
     return Seen(
         kind="approval",
-        approval_id=body["id"],
-        status=body["status"],
-        decided_by=body.get("decidedBy"),
-        decision_reason=body.get("decisionReason"),
+        approval_id=approval_id,
+        status=status,
+        decided_by=decided_by,
+        decision_reason=reason,
     )
+
+
+def seen_from_approval_body(body: Mapping[str, Any]) -> Seen:
+    """Normalise an approval as REST (``:grant``, ``:deny``) and ``charter approvals`` show it."""
+    reason = body.get("decisionReason")
+    return approval_seen(body["id"], body["status"], body.get("decidedBy"), reason)
 
 
 def seen_from_mcp(result: types.CallToolResult) -> Seen:
@@ -338,13 +344,7 @@ def seen_from_approval(record: ApprovalRecord | Failed) -> Seen:
     """Normalise what ``host.approvals.grant``/``.deny`` answered: the approval, or a refusal."""
     if isinstance(record, Failed):
         return seen_from_outcome(record)
-    return Seen(
-        kind="approval",
-        approval_id=record.id,
-        status=record.status,
-        decided_by=record.decided_by,
-        decision_reason=record.decision_reason,
-    )
+    return approval_seen(record.id, record.status, record.decided_by, record.decision_reason)
 
 
 # -- callers --------------------------------------------------------------------------------
