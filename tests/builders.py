@@ -61,14 +61,8 @@ def tiered_tool(
     if RiskTier(tier) is not RiskTier.READ:
         options.setdefault("risk_policy", WRITE_RISK)
     options.setdefault("description", f"The {name} tool.")
-    return define_tool(
-        name=name,
-        input_schema=input_schema,
-        output_schema=output_schema,
-        handler=handler,
-        tier=tier,
-        **options,
-    )
+    options.update(input_schema=input_schema, output_schema=output_schema)
+    return define_tool(name=name, tier=tier, handler=handler, **options)
 
 
 def request_id() -> str:

@@ -13,17 +13,20 @@ import pytest
 from pydantic import BaseModel, computed_field, field_validator
 from tests.builders import WRITE_RISK
 
-from charter import PreparedAction, Registry, Tool, ToolBinding, ToolContext, define_tool
-from charter.errors import ConfigurationError, ErrorCode, ToolError
-from charter.outcome import (
+from charter import (
     Completed,
     Deferred,
     Denied,
     Failed,
-    Interaction,
-    InteractionRequired,
-    outcome_adapter,
+    PreparedAction,
+    Registry,
+    Tool,
+    ToolBinding,
+    ToolContext,
+    define_tool,
 )
+from charter.errors import ConfigurationError, ErrorCode, ToolError
+from charter.outcome import Interaction, InteractionRequired, outcome_adapter
 from charter.policy import ActionPolicy, HandlerActionPolicy, InvocationControls
 
 CANARY = "canary-7f3a9c-secret"

@@ -256,7 +256,9 @@ def seen_from_http(response: httpx.Response) -> Seen:
     )
 
 
-def approval_seen(approval_id: str, status: str, decided_by: Any, reason: Any) -> Seen:
+def approval_seen(
+    approval_id: str | None, status: str | None, decided_by: Any, reason: Any
+) -> Seen:
     """An approval as every surface shows it: its id, status, decider and reason."""
     return Seen(
         kind="approval",
@@ -330,13 +332,11 @@ def seen_from_outcome(outcome: ToolOutcome) -> Seen:
             gate=outcome.gate,
         )
     if isinstance(outcome, Denied):
-        return Seen(
-            kind=outcome.kind,
-            reason=outcome.cause,
-            approval_id=outcome.approval_id,
-            decided_by=outcome.decided_by,
-            decision_reason=outcome.decision_reason,
+        # A denial carries the decision of the approval it names, and its cause.
+        decision = approval_seen(
+            outcome.approval_id, None, outcome.decided_by, outcome.decision_reason
         )
+        return replace(decision, kind=outcome.kind, reason=outcome.cause)
     return Seen(kind=outcome.kind)
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock, tiered_tool
 
 from charter import (
     ActionPolicy,
@@ -255,15 +255,8 @@ def build_world() -> World:
         **options: Any,
     ) -> Any:
         """Tool ``name`` whose handler is the world's handler of that name."""
-        return define_tool(
-            name=name,
-            description=description,
-            input_schema=input_schema,
-            output_schema=output_schema,
-            handler=h[name],
-            tier=tier,
-            **options,
-        )
+        options["description"] = description
+        return tiered_tool(name, tier, h[name], input_schema, output_schema, **options)
 
     registry.register_all(
         [

@@ -63,48 +63,16 @@ GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 
 # -- the documented schema subsets ------------------------------------------------------
 
-_STRICT_REFUSED = {
-    "default",
-    "minLength",
-    "maxLength",
-    "oneOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "patternProperties",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "dependentRequired",
-    "dependentSchemas",
-    "contains",
-    "uniqueItems",
-    "discriminator",
-}
+_STRICT_REFUSED = set(
+    "default minLength maxLength oneOf not if then else patternProperties"
+    " unevaluatedProperties unevaluatedItems propertyNames minProperties maxProperties"
+    " dependentRequired dependentSchemas contains uniqueItems discriminator".split()
+)
 _STRICT_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6"}
-_GEMINI_KEYS = {
-    "type",
-    "format",
-    "description",
-    "nullable",
-    "enum",
-    "properties",
-    "required",
-    "items",
-    "minItems",
-    "maxItems",
-    "minimum",
-    "maximum",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "anyOf",
-    "propertyOrdering",
-    "title",
-}
+_GEMINI_KEYS = set(
+    "type format description nullable enum properties required items minItems maxItems"
+    " minimum maximum minLength maxLength pattern anyOf propertyOrdering title".split()
+)
 _GEMINI_TYPES = {"string", "number", "integer", "boolean", "array", "object"}
 
 
