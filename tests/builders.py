@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from charter.policy import ActionPolicy
 from charter.risk import RiskPolicy, RiskTier, SideEffect
 from charter.tool import Tool, define_tool
 
@@ -63,6 +64,11 @@ def tiered_tool(
     options.setdefault("description", f"The {name} tool.")
     options.update(input_schema=input_schema, output_schema=output_schema)
     return define_tool(name=name, tier=tier, handler=handler, **options)
+
+
+def booking_policy(**gates: Any) -> ActionPolicy:
+    """The action policy of a tool acting on the booking its command's ``booking_id`` names."""
+    return ActionPolicy(target_type="booking", command_target_field="booking_id", **gates)
 
 
 def request_id() -> str:

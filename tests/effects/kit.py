@@ -9,11 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
-from tests.builders import Clock, risk
+from tests.builders import Clock, booking_policy, risk
 
 import charter
 from charter import (
-    ActionPolicy,
     Completed,
     ErrorCode,
     Principal,
@@ -88,7 +87,7 @@ def build(
         tier="write",
         risk_policy=WRITE,
         required_scopes=["bookings:refund"],
-        action_policy=ActionPolicy(target_type="booking", command_target_field="booking_id"),
+        action_policy=booking_policy(),
     )
     async def refund(args: RefundRequest, ctx: ToolContext) -> Refund:
         """Refund part of a booking."""

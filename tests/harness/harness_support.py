@@ -9,10 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock, tiered_tool
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock, booking_policy, tiered_tool
 
 from charter import (
-    ActionPolicy,
     Deferred,
     ErrorCode,
     Interaction,
@@ -242,9 +241,7 @@ def build_world() -> World:
 
     h = {**_core_handlers(world), **_other_handlers(world)}
 
-    booking_policy = ActionPolicy(
-        target_type="booking", command_target_field="booking_id", approval="required"
-    )
+    approved_booking = booking_policy(approval="required")
 
     def made(
         name: str,
@@ -270,7 +267,7 @@ def build_world() -> World:
                 "destructive",
                 risk_policy=DESTRUCTIVE_RISK,
                 required_scopes=("bookings:cancel",),
-                action_policy=booking_policy,
+                action_policy=approved_booking,
             ),
             made("ask_user", "Ask the user a question.", AskIn, AskOut),
             made(

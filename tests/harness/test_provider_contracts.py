@@ -254,47 +254,32 @@ class Wire:
         return http.AsyncClient(transport=http.MockTransport(self))
 
 
-def _chat_text(text: str) -> dict[str, Any]:
+def _chat_completion(completion_id: str, finish: str, message: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions body with one choice: ``message``, finished for ``finish``."""
+    choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}
     return {
-        "id": "chatcmpl-2",
+        "id": completion_id,
         "object": "chat.completion",
         "created": 0,
         "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": text},
-            }
-        ],
+        "choices": [choice],
     }
+
+
+def _chat_text(text: str) -> dict[str, Any]:
+    return _chat_completion("chatcmpl-2", "stop", {"content": text})
 
 
 def _chat_calls(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": f"call_{i}",
-                            "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(args)},
-                        }
-                        for i, (name, args) in enumerate(calls)
-                    ],
-                },
-            }
-        ],
-    }
+    tool_calls = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
+        for i, (name, args) in enumerate(calls)
+    ]
+    return _chat_completion("chatcmpl-1", "tool_calls", {"content": None, "tool_calls": tool_calls})
 
 
 def _wire_names(body: dict[str, Any]) -> list[str]:
