@@ -46,6 +46,12 @@ def error_line(result: Result) -> str:
     return lines[0]
 
 
+def usage_error(result: Result) -> str:
+    """The one line of a command refused as misused: exit code 2 (asserted) and no traceback."""
+    assert result.exit_code == 2
+    return error_line(result)
+
+
 def create_key(db: str, tenant: str, subject: str, *scopes: str) -> str:
     """`charter keys create` in ``db`` for ``tenant``/``subject`` with ``scopes``; the key."""
     scope_args = [arg for scope in scopes for arg in ("--scope", scope)]

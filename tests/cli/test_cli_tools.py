@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_support import TravelFiles, charter, error_line, parse, sqlite
+from cli_support import TravelFiles, charter, error_line, parse, sqlite, usage_error
 from tests.builders import request_id
 
 REGISTRY_WITH_A_PAST_SUNSET = """
@@ -110,8 +110,7 @@ def test_tools_with_a_bad_target_prints_one_line_and_exits_2(
     travel: TravelFiles, args: list[str], message: str
 ) -> None:
     result = charter("tools", *args, "--db", travel.db, env=travel.env)
-    assert result.exit_code == 2
-    assert message in error_line(result)
+    assert message in usage_error(result)
 
 
 def test_tools_with_an_unreachable_database_prints_one_line_and_exits_2(
@@ -120,8 +119,7 @@ def test_tools_with_an_unreachable_database_prints_one_line_and_exits_2(
     result = charter(
         "tools", "examples.travel:host", "--db", "postgresql://nobody@127.0.0.1:1/none"
     )
-    assert result.exit_code == 2
-    line = error_line(result)
+    line = usage_error(result)
     assert line.startswith("error: cannot open the database postgresql://nobody@127.0.0.1:1/none")
     missing = charter("tools", "examples.travel:host", "--db", "sqlite:////no/such/dir/c.db")
     assert error_line(missing) == (
@@ -214,20 +212,19 @@ def test_call_with_bad_input_prints_one_line_and_exits_2(
     travel: TravelFiles, args: list[str], message: str
 ) -> None:
     result = travel.run("call", "catalog.ping", *args)
-    assert result.exit_code == 2
-    assert error_line(result).startswith(message)
+    assert usage_error(result).startswith(message)
 
 
 def test_call_with_a_bad_target_prints_one_line_and_exits_2() -> None:
     result = charter("call", "nope.module:host", "trips.search")
-    assert result.exit_code == 2
-    assert error_line(result) == "error: cannot import module 'nope.module': No module named 'nope'"
+    assert (
+        usage_error(result) == "error: cannot import module 'nope.module': No module named 'nope'"
+    )
 
 
 def test_call_needs_a_tool_name() -> None:
     result = charter("call", "examples.travel:host")
-    assert result.exit_code == 2
-    assert "give the tool's NAME after TARGET" in error_line(result)
+    assert "give the tool's NAME after TARGET" in usage_error(result)
 
 
 # -- charter call --url --------------------------------------------------------------------------
@@ -271,8 +268,7 @@ def test_call_over_url_renders_problems_as_outcomes(notes_url: str) -> None:
 
 def test_call_over_url_to_nothing_prints_one_line_and_exits_2() -> None:
     result = charter("call", "--url", "http://127.0.0.1:1", "notes.echo")
-    assert result.exit_code == 2
-    assert error_line(result).startswith("error: cannot reach http://127.0.0.1:1")
+    assert usage_error(result).startswith("error: cannot reach http://127.0.0.1:1")
     bad = charter("call", "--url", "ftp://x", "notes.echo")
     assert error_line(bad) == "error: --url must be an http:// or https:// URL, not 'ftp://x'"
 
@@ -333,8 +329,7 @@ def test_a_factory_needing_more_than_the_store_is_refused(
 ) -> None:
     module = write_target(TARGET_FORMS)
     result = charter("tools", f"{module}:needs_more")
-    assert result.exit_code == 2
-    assert "needs arguments charter cannot supply (region)" in error_line(result)
+    assert "needs arguments charter cannot supply (region)" in usage_error(result)
 
 
 FAILING_TARGET = """
