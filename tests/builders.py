@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, SecretStr
 
 from charter.policy import ActionPolicy
 from charter.risk import RiskPolicy, RiskTier, SideEffect
@@ -69,6 +69,18 @@ def tiered_tool(
 def booking_policy(**gates: Any) -> ActionPolicy:
     """The action policy of a tool acting on the booking its command's ``booking_id`` names."""
     return ActionPolicy(target_type="booking", command_target_field="booking_id", **gates)
+
+
+class HiddenPayout(BaseModel):
+    """A payout whose input a ``model_dump`` does not show in full: the fingerprint must."""
+
+    iban: SecretStr
+    """Dumped as ``"**********"``."""
+    amount: int
+    memo: str = Field(default="", exclude=True)
+    """Left out of every dump."""
+    tags: frozenset[str] = frozenset()
+    """Dumped in hash order, which ``PYTHONHASHSEED`` changes per process."""
 
 
 def request_id() -> str:

@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from tests.builders import DESTRUCTIVE_RISK, tiered_tool
+from tests.builders import DESTRUCTIVE_RISK, HiddenPayout, tiered_tool
 
 from charter import ActionPolicy, Principal, Registry, ToolContext
 from charter.errors import ErrorCode, ToolError
@@ -102,19 +102,12 @@ class Shipped(BaseModel):
     order_id: str
 
 
-class Payout(BaseModel):
-    """A payout whose input a ``model_dump`` does not show in full: the fingerprint must."""
+class Payout(HiddenPayout):
+    """A payout of an order, with the values a dump hides (``tests.builders.HiddenPayout``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     order_id: str
-    iban: SecretStr
-    """Dumped as ``"**********"``."""
-    amount: int
-    memo: str = Field(default="", exclude=True)
-    """Left out of every dump."""
-    tags: frozenset[str] = frozenset()
-    """Dumped in hash order, which ``PYTHONHASHSEED`` changes per process."""
 
 
 class PayoutSent(BaseModel):
