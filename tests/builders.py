@@ -14,16 +14,19 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, SecretStr
 
+from charter.policy import ActionPolicy
 from charter.risk import RiskPolicy, RiskTier, SideEffect
 from charter.tool import Tool, define_tool
 
 if TYPE_CHECKING:
     import httpx2
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from mcp.client import Client
 
 
@@ -59,14 +62,25 @@ def tiered_tool(
     if RiskTier(tier) is not RiskTier.READ:
         options.setdefault("risk_policy", WRITE_RISK)
     options.setdefault("description", f"The {name} tool.")
-    return define_tool(
-        name=name,
-        input_schema=input_schema,
-        output_schema=output_schema,
-        handler=handler,
-        tier=tier,
-        **options,
-    )
+    options.update(input_schema=input_schema, output_schema=output_schema)
+    return define_tool(name=name, tier=tier, handler=handler, **options)
+
+
+def booking_policy(**gates: Any) -> ActionPolicy:
+    """The action policy of a tool acting on the booking its command's ``booking_id`` names."""
+    return ActionPolicy(target_type="booking", command_target_field="booking_id", **gates)
+
+
+class HiddenPayout(BaseModel):
+    """A payout whose input a ``model_dump`` does not show in full: the fingerprint must."""
+
+    iban: SecretStr
+    """Dumped as ``"**********"``."""
+    amount: int
+    memo: str = Field(default="", exclude=True)
+    """Left out of every dump."""
+    tags: frozenset[str] = frozenset()
+    """Dumped in hash order, which ``PYTHONHASHSEED`` changes per process."""
 
 
 def request_id() -> str:
@@ -161,3 +175,19 @@ def packages_loaded_by(modules: str, packages: Iterable[str]) -> list[str]:
     )
     loaded: list[str] = json.loads(result.stdout)
     return loaded
+
+
+@cache
+def fake_tool_model() -> type[GenericFakeChatModel]:
+    """LangChain's fake chat model, accepting ``bind_tools`` (the agent binds its tools).
+
+    LangChain is imported on the first call, not when this module is: importing it costs a
+    test process nearly a second of CPU.
+    """
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    class FakeToolModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
+            return self
+
+    return FakeToolModel

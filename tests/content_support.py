@@ -62,13 +62,11 @@ def _trip_ids(typed: str, ctx: ToolContext) -> list[str]:
     return sorted(t for t in TRIPS.get(ctx.tenant_id, {}) if t.startswith(typed))
 
 
-@resource(
-    "trip://{trip_id}",
-    name="trip",
-    title="A trip",
-    required_scopes=("trips:read",),
-    complete={"trip_id": _trip_ids},
-)
+TRIP_READER = {"required_scopes": ("trips:read",), "complete": {"trip_id": _trip_ids}}
+"""Who may read a trip, and how its ``trip_id`` argument completes."""
+
+
+@resource("trip://{trip_id}", name="trip", title="A trip", **TRIP_READER)
 async def trip(ref: TripRef, ctx: ToolContext) -> Trip:
     """One trip of the caller's tenant."""
     return _trip(ctx, ref.trip_id)
@@ -99,12 +97,7 @@ class SummaryArgs(BaseModel):
     tone: str | None = Field(default=None, description="How to say it.")
 
 
-@prompt(
-    "trips.summary",
-    title="Trip summary",
-    required_scopes=("trips:read",),
-    complete={"trip_id": _trip_ids},
-)
+@prompt("trips.summary", title="Trip summary", **TRIP_READER)
 def trip_summary(args: SummaryArgs, ctx: ToolContext) -> list[PromptMessage]:
     """Ask the model to summarise one trip."""
     found = _trip(ctx, args.trip_id)

@@ -12,15 +12,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 from tests import doc_blocks
-from tests.builders import risk
+from tests.builders import risk, tiered_tool
 
-from charter import (
-    ActionPolicy,
-    Deprecation,
-    Registry,
-    ToolBinding,
-    define_tool,
-)
+from charter import ActionPolicy, Deprecation, Registry, ToolBinding
 
 TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -101,21 +95,22 @@ def rename(args: Rename) -> Trip:
 def test_the_manifest_format_example_is_a_real_entry() -> None:
     text = (DOCS / "manifest-format.md").read_text(encoding="utf-8")
     example = json.loads(JSON_BLOCK.findall(text)[0])
-    tool = define_tool(
-        name="trips.rename",
+    deprecation = Deprecation(
+        since_version="2",
+        message="Use trips.update.",
+        replacement_capability_id="trips.update",
+        sunset_date=date(2027, 1, 31),
+    )
+    tool = tiered_tool(
+        "trips.rename",
+        "write",
+        rename,
+        Rename,
+        Trip,
         description="Rename a trip.",
-        input_schema=Rename,
-        output_schema=Trip,
-        handler=rename,
-        tier="write",
         risk_policy=risk("data-write"),
         aliases=["trip_rename"],
-        deprecation=Deprecation(
-            since_version="2",
-            message="Use trips.update.",
-            replacement_capability_id="trips.update",
-            sunset_date=date(2027, 1, 31),
-        ),
+        deprecation=deprecation,
         required_scopes=["trips:write"],
         audience=["staff"],
         tenant_field="tenant_id",

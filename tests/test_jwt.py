@@ -162,6 +162,16 @@ def authenticator(server: JwksServer, **options: Any) -> JwtAuthenticator:
     return JwtAuthenticator(jwks_url=server.jwks_url, **settings)
 
 
+async def rotated(
+    server: JwksServer, old: SigningKey, new: SigningKey, *, cooldown: float
+) -> JwtAuthenticator:
+    """An authenticator that accepted a token of ``old``; then the JWKS adds ``new``."""
+    auth = authenticator(server, jwks_refresh_cooldown=cooldown)
+    assert await auth.authenticate(Credentials(bearer=old.sign())) is not None
+    server.document = jwks(old, new)
+    return auth
+
+
 async def unavailable(auth: JwtAuthenticator, token: str) -> AuthenticationUnavailable:
     # Keys that cannot be fetched say nothing about the token: not a TokenRejected (401).
     with pytest.raises(AuthenticationUnavailable) as caught:
@@ -461,9 +471,7 @@ async def test_the_jwks_is_fetched_once_and_then_served_from_the_cache(
 async def test_a_rotated_key_is_found_with_exactly_one_refresh(
     server: JwksServer, rsa_key: SigningKey, rotated_key: SigningKey
 ) -> None:
-    auth = authenticator(server, jwks_refresh_cooldown=0)
-    assert await auth.authenticate(Credentials(bearer=rsa_key.sign())) is not None
-    server.document = jwks(rsa_key, rotated_key)
+    auth = await rotated(server, rsa_key, rotated_key, cooldown=0)
     tokens = [rotated_key.sign(sub=f"user-{i}") for i in range(8)]
     found = await asyncio.gather(*(auth.authenticate(Credentials(bearer=t)) for t in tokens))
     assert [p.subject for p in found if p is not None] == [f"user-{i}" for i in range(8)]
@@ -486,9 +494,7 @@ async def test_an_unknown_kid_refreshes_once_then_is_refused(
 async def test_the_cooldown_stops_unknown_kids_from_refetching_the_jwks(
     server: JwksServer, rsa_key: SigningKey, rotated_key: SigningKey
 ) -> None:
-    auth = authenticator(server, jwks_refresh_cooldown=60)
-    assert await auth.authenticate(Credentials(bearer=rsa_key.sign())) is not None
-    server.document = jwks(rsa_key, rotated_key)
+    auth = await rotated(server, rsa_key, rotated_key, cooldown=60)
     for _ in range(3):
         assert (await rejected(auth, rotated_key.sign())).reason == "unknown_key"
     assert server.fetches == 1

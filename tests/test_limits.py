@@ -8,13 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from charter._limits import (
-    PayloadLimits,
-    PayloadRejected,
-    RejectionReason,
-    check_value,
-    parse_json,
-)
+from charter._limits import PayloadLimits, PayloadRejected, RejectionReason, check_value, parse_json
 
 DEFAULTS = PayloadLimits()
 SMALL = PayloadLimits(max_depth=3, max_keys=4, max_items=5, max_string_length=8)

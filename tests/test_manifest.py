@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import json
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 from pydantic import BaseModel
-from tests.builders import destructive_risk, risk
+from tests.builders import destructive_risk, risk, tiered_tool
 
 from charter import CONTRACT_VERSION, Deprecation, Registry, Tool, ToolBinding, define_tool
 from charter.context import ToolContext
@@ -46,13 +47,13 @@ def resolve_trip(args: Rename, ctx: ToolContext) -> str:
 
 
 def trips_get() -> Tool[Any, Any, Any]:
-    return define_tool(
-        name="trips.get",
+    return tiered_tool(
+        "trips.get",
+        "read",
+        get_trip,
+        TripRef,
+        Trip,
         description="Get a trip.",
-        input_schema=TripRef,
-        output_schema=Trip,
-        handler=get_trip,
-        tier="read",
         required_scopes=["trips:read"],
         capability_id="travel.trips.get",
         owner="travel",
@@ -291,6 +292,10 @@ def pong(args: Ping) -> Pong:
     return Pong(reply=args.message)
 
 
+SNAPSHOT = Path(__file__).with_name("manifest_snapshot.json")
+"""The whole manifest of a read and a ledgered write tool, as ``manifest_json`` writes it."""
+
+
 def test_manifest_json_snapshot() -> None:
     registry = Registry()
     registry.register(
@@ -317,151 +322,4 @@ def test_manifest_json_snapshot() -> None:
         ),
         ToolBinding(capability_id="demo.pong", owner="demo", capability_version="2.1.0"),
     )
-    assert registry.manifest_json() == SNAPSHOT
-
-
-SNAPSHOT = """\
-[
-  {
-    "aliases": [],
-    "annotations": {
-      "destructiveHint": false,
-      "openWorldHint": false,
-      "readOnlyHint": true
-    },
-    "auth": "identity",
-    "capabilityId": "ping",
-    "capabilityVersion": "v1",
-    "contractVersion": "2026-11-30",
-    "controls": {
-      "optional": [
-        "requestId",
-        "reasonCode"
-      ],
-      "required": []
-    },
-    "delegable": false,
-    "deploymentRisk": "low",
-    "description": "Answer a ping.",
-    "inputSchema": {
-      "$schema": "https://json-schema.org/draft/2020-12/schema",
-      "additionalProperties": false,
-      "description": "A ping.",
-      "properties": {
-        "message": {
-          "default": "ping",
-          "title": "Message",
-          "type": "string"
-        }
-      },
-      "title": "Ping",
-      "type": "object"
-    },
-    "name": "ping",
-    "outputSchema": {
-      "$schema": "https://json-schema.org/draft/2020-12/schema",
-      "properties": {
-        "reply": {
-          "title": "Reply",
-          "type": "string"
-        }
-      },
-      "required": [
-        "reply"
-      ],
-      "title": "Pong",
-      "type": "object"
-    },
-    "owner": "unbound",
-    "requiredScopes": [
-      "demo:ping"
-    ],
-    "riskPolicy": {
-      "confirmationRequired": false,
-      "destructive": false,
-      "dryRunSupported": false,
-      "reversible": true,
-      "sideEffects": []
-    },
-    "tier": "read"
-  },
-  {
-    "actionPolicy": {
-      "allowedActorTypes": [],
-      "approval": "never",
-      "commandTargetField": "message",
-      "confirmation": "never",
-      "enforcement": "generic",
-      "kind": "execute",
-      "ledger": "required",
-      "risk": "medium",
-      "targetLifecycle": "existing",
-      "targetResolution": "command-target-field",
-      "targetType": "ping"
-    },
-    "aliases": [],
-    "annotations": {
-      "destructiveHint": false,
-      "openWorldHint": true,
-      "readOnlyHint": false
-    },
-    "auth": "identity",
-    "capabilityId": "demo.pong",
-    "capabilityVersion": "2.1.0",
-    "contractVersion": "2026-11-30",
-    "controls": {
-      "optional": [
-        "confirmed",
-        "reasonCode"
-      ],
-      "required": [
-        "requestId"
-      ]
-    },
-    "delegable": false,
-    "deploymentRisk": "medium",
-    "description": "Send a pong.",
-    "inputSchema": {
-      "$schema": "https://json-schema.org/draft/2020-12/schema",
-      "additionalProperties": false,
-      "description": "A ping.",
-      "properties": {
-        "message": {
-          "default": "ping",
-          "title": "Message",
-          "type": "string"
-        }
-      },
-      "title": "Ping",
-      "type": "object"
-    },
-    "name": "pong.send",
-    "outputSchema": {
-      "$schema": "https://json-schema.org/draft/2020-12/schema",
-      "properties": {
-        "reply": {
-          "title": "Reply",
-          "type": "string"
-        }
-      },
-      "required": [
-        "reply"
-      ],
-      "title": "Pong",
-      "type": "object"
-    },
-    "owner": "demo",
-    "requiredScopes": [],
-    "riskPolicy": {
-      "confirmationRequired": false,
-      "destructive": false,
-      "dryRunSupported": false,
-      "reversible": false,
-      "sideEffects": [
-        "push"
-      ]
-    },
-    "tier": "write"
-  }
-]
-"""
+    assert registry.manifest_json() == SNAPSHOT.read_text(encoding="utf-8")

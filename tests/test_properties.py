@@ -9,14 +9,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 from tests.builders import tiered_tool
 
-from charter import (
-    ActionPolicy,
-    Completed,
-    Failed,
-    PreparedAction,
-    Registry,
-    ToolContext,
-)
+from charter import ActionPolicy, Completed, Failed, PreparedAction, Registry, ToolContext
 from charter.auth import js_trim
 from charter.outcome import outcome_adapter
 from charter.tool import Tool

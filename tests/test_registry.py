@@ -13,17 +13,20 @@ import pytest
 from pydantic import BaseModel, computed_field, field_validator
 from tests.builders import WRITE_RISK
 
-from charter import PreparedAction, Registry, Tool, ToolBinding, ToolContext, define_tool
-from charter.errors import ConfigurationError, ErrorCode, ToolError
-from charter.outcome import (
+from charter import (
     Completed,
     Deferred,
     Denied,
     Failed,
-    Interaction,
-    InteractionRequired,
-    outcome_adapter,
+    PreparedAction,
+    Registry,
+    Tool,
+    ToolBinding,
+    ToolContext,
+    define_tool,
 )
+from charter.errors import ConfigurationError, ErrorCode, ToolError
+from charter.outcome import Interaction, InteractionRequired, outcome_adapter
 from charter.policy import ActionPolicy, HandlerActionPolicy, InvocationControls
 
 CANARY = "canary-7f3a9c-secret"
@@ -78,6 +81,13 @@ def ctx(**fields: Any) -> ToolContext:
 def failure(outcome: object) -> Failed:
     assert isinstance(outcome, Failed), outcome
     return outcome
+
+
+async def failed_call(tool: Tool[Any, Any, Any]) -> Failed:
+    """Dispatch ``tool`` alone with ``text="x"``; the outcome, which must be a failure."""
+    registry = Registry()
+    registry.register(tool)
+    return failure(await registry.dispatch(tool.name, {"text": "x"}, ctx()))
 
 
 async def cancelled_once_started(
@@ -464,12 +474,18 @@ async def test_a_resolver_tool_error_keeps_its_code_and_other_errors_become_prov
     assert CANARY not in dumped(broken)
 
 
-@pytest.mark.anyio
-async def test_a_read_tool_without_a_policy_prepares_without_a_target() -> None:
+async def prepared_echo() -> tuple[Registry, PreparedAction]:
+    """A registry with the read tool ``echo`` and its prepared call with ``text="hi"``."""
     registry = Registry()
     registry.register(make("echo"))
     prepared = await registry.prepare_action("echo", {"text": "hi"}, ctx())
     assert isinstance(prepared, PreparedAction)
+    return registry, prepared
+
+
+@pytest.mark.anyio
+async def test_a_read_tool_without_a_policy_prepares_without_a_target() -> None:
+    _, prepared = await prepared_echo()
     assert prepared.target is None
 
 
@@ -478,10 +494,7 @@ async def test_a_read_tool_without_a_policy_prepares_without_a_target() -> None:
 
 @pytest.mark.anyio
 async def test_a_prepared_action_runs_once() -> None:
-    registry = Registry()
-    registry.register(make("echo"))
-    prepared = await registry.prepare_action("echo", {"text": "hi"}, ctx())
-    assert isinstance(prepared, PreparedAction)
+    registry, prepared = await prepared_echo()
     assert await registry.dispatch_prepared(prepared, ctx()) == Completed(output={"text": "hi"})
     again = failure(await registry.dispatch_prepared(prepared, ctx()))
     assert again.code is ErrorCode.ACTION_POLICY_REQUIRED
@@ -490,10 +503,7 @@ async def test_a_prepared_action_runs_once() -> None:
 
 @pytest.mark.anyio
 async def test_a_copied_prepared_action_is_refused() -> None:
-    registry = Registry()
-    registry.register(make("echo"))
-    prepared = await registry.prepare_action("echo", {"text": "hi"}, ctx())
-    assert isinstance(prepared, PreparedAction)
+    registry, prepared = await prepared_echo()
     for forged in (copy.copy(prepared), dataclasses.replace(prepared)):
         outcome = failure(await registry.dispatch_prepared(forged, ctx()))
         assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
@@ -503,11 +513,9 @@ async def test_a_copied_prepared_action_is_refused() -> None:
 
 @pytest.mark.anyio
 async def test_another_registry_refuses_a_prepared_action() -> None:
-    first, second = Registry(), Registry()
-    first.register(make("echo"))
+    _, prepared = await prepared_echo()
+    second = Registry()
     second.register(make("echo"))
-    prepared = await first.prepare_action("echo", {"text": "hi"}, ctx())
-    assert isinstance(prepared, PreparedAction)
     outcome = failure(await second.dispatch_prepared(prepared, ctx()))
     assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
 
@@ -552,9 +560,7 @@ async def test_a_tool_error_keeps_its_code_meta_and_next_steps() -> None:
             next_steps=["Wait five minutes.", "Retry the same call."],
         )
 
-    registry = Registry()
-    registry.register(make("book", handler))
-    outcome = failure(await registry.dispatch("book", {"text": "x"}, ctx()))
+    outcome = await failed_call(make("book", handler))
     assert outcome.code is ErrorCode.PROVIDER_UNAVAILABLE
     assert outcome.message == "The booking system is down."
     assert outcome.meta == {"reason": "upstream_down", "system": "gds"}
@@ -569,10 +575,8 @@ async def test_any_other_exception_is_a_provider_error_that_hides_the_message_an
     def handler(args: EchoIn) -> EchoOut:
         raise RuntimeError(f"database password is {CANARY}")
 
-    registry = Registry()
-    registry.register(make("leaky", handler))
     with caplog.at_level(logging.ERROR, logger="charter"):
-        outcome = failure(await registry.dispatch("leaky", {"text": "x"}, ctx()))
+        outcome = await failed_call(make("leaky", handler))
     assert outcome.code is ErrorCode.PROVIDER_ERROR
     assert outcome.retryable is False
     error_id = meta(outcome)["errorId"]
@@ -589,9 +593,7 @@ async def test_an_async_handler_exception_is_a_provider_error_too() -> None:
     async def handler(args: EchoIn) -> EchoOut:
         raise KeyError(CANARY)
 
-    registry = Registry()
-    registry.register(make("leaky", handler))
-    outcome = failure(await registry.dispatch("leaky", {"text": "x"}, ctx()))
+    outcome = await failed_call(make("leaky", handler))
     assert outcome.code is ErrorCode.PROVIDER_ERROR
     assert CANARY not in dumped(outcome)
 
@@ -666,10 +668,8 @@ async def test_invalid_output_is_invalid_output_and_never_reaches_the_caller(
     def handler(args: EchoIn) -> Any:
         return output
 
-    registry = Registry()
-    registry.register(make("bad", handler))
     with caplog.at_level(logging.ERROR, logger="charter"):
-        outcome = failure(await registry.dispatch("bad", {"text": "x"}, ctx()))
+        outcome = await failed_call(make("bad", handler))
     assert outcome.code is ErrorCode.INVALID_OUTPUT
     assert outcome.retryable is False
     assert "errorId" in meta(outcome)

@@ -30,6 +30,16 @@ def handler(args: In) -> Out:
     return Out(text=args.text)
 
 
+THING: dict[str, Any] = {
+    "name": "thing",
+    "description": "Do a thing.",
+    "input_schema": In,
+    "output_schema": Out,
+    "handler": handler,
+}
+"""Everything of the test tool but its tier and policies."""
+
+
 def make_tool(
     tier: Any = "write",
     risk: RiskPolicy | None = None,
@@ -37,16 +47,7 @@ def make_tool(
 ) -> Tool[Any, Any, Any]:
     if risk is None and tier != "read":
         risk = RiskPolicy(destructive=False, reversible=True, dry_run_supported=False)
-    return define_tool(
-        name="thing",
-        description="Do a thing.",
-        input_schema=In,
-        output_schema=Out,
-        handler=handler,
-        tier=tier,
-        risk_policy=risk,
-        annotations=annotations,
-    )
+    return define_tool(**THING, tier=tier, risk_policy=risk, annotations=annotations)
 
 
 # (deployment risk, tier) -> compatible?

@@ -29,7 +29,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,7 @@ from _transports import (
     McpCaller,
     Seen,
     TravelSite,
+    approval_seen,
     mcp_http_caller,
     mcp_stdio_caller,
     run_charter,
@@ -51,6 +51,7 @@ from _transports import (
     seen_from_outcome,
 )
 from examples.travel import build_host
+from tests.builders import fake_tool_model
 
 from charter import Host, Principal
 from charter.auth import Credentials
@@ -75,7 +76,6 @@ from charter.outcome import outcome_adapter
 from charter.store import SqlStore
 
 if TYPE_CHECKING:
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelMessage
@@ -393,12 +393,8 @@ class McpProtocolCaller(_SendsControls):
         if result.is_error or result.structured_content is None:
             return seen_from_mcp(result)
         view = result.structured_content  # the tool's ApprovalView
-        return Seen(
-            kind="approval",
-            approval_id=view["approval_id"],
-            status=view["status"],
-            decided_by=view.get("decided_by"),
-            decision_reason=view.get("reason"),
+        return approval_seen(
+            view["approval_id"], view["status"], view.get("decided_by"), view.get("reason")
         )
 
 
@@ -693,18 +689,6 @@ def seen_from_pydantic_ai(messages: list[ModelMessage], call_id: str) -> Seen:
 LANGCHAIN_SESSION = "x04-langchain"
 
 
-@cache
-def _fake_tool_model() -> type[GenericFakeChatModel]:
-    """LangChain's fake chat model, accepting ``bind_tools`` (the agent binds its tools)."""
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-
-    class FakeToolModel(GenericFakeChatModel):
-        def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
-            return self
-
-    return FakeToolModel
-
-
 class LangChainCaller(_ModelCaller):
     """``charter_tools`` in a LangGraph agent (``create_agent``) on LangChain's fake model.
 
@@ -748,7 +732,7 @@ class LangChainCaller(_ModelCaller):
         )
         replies: Iterator[AIMessage] = itertools.chain([first], itertools.repeat(AIMessage("done")))
         return create_agent(
-            _fake_tool_model()(messages=replies), tools=self.tools, checkpointer=self.checkpointer
+            fake_tool_model()(messages=replies), tools=self.tools, checkpointer=self.checkpointer
         )
 
     async def _start(

@@ -256,15 +256,23 @@ def seen_from_http(response: httpx.Response) -> Seen:
     )
 
 
-def seen_from_approval_body(body: Mapping[str, Any]) -> Seen:
-    """Normalise an approval as REST (``:grant``, ``:deny``) and ``charter approvals`` show it."""
+def approval_seen(
+    approval_id: str | None, status: str | None, decided_by: Any, reason: Any
+) -> Seen:
+    """An approval as every surface shows it: its id, status, decider and reason."""
     return Seen(
         kind="approval",
-        approval_id=body["id"],
-        status=body["status"],
-        decided_by=body.get("decidedBy"),
-        decision_reason=body.get("decisionReason"),
+        approval_id=approval_id,
+        status=status,
+        decided_by=decided_by,
+        decision_reason=reason,
     )
+
+
+def seen_from_approval_body(body: Mapping[str, Any]) -> Seen:
+    """Normalise an approval as REST (``:grant``, ``:deny``) and ``charter approvals`` show it."""
+    reason = body.get("decisionReason")
+    return approval_seen(body["id"], body["status"], body.get("decidedBy"), reason)
 
 
 def seen_from_mcp(result: types.CallToolResult) -> Seen:
@@ -324,13 +332,11 @@ def seen_from_outcome(outcome: ToolOutcome) -> Seen:
             gate=outcome.gate,
         )
     if isinstance(outcome, Denied):
-        return Seen(
-            kind=outcome.kind,
-            reason=outcome.cause,
-            approval_id=outcome.approval_id,
-            decided_by=outcome.decided_by,
-            decision_reason=outcome.decision_reason,
+        # A denial carries the decision of the approval it names, and its cause.
+        decision = approval_seen(
+            outcome.approval_id, None, outcome.decided_by, outcome.decision_reason
         )
+        return replace(decision, kind=outcome.kind, reason=outcome.cause)
     return Seen(kind=outcome.kind)
 
 
@@ -338,13 +344,7 @@ def seen_from_approval(record: ApprovalRecord | Failed) -> Seen:
     """Normalise what ``host.approvals.grant``/``.deny`` answered: the approval, or a refusal."""
     if isinstance(record, Failed):
         return seen_from_outcome(record)
-    return Seen(
-        kind="approval",
-        approval_id=record.id,
-        status=record.status,
-        decided_by=record.decided_by,
-        decision_reason=record.decision_reason,
-    )
+    return approval_seen(record.id, record.status, record.decided_by, record.decision_reason)
 
 
 # -- callers --------------------------------------------------------------------------------

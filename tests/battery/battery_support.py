@@ -18,11 +18,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK
+from tests.builders import DESTRUCTIVE_RISK, HiddenPayout, tiered_tool
 
-from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter import ActionPolicy, Principal, Registry, ToolContext
 from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.outcome import Completed, Denied, Failed, InteractionRequired, ToolOutcome
@@ -102,19 +102,12 @@ class Shipped(BaseModel):
     order_id: str
 
 
-class Payout(BaseModel):
-    """A payout whose input a ``model_dump`` does not show in full: the fingerprint must."""
+class Payout(HiddenPayout):
+    """A payout of an order, with the values a dump hides (``tests.builders.HiddenPayout``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     order_id: str
-    iban: SecretStr
-    """Dumped as ``"**********"``."""
-    amount: int
-    memo: str = Field(default="", exclude=True)
-    """Left out of every dump."""
-    tags: frozenset[str] = frozenset()
-    """Dumped in hash order, which ``PYTHONHASHSEED`` changes per process."""
 
 
 class PayoutSent(BaseModel):
@@ -174,6 +167,11 @@ class Hold:
     reached: asyncio.Event
 
 
+def _order_policy(**gates: Any) -> ActionPolicy:
+    """An action policy whose target is the order named by the command's ``order_id``."""
+    return ActionPolicy(target_type="order", command_target_field="order_id", **gates)
+
+
 class Battery:
     """The registry of the battery's tools and the knobs the tests turn."""
 
@@ -187,99 +185,81 @@ class Battery:
         self.after_write: Callable[[ToolContext], Awaitable[None]] | None = None
         """Extra work a handler does in its transaction after writing (tests only)."""
         self.registry = Registry()
-        for name, description in (
+        add = self._add
+        for name, what in (
             ("create_widget", "Create a widget; the handler makes its id (a created target)."),
             ("rename_widget", "Another write tool with the same input, for cross-tool replays."),
         ):
-            self.registry.register(
-                define_tool(
-                    name=name,
-                    description=description,
-                    input_schema=NewWidget,
-                    output_schema=Widget,
-                    handler=self.create_widget,
-                    tier="write",
-                    risk_policy=WRITE_RISK,
-                    required_scopes=["widgets:write"],
-                )
-            )
-        self.registry.register(
-            define_tool(
-                name="list_widgets",
-                description="Count widgets (a read: no ledger, no request id).",
-                input_schema=Query,
-                output_schema=Count,
-                handler=self.list_widgets,
-                tier="read",
-                required_scopes=["widgets:read"],
-            )
+            add(name, what, NewWidget, Widget, self.create_widget, "write", "widgets:write")
+        add(
+            "list_widgets",
+            "Count widgets (a read: no ledger, no request id).",
+            Query,
+            Count,
+            self.list_widgets,
+            "read",
+            "widgets:read",
         )
         for name in ("refund_order", "void_order"):
-            self.registry.register(
-                define_tool(
-                    name=name,
-                    description="Refund an order (destructive: confirmation and approval).",
-                    input_schema=Refund,
-                    output_schema=RefundDone,
-                    handler=self.refund_order,
-                    tier="destructive",
-                    risk_policy=DESTRUCTIVE_RISK,
-                    required_scopes=["orders:refund"],
-                    delegable=True,
-                    action_policy=ActionPolicy(
-                        target_type="order",
-                        command_target_field="order_id",
-                        approval="required",
-                        confirmation="required",
-                    ),
-                )
+            add(
+                name,
+                "Refund an order (destructive: confirmation and approval).",
+                Refund,
+                RefundDone,
+                self.refund_order,
+                "destructive",
+                "orders:refund",
+                delegable=True,
+                action_policy=_order_policy(approval="required", confirmation="required"),
             )
-        self.registry.register(
-            define_tool(
-                name="ship_order",
-                description="Ship an order (sensitive: needs confirmed: true, no approval).",
-                input_schema=Shipment,
-                output_schema=Shipped,
-                handler=self.ship_order,
-                tier="sensitive",
-                risk_policy=WRITE_RISK,
-                required_scopes=["orders:ship"],
-                action_policy=ActionPolicy(
-                    target_type="order", command_target_field="order_id", confirmation="required"
-                ),
-            )
+        add(
+            "ship_order",
+            "Ship an order (sensitive: needs confirmed: true, no approval).",
+            Shipment,
+            Shipped,
+            self.ship_order,
+            "sensitive",
+            "orders:ship",
+            action_policy=_order_policy(confirmation="required"),
+        )
+        add(
+            "send_payout",
+            "Send a payout (write: ledgered, no approval).",
+            Payout,
+            PayoutSent,
+            self.send_payout,
+            "write",
+            "payouts:send",
+            action_policy=_order_policy(),
+        )
+        add(
+            "approved_payout",
+            "Send a payout once a person approved it (destructive).",
+            Payout,
+            PayoutSent,
+            self.send_payout,
+            "destructive",
+            "payouts:send",
+            action_policy=_order_policy(approval="required", confirmation="required"),
         )
 
+    def _add(
+        self,
+        name: str,
+        description: str,
+        input_schema: type[BaseModel],
+        output_schema: type[BaseModel],
+        handler: Callable[..., Any],
+        tier: Literal["read", "write", "sensitive", "destructive"],
+        scope: str,
+        **options: Any,
+    ) -> None:
+        """Register one tool; its risk policy follows its tier (none for a read)."""
+        if tier == "destructive":
+            options["risk_policy"] = DESTRUCTIVE_RISK
+        options.update(description=description, required_scopes=[scope])
         self.registry.register(
-            define_tool(
-                name="send_payout",
-                description="Send a payout (write: ledgered, no approval).",
-                input_schema=Payout,
-                output_schema=PayoutSent,
-                handler=self.send_payout,
-                tier="write",
-                risk_policy=WRITE_RISK,
-                required_scopes=["payouts:send"],
-                action_policy=ActionPolicy(target_type="order", command_target_field="order_id"),
-            )
-        )
-        self.registry.register(
-            define_tool(
-                name="approved_payout",
-                description="Send a payout once a person approved it (destructive).",
-                input_schema=Payout,
-                output_schema=PayoutSent,
-                handler=self.send_payout,
-                tier="destructive",
-                action_policy=ActionPolicy(
-                    target_type="order",
-                    command_target_field="order_id",
-                    approval="required",
-                    confirmation="required",
-                ),
-                risk_policy=DESTRUCTIVE_RISK,
-                required_scopes=["payouts:send"],
-            )
+            tiered_tool(name, tier, handler, input_schema, output_schema, **options)
         )
 
     async def _effect(self, ctx: ToolContext, tool: str, detail: str) -> str:
@@ -377,17 +357,16 @@ class Observer:
 
     async def effect_ids(self, **where: str) -> list[str]:
         """The ids of the committed effect rows, optionally filtered, sorted."""
-        statement = sa.select(effects.c.id)
-        for column, value in where.items():
-            statement = statement.where(effects.c[column] == value)
-        async with self.engine.connect() as conn:
-            return sorted(str(row[0]) for row in await conn.execute(statement))
+        return await self._effect_column("id", where)
 
     async def details(self, **where: str) -> list[str]:
         """The ``detail`` of the committed effect rows, optionally filtered, sorted."""
-        statement = sa.select(effects.c.detail)
-        for column, value in where.items():
-            statement = statement.where(effects.c[column] == value)
+        return await self._effect_column("detail", where)
+
+    async def _effect_column(self, column: str, where: dict[str, str]) -> list[str]:
+        statement = sa.select(effects.c[column])
+        for name, value in where.items():
+            statement = statement.where(effects.c[name] == value)
         async with self.engine.connect() as conn:
             return sorted(str(row[0]) for row in await conn.execute(statement))
 

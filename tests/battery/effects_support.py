@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.builders import risk
 
 import charter
-from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter import ActionPolicy, Principal, Registry, ToolContext
 from charter.host import Host
 from charter.ledger import FaultHook
 from charter.store import SqlStore
@@ -98,25 +98,21 @@ async def effects_host(
 
     registry.register_effect(refund_at_provider)
 
+    @charter.tool(
+        name="bookings.refund",
+        tier="write",
+        risk_policy=risk("refund", reversible=False),
+        required_scopes=["bookings:refund"],
+        action_policy=ActionPolicy(target_type="booking", command_target_field="booking_id"),
+    )
     async def refund(args: RefundRequest, ctx: ToolContext) -> Refund:
+        """Refund a booking at the payment provider."""
         keys = [
             ctx.effect("payments.refund", {"booking_id": args.booking_id, "part": part})
             for part in range(args.effects)
         ]
         return Refund(booking_id=args.booking_id, keys=keys)
 
-    registry.register(
-        define_tool(
-            name="bookings.refund",
-            description="Refund a booking at the payment provider.",
-            input_schema=RefundRequest,
-            output_schema=Refund,
-            handler=refund,
-            tier="write",
-            risk_policy=risk("refund", reversible=False),
-            required_scopes=["bookings:refund"],
-            action_policy=ActionPolicy(target_type="booking", command_target_field="booking_id"),
-        )
-    )
+    registry.register(refund)
     host = Host(registry, store=store, effect_lease=lease, fault_hook=fault_hook)
     return host, provider

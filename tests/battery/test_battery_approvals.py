@@ -178,8 +178,7 @@ async def test_A03_approval_forgery(make_env: EnvFactory, observer: Observer) ->
     # not found, looked up within the caller's tenant. A real id from another tenant
     # answers exactly like an id that never existed: no existence oracle.
     env = await make_env()
-    host = env.host
-    request_id = rid()
+    host, request_id = env.host, rid()
     real = await approved(host, refund("o-1", 100, request_id))
     foreign = await approved(host, refund("o-1", 100, rid()), BORIS)
     forgeries = [
@@ -218,8 +217,7 @@ async def test_A03_approval_forgery(make_env: EnvFactory, observer: Observer) ->
 async def test_A04_approval_reuse_other_command(make_env: EnvFactory, observer: Observer) -> None:
     # PSD2's dynamic linking: any change to the approved command invalidates the approval.
     env = await make_env()
-    host = env.host
-    request_id = rid()
+    host, request_id = env.host, rid()
     approval_id = await approved(host, refund("o-1", 100, request_id))
     for request in (request_id, rid()):
         attempts: list[tuple[str, dict[str, Any], str | None]] = [
@@ -294,8 +292,7 @@ async def test_A05_approval_cross_tenant_and_principal(
     make_env: EnvFactory, observer: Observer
 ) -> None:
     env = await make_env()
-    host = env.host
-    request_id = rid()
+    host, request_id = env.host, rid()
     approval_id = await approved(host, refund("o-1", 100, request_id))
     call = refund("o-1", 100, request_id, approval_id=approval_id)
     denied(await host.invoke("refund_order", call, BORIS), "not_found")
@@ -485,8 +482,7 @@ async def test_A08_approval_expiry(make_env: EnvFactory, observer: Observer) -> 
 
 async def test_A09_approval_denied_or_revoked(make_env: EnvFactory, observer: Observer) -> None:
     env = await make_env()
-    host = env.host
-    request_id = rid()
+    host, request_id = env.host, rid()
     asked = approval_id_of(await host.invoke("refund_order", refund("o-1", 1, request_id), ALICE))
     refusal = await host.approvals.deny(asked, APPROVER, reason="not this one")
     assert isinstance(refusal, ApprovalRecord) and refusal.decision_reason == "not this one"
@@ -550,8 +546,7 @@ async def test_A11_confirmation_strict_and_excluded_from_hash(
     make_env: EnvFactory, observer: Observer
 ) -> None:
     env = await make_env()
-    host = env.host
-    request_id = rid()
+    host, request_id = env.host, rid()
 
     def ship(confirmed: object = None) -> dict[str, Any]:
         controls: dict[str, Any] = {"requestId": request_id}

@@ -53,12 +53,7 @@ from battery_support import (
 )
 from pydantic import BaseModel, ConfigDict
 from tests.builders import tiered_tool
-from tests.store.conftest import (
-    POSTGRES_URL,
-    SqlStoreFactory,
-    postgres_schema,
-    require_postgres,
-)
+from tests.store.conftest import POSTGRES_URL, SqlStoreFactory, postgres_schema, require_postgres
 
 from charter import ErrorCode, Failed, Registry, ToolContext
 from charter.host import Host

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -128,33 +128,24 @@ class Database:
         ids = {raw: label for raw, label in labels.items() if label.startswith("R")}
         wanted: sa.BindParameter[Any] = sa.bindparam("ids", expanding=True)
         async with self.engine.connect() as conn:
-            ledger = (
-                await conn.execute(
-                    sa.text(
-                        "SELECT request_id, tool, status, approval_id FROM charter_ledger_entries"
-                        " WHERE request_id IN :ids"
-                    ).bindparams(wanted),
-                    {"ids": list(ids)},
-                )
-            ).all()
-            approvals = (
-                await conn.execute(
-                    sa.text(
-                        "SELECT request_id, id, status, decided_by, decision_reason, consumed_by"
-                        " FROM charter_approvals WHERE request_id IN :ids"
-                    ).bindparams(wanted),
-                    {"ids": list(ids)},
-                )
-            ).all()
-            audit = (
-                await conn.execute(
-                    sa.text(
-                        "SELECT request_id, event FROM charter_audit_events"
-                        " WHERE request_id IN :ids ORDER BY seq"
-                    ).bindparams(wanted),
-                    {"ids": list(ids)},
-                )
-            ).all()
+
+            async def of_the_run(sql: str) -> Sequence[sa.Row[Any]]:
+                """The rows of ``sql``, whose ``:ids`` are the run's request ids."""
+                statement = sa.text(sql).bindparams(wanted)
+                return (await conn.execute(statement, {"ids": list(ids)})).all()
+
+            ledger = await of_the_run(
+                "SELECT request_id, tool, status, approval_id FROM charter_ledger_entries"
+                " WHERE request_id IN :ids"
+            )
+            approvals = await of_the_run(
+                "SELECT request_id, id, status, decided_by, decision_reason, consumed_by"
+                " FROM charter_approvals WHERE request_id IN :ids"
+            )
+            audit = await of_the_run(
+                "SELECT request_id, event FROM charter_audit_events"
+                " WHERE request_id IN :ids ORDER BY seq"
+            )
             payments = (
                 await conn.execute(sa.text("SELECT idempotency_key FROM travel_payment_calls"))
             ).all()

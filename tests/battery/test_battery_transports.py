@@ -67,6 +67,9 @@ from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
 
+LEDGER_ROWS = "SELECT count(*) FROM charter_ledger_entries WHERE request_id = :r"
+AUDIT_ROWS = "SELECT count(*) FROM charter_audit_events WHERE request_id = :r"
+
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databases]:
@@ -300,10 +303,8 @@ async def test_X03_a_retry_with_a_new_jsonrpc_id_is_a_replay(
     assert retry["result"]["_meta"]["charter/replayed"] is True
     # One trip, one ledger row; the audit trail shows the run and the replay.
     assert await scalar(url, "SELECT count(*) FROM travel_trips WHERE name = 'Porto'") == 1
-    ledger = "SELECT count(*) FROM charter_ledger_entries WHERE request_id = :r"
-    assert await scalar(url, ledger, r=request_id) == 1
-    audit = "SELECT count(*) FROM charter_audit_events WHERE request_id = :r"
-    assert await scalar(url, audit, r=request_id) == 2
+    assert await scalar(url, LEDGER_ROWS, r=request_id) == 1
+    assert await scalar(url, AUDIT_ROWS, r=request_id) == 2
 
 
 async def test_X03_a_retry_after_the_first_answer_was_lost_runs_once(travel: Travel) -> None:
@@ -328,8 +329,7 @@ async def test_X03_a_retry_after_the_first_answer_was_lost_runs_once(travel: Tra
                 await asyncio.sleep(0.1)  # a retry loop's pause, not a wait for an event
     assert retry["result"]["isError"] is False, retry
     assert await scalar(url, "SELECT count(*) FROM travel_trips WHERE name = 'Faro'") == 1
-    ledger = "SELECT count(*) FROM charter_ledger_entries WHERE request_id = :r"
-    assert await scalar(url, ledger, r=request_id) == 1
+    assert await scalar(url, LEDGER_ROWS, r=request_id) == 1
 
 
 # -- S05 / S06 ----------------------------------------------------------------------------------
@@ -439,8 +439,7 @@ async def test_S05_bad_keys_are_401_over_rest_before_anything_runs(travel: Trave
     assert await scalar(url, name) == "Kyoto research trip"
     assert await scalar(url, "SELECT count(*) FROM charter_ledger_entries") == 0
     for request_id in request_ids:
-        audit = "SELECT count(*) FROM charter_audit_events WHERE request_id = :r"
-        assert await scalar(url, audit, r=request_id) == 0
+        assert await scalar(url, AUDIT_ROWS, r=request_id) == 0
     # The handler sees the principal (and the key's public id), never the key itself.
     assert me.status_code == 200
     assert me.json()["output"]["subject"] == "agent-ada"
@@ -925,8 +924,7 @@ async def test_O03_a_validation_error_on_a_megabyte_field_is_small_and_echoes_no
         assert "A" * 64 not in text
     assert "INVALID_INPUT" in answer and "name" in answer and "string_too_long" in answer
     assert "input_too_large" in too_long
-    ledger = "SELECT count(*) FROM charter_ledger_entries WHERE request_id = :r"
-    assert await scalar(url, ledger, r=request_id) == 0
+    assert await scalar(url, LEDGER_ROWS, r=request_id) == 0
 
 
 @pytest.mark.parametrize("transport", ["http", "mcp-http"])

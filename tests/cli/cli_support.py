@@ -46,6 +46,12 @@ def error_line(result: Result) -> str:
     return lines[0]
 
 
+def usage_error(result: Result) -> str:
+    """The one line of a command refused as misused: exit code 2 (asserted) and no traceback."""
+    assert result.exit_code == 2
+    return error_line(result)
+
+
 def create_key(db: str, tenant: str, subject: str, *scopes: str) -> str:
     """`charter keys create` in ``db`` for ``tenant``/``subject`` with ``scopes``; the key."""
     scope_args = [arg for scope in scopes for arg in ("--scope", scope)]
@@ -76,10 +82,14 @@ class TravelFiles:
     def env(self) -> dict[str, str]:
         return {"CHARTER_DEMO_KEYS": str(self.keys_file)}
 
+    def run(self, command: str, *args: str) -> Result:
+        """``charter COMMAND examples.travel:host ARGS --db DB`` with the demo keys' file."""
+        return charter(command, "examples.travel:host", *args, "--db", self.db, env=self.env)
+
     def keys(self) -> dict[str, str]:
         """The demo keys by role (created by the first command that builds the host)."""
         if not self.keys_file.exists():
-            result = charter("tools", "examples.travel:host", "--db", self.db, env=self.env)
+            result = self.run("tools")
             assert result.exit_code == 0, result.output
         return demo_keys(self.keys_file)
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_support import TravelFiles, charter, error_line, parse, sqlite
+from cli_support import TravelFiles, charter, error_line, parse, sqlite, usage_error
 from tests.builders import request_id
 
 REGISTRY_WITH_A_PAST_SUNSET = """
@@ -50,7 +50,7 @@ registry.register(search)
 
 
 def test_tools_lists_every_tool_with_its_tier_access_and_policy(travel: TravelFiles) -> None:
-    result = charter("tools", "examples.travel:host", "--db", travel.db, env=travel.env)
+    result = travel.run("tools")
     assert result.exit_code == 0, result.output
     for name in ("trips.search", "bookings.refund", "memory.update", "catalog.ping"):
         assert name in result.stdout
@@ -110,8 +110,7 @@ def test_tools_with_a_bad_target_prints_one_line_and_exits_2(
     travel: TravelFiles, args: list[str], message: str
 ) -> None:
     result = charter("tools", *args, "--db", travel.db, env=travel.env)
-    assert result.exit_code == 2
-    assert message in error_line(result)
+    assert message in usage_error(result)
 
 
 def test_tools_with_an_unreachable_database_prints_one_line_and_exits_2(
@@ -120,8 +119,7 @@ def test_tools_with_an_unreachable_database_prints_one_line_and_exits_2(
     result = charter(
         "tools", "examples.travel:host", "--db", "postgresql://nobody@127.0.0.1:1/none"
     )
-    assert result.exit_code == 2
-    line = error_line(result)
+    line = usage_error(result)
     assert line.startswith("error: cannot open the database postgresql://nobody@127.0.0.1:1/none")
     missing = charter("tools", "examples.travel:host", "--db", "sqlite:////no/such/dir/c.db")
     assert error_line(missing) == (
@@ -142,21 +140,14 @@ def test_debug_shows_the_traceback() -> None:
 
 def test_call_runs_a_tool_locally_and_prints_its_output(travel: TravelFiles) -> None:
     key = travel.keys()["traveller-agent"]
-    result = charter(
-        "call", "examples.travel:host", "trips.search", "--args", '{"text": "kyoto"}',
-        "--key", key, "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("call", "trips.search", "--args", '{"text": "kyoto"}', "--key", key)
     assert result.exit_code == 0, result.output
     assert [t["id"] for t in parse(result)["trips"]] == ["trp_kyoto001"]
 
 
 def test_call_without_a_key_runs_anonymously(travel: TravelFiles) -> None:
-    public = charter(
-        "call", "examples.travel:host", "catalog.ping", "--db", travel.db, env=travel.env
-    )
-    private = charter(
-        "call", "examples.travel:host", "trips.search", "--db", travel.db, env=travel.env
-    )
+    public = travel.run("call", "catalog.ping")
+    private = travel.run("call", "trips.search")
     assert public.exit_code == 0 and parse(public) == {"ok": True, "service": "travel"}
     assert private.exit_code == 1
     assert private.stdout.startswith("[UNAUTHENTICATED]")
@@ -195,20 +186,14 @@ def test_call_makes_up_a_request_id_when_the_tool_needs_one_and_waits_for_confir
 
 
 def test_call_with_a_wrong_key_fails_with_unauthenticated(travel: TravelFiles) -> None:
-    result = charter(
-        "call", "examples.travel:host", "trips.search", "--key", "chk_nope_nope",
-        "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("call", "trips.search", "--key", "chk_nope_nope")
     assert result.exit_code == 1
     assert result.stdout.startswith("[UNAUTHENTICATED]")
 
 
 def test_call_prints_validation_issues_and_exits_1(travel: TravelFiles) -> None:
     key = travel.keys()["traveller-agent"]
-    result = charter(
-        "call", "examples.travel:host", "trips.get", "--args", '{"trip": "x"}', "--key", key,
-        "--db", travel.db, env=travel.env,
-    )  # fmt: skip
+    result = travel.run("call", "trips.get", "--args", '{"trip": "x"}', "--key", key)
     assert result.exit_code == 1
     assert result.stdout.startswith("[INVALID_INPUT]")
     assert "trip_id" in result.stdout
@@ -226,23 +211,20 @@ def test_call_prints_validation_issues_and_exits_1(travel: TravelFiles) -> None:
 def test_call_with_bad_input_prints_one_line_and_exits_2(
     travel: TravelFiles, args: list[str], message: str
 ) -> None:
-    result = charter(
-        "call", "examples.travel:host", "catalog.ping", *args, "--db", travel.db, env=travel.env
-    )
-    assert result.exit_code == 2
-    assert error_line(result).startswith(message)
+    result = travel.run("call", "catalog.ping", *args)
+    assert usage_error(result).startswith(message)
 
 
 def test_call_with_a_bad_target_prints_one_line_and_exits_2() -> None:
     result = charter("call", "nope.module:host", "trips.search")
-    assert result.exit_code == 2
-    assert error_line(result) == "error: cannot import module 'nope.module': No module named 'nope'"
+    assert (
+        usage_error(result) == "error: cannot import module 'nope.module': No module named 'nope'"
+    )
 
 
 def test_call_needs_a_tool_name() -> None:
     result = charter("call", "examples.travel:host")
-    assert result.exit_code == 2
-    assert "give the tool's NAME after TARGET" in error_line(result)
+    assert "give the tool's NAME after TARGET" in usage_error(result)
 
 
 # -- charter call --url --------------------------------------------------------------------------
@@ -286,8 +268,7 @@ def test_call_over_url_renders_problems_as_outcomes(notes_url: str) -> None:
 
 def test_call_over_url_to_nothing_prints_one_line_and_exits_2() -> None:
     result = charter("call", "--url", "http://127.0.0.1:1", "notes.echo")
-    assert result.exit_code == 2
-    assert error_line(result).startswith("error: cannot reach http://127.0.0.1:1")
+    assert usage_error(result).startswith("error: cannot reach http://127.0.0.1:1")
     bad = charter("call", "--url", "ftp://x", "notes.echo")
     assert error_line(bad) == "error: --url must be an http:// or https:// URL, not 'ftp://x'"
 
@@ -348,8 +329,7 @@ def test_a_factory_needing_more_than_the_store_is_refused(
 ) -> None:
     module = write_target(TARGET_FORMS)
     result = charter("tools", f"{module}:needs_more")
-    assert result.exit_code == 2
-    assert "needs arguments charter cannot supply (region)" in error_line(result)
+    assert "needs arguments charter cannot supply (region)" in usage_error(result)
 
 
 FAILING_TARGET = """

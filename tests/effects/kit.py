@@ -9,18 +9,17 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
-from tests.builders import Clock, risk
+from tests.builders import Clock, booking_policy, risk
 
 import charter
 from charter import (
-    ActionPolicy,
     Completed,
     ErrorCode,
     Principal,
     Registry,
     ToolContext,
     ToolError,
-    define_tool,
+    tool,
 )
 from charter.effects import EffectRecord
 from charter.host import Host
@@ -83,7 +82,15 @@ def build(
 
     registry.register_effect(refund_effect)
 
+    @tool(
+        name="bookings.refund",
+        tier="write",
+        risk_policy=WRITE,
+        required_scopes=["bookings:refund"],
+        action_policy=booking_policy(),
+    )
     async def refund(args: RefundRequest, ctx: ToolContext) -> Refund:
+        """Refund part of a booking."""
         for _ in range(args.effects):
             ctx.effect(
                 "payments.refund",
@@ -93,19 +100,7 @@ def build(
             raise ToolError(ErrorCode.INVALID_INPUT, "The booking cannot be refunded.")
         return Refund(booking_id=args.booking_id, refunded_cents=args.amount_cents)
 
-    registry.register(
-        define_tool(
-            name="bookings.refund",
-            description="Refund part of a booking.",
-            input_schema=RefundRequest,
-            output_schema=Refund,
-            handler=refund,
-            tier="write",
-            risk_policy=WRITE,
-            required_scopes=["bookings:refund"],
-            action_policy=ActionPolicy(target_type="booking", command_target_field="booking_id"),
-        )
-    )
+    registry.register(refund)
     return Host(registry, store=store, effect_lease=lease, **options), provider
 
 

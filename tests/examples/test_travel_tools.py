@@ -157,8 +157,7 @@ async def test_trips_create_needs_a_request_id(travel: Travel) -> None:
 async def test_trips_create_retried_with_the_same_request_id_returns_the_same_trip(
     travel: Travel,
 ) -> None:
-    rid = request_id()
-    args = {**RETREAT, **charter(requestId=rid)}
+    args = {**RETREAT, **charter(requestId=request_id())}
     first = await travel.host.invoke("trips.create", args, AGENT)
     again = await travel.host.invoke("trips.create", args, AGENT)
     other = await travel.host.invoke(
@@ -174,8 +173,7 @@ async def test_trips_create_retried_with_the_same_request_id_returns_the_same_tr
 async def test_trips_create_with_a_reused_request_id_and_other_arguments_is_a_conflict(
     travel: Travel,
 ) -> None:
-    rid = request_id()
-    args = {**RETREAT, **charter(requestId=rid)}
+    args = {**RETREAT, **charter(requestId=request_id())}
     output(await travel.host.invoke("trips.create", args, AGENT))
     conflict = await travel.host.invoke("trips.create", {**args, "nights": 4}, AGENT)
     failure(conflict, ErrorCode.IDEMPOTENCY_CONFLICT)
@@ -269,16 +267,24 @@ async def refunded_cents(travel: Travel, booking_id: str) -> int:
     return int(await scalar(travel, query))
 
 
+async def refund_approval(
+    travel: Travel, booking_id: str, cents: int, rid: str
+) -> tuple[dict[str, Any], str]:
+    """Ask the agent's confirmed refund of ``cents`` on ``booking_id``: its arguments (without
+    controls) and the approval id it waits for."""
+    args = {"booking_id": booking_id, "amount_cents": cents}
+    controls = charter(requestId=rid, confirmed=True)
+    asked = await travel.host.invoke("bookings.refund", {**args, **controls}, AGENT)
+    approval_id = interaction(asked, ErrorCode.APPROVAL_REQUIRED)["approvalId"]
+    assert isinstance(approval_id, str)
+    return args, approval_id
+
+
 async def test_bookings_refund_waits_for_an_approval_then_refunds_once_after_commit(
     travel: Travel,
 ) -> None:
     rid = request_id()
-    args = {"booking_id": "bkg_hotel001", "amount_cents": 5_000}
-    asked = await travel.host.invoke(
-        "bookings.refund", {**args, **charter(requestId=rid, confirmed=True)}, AGENT
-    )
-    approval_id = interaction(asked, ErrorCode.APPROVAL_REQUIRED)["approvalId"]
-    assert isinstance(approval_id, str)
+    args, approval_id = await refund_approval(travel, "bkg_hotel001", 5_000, rid)
     early = await travel.host.invoke(
         "bookings.refund",
         {**args, **charter(requestId=rid, confirmed=True, approvalId=approval_id)},
@@ -313,13 +319,7 @@ async def test_bookings_refund_waits_for_an_approval_then_refunds_once_after_com
 
 
 async def test_the_requesting_agent_cannot_grant_its_own_refund(travel: Travel) -> None:
-    asked = await travel.host.invoke(
-        "bookings.refund",
-        {"booking_id": "bkg_hotel001", "amount_cents": 100}
-        | charter(requestId=request_id(), confirmed=True),
-        AGENT,
-    )
-    approval_id = str(interaction(asked, ErrorCode.APPROVAL_REQUIRED)["approvalId"])
+    _, approval_id = await refund_approval(travel, "bkg_hotel001", 100, request_id())
     refused = await travel.host.approvals.grant(approval_id, AGENT)
     assert isinstance(refused, Failed) and refused.code is ErrorCode.AUTHORIZATION_DENIED
     assert refused.reason == "not_a_person"
@@ -327,11 +327,7 @@ async def test_the_requesting_agent_cannot_grant_its_own_refund(travel: Travel) 
 
 async def test_a_denied_refund_never_runs(travel: Travel) -> None:
     rid = request_id()
-    args = {"booking_id": "bkg_flight01", "amount_cents": 2_500}
-    asked = await travel.host.invoke(
-        "bookings.refund", {**args, **charter(requestId=rid, confirmed=True)}, AGENT
-    )
-    approval_id = str(interaction(asked, ErrorCode.APPROVAL_REQUIRED)["approvalId"])
+    args, approval_id = await refund_approval(travel, "bkg_flight01", 2_500, rid)
     denied = await travel.host.approvals.deny(approval_id, APPROVER, "Not refundable")
     assert isinstance(denied, ApprovalRecord) and denied.status == "denied"
     retried = await travel.host.invoke(
@@ -349,11 +345,7 @@ async def test_a_refund_larger_than_what_is_left_fails_and_refunds_nothing(
     travel: Travel,
 ) -> None:
     rid = request_id()
-    args = {"booking_id": "bkg_hotel001", "amount_cents": 84_001}
-    asked = await travel.host.invoke(
-        "bookings.refund", {**args, **charter(requestId=rid, confirmed=True)}, AGENT
-    )
-    approval_id = str(interaction(asked, ErrorCode.APPROVAL_REQUIRED)["approvalId"])
+    args, approval_id = await refund_approval(travel, "bkg_hotel001", 84_001, rid)
     await travel.host.approvals.grant(approval_id, APPROVER)
     too_much = await travel.host.invoke(
         "bookings.refund",

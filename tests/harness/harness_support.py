@@ -9,10 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock
+from tests.builders import DESTRUCTIVE_RISK, WRITE_RISK, Clock, booking_policy, tiered_tool
 
 from charter import (
-    ActionPolicy,
     Deferred,
     ErrorCode,
     Interaction,
@@ -242,9 +241,7 @@ def build_world() -> World:
 
     h = {**_core_handlers(world), **_other_handlers(world)}
 
-    booking_policy = ActionPolicy(
-        target_type="booking", command_target_field="booking_id", approval="required"
-    )
+    approved_booking = booking_policy(approval="required")
 
     def made(
         name: str,
@@ -255,15 +252,8 @@ def build_world() -> World:
         **options: Any,
     ) -> Any:
         """Tool ``name`` whose handler is the world's handler of that name."""
-        return define_tool(
-            name=name,
-            description=description,
-            input_schema=input_schema,
-            output_schema=output_schema,
-            handler=h[name],
-            tier=tier,
-            **options,
-        )
+        options["description"] = description
+        return tiered_tool(name, tier, h[name], input_schema, output_schema, **options)
 
     registry.register_all(
         [
@@ -277,7 +267,7 @@ def build_world() -> World:
                 "destructive",
                 risk_policy=DESTRUCTIVE_RISK,
                 required_scopes=("bookings:cancel",),
-                action_policy=booking_policy,
+                action_policy=approved_booking,
             ),
             made("ask_user", "Ask the user a question.", AskIn, AskOut),
             made(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from harness_support import ALICE, World, calls, last_results
+from harness_support import ALICE, CartOut, ItemIn, World, calls, last_results
 
-from charter import Denied, Interaction, Principal, RateLimit
+from charter import Denied, Interaction, Principal, RateLimit, tool
 from charter.harness import (
     Approve,
     BoundToolDefinition,
@@ -360,31 +360,17 @@ async def test_tool_calls_with_decoded_or_text_arguments_are_the_same(world: Wor
 
 
 async def test_a_state_factory_that_raises_fails_the_call_not_the_loop(world: World) -> None:
-    from harness_support import CartOut, ItemIn
-
-    from charter import define_tool
     from charter.harness import Capability
 
     def broken_state() -> dict[str, list[str]]:
         raise RuntimeError("no database")
 
-    async def handler(args: ItemIn) -> CartOut:
+    @tool(tier="read")
+    async def broken_item(args: ItemIn) -> CartOut:
+        """Uses state that cannot be created."""
         return CartOut(count=0)
 
-    broken = Capability(
-        id="broken",
-        tools=(
-            define_tool(
-                name="broken_item",
-                description="Uses state that cannot be created.",
-                input_schema=ItemIn,
-                output_schema=CartOut,
-                handler=handler,
-                tier="read",
-            ),
-        ),
-        state_factory=broken_state,
-    )
+    broken = Capability(id="broken", tools=(broken_item,), state_factory=broken_state)
     broken.register(world.registry)
     model = ScriptedModel(
         [calls(("broken_item", "c1", {"item": "x"}), ("add", "c2", {"a": 1, "b": 1}))]

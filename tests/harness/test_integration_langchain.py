@@ -6,11 +6,11 @@ import importlib.util
 import itertools
 import json
 from collections.abc import Iterator
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from harness_support import ALICE, BOB, World
+from tests.builders import fake_tool_model
 
 if TYPE_CHECKING:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -25,18 +25,6 @@ pytestmark = [
         for name in ("langchain_core", "langgraph", "langchain")  # create_agent: `langchain`
     ),
 ]
-
-
-@cache
-def fake_tool_model() -> type[GenericFakeChatModel]:
-    """LangChain's fake chat model, accepting bind_tools (the agent binds its tools)."""
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-
-    class FakeToolModel(GenericFakeChatModel):
-        def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
-            return self
-
-    return FakeToolModel
 
 
 def model(*calls: tuple[str, dict[str, Any], str]) -> GenericFakeChatModel:

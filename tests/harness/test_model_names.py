@@ -22,12 +22,7 @@ from charter.harness import (
 )
 from charter.harness.testing import ScriptedModel
 from charter.host import Host
-from charter.providers import (
-    anthropic_tools,
-    gemini_tool_result,
-    gemini_tools,
-    openai_tools,
-)
+from charter.providers import anthropic_tools, gemini_tool_result, gemini_tools, openai_tools
 
 pytestmark = pytest.mark.anyio
 

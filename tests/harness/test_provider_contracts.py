@@ -63,48 +63,16 @@ GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 
 # -- the documented schema subsets ------------------------------------------------------
 
-_STRICT_REFUSED = {
-    "default",
-    "minLength",
-    "maxLength",
-    "oneOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "patternProperties",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "dependentRequired",
-    "dependentSchemas",
-    "contains",
-    "uniqueItems",
-    "discriminator",
-}
+_STRICT_REFUSED = set(
+    "default minLength maxLength oneOf not if then else patternProperties"
+    " unevaluatedProperties unevaluatedItems propertyNames minProperties maxProperties"
+    " dependentRequired dependentSchemas contains uniqueItems discriminator".split()
+)
 _STRICT_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6"}
-_GEMINI_KEYS = {
-    "type",
-    "format",
-    "description",
-    "nullable",
-    "enum",
-    "properties",
-    "required",
-    "items",
-    "minItems",
-    "maxItems",
-    "minimum",
-    "maximum",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "anyOf",
-    "propertyOrdering",
-    "title",
-}
+_GEMINI_KEYS = set(
+    "type format description nullable enum properties required items minItems maxItems"
+    " minimum maximum minLength maxLength pattern anyOf propertyOrdering title".split()
+)
 _GEMINI_TYPES = {"string", "number", "integer", "boolean", "array", "object"}
 
 
@@ -286,47 +254,32 @@ class Wire:
         return http.AsyncClient(transport=http.MockTransport(self))
 
 
-def _chat_text(text: str) -> dict[str, Any]:
+def _chat_completion(completion_id: str, finish: str, message: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions body with one choice: ``message``, finished for ``finish``."""
+    choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}
     return {
-        "id": "chatcmpl-2",
+        "id": completion_id,
         "object": "chat.completion",
         "created": 0,
         "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": text},
-            }
-        ],
+        "choices": [choice],
     }
+
+
+def _chat_text(text: str) -> dict[str, Any]:
+    return _chat_completion("chatcmpl-2", "stop", {"content": text})
 
 
 def _chat_calls(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": f"call_{i}",
-                            "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(args)},
-                        }
-                        for i, (name, args) in enumerate(calls)
-                    ],
-                },
-            }
-        ],
-    }
+    tool_calls = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
+        for i, (name, args) in enumerate(calls)
+    ]
+    return _chat_completion("chatcmpl-1", "tool_calls", {"content": None, "tool_calls": tool_calls})
 
 
 def _wire_names(body: dict[str, Any]) -> list[str]:

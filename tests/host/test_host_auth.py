@@ -271,18 +271,21 @@ def _property_host() -> Host:
 
 
 _PROPERTY_HOST = _property_host()
+_PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""The settings of the property tests over the hosts' tools."""
+_REQUIREMENT_INDEX = st.integers(min_value=0, max_value=len(_REQUIREMENTS) - 1)
+"""Which of ``_REQUIREMENTS`` (tool ``req_<index>``) a property call makes."""
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@_PROPERTY
 @given(
-    index=st.integers(min_value=0, max_value=len(_REQUIREMENTS) - 1),
+    index=_REQUIREMENT_INDEX,
     granted=st.frozensets(st.sampled_from((*_REQUIRED_UNIVERSE, "files:write", "admin"))),
 )
 async def test_a_call_is_allowed_exactly_when_required_is_a_subset_of_granted_or_admin(
     index: int, granted: frozenset[str]
 ) -> None:
-    host = _PROPERTY_HOST
-    required = _REQUIREMENTS[index]
+    host, required = _PROPERTY_HOST, _REQUIREMENTS[index]
     outcome = await host.invoke(f"req_{index}", {}, user(*granted))
     expected = set(required) <= granted or "admin" in granted
     assert isinstance(outcome, Completed) is expected
@@ -306,16 +309,15 @@ def _satisfied(scope: str, granted: frozenset[str]) -> bool:
     return bool({scope, "*", "*:*", f"{resource}:*", f"*:{action}"} & granted)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@_PROPERTY
 @given(
-    index=st.integers(min_value=0, max_value=len(_REQUIREMENTS) - 1),
+    index=_REQUIREMENT_INDEX,
     granted=st.frozensets(st.sampled_from((*_REQUIRED_UNIVERSE, *_WILDCARDS, "admin"))),
 )
 async def test_with_wildcards_a_call_is_allowed_exactly_when_every_scope_is_covered(
     index: int, granted: frozenset[str]
 ) -> None:
-    host = _PROPERTY_HOST
-    required = _REQUIREMENTS[index]
+    host, required = _PROPERTY_HOST, _REQUIREMENTS[index]
     outcome = await host.invoke(f"req_{index}", {}, user(*granted))
     covered = all(_satisfied(scope, granted) for scope in required)
     assert isinstance(outcome, Completed) is (covered or "admin" in granted)

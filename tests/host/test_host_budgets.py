@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 from tests.builders import Clock, risk, tiered_tool
 
-from charter import ActionPolicy, InFlight, Principal, RateLimit, Registry, define_tool
+from charter import ActionPolicy, InFlight, Principal, RateLimit, Registry
 from charter._telemetry import RATE_LIMITED_METRIC
 from charter.errors import ConfigurationError, ErrorCode
 from charter.host import Host
@@ -72,13 +72,13 @@ def registry(
         tiered_tool("trips.search", "read", search, Search, Trips, limits=search_limits or [])
     )
     tools.register(
-        define_tool(
-            name="bookings.refund",
+        tiered_tool(
+            "bookings.refund",
+            "sensitive",
+            refund,
+            Refund,
+            Refunded,
             description="Refund a booking.",
-            input_schema=Refund,
-            output_schema=Refunded,
-            handler=refund,
-            tier="sensitive",
             risk_policy=REFUND_RISK,
             action_policy=ActionPolicy(
                 target_type="booking",

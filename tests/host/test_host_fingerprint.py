@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel
+from tests.builders import HiddenPayout as Payout
 from tests.builders import risk, tiered_tool
 
 from charter import ActionPolicy, ErrorCode, Principal, Registry, RiskTier
@@ -26,13 +27,6 @@ PAYER = Principal(subject="payer", tenant_id="acme", scopes=frozenset({"payouts:
 APPROVER = Principal(subject="boss", tenant_id="acme", scopes=frozenset({"charter:approve"}))
 ApprovalPolicy = Literal["never", "conditional", "required"]
 ORIGINAL, SWAPPED = "DE89 3704 0044 0532 0130 00", "DE44 5001 0517 5407 3249 31"
-
-
-class Payout(BaseModel):
-    iban: SecretStr
-    amount: int
-    memo: str = Field(default="", exclude=True)
-    tags: frozenset[str] = frozenset()
 
 
 class Sent(BaseModel):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from tests.builders import Clock, risk
+from tests.builders import Clock, risk, tiered_tool
 
-from charter import ActionPolicy, Principal, Registry, ToolContext, define_tool
+from charter import ActionPolicy, Principal, Registry, Tool, ToolContext
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Completed, Failed
@@ -33,36 +34,31 @@ def build(**options: object) -> tuple[Host, list[str]]:
         seen.append(f"{ctx.tenant_id}:{args.tenant_id}")
         return Found(code=args.code, tenant=ctx.tenant_id)
 
-    registry = Registry()
-    registry.register(
-        define_tool(
-            name="vouchers.check",
-            description="Check a voucher code (public).",
-            input_schema=Lookup,
-            output_schema=Found,
-            handler=lookup,
-            tier="read",
-            auth="public",
-            tenant_field="tenant_id",
-        )
+    staff_only = ActionPolicy(
+        target_type="voucher",
+        command_target_field="code",
+        ledger="optional",
+        allowed_actor_types=("staff",),
     )
-    registry.register(
-        define_tool(
-            name="refunds.issue",
-            description="Issue a refund (staff only).",
-            input_schema=Lookup,
-            output_schema=Found,
-            handler=lookup,
-            tier="write",
-            risk_policy=risk("refund"),
-            required_scopes=["refunds:write"],
-            action_policy=ActionPolicy(
-                target_type="voucher",
-                command_target_field="code",
-                ledger="optional",
-                allowed_actor_types=("staff",),
+
+    def declare(name: str, tier: str, description: str, **options: Any) -> Tool[Any, Any, Any]:
+        options["description"] = description
+        return tiered_tool(name, tier, lookup, Lookup, Found, **options)
+
+    public = {"auth": "public", "tenant_field": "tenant_id"}
+    staff = {"required_scopes": ["refunds:write"], "action_policy": staff_only}
+    registry = Registry()
+    registry.register_all(
+        [
+            declare("vouchers.check", "read", "Check a voucher code (public).", **public),
+            declare(
+                "refunds.issue",
+                "write",
+                "Issue a refund (staff only).",
+                risk_policy=risk("refund"),
+                **staff,
             ),
-        )
+        ]
     )
     return Host(registry, **options), seen  # type: ignore[arg-type]
 

@@ -25,6 +25,7 @@ from charter import (
     ToolContext,
     ToolError,
     define_tool,
+    tool,
 )
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
@@ -38,26 +39,20 @@ _TLS = ssl.create_default_context()
 
 # -- principals -------------------------------------------------------------------------------
 
+AGENT_SCOPES = frozenset({"trips:read", "trips:write", "bookings:refund"})
 AGENT = Principal(
     subject="agent-7",
     tenant_id="acme",
-    scopes=frozenset({"trips:read", "trips:write", "bookings:refund"}),
+    scopes=AGENT_SCOPES,
     kind="agent",
     display_name="Traveller agent",
 )
+APPROVER_SCOPES = frozenset({"charter:approve", "trips:read"})
 APPROVER = Principal(
-    subject="ana",
-    tenant_id="acme",
-    scopes=frozenset({"charter:approve", "trips:read"}),
-    display_name="Ana (staff approver)",
+    subject="ana", tenant_id="acme", scopes=APPROVER_SCOPES, display_name="Ana (staff approver)"
 )
 ADMIN = Principal(subject="root", tenant_id="ops", scopes=frozenset({"admin"}))
-GLOBEX_AGENT = Principal(
-    subject="agent-9",
-    tenant_id="globex",
-    scopes=frozenset({"trips:read", "trips:write", "bookings:refund"}),
-    kind="agent",
-)
+GLOBEX_AGENT = Principal(subject="agent-9", tenant_id="globex", scopes=AGENT_SCOPES, kind="agent")
 GLOBEX_APPROVER = Principal(
     subject="gus", tenant_id="globex", scopes=frozenset({"charter:approve"})
 )
@@ -199,26 +194,67 @@ class Lab:
 
 
 def build_registry(lab: Lab) -> Registry:
+    write_risk = risk("data-write")
+    trip = {"target_type": "trip", "command_target_field": "trip_id"}
+    booking = {"target_type": "booking", "command_target_field": "booking_id"}
+    gated = {"approval": "required", "confirmation": "required"}
+
+    @tool(name="catalog.ping", tier="read", auth="public")
     def ping(arguments: Empty) -> Pong:
+        """Check that the catalog answers."""
         return Pong(pong=True)
 
+    @tool(name="trips.search", tier="read", required_scopes=["trips:read"], aliases=["trips.find"])
     def search(arguments: TripQuery) -> TripList:
+        """Search the caller's trips."""
         trip = Trip(trip_id="trp_1", name="Lisbon", destination=Place(city="Lisbon", country="PT"))
         return TripList(trips=[trip][: arguments.limit])
 
+    @tool(
+        name="trips.rename",
+        tier="write",
+        risk_policy=write_risk,
+        required_scopes=["trips:write"],
+        action_policy=ActionPolicy(**trip),
+    )
     def rename(arguments: Rename) -> Renamed:
+        """Rename a trip."""
         lab.runs[f"rename:{arguments.trip_id}"] += 1
         return Renamed(trip_id=arguments.trip_id, name=arguments.name)
 
+    @tool(
+        name="trips.cancel",
+        tier="sensitive",
+        risk_policy=destructive_risk("data-write"),
+        required_scopes=["trips:write"],
+        action_policy=ActionPolicy(**trip, confirmation="required"),
+    )
     def cancel(arguments: CancelTrip) -> Cancelled:
+        """Cancel a trip; the user must confirm."""
         lab.runs[f"cancel:{arguments.trip_id}"] += 1
         return Cancelled(trip_id=arguments.trip_id, cancelled=True)
 
+    @tool(
+        name="bookings.refund",
+        tier="destructive",
+        risk_policy=destructive_risk("refund"),
+        required_scopes=["bookings:refund"],
+        action_policy=ActionPolicy(**booking, **gated, risk="critical"),
+    )
     def refund(arguments: Refund) -> Refunded:
+        """Refund a booking to the card it was paid with."""
         lab.runs[f"refund:{arguments.booking_id}"] += 1
         return Refunded(booking_id=arguments.booking_id, refunded_cents=arguments.amount_cents)
 
+    @tool(
+        name="trips.transfer",
+        tier="destructive",
+        risk_policy=risk("data-write", "email", destructive=True),
+        required_scopes=["trips:write"],
+        action_policy=ActionPolicy(**trip, approval="required", risk="high"),
+    )
     def transfer(arguments: Transfer) -> Transferred:
+        """Hand a trip over to another traveller's account."""
         lab.runs[f"transfer:{arguments.trip_id}"] += 1
         return Transferred(trip_id=arguments.trip_id, owner=arguments.to_traveller)
 
@@ -254,86 +290,10 @@ def build_registry(lab: Lab) -> Registry:
     def defer(arguments: Key) -> Deferred:
         return Deferred()
 
-    write_risk = risk("data-write")
     registry = Registry()
     registry.register_all(
         [
-            define_tool(
-                name="catalog.ping",
-                description="Check that the catalog answers.",
-                input_schema=Empty,
-                output_schema=Pong,
-                handler=ping,
-                tier="read",
-                auth="public",
-            ),
-            define_tool(
-                name="trips.search",
-                description="Search the caller's trips.",
-                input_schema=TripQuery,
-                output_schema=TripList,
-                handler=search,
-                tier="read",
-                required_scopes=["trips:read"],
-                aliases=["trips.find"],
-            ),
-            define_tool(
-                name="trips.rename",
-                description="Rename a trip.",
-                input_schema=Rename,
-                output_schema=Renamed,
-                handler=rename,
-                tier="write",
-                risk_policy=write_risk,
-                required_scopes=["trips:write"],
-                action_policy=ActionPolicy(target_type="trip", command_target_field="trip_id"),
-            ),
-            define_tool(
-                name="trips.cancel",
-                description="Cancel a trip; the user must confirm.",
-                input_schema=CancelTrip,
-                output_schema=Cancelled,
-                handler=cancel,
-                tier="sensitive",
-                risk_policy=destructive_risk("data-write"),
-                required_scopes=["trips:write"],
-                action_policy=ActionPolicy(
-                    target_type="trip", command_target_field="trip_id", confirmation="required"
-                ),
-            ),
-            define_tool(
-                name="bookings.refund",
-                description="Refund a booking to the card it was paid with.",
-                input_schema=Refund,
-                output_schema=Refunded,
-                handler=refund,
-                tier="destructive",
-                risk_policy=destructive_risk("refund"),
-                required_scopes=["bookings:refund"],
-                action_policy=ActionPolicy(
-                    target_type="booking",
-                    command_target_field="booking_id",
-                    approval="required",
-                    confirmation="required",
-                    risk="critical",
-                ),
-            ),
-            define_tool(
-                name="trips.transfer",
-                description="Hand a trip over to another traveller's account.",
-                input_schema=Transfer,
-                output_schema=Transferred,
-                handler=transfer,
-                tier="destructive",
-                risk_policy=risk("data-write", "email", destructive=True),
-                required_scopes=["trips:write"],
-                action_policy=ActionPolicy(
-                    target_type="trip",
-                    command_target_field="trip_id",
-                    approval="required",
-                    risk="high",
-                ),
-            ),
+            *(ping, search, rename, cancel, refund, transfer),
             *_lab_tools(fail, crash, bad_output, slow, hang, forever, defer, write_risk),
         ]
     )

@@ -13,12 +13,7 @@ import pytest
 from http_support import Lab, build_registry, serve
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
-from charter.auth import (
-    AuthenticationUnavailable,
-    Credentials,
-    Principal,
-    StaticAuthenticator,
-)
+from charter.auth import AuthenticationUnavailable, Credentials, Principal, StaticAuthenticator
 from charter.errors import StoreBusy, StoreUnavailable
 from charter.host import Host
 from charter.http import create_app

@@ -103,13 +103,10 @@ APP_MODULE = textwrap.dedent(
 
 async def make_key(url: str) -> str:
     """Create the schema and one agent key, then close: the served app opens its own store."""
+    scopes = ["trips:read", "trips:write"]
     async with SqlStore(url) as store:
         secret, _ = await store.create_api_key(
-            tenant_id="acme",
-            subject="agent-7",
-            scopes=["trips:read", "trips:write"],
-            kind="agent",
-            name="lifespan test",
+            tenant_id="acme", subject="agent-7", scopes=scopes, kind="agent", name="lifespan test"
         )
     return secret
 

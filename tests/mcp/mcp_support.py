@@ -201,37 +201,42 @@ def _plain_tools(probe: Probe) -> list[AnyTool]:
 def _action_tools(probe: Probe) -> list[AnyTool]:
     """Writes through the ledger: plain, confirmed, approved, deferred."""
 
-    @tool(tier="write", risk_policy=WRITE_RISK, required_scopes=("trips:write",))
-    async def rename_trip(args: TripIn) -> TripOut:
-        """Rename a trip (ledgered: needs a requestId)."""
-        probe.ran("rename_trip")
-        return TripOut(trip_id=args.trip_id, status="renamed")
+    def trip_tool(name: str, status: str, description: str, **options: Any) -> AnyTool:
+        """A ledgered ``trips:write`` tool that sets the trip's status to ``status``."""
 
-    @tool(
+        async def handler(args: TripIn) -> TripOut:
+            probe.ran(name)
+            return TripOut(trip_id=args.trip_id, status=status)
+
+        options.update(name=name, description=description, required_scopes=("trips:write",))
+        return tool(**options)(handler)
+
+    def on_trip(**gates: str) -> ActionPolicy:
+        return ActionPolicy(target_type="trip", command_target_field="trip_id", **gates)
+
+    rename_trip = trip_tool(
+        "rename_trip",
+        "renamed",
+        "Rename a trip (ledgered: needs a requestId).",
+        tier="write",
+        risk_policy=WRITE_RISK,
+    )
+    cancel_trip = trip_tool(
+        "cancel_trip",
+        "cancelled",
+        "Cancel a trip (needs the user's confirmation).",
         tier="sensitive",
         risk_policy=WRITE_RISK,
-        required_scopes=("trips:write",),
-        action_policy=ActionPolicy(
-            target_type="trip", command_target_field="trip_id", confirmation="required"
-        ),
+        action_policy=on_trip(confirmation="required"),
     )
-    async def cancel_trip(args: TripIn) -> TripOut:
-        """Cancel a trip (needs the user's confirmation)."""
-        probe.ran("cancel_trip")
-        return TripOut(trip_id=args.trip_id, status="cancelled")
-
-    @tool(
+    delete_trip = trip_tool(
+        "delete_trip",
+        "deleted",
+        "Delete a trip (needs confirmation and an approver).",
         tier="destructive",
         risk_policy=DELETE_RISK,
-        required_scopes=("trips:write",),
-        action_policy=ActionPolicy(
-            target_type="trip", command_target_field="trip_id", approval="required"
-        ),
+        action_policy=on_trip(approval="required"),
     )
-    async def delete_trip(args: TripIn) -> TripOut:
-        """Delete a trip (needs confirmation and an approver)."""
-        probe.ran("delete_trip")
-        return TripOut(trip_id=args.trip_id, status="deleted")
 
     @tool(tier="write", risk_policy=WRITE_RISK, required_scopes=("trips:write",))
     async def book_later(args: TripIn) -> TripOut | Deferred:

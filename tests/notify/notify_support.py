@@ -20,10 +20,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from tests.builders import destructive_risk
+from tests.builders import booking_policy, destructive_risk
 
 from charter import (
-    ActionPolicy,
     ErrorCode,
     InteractionRequired,
     Principal,
@@ -72,12 +71,7 @@ class Refund(BaseModel):
     required_scopes=["bookings:refund"],
     capability_id="travel.bookings.refund",
     capability_version="1.0.0",
-    action_policy=ActionPolicy(
-        target_type="booking",
-        command_target_field="booking_id",
-        confirmation="required",
-        approval="required",
-    ),
+    action_policy=booking_policy(confirmation="required", approval="required"),
 )
 async def refund_booking(args: RefundRequest) -> Refund:
     """Refund part of a booking. Needs a person's approval before it runs."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from notify_support import (
     CARD,
     GUS,
     SECRET,
+    Receiver,
     approval_event,
     approval_id_of,
     receiving,
@@ -45,6 +47,11 @@ async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
         yield opened
 
 
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
 def _webhook_host(
     store: SqlStore, clock: Clock, url: str, event: ApprovalChange, **options: Any
 ) -> Host:
@@ -56,6 +63,15 @@ def _webhook_host(
         notifiers=[Webhook(url, secret=SECRET, events=[event])],
         **options,
     )
+
+
+@contextmanager
+def webhook_host(
+    store: SqlStore, clock: Clock, path: str, event: ApprovalChange, **options: Any
+) -> Iterator[tuple[Receiver, Host]]:
+    """A receiver, and a host whose one webhook posts ``event`` notices to its ``path``."""
+    with receiving() as (receiver, base):
+        yield receiver, _webhook_host(store, clock, base + path, event, **options)
 
 
 async def test_every_change_reaches_the_receiver_signed_in_order(store: SqlStore) -> None:
@@ -110,11 +126,9 @@ async def test_every_change_reaches_the_receiver_signed_in_order(store: SqlStore
 
 
 async def test_a_receiver_failing_twice_gets_the_event_on_the_third_attempt(
-    store: SqlStore,
+    store: SqlStore, clock: Clock
 ) -> None:
-    clock = Clock()
-    with receiving() as (receiver, base):
-        host = _webhook_host(store, clock, f"{base}/fail/2", "requested")
+    with webhook_host(store, clock, "/fail/2", "requested") as (receiver, host):
         approval_id = await request_refund(host)
         await host.notifications.drain()  # the fast path: attempt 1 failed
         (row,) = await host.effects.list(status="pending")
@@ -135,11 +149,9 @@ async def test_a_receiver_failing_twice_gets_the_event_on_the_third_attempt(
 
 
 async def test_a_receiver_that_keeps_failing_parks_the_notification_dead_until_retried(
-    store: SqlStore,
+    store: SqlStore, clock: Clock
 ) -> None:
-    clock = Clock()
-    with receiving() as (receiver, base):
-        host = _webhook_host(store, clock, f"{base}/fail/2", "requested", notify_attempts=2)
+    with webhook_host(store, clock, "/fail/2", "requested", notify_attempts=2) as (receiver, host):
         await request_refund(host)
         await host.notifications.drain()
         clock.advance(timedelta(minutes=11))
@@ -186,11 +198,9 @@ async def test_events_go_only_to_the_notifiers_of_their_tenant(store: SqlStore) 
 
 
 async def test_an_unused_approval_tells_it_expired_and_a_decided_one_never_does(
-    store: SqlStore,
+    store: SqlStore, clock: Clock
 ) -> None:
-    clock = Clock()
-    with receiving() as (receiver, base):
-        host = _webhook_host(store, clock, f"{base}/hooks/exp", "expired")
+    with webhook_host(store, clock, "/hooks/exp", "expired") as (receiver, host):
         unused = await request_refund(host)
         denied = await request_refund(host)
         assert not isinstance(await host.approvals.deny(denied, ADA), Failed)

@@ -27,7 +27,6 @@ from charter import (
     RateLimit,
     Registry,
     ToolError,
-    define_tool,
 )
 from charter.errors import StoreUnavailable
 from charter.host import Host
@@ -61,14 +60,20 @@ def search_registry(ran: list[str]) -> Registry:
 
 PLANNER = Principal(subject="planner", tenant_id="acme", scopes=frozenset({"*"}), kind="agent")
 
-BUCKET = Bucket(
-    tool="trips.search",
-    limit="3/60s by principal",
-    holder="acme/planner",
-    tenant="acme",
-    interval=20.0,
-    window=60.0,
-)
+
+def planner_bucket(tool: str, calls: int) -> Bucket:
+    """The planner's bucket of ``tool`` for a limit of ``calls`` a minute."""
+    return Bucket(
+        tool=tool,
+        limit=f"{calls}/60s by principal",
+        holder="acme/planner",
+        tenant="acme",
+        interval=60 / calls,
+        window=60.0,
+    )
+
+
+BUCKET = planner_bucket("trips.search", 3)
 
 
 async def test_sql_store_is_a_budget_store_and_spends_by_the_window(sql_store: SqlStore) -> None:
@@ -146,21 +151,21 @@ def refund_registry(ran: list[str], *, limits: list[Any], fail: bool = False) ->
         return args
 
     registry = Registry()
-    registry.register(
-        define_tool(
-            name="bookings.refund",
-            description="Refund a booking.",
-            input_schema=Refund,
-            output_schema=Refund,
-            handler=refund,
-            tier="sensitive",
-            risk_policy=risk("refund", reversible=False),
-            action_policy=ActionPolicy(
-                target_type="booking", command_target_field="booking_id", confirmation="never"
-            ),
-            limits=limits,
-        )
+    never = ActionPolicy(
+        target_type="booking", command_target_field="booking_id", confirmation="never"
     )
+    refund_tool = tiered_tool(
+        "bookings.refund",
+        "sensitive",
+        refund,
+        Refund,
+        Refund,
+        description="Refund a booking.",
+        risk_policy=risk("refund", reversible=False),
+        action_policy=never,
+        limits=limits,
+    )
+    registry.register(refund_tool)
     return registry
 
 
@@ -298,14 +303,7 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
         sa.event.remove(engine.pool, "checkin", checkin)
         trace.close()
     assert with_limit["checkout"] == without["checkout"] == 1
-    bucket = Bucket(
-        tool="bookings.refund",
-        limit="100/60s by principal",
-        holder="acme/planner",
-        tenant="acme",
-        interval=0.6,
-        window=60.0,
-    )
+    bucket = planner_bucket("bookings.refund", 100)
     assert await sql_store.budget_arrival(bucket) is not None  # spent
     if sql_store.dialect == "postgresql":
         assert without["round_trip"] > 0

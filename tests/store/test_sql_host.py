@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -70,20 +71,14 @@ class App:
         self.fail_next = False
         self.winner_may_commit: anyio.Event | None = None
         self.registry = Registry()
-        delete_policy = ActionPolicy(
-            target_type="note",
-            command_target_field="note_id",
-            approval="required",
-            confirmation="required",
+        archive_policy = ActionPolicy(target_type="note", command_target_field="note_id")
+        delete_policy = replace(archive_policy, approval="required", confirmation="required")
+        imported = CreatedTarget(
+            command_target_type="note-import-command", result_reference_type="note"
         )
         import_policy = ActionPolicy(
-            target_type="note",
-            target_lifecycle="created",
-            created_target=CreatedTarget(
-                command_target_type="note-import-command", result_reference_type="note"
-            ),
+            target_type="note", target_lifecycle="created", created_target=imported
         )
-        archive_policy = ActionPolicy(target_type="note", command_target_field="note_id")
         write = {"required_scopes": ["notes:write"]}
         self.registry.register_all(
             [

@@ -81,6 +81,13 @@ def build(store: Any, **options: Any) -> tuple[Host, list[dict[str, Any]]]:
     return Host(registry, store=store, **options), runs
 
 
+async def olgas_payout_approval(host: Host) -> str:
+    """Have Olga (acme) ask for a payout; the id of the approval it waits for."""
+    asked = await host.invoke("payouts.send", payout(str(uuid.uuid4())), ACME_OLGA)
+    assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+    return asked.approval_id
+
+
 def payout(request_id: str, approval_id: str | None = None, **fields: Any) -> dict[str, Any]:
     controls: dict[str, Any] = {"requestId": request_id, "confirmed": True}
     if approval_id is not None:
@@ -148,14 +155,13 @@ async def test_A15_a_wildcard_or_the_admin_scope_never_decides_an_approval(
     make_sql_store: SqlStoreFactory, scopes: set[str]
 ) -> None:
     host, runs = build(await make_sql_store())
-    asked = await host.invoke("payouts.send", payout(str(uuid.uuid4())), ACME_OLGA)
-    assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+    approval_id = await olgas_payout_approval(host)
     wildcard = Principal(subject="wanda", tenant_id="acme", scopes=frozenset(scopes))
     assert not host.approvals.is_approver(wildcard)
-    refused = await host.approvals.grant(asked.approval_id, wildcard)
+    refused = await host.approvals.grant(approval_id, wildcard)
     assert isinstance(refused, Failed) and refused.code is ErrorCode.AUTHORIZATION_DENIED
     assert refused.reason == "insufficient_scope"
-    record = await host.store.get_approval(asked.approval_id)
+    record = await host.store.get_approval(approval_id)
     assert record is not None and record.status == "pending" and runs == []
 
 
@@ -163,13 +169,12 @@ async def test_A15_an_agent_with_the_approver_scope_never_decides(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     host, _ = build(await make_sql_store())
-    asked = await host.invoke("payouts.send", payout(str(uuid.uuid4())), ACME_OLGA)
-    assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+    approval_id = await olgas_payout_approval(host)
     for kind in ("agent", "service"):
         bot = Principal(
             subject="bot", tenant_id="acme", scopes=frozenset({"charter:approve"}), kind=kind
         )
-        refused = await host.approvals.deny(asked.approval_id, bot)
+        refused = await host.approvals.deny(approval_id, bot)
         assert isinstance(refused, Failed) and refused.reason == "not_a_person"
 
 
@@ -177,10 +182,9 @@ async def test_A15_the_admin_scope_decides_only_when_the_host_says_so(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     host, _ = build(await make_sql_store(), admin_may_approve=True)
-    asked = await host.invoke("payouts.send", payout(str(uuid.uuid4())), ACME_OLGA)
-    assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+    approval_id = await olgas_payout_approval(host)
     admin = Principal(subject="root", tenant_id="acme", scopes=frozenset({"admin"}))
-    granted = await host.approvals.grant(asked.approval_id, admin)
+    granted = await host.approvals.grant(approval_id, admin)
     assert isinstance(granted, ApprovalRecord) and granted.decided_by == "acme/root"
 
 
@@ -188,9 +192,7 @@ async def test_A16_every_decision_and_refused_decision_is_audited_and_kept_in_th
     make_sql_store: SqlStoreFactory,
 ) -> None:
     host, _ = build(await make_sql_store())
-    asked = await host.invoke("payouts.send", payout(str(uuid.uuid4())), ACME_OLGA)
-    assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
-    approval_id = asked.approval_id
+    approval_id = await olgas_payout_approval(host)
     wildcard = Principal(subject="wanda", tenant_id="acme", scopes=frozenset({"*"}))
     assert isinstance(await host.approvals.grant(approval_id, wildcard, "sure"), Failed)
     assert isinstance(
@@ -218,19 +220,18 @@ async def test_A16_a_decision_that_waits_out_a_locked_row_is_retryable_and_decid
 ) -> None:
     store = await make_sql_store(busy_timeout=0.2)
     host, _ = build(store)
-    asked = await host.invoke("payouts.send", payout(str(uuid.uuid4())), ACME_OLGA)
-    assert isinstance(asked, InteractionRequired) and asked.approval_id is not None
+    approval_id = await olgas_payout_approval(host)
     blocker = await make_sql_store()
     async with blocker.transaction(wait=5) as tx:
         # Hold the approval's row (PostgreSQL) or the database's write lock (SQLite).
         conn: Any = tx.connection
         await conn.execute(
             sa.text("UPDATE charter_approvals SET risk = risk WHERE id = :id"),
-            {"id": asked.approval_id},
+            {"id": approval_id},
         )
-        busy = await host.approvals.grant(asked.approval_id, ACME_APPROVER)
+        busy = await host.approvals.grant(approval_id, ACME_APPROVER)
     assert isinstance(busy, Failed) and busy.retryable
     assert busy.code is ErrorCode.PROVIDER_UNAVAILABLE and busy.reason == "store_busy"
-    record = await store.get_approval(asked.approval_id)
+    record = await store.get_approval(approval_id)
     assert record is not None and record.status == "pending"
-    assert isinstance(await host.approvals.grant(asked.approval_id, ACME_APPROVER), ApprovalRecord)
+    assert isinstance(await host.approvals.grant(approval_id, ACME_APPROVER), ApprovalRecord)
