@@ -140,7 +140,9 @@ class LedgerGate:
                 return confirmation_required(prepared, fingerprint, key.request_id)
             if controls.approval_id is None:
                 return await self._ask(prepared, key, controls, fingerprint)
-            return await self._check(prepared, key, controls, principal_tenant, fingerprint)
+            return await self._check(
+                controls.approval_id, prepared, key, principal_tenant, fingerprint
+            )
         except StoreBusy:
             return in_progress(key.request_id)
         except StoreUnavailable as exc:
@@ -170,16 +172,15 @@ class LedgerGate:
 
     async def _check(
         self,
+        approval_id: str,
         prepared: PreparedAction,
         key: LedgerKey,
-        controls: InvocationControls,
         principal_tenant: str,
         fingerprint: str,
     ) -> ToolOutcome | None:
         """Check the approval the call names; None when it is granted, unexpired and unused."""
-        assert controls.approval_id is not None
         checked = await self.approvals.check(
-            controls.approval_id,
+            approval_id,
             prepared=prepared,
             tenant_id=key.tenant_id,
             principal_tenant=principal_tenant,
@@ -392,14 +393,7 @@ class LedgerGate:
         if self.outbox is None:
             return None
         return StagedEffects(
-            registry=self.registry,
-            outbox=self.outbox,
-            tenant_id=entry.tenant_id,
-            principal_id=entry.principal_id,
-            request_id=entry.request_id,
-            claimed_at=entry.created_at,
-            tool=entry.tool,
-            clock=self.clock,
+            registry=self.registry, outbox=self.outbox, entry=entry, clock=self.clock
         )
 
     def _fault(self, point: FaultPoint) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
@@ -20,7 +21,59 @@ __all__ = ("MemoryStore",)
 _Key = tuple[str, str, str]
 
 
-class MemoryStore(MemoryAuditSink):
+class _ApprovalWrites:
+    """The ``ApprovalWrites`` of the store and of its transactions, over dictionaries.
+
+    Writes go to ``_approvals``; reads see it first, then ``_approvals_below`` (under a
+    transaction, the store's committed approvals; on the store itself, nothing).
+    """
+
+    _approvals: dict[str, ApprovalRecord]
+    _approvals_below: Mapping[str, ApprovalRecord]
+
+    def _approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._approvals.get(approval_id) or self._approvals_below.get(approval_id)
+
+    def _approval_for(
+        self, tenant_id: str, requester_id: str, request_id: str
+    ) -> ApprovalRecord | None:
+        """The approval made for one request (one written here before one below)."""
+        key = (tenant_id, requester_id, request_id)
+        for record in (*self._approvals.values(), *self._approvals_below.values()):
+            if (record.tenant_id, record.requester_id, record.request_id) == key:
+                return record
+        return None
+
+    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Insert a pending approval, or return the one already made for its request."""
+        existing = self._approval_for(record.tenant_id, record.requester_id, record.request_id)
+        if existing is not None:
+            return existing
+        self._approvals[record.id] = record
+        return record
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        *,
+        expected: tuple[ApprovalStatus, ...],
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str | None,
+        at: datetime,
+        history: tuple[ApprovalDecision, ...],
+    ) -> bool:
+        """Change an approval's status if it is still in ``expected``."""
+        record = self._approval(approval_id)
+        if record is None or record.status not in expected:
+            return False
+        self._approvals[approval_id] = record.with_decision(
+            status, decided_by=decided_by, at=at, reason=reason, history=history
+        )
+        return True
+
+
+class MemoryStore(_ApprovalWrites, MemoryAuditSink):
     """Keeps the ledger in dictionaries; transactions run one at a time and roll back whole."""
 
     def __init__(self) -> None:
@@ -28,6 +81,9 @@ class MemoryStore(MemoryAuditSink):
         super().__init__()
         self.entries: dict[_Key, LedgerEntry] = {}
         self.approvals: dict[str, ApprovalRecord] = {}
+        # The store writes its approvals in place; nothing lies below them.
+        self._approvals = self.approvals
+        self._approvals_below: Mapping[str, ApprovalRecord] = {}
         self.claims: dict[_Key, ClaimRecord] = {}
         self.deferred: dict[str, DeferredRecord] = {}
         self.effects: dict[str, EffectRecord] = {}
@@ -43,18 +99,6 @@ class MemoryStore(MemoryAuditSink):
         """Read a committed entry."""
         return self.entries.get((tenant_id, principal_id, request_id))
 
-    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
-        """Insert a pending approval, or return the one already made for its request."""
-        for existing in self.approvals.values():
-            if (existing.tenant_id, existing.requester_id, existing.request_id) == (
-                record.tenant_id,
-                record.requester_id,
-                record.request_id,
-            ):
-                return existing
-        self.approvals[record.id] = record
-        return record
-
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         """Read an approval by id."""
         return self.approvals.get(approval_id)
@@ -63,14 +107,7 @@ class MemoryStore(MemoryAuditSink):
         self, tenant_id: str, requester_id: str, request_id: str
     ) -> ApprovalRecord | None:
         """Read the approval made for one request."""
-        for record in self.approvals.values():
-            if (record.tenant_id, record.requester_id, record.request_id) == (
-                tenant_id,
-                requester_id,
-                request_id,
-            ):
-                return record
-        return None
+        return self._approval_for(tenant_id, requester_id, request_id)
 
     async def list_approvals(
         self, tenant_id: str, status: ApprovalStatus | None, limit: int
@@ -82,26 +119,6 @@ class MemoryStore(MemoryAuditSink):
             if r.tenant_id == tenant_id and (status is None or r.status == status)
         ]
         return sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
-
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        """Change an approval's status if it is still in ``expected``."""
-        record = self.approvals.get(approval_id)
-        if record is None or record.status not in expected:
-            return False
-        self.approvals[approval_id] = record.with_decision(
-            status, decided_by=decided_by, at=at, reason=reason, history=history
-        )
-        return True
 
     async def get_deferred(self, invocation_id: str) -> DeferredRecord | None:
         """Read a deferred record."""
@@ -299,7 +316,7 @@ class _Scope(AbstractAsyncContextManager["_MemoryTransaction"]):
             self._store._write.release()
 
 
-class _MemoryTransaction:
+class _MemoryTransaction(_ApprovalWrites):
     """Buffers writes and applies them to the store on commit."""
 
     def __init__(self, store: MemoryStore) -> None:
@@ -307,6 +324,7 @@ class _MemoryTransaction:
         self._entries: dict[_Key, LedgerEntry] = {}
         self._approvals: dict[str, ApprovalRecord] = {}
         """Approvals written (inserted, decided or consumed) in this transaction."""
+        self._approvals_below = store.approvals
         self._claims: dict[_Key, ClaimRecord] = {}
         self._deferred: dict[str, DeferredRecord] = {}
         self._audit: list[AuditEvent] = []
@@ -344,36 +362,6 @@ class _MemoryTransaction:
             return False
         self._approvals[approval_id] = record.model_copy(
             update={"status": "consumed", "consumed_by": request_id}
-        )
-        return True
-
-    def _approval(self, approval_id: str) -> ApprovalRecord | None:
-        return self._approvals.get(approval_id) or self._store.approvals.get(approval_id)
-
-    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
-        key = (record.tenant_id, record.requester_id, record.request_id)
-        for existing in (*self._approvals.values(), *self._store.approvals.values()):
-            if (existing.tenant_id, existing.requester_id, existing.request_id) == key:
-                return self._approval(existing.id) or existing
-        self._approvals[record.id] = record
-        return record
-
-    async def decide_approval(
-        self,
-        approval_id: str,
-        *,
-        expected: tuple[ApprovalStatus, ...],
-        status: ApprovalStatus,
-        decided_by: str,
-        reason: str | None,
-        at: datetime,
-        history: tuple[ApprovalDecision, ...],
-    ) -> bool:
-        record = self._approval(approval_id)
-        if record is None or record.status not in expected:
-            return False
-        self._approvals[approval_id] = record.with_decision(
-            status, decided_by=decided_by, at=at, reason=reason, history=history
         )
         return True
 

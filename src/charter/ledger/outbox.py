@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from ..effects import EffectRecord, effect_key
 from ..errors import ConfigurationError
 from ..registry import Registry
+from .records import LedgerEntry
 
 __all__ = ("EffectOutbox", "StagedEffects", "effect_payload")
 
@@ -60,23 +61,13 @@ class StagedEffects:
         *,
         registry: Registry,
         outbox: EffectOutbox,
-        tenant_id: str,
-        principal_id: str,
-        request_id: str,
-        claimed_at: datetime,
-        tool: str,
+        entry: LedgerEntry,
         clock: Callable[[], datetime],
     ) -> None:
-        """Prepare to stage the effects of one ledgered call (its ledger entry's claim time)."""
+        """Prepare to stage the effects of one ledgered call, the call of ``entry``."""
         self._registry = registry
         self._outbox = outbox
-        self._tenant = tenant_id
-        self._principal = principal_id
-        self._request = request_id
-        # The ledger entry's creation time tells this call from an earlier one that reused
-        # its request id after expiry (whose dead effect may still hold the plain key).
-        self._claimed = claimed_at.astimezone(UTC).isoformat()
-        self._tool = tool
+        self._entry = entry
         self._clock = clock
         # Sync handlers stage from a worker thread.
         self._lock = threading.Lock()
@@ -86,22 +77,26 @@ class StagedEffects:
         """Stage one effect (``ctx.effect``); its key."""
         registered = self._registry.effect(name)
         data = effect_payload(name, payload)
+        entry = self._entry
+        # The ledger entry's creation time tells this call from an earlier one that reused
+        # its request id after expiry (whose dead effect may still hold the plain key).
+        claimed = entry.created_at.astimezone(UTC).isoformat()
         now = self._clock()
         with self._lock:
             seq = len(self.records)
             key = effect_key(
-                self._tenant, self._principal, self._request, self._claimed, name, str(seq)
+                entry.tenant_id, entry.principal_id, entry.request_id, claimed, name, str(seq)
             )
             self.records.append(
                 EffectRecord(
                     key=key,
-                    tenant_id=self._tenant,
+                    tenant_id=entry.tenant_id,
                     name=name,
                     payload=data,
                     seq=seq,
-                    request_id=self._request,
-                    principal_id=self._principal,
-                    tool=self._tool,
+                    request_id=entry.request_id,
+                    principal_id=entry.principal_id,
+                    tool=entry.tool,
                     attempts=1,
                     max_attempts=registered.max_attempts,
                     next_attempt_at=now,
