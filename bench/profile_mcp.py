@@ -5,10 +5,14 @@ Builds one app of ``bench.load_servers`` (``charter-mcp``, ``charter-mcp-statele
 needs one (``legacy``, stateful: ``initialize`` then ``notifications/initialized``), and
 sends N ``tools/call`` requests of ``add`` as the throughput case's wrk does (a raw ASGI
 driver: no server, no sockets), checking each answer. ERA is ``modern`` (2026-07-28) or
-``legacy`` (2025-11-25). Thirty warm-up calls come first; ``os.getppid()`` is called just
-before and just after the N measured ones, so callgrind can count them alone, without
-the imports and the set-up (``--instr-atstart=no`` with ``CHARTER_BENCH_CALLGRIND=1``
-switches counting on at the first mark, for a run many times faster)::
+``legacy`` (2025-11-25); ``session`` (stateful kinds only) counts whole handshake-era
+sessions instead: each of the N opens one (``initialize``, ``notifications/initialized``),
+makes one call on it and ends it with ``DELETE``, so creating and tearing a session down
+is measured with the call. Thirty warm-up calls (or sessions) come first;
+``os.getppid()`` is called just before and just after the N measured ones, so callgrind
+can count them alone, without the imports and the set-up (``--instr-atstart=no`` with
+``CHARTER_BENCH_CALLGRIND=1`` switches counting on at the first mark, for a run many
+times faster)::
 
     CHARTER_BENCH_CALLGRIND=1 valgrind --tool=callgrind --instr-atstart=no \\
         --dump-before=os_getppid --callgrind-out-file=/tmp/cg.mcp \\
@@ -31,7 +35,8 @@ from bench.load_servers import KINDS, TOKEN, post_scope
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
-ERAS = {"modern": MODERN, "legacy": LEGACY}
+SESSION = "session"
+ERAS = {"modern": MODERN, "legacy": LEGACY, SESSION: SESSION}
 WARM_UP = 30
 MCP_KINDS = ("charter-mcp", "charter-mcp-stateless", "sdk-mcp", "sdk-mcp-stateless")
 
@@ -108,6 +113,28 @@ async def _open_session(app: Any) -> str:
     return session
 
 
+async def _session_round(app: Any, request_id: int) -> None:
+    """One whole handshake-era session: opened, one call, ended with ``DELETE``."""
+    session = await _open_session(app)
+    body = _call(LEGACY, request_id)
+    status, _, answer = await _post(app, _headers(LEGACY, body, session), body)
+    if status != 200 or b'"result":3' not in answer.replace(b" ", b""):
+        raise SystemExit(f"unexpected answer {status}: {answer[:300]!r}")
+    delete = post_scope("/mcp", _headers(LEGACY, b"", session))
+    delete["method"] = "DELETE"
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(delete, receive, send)
+    if sent[0]["status"] != 200:
+        raise SystemExit(f"DELETE answered {sent[0]['status']}")
+
+
 def _mark() -> None:
     """Where callgrind (``--dump-before=os_getppid``) cuts its counts."""
     os.getppid()
@@ -127,6 +154,9 @@ async def run(kind: str, era: str, calls: int) -> None:
                 pid = str(os.getpid())
                 subprocess.run(["callgrind_control", "-i", "on", pid], capture_output=True)
             _mark()
+        if era == SESSION:
+            await _session_round(app, index + 10)
+            continue
         body = _call(era, index + 10)
         status, _, answer = await _post(app, _headers(era, body, session), body)
         if status != 200 or b'"result":3' not in answer.replace(b" ", b""):
@@ -137,9 +167,11 @@ async def run(kind: str, era: str, calls: int) -> None:
 
 def main(argv: list[str]) -> None:
     """Send the calls of one kind and era."""
-    if len(argv) != 3 or argv[0] not in MCP_KINDS or argv[1] not in ERAS:
+    stateless_session = argv[1:2] == [SESSION] and argv[0].endswith("-stateless")
+    if len(argv) != 3 or argv[0] not in MCP_KINDS or argv[1] not in ERAS or stateless_session:
         raise SystemExit(
-            f"usage: python -m bench.profile_mcp {'|'.join(MCP_KINDS)} modern|legacy N"
+            f"usage: python -m bench.profile_mcp {'|'.join(MCP_KINDS)} modern|legacy N, "
+            "or charter-mcp|sdk-mcp session N"
         )
     asyncio.run(run(argv[0], ERAS[argv[1]], int(argv[2])))
 

@@ -15,8 +15,12 @@ from ._principal import Principal
 __all__ = ("Authenticator", "Credentials", "StaticAuthenticator")
 
 
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+"""The headers of credentials built without any: read-only and empty, so one serves all."""
+
+
 def _empty_headers() -> Mapping[str, str]:
-    return MappingProxyType({})
+    return _NO_HEADERS
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, repr=False)
@@ -34,7 +38,9 @@ class Credentials:
     copied into a read-only mapping and left out of the hash."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
+        # The shared empty mapping needs no copy (the transports' usual case: a token alone).
+        if self.headers is not _NO_HEADERS:
+            object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
 
     def __repr__(self) -> str:
         bearer = None if self.bearer is None else "<redacted>"
