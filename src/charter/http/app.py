@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib.util import find_spec
 from pathlib import Path
@@ -50,6 +50,8 @@ DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds a request's body may take to arrive after its head (``create_app(body_timeout=)``)."""
 
 logger = logging.getLogger("charter.http")
+
+_Endpoint = Callable[[Request], Awaitable[Response]]
 
 CONSOLE_DIRECTORY = Path(__file__).resolve().parent.parent / "console"
 
@@ -138,53 +140,42 @@ def create_app(
     # authentication middleware); a POST route reads its body only after that.
     signed = [authentication(host)]
     with_body = [*signed, Middleware(BodyLimit, max_bytes=limit)]
+
+    def get(path: str, endpoint: _Endpoint) -> BaseRoute:
+        return _Route(path, endpoint, methods=["GET"], middleware=signed)
+
+    def post(path: str, endpoint: _Endpoint, *, body: bool) -> BaseRoute:
+        """``body``: the route reads one (bounded, once the caller is known)."""
+        return _Route(path, endpoint, methods=["POST"], middleware=with_body if body else signed)
+
     routes: list[BaseRoute] = [
         # Calls first: most of a server's REST traffic is matched by the first route tried.
         # No other route matches a path ending in ':call' (``_Route``), so the order
         # changes no answer.
         # An ASGI app that authenticates and bounds the body itself (``CallEndpoint``).
         _CallRoute("/v1/tools/{name}:call", CallEndpoint(tools, max_bytes=limit), methods=["POST"]),
-        _Route("/v1/tools", tools.list_tools, methods=["GET"], middleware=signed),
-        _Route("/v1/tools/{name}", tools.get_tool, methods=["GET"], middleware=signed),
-        _Route("/v1/resources", content.list_resources, methods=["GET"], middleware=signed),
+        get("/v1/tools", tools.list_tools),
+        get("/v1/tools/{name}", tools.get_tool),
+        get("/v1/resources", content.list_resources),
         # A plain Route: a resource URI holds ':' (trip://T-1), percent-encoded or not.
         Route(
             "/v1/resources/{uri:path}", content.read_resource, methods=["GET"], middleware=signed
         ),
-        _Route("/v1/prompts", content.list_prompts, methods=["GET"], middleware=signed),
-        _Route(
-            "/v1/prompts/{name}:get", content.get_prompt, methods=["POST"], middleware=with_body
-        ),
-        _Route("/v1/actions/{request_id}", ops.action_status, methods=["GET"], middleware=signed),
-        _Route("/v1/approvals", approvals.list_approvals, methods=["GET"], middleware=signed),
-        _Route(
-            "/v1/approvals/{approval_id}",
-            approvals.get_approval,
-            methods=["GET"],
-            middleware=signed,
-        ),
-        _Route(
-            "/v1/approvals/{approval_id}:grant",
-            approvals.grant,
-            methods=["POST"],
-            middleware=with_body,
-        ),
-        _Route(
-            "/v1/approvals/{approval_id}:deny",
-            approvals.deny,
-            methods=["POST"],
-            middleware=with_body,
-        ),
-        _Route("/v1/audit", ops.audit, methods=["GET"], middleware=signed),
-        _Route("/v1/limits", ops.limits, methods=["GET"], middleware=signed),
-        _Route("/v1/effects", ops.effects, methods=["GET"], middleware=signed),
-        _Route("/v1/effects/{key}:retry", ops.retry_effect, methods=["POST"], middleware=signed),
-        _Route(
-            "/v1/effects/{key}:discard", ops.discard_effect, methods=["POST"], middleware=signed
-        ),
-        _Route("/v1/whoami", ops.whoami, methods=["GET"], middleware=signed),
-        _Route("/v1/upstreams", ops.upstreams, methods=["GET"], middleware=signed),
-        _Route("/v1/openapi.json", ops.openapi_json, methods=["GET"], middleware=signed),
+        get("/v1/prompts", content.list_prompts),
+        post("/v1/prompts/{name}:get", content.get_prompt, body=True),
+        get("/v1/actions/{request_id}", ops.action_status),
+        get("/v1/approvals", approvals.list_approvals),
+        get("/v1/approvals/{approval_id}", approvals.get_approval),
+        post("/v1/approvals/{approval_id}:grant", approvals.grant, body=True),
+        post("/v1/approvals/{approval_id}:deny", approvals.deny, body=True),
+        get("/v1/audit", ops.audit),
+        get("/v1/limits", ops.limits),
+        get("/v1/effects", ops.effects),
+        post("/v1/effects/{key}:retry", ops.retry_effect, body=False),
+        post("/v1/effects/{key}:discard", ops.discard_effect, body=False),
+        get("/v1/whoami", ops.whoami),
+        get("/v1/upstreams", ops.upstreams),
+        get("/v1/openapi.json", ops.openapi_json),
         _Route("/healthz", ops.healthz, methods=["GET"]),
         _Route("/readyz", ops.readyz, methods=["GET"]),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext, RequireAuthMiddleware
@@ -18,6 +18,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from typing_extensions import Unpack
 
 from .. import __version__
 from .._asgi import DEFAULT_ALLOWED_HOSTS, HostCheck
@@ -89,6 +90,24 @@ class StreamableHTTPApp:
         if self._limiter is None:
             return 0
         return self._limiter.open_sessions(None if principal is None else principal.key)
+
+
+class _StreamableHTTPOptions(TypedDict, total=False):
+    """The keyword arguments of ``streamable_http_app``, which ``create_asgi_app`` passes on."""
+
+    stateless: bool
+    allowed_hosts: Sequence[str] | None
+    allowed_origins: Sequence[str] | None
+    json_response: bool
+    require_auth: bool | None
+    resource_metadata_url: str | None
+    name: str
+    version: str
+    presenters: Mapping[str, Presenter] | None
+    request_state_keys: Sequence[bytes | str] | None
+    session_limits: SessionLimits | None
+    resumability: Resumability | bool
+    max_body_bytes: int | None
 
 
 def streamable_http_app(
@@ -237,22 +256,7 @@ class _SessionManager(StreamableHTTPSessionManager):
 
 
 def create_asgi_app(
-    host: Host,
-    *,
-    path: str = "/mcp",
-    stateless: bool = False,
-    allowed_hosts: Sequence[str] | None = None,
-    allowed_origins: Sequence[str] | None = None,
-    json_response: bool = False,
-    require_auth: bool | None = None,
-    resource_metadata_url: str | None = None,
-    name: str = "charter",
-    version: str = __version__,
-    presenters: Mapping[str, Presenter] | None = None,
-    request_state_keys: Sequence[bytes | str] | None = None,
-    session_limits: SessionLimits | None = None,
-    resumability: Resumability | bool = True,
-    max_body_bytes: int | None = None,
+    host: Host, *, path: str = "/mcp", **options: Unpack[_StreamableHTTPOptions]
 ) -> Starlette:
     """A standalone Starlette app serving MCP at ``path``, with its lifespan wired.
 
@@ -263,28 +267,15 @@ def create_asgi_app(
     The lifespan opens the host's store if it was handed over unopened, and closes it at
     shutdown (``Host.running``), then runs the session manager.
     """
-    mcp_app = streamable_http_app(
-        host,
-        stateless=stateless,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        json_response=json_response,
-        require_auth=require_auth,
-        resource_metadata_url=resource_metadata_url,
-        name=name,
-        version=version,
-        presenters=presenters,
-        request_state_keys=request_state_keys,
-        session_limits=session_limits,
-        resumability=resumability,
-        max_body_bytes=max_body_bytes or None,
-    )
+    options["max_body_bytes"] = options.get("max_body_bytes") or None  # 0: the host's limit
+    mcp_app = streamable_http_app(host, **options)
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
         async with host.running(), mcp_app.run():
             yield
 
+    allowed_hosts = options.get("allowed_hosts")
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
     return Starlette(
         routes=[Route(path, endpoint=mcp_app, methods=["GET", "POST", "DELETE"])],
