@@ -3,7 +3,10 @@ until ``upgrade()``, and the migrations build exactly the schema the code uses."
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,6 +127,30 @@ async def test_opening_again_and_upgrading_at_head_change_nothing(store_url: str
         await store.upgrade()
     async with SqlStore(store_url) as store:
         assert (await _migrate.read_schema(store.engine)).current
+
+
+async def test_a_sqlite_store_opened_at_head_loads_neither_alembic_nor_postgresqls_dialect(
+    tmp_path: Path,
+) -> None:
+    # Every `charter serve` on an existing store opens it this way: Alembic is imported only
+    # to migrate, PostgreSQL's dialect only for a PostgreSQL store (start-up CPU).
+    url = sqlite_url(tmp_path / "charter.db")
+    async with SqlStore(url):
+        pass
+    code = (
+        "import asyncio, json, sys\n"
+        "from charter.store import SqlStore\n"
+        "async def main():\n"
+        f"    async with SqlStore({url!r}):\n"
+        "        pass\n"
+        "asyncio.run(main())\n"
+        "print(json.dumps(sorted(name for name in sys.modules\n"
+        "    if name == 'alembic' or name.startswith('sqlalchemy.dialects.postgresql'))))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(run.stdout) == []
 
 
 async def test_an_older_schema_is_refused_until_upgraded(

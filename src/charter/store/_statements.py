@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ._schema import approvals, audit_events, claims, deferred, ledger_entries
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 __all__ = ("KEY", "Statements", "audit_parameters", "insert", "key_parameters", "statements")
 
@@ -84,8 +86,19 @@ def _by_key(table: sa.Table) -> sa.ColumnElement[bool]:
 
 
 def insert(dialect: str, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
-    """An INSERT on ``table`` that supports ``ON CONFLICT`` in ``dialect``'s database."""
-    return postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+    """An INSERT on ``table`` that supports ``ON CONFLICT`` in ``dialect``'s database.
+
+    The dialect's module is imported here, on first use: a store on SQLite (every test's
+    and the demo's ``charter serve``) never loads PostgreSQL's, a tenth of SQLAlchemy's
+    import time.
+    """
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)
 
 
 def _upsert(dialect: str, table: sa.Table, index: tuple[str, ...]) -> sa.Executable:
