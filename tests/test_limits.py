@@ -1,14 +1,24 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
+from collections.abc import Iterator
 from typing import get_args
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from charter._limits import PayloadLimits, PayloadRejected, RejectionReason, check_value, parse_json
+from charter import _limits
+from charter._limits import (
+    PayloadLimits,
+    PayloadRejected,
+    RejectionReason,
+    check_unique_keys,
+    check_value,
+    parse_json,
+)
 
 DEFAULTS = PayloadLimits()
 SMALL = PayloadLimits(max_depth=3, max_keys=4, max_items=5, max_string_length=8)
@@ -424,3 +434,95 @@ def test_parsing_decides_as_the_walk_of_the_parsed_value(
         return
     walked = _verdict(lambda: check_value(json.loads(text), limits))
     assert (_verdict(lambda: parse_json(raw, limits)) is None) == (walked is None)
+
+
+# --- the C scanner first, the strict decoder when it cannot tell ---------------------------
+
+# JSON texts written directly, so objects can repeat keys (a small alphabet, written plainly
+# or escaped, some holding ':') and strings can hold ':' in both forms; a few leaves break a
+# rule (NaN, a float past a double, a very long integer), and some texts are cut short or
+# followed by more.
+_KEYS = st.sampled_from(["a", "b", "a:b", ":", "\\u0061", "\\u003a", 'k\\"', ""])
+_LEAVES = st.sampled_from(
+    ["1", "-0", "2.5", "1e999", "NaN", "true", "null", '"x"', '"a:b"', '"\\u003a"', "9" * 30]
+)
+_SPACE = st.sampled_from(["", " ", "\n", "\t "])
+json_texts = st.recursive(
+    _LEAVES,
+    lambda children: (
+        st.lists(children, max_size=4).map(lambda items: "[" + ",".join(items) + "]")
+        | st.lists(st.tuples(_KEYS, _SPACE, children), max_size=4).map(
+            lambda members: (
+                "{"
+                + ",".join(f'"{key}"{space}:{space}{value}' for key, space, value in members)
+                + "}"
+            )
+        )
+    ),
+    max_leaves=20,
+)
+hostile_texts = st.tuples(
+    _SPACE, json_texts, st.sampled_from(["", " ", "\n", "x", "]", ",1", "{}"])
+).map("".join) | st.tuples(json_texts, st.integers(0, 200)).map(lambda cut: cut[0][: cut[1]])
+
+
+def _answer(call: object) -> tuple[str, str]:
+    try:
+        value = call()  # type: ignore[operator]
+    except PayloadRejected as exc:
+        return exc.reason, str(exc)
+    return "parsed", repr(value)  # repr: key order and types (1, 1.0, True) count too
+
+
+@contextlib.contextmanager
+def _strict_only() -> Iterator[None]:
+    """``parse_json`` and ``check_unique_keys`` with the strict decoder alone, as they were."""
+    with pytest.MonkeyPatch.context() as strict:
+        strict.setattr(_limits, "_without_repeated_keys", lambda text, scan: _limits._NOT_SURE)
+        yield
+
+
+@given(
+    hostile_texts,
+    st.sampled_from([DEFAULTS, PayloadLimits(max_integer_digits=5), SMALL]),
+    st.booleans(),
+)
+def test_parsing_answers_as_the_strict_decoder_alone(
+    text: str, limits: PayloadLimits, as_bytes: bool
+) -> None:
+    # A repeated key anywhere is refused whether or not the C scanner parsed the text
+    # first; every other answer (the value, or the refusal with its reason and message) is
+    # the strict decoder's own.
+    raw: bytes | str = text.encode() if as_bytes else text
+    quick = _answer(lambda: parse_json(raw, limits))
+    with _strict_only():
+        assert quick == _answer(lambda: parse_json(raw, limits))
+
+
+@given(hostile_texts)
+def test_the_unique_keys_check_answers_as_the_strict_decoder_alone(text: str) -> None:
+    quick = _answer(lambda: check_unique_keys(text))
+    with _strict_only():
+        assert quick == _answer(lambda: check_unique_keys(text))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"a": 1, "b": 2}',  # one flat object: its ':' count its members
+        '{"a": {"b": [1, {"c": 2}]}, "d": []}',  # nested: the walk counts them
+        "[1, 2, 3]",  # no ':' at all
+        '{"url": "http://x", "a": 1}',  # a ':' in a string: the strict decoder decides
+        '{"a": 1, "a": 2}',
+        '{"a": {"b": 1, "b": 1}}',
+        '{"a": 1} x',
+    ],
+)
+def test_each_way_through_the_quick_parse_answers_as_the_strict_one(raw: str) -> None:
+    quick = (_answer(lambda: parse_json(raw, DEFAULTS)), _answer(lambda: check_unique_keys(raw)))
+    with _strict_only():
+        strict = (
+            _answer(lambda: parse_json(raw, DEFAULTS)),
+            _answer(lambda: check_unique_keys(raw)),
+        )
+    assert quick == strict

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import logging
 import re
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -509,6 +511,18 @@ async def test_a_copied_prepared_action_is_refused() -> None:
         assert outcome.code is ErrorCode.ACTION_POLICY_REQUIRED
     # The original is still good: refusing the copies did not consume it.
     assert await registry.dispatch_prepared(prepared, ctx()) == Completed(output={"text": "hi"})
+
+
+@pytest.mark.anyio
+async def test_the_registry_does_not_keep_a_prepared_action_alive() -> None:
+    registry = Registry()
+    registry.register(make("echo"))
+    prepared = await registry.prepare_action("echo", {"text": "hi"}, ctx())
+    assert isinstance(prepared, PreparedAction)
+    held = weakref.ref(prepared)
+    del prepared
+    gc.collect()
+    assert held() is None
 
 
 @pytest.mark.anyio

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import functools
 import json
+import json.scanner
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from itertools import accumulate
-from typing import Literal, NoReturn, TypeAlias
+from typing import Any, Literal, NoReturn, TypeAlias
 
 __all__ = (
     "PayloadLimits",
@@ -136,12 +138,20 @@ def parse_json(raw: bytes | str, limits: PayloadLimits) -> object:
     if size > limits.max_depth:  # each level takes a character: shorter text is shallow
         _check_text_depth(text, limits.max_depth)
     parsers = _parsers(limits)
+    # Integers no longer than the text allows go to the C parser untouched.
+    decoders = parsers.digits_checked if size > limits.max_integer_digits else parsers.plain
+    value = _without_repeated_keys(text, decoders.quick) if parsers.quick else _NOT_SURE
+    if value is _NOT_SURE:
+        value = _decode_strictly(text, decoders.strict, limits)
+    if size > parsers.walk_above or _may_hold_surrogates(raw, text):
+        check_value(value, limits)
+    return value
+
+
+def _decode_strictly(text: str, decoder: json.JSONDecoder, limits: PayloadLimits) -> object:
+    """``text`` parsed by a strict decoder, its refusals as ``PayloadRejected``."""
     try:
-        # Integers no longer than the text allows go to the C parser untouched.
-        if size > limits.max_integer_digits:
-            value = parsers.digits_checked.decode(text)
-        else:
-            value = parsers.plain.decode(text)
+        return decoder.decode(text)
     except json.JSONDecodeError as exc:
         # The position is safe to report; the surrounding text is not.
         raise PayloadRejected(
@@ -153,21 +163,89 @@ def parse_json(raw: bytes | str, limits: PayloadLimits) -> object:
         _reject_int_digits(limits.max_integer_digits)
     except RecursionError:  # only reachable with a max_depth near the interpreter's limit
         _reject_depth(limits.max_depth)
-    if size > parsers.walk_above or _may_hold_surrogates(raw, text):
-        check_value(value, limits)
-    return value
+
+
+_Scanner: TypeAlias = Callable[[str, int], tuple[object, int]]
+"""A decoder's ``scan_once``: the value at an index of the text, and where it ends."""
+
+_NOT_SURE = object()
+"""What `_without_repeated_keys` answers when only the strict decoder can tell."""
+
+_JSON_WHITESPACE = " \t\n\r"
+_MEMBERS_WALKED_UP_TO = 4096
+"""Longest text whose parsed objects `_without_repeated_keys` counts by walking them."""
+
+
+def _without_repeated_keys(text: str, scan_once: _Scanner) -> object:
+    """``text`` parsed in C alone, when that shows no object repeats a key; else `_NOT_SURE`.
+
+    The strict decoders find a repeated key with a Python hook per object, which costs
+    more than parsing a small payload. Parsed without it (``json.JSONDecoder.decode``'s
+    steps, with the same scalar hooks), an object keeps the last of two values for one
+    key, so it has fewer members than the text wrote. Every member in the text has its
+    own ``:`` outside strings, so when the parsed objects hold as many members as the text
+    holds ``:`` characters, none was lost. Anything else (an error, a ``:`` inside a
+    string, a repeated key) is `_NOT_SURE`: the strict decoder then parses the text and
+    answers exactly as it always did, refusal and its reason included.
+    """
+    try:
+        # ``decode`` skips JSON's whitespace before the value and after it, as here (a
+        # value never ends with whitespace, so only what follows it is stripped).
+        value, end = scan_once(text, len(text) - len(text.lstrip(_JSON_WHITESPACE)))
+    except Exception:  # StopIteration, JSONDecodeError, a refusal: the strict decoder words it
+        return _NOT_SURE
+    if len(text.rstrip(_JSON_WHITESPACE)) != end:
+        return _NOT_SURE  # extra data after the value
+    colons = text.count(":")
+    if colons == 0:
+        return value  # no object has a member, so none repeats one
+    if type(value) is dict and len(value) == colons:
+        return value  # one flat object (the common case): every ':' is one of its members
+    if len(text) <= _MEMBERS_WALKED_UP_TO and _members(value) == colons:
+        return value
+    return _NOT_SURE
+
+
+def _members(value: object) -> int:
+    """How many members the objects in a value parsed from JSON hold, all depths summed."""
+    members = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            members += len(node)
+            node = node.values()
+        elif type(node) is not list:
+            continue
+        for item in node:
+            if type(item) is dict or type(item) is list:
+                stack.append(item)
+    return members
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoders:
+    """One strictness of parsing, as a strict decoder and its quick C scanner."""
+
+    strict: json.JSONDecoder
+    """Refuses a repeated key with a Python hook per object."""
+    quick: _Scanner
+    """The same decoder's scanner without the hook (see `_without_repeated_keys`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Parsers:
     """The strict decoders for one `PayloadLimits`, built once instead of per payload."""
 
-    plain: json.JSONDecoder
+    plain: _Decoders
     """Integers parsed in C: for text no longer than ``max_integer_digits``."""
-    digits_checked: json.JSONDecoder
+    digits_checked: _Decoders
     """Every integer's digits counted before it is converted."""
     walk_above: int
     """Text longer than this may break a per-item limit, so `check_value` walks it."""
+    quick: bool
+    """Whether to try the quick scanner first: not with a ``max_depth`` so deep that the
+    strict decoder's hook could be what meets the interpreter's recursion limit."""
 
 
 _LAST_PARSERS: tuple[PayloadLimits, _Parsers] | None = None
@@ -185,21 +263,32 @@ def _parsers(limits: PayloadLimits) -> _Parsers:
     return parsers
 
 
+_QUICK_DEPTH = 256
+"""The deepest ``max_depth`` for which `_without_repeated_keys` is tried first."""
+
+
 @functools.lru_cache(maxsize=16)
 def _parsers_for(limits: PayloadLimits) -> _Parsers:
-    strict = {
-        "object_pairs_hook": _reject_duplicate_keys,
-        "parse_constant": _reject_constant,
-        "parse_float": _parse_finite_float,
-    }
+    scalars = {"parse_constant": _reject_constant, "parse_float": _parse_finite_float}
     max_digits = limits.max_integer_digits
+    digits = {"parse_int": lambda digits: _parse_bounded_int(digits, max_digits)}
     return _Parsers(
-        plain=json.JSONDecoder(**strict),  # type: ignore[arg-type]
-        digits_checked=json.JSONDecoder(
-            **strict,  # type: ignore[arg-type]
-            parse_int=lambda digits: _parse_bounded_int(digits, max_digits),
-        ),
+        plain=_decoders(scalars),
+        digits_checked=_decoders({**scalars, **digits}),
         walk_above=min(3 * limits.max_keys, limits.max_items, limits.max_string_length),
+        quick=limits.max_depth <= _QUICK_DEPTH,
+    )
+
+
+def _scanner(decoder: json.JSONDecoder) -> _Scanner:
+    """The C scanner a decoder parses with (its ``scan_once``), called without ``decode``."""
+    return json.scanner.make_scanner(decoder)  # type: ignore[arg-type]
+
+
+def _decoders(hooks: dict[str, Any]) -> _Decoders:
+    return _Decoders(
+        strict=json.JSONDecoder(object_pairs_hook=_reject_duplicate_keys, **hooks),
+        quick=_scanner(json.JSONDecoder(**hooks)),
     )
 
 
@@ -380,8 +469,11 @@ def check_unique_keys(raw: bytes | str) -> None:
         PayloadRejected: an object has the same key twice (reason ``duplicate_key``).
     """
     try:
+        text = raw if isinstance(raw, str) else raw.decode("utf-8")
+        if _without_repeated_keys(text, _ANY_KEYS) is not _NOT_SURE:
+            return
         # One decoder for every body: ``json.loads`` with a hook builds one per call.
-        _UNIQUE_KEYS.decode(raw if isinstance(raw, str) else raw.decode("utf-8"))
+        _UNIQUE_KEYS.decode(text)
     except (ValueError, RecursionError) as exc:
         # Not UTF-8, not JSON: the library refuses it in its own words.
         if isinstance(exc, PayloadRejected):
@@ -398,6 +490,8 @@ def _reject_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]
 
 _UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=_reject_duplicate_keys)
 """The decoder of ``check_unique_keys`` (stateless: safe to share across threads)."""
+_ANY_KEYS = _scanner(json.JSONDecoder())
+"""Its scanner without the hook, tried first (see `_without_repeated_keys`)."""
 
 
 def _reject_constant(name: str) -> NoReturn:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import gc
+import inspect
 import uuid
+import weakref
 from typing import Any
 
 import pytest
@@ -12,7 +17,7 @@ from tests.builders import request_id as rid
 
 from charter import ActionPolicy, Host, Principal, Registry, ToolContext, define_tool
 from charter.errors import ErrorCode
-from charter.host import PreparedCall, derive_request_id
+from charter.host import CallOptions, PreparedCall, derive_request_id
 from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired
 
 pytestmark = pytest.mark.anyio
@@ -114,6 +119,47 @@ async def test_a_discarded_prepared_call_never_runs() -> None:
     kit.host.discard(prepared)
     refused = await kit.host.execute(prepared)
     assert isinstance(refused, Failed) and kit.runs == {}
+
+
+async def test_a_copied_prepared_call_is_refused_and_the_original_still_runs() -> None:
+    kit = Kit()
+    prepared = await kit.host.prepare(
+        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
+    )
+    assert isinstance(prepared, PreparedCall)
+    for forged in (copy.copy(prepared), dataclasses.replace(prepared)):
+        refused = await kit.host.execute(forged)
+        assert isinstance(refused, Failed) and refused.reason == "prepared_call_not_admitted"
+    assert isinstance(await kit.host.execute(prepared), Completed)
+    assert kit.runs == {"save_note": 1}
+
+
+async def test_the_host_does_not_keep_a_prepared_call_alive() -> None:
+    # Prepared calls nobody executes or discards (a transport that gave up) must not pile
+    # up: the host holds each one weakly until it runs.
+    kit = Kit()
+    prepared = await kit.host.prepare(
+        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
+    )
+    assert isinstance(prepared, PreparedCall)
+    held = weakref.ref(prepared)
+    del prepared
+    gc.collect()
+    assert held() is None
+
+
+def test_call_options_take_every_field_and_stay_frozen() -> None:
+    names = [f.name for f in dataclasses.fields(CallOptions)]
+    assert list(inspect.signature(CallOptions).parameters) == names
+    options = CallOptions(call_id="c1", model_name="m")
+    assert options == CallOptions(model_name="m", call_id="c1") != CallOptions()
+    assert hash(options) == hash(CallOptions(call_id="c1", model_name="m"))
+    assert dataclasses.replace(options, call_id="c2").call_id == "c2"
+    assert options.cancel is None and options.call_id == "c1"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.call_id = "c3"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        CallOptions(unknown=1)  # type: ignore[call-arg]
 
 
 async def test_prepare_answers_the_confirmation_gate_without_running() -> None:

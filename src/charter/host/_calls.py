@@ -35,10 +35,12 @@ ContextFactory = Callable[
 """Builds the domain context for a call. Usage ``ContextFactory`` (sync or async)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, init=False)
 class CallOptions:
     """Transport facts about one call: its ids, signals and where progress goes."""
 
+    # Transports build one per call: a frozen dataclass's own __init__ sets each field
+    # with a call of object.__setattr__, the one below sets them all with one.
     cancel: CancelSignal | None = None
     progress_sink: ProgressSink | None = None
     log_sink: LogSink | None = None
@@ -55,6 +57,48 @@ class CallOptions:
     state: object = None
     model_name: str | None = None
     """The name a model called the tool by (``charter.harness.names``); audited with the call."""
+
+    def __init__(
+        self,
+        *,
+        cancel: CancelSignal | None = None,
+        progress_sink: ProgressSink | None = None,
+        log_sink: LogSink | None = None,
+        sampler: Sampler | None = None,
+        audience: str | None = None,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        step_id: str | None = None,
+        call_id: str | None = None,
+        invocation_id: str | None = None,
+        resume: ResumeInfo | None = None,
+        state: object = None,
+        model_name: str | None = None,
+    ) -> None:
+        """Set every field (the keyword arguments are the fields, as a dataclass's are)."""
+        _set_fields(
+            self,
+            "__dict__",
+            {
+                "cancel": cancel,
+                "progress_sink": progress_sink,
+                "log_sink": log_sink,
+                "sampler": sampler,
+                "audience": audience,
+                "session_id": session_id,
+                "turn_id": turn_id,
+                "step_id": step_id,
+                "call_id": call_id,
+                "invocation_id": invocation_id,
+                "resume": resume,
+                "state": state,
+                "model_name": model_name,
+            },
+        )
+
+
+_set_fields = object.__setattr__
+"""Sets a frozen ``CallOptions``'s fields, past the ``__setattr__`` that refuses changes."""
 
 
 @dataclass(eq=False, kw_only=True, slots=True, weakref_slot=True)

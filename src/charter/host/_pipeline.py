@@ -99,7 +99,9 @@ class Pipeline:
         self._budgets = budgets
         self._clock = clock
         self._telemetry = Telemetry()
-        self._prepared: weakref.WeakSet[PreparedCall] = weakref.WeakSet()
+        # The calls prepared here and not yet run, held weakly (a dropped one leaves, by
+        # its reference's callback): a ``WeakSet`` without its Python frames per call.
+        self._prepared: set[weakref.ref[PreparedCall]] = set()
 
     async def invoke(
         self,
@@ -162,7 +164,7 @@ class Pipeline:
 
     def discard(self, prepared: PreparedCall) -> None:
         """Drop a prepared call that will not run."""
-        self._prepared.discard(prepared)
+        self._prepared.discard(weakref.ref(prepared))
         discard_after_commit(prepared.context.after_commit)
 
     async def _guarded(self, trace: Trace, step: Awaitable[_StepT]) -> _StepT | Failed:
@@ -322,12 +324,15 @@ class Pipeline:
             ledger_key=key,
             trace=trace,
         )
-        self._prepared.add(prepared)
+        prepared_calls = self._prepared
+        prepared_calls.add(weakref.ref(prepared, prepared_calls.discard))
         return prepared
 
     async def _execute(self, prepared: PreparedCall) -> ToolOutcome:
         try:
-            self._prepared.remove(prepared)  # single use: one look-up both checks and spends
+            # Single use: one look-up both checks and spends (a reference to the same call
+            # equals the one held).
+            self._prepared.remove(weakref.ref(prepared))
         except (KeyError, TypeError):  # TypeError: not even weakly referable, so not ours
             return failed(
                 ErrorCode.ACTION_POLICY_REQUIRED,

@@ -46,7 +46,9 @@ class Registry:
         self._tools: dict[str, RegisteredTool] = {}
         self._names: dict[str, RegisteredTool] = {}
         self._capabilities: dict[tuple[str, str], RegisteredTool] = {}
-        self._prepared: weakref.WeakSet[PreparedAction] = weakref.WeakSet()
+        # The actions prepared here and not yet dispatched, held weakly (a dropped one
+        # leaves, by its reference's callback): a ``WeakSet`` without its Python frames.
+        self._prepared: set[weakref.ref[PreparedAction]] = set()
         self._minted: weakref.WeakSet[HandlerActionPolicy] = weakref.WeakSet()
         self._runner = HandlerRunner(max_threads=max_threads)
         self._listeners: builtins.list[Callable[[], None]] = []
@@ -301,13 +303,16 @@ class Registry:
         if isinstance(target, Failed):
             return target
         prepared = PreparedAction(tool=registered, input=parsed, target=target)
-        self._prepared.add(prepared)
+        prepared_actions = self._prepared
+        prepared_actions.add(weakref.ref(prepared, prepared_actions.discard))
         return prepared
 
     async def dispatch_prepared(self, prepared: PreparedAction, ctx: ToolContext) -> ToolOutcome:
         """Run a prepared action once: the handler on its already-parsed input."""
         try:
-            self._prepared.remove(prepared)  # single use: one look-up both checks and spends
+            # Single use: one look-up both checks and spends (a reference to the same action
+            # equals the one held).
+            self._prepared.remove(weakref.ref(prepared))
         except (KeyError, TypeError):  # TypeError: not even weakly referable, so not ours
             return failed(
                 ErrorCode.ACTION_POLICY_REQUIRED,
