@@ -319,3 +319,52 @@ async def test_a_pause_cannot_continue_another_request() -> None:
     assert kit.runs == {}
     done = await kit.host.resume(paused, "delete_note", arguments, ALICE)
     assert isinstance(done, Completed) and kit.runs == {"delete_note": 1}
+
+
+# -- the handler's context -------------------------------------------------------------------
+
+
+async def test_the_context_without_a_factory_is_the_one_a_plain_factory_gets() -> None:
+    # A host without a context factory builds the handler's context in one call; it holds
+    # exactly what the host sets on a factory's plain ToolContext.
+    seen: list[ToolContext] = []
+
+    async def handler(note: Note, ctx: ToolContext) -> Saved:
+        seen.append(ctx)
+        return Saved(ok=True, run=len(seen))
+
+    def registry() -> Registry:
+        tools = Registry()
+        tools.register(
+            define_tool(
+                name="look",
+                description="Look at the context.",
+                input_schema=Note,
+                output_schema=Saved,
+                handler=handler,
+                tier="read",
+            )
+        )
+        return tools
+
+    call = CallOptions(
+        session_id="s1", turn_id="t1", step_id="p1", call_id="c1", state={"k": 1}, audience=None
+    )
+    for host in (Host(registry()), Host(registry(), context_factory=lambda *_: ToolContext())):
+        for options in (call, CallOptions(invocation_id="inv-1"), None):
+            outcome = await host.invoke("look", {"title": "t"}, ALICE, call=options)
+            assert isinstance(outcome, Completed)
+    plain, factory = seen[:3], seen[3:]
+    for one, other in zip(plain, factory, strict=True):
+        assert type(one) is type(other) is ToolContext
+        mine, theirs = (
+            {f.name: getattr(c, f.name) for f in dataclasses.fields(c)} for c in (one, other)
+        )
+        # Each call has its own cancel signal and, unless the transport named one, its own
+        # random invocation id.
+        assert isinstance(one.cancel, type(other.cancel)) and one.cancel is not other.cancel
+        assert (one.invocation_id == other.invocation_id) == (one.invocation_id == "inv-1")
+        for key in ("cancel", "invocation_id"):
+            del mine[key], theirs[key]
+        assert mine == theirs
+    assert plain[0].session_id == "s1" and plain[0].tenant_id == "acme"

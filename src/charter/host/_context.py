@@ -5,17 +5,53 @@ from __future__ import annotations
 import inspect
 
 from ..auth import Principal
-from ..context import ToolContext
+from ..context import CancelSignal, ToolContext
 from ..manifest import RegisteredTool
 from ..policy import InvocationControls
 from ._calls import CallOptions, ContextFactory
 from ._ids import random_id
 
-__all__ = ("build_context",)
+__all__ = ("build_context", "plain_context")
+
+
+def plain_context(
+    principal: Principal | None,
+    controls: InvocationControls,
+    call: CallOptions,
+    *,
+    audience: str | None,
+    tenant: str,
+    delegated: bool,
+) -> ToolContext:
+    """The handler's context of a host without a context factory: the host's facts alone.
+
+    The same context ``build_context`` makes from a plain ``ToolContext``, built in one
+    call (and with the transport's cancel signal, if it has one, instead of a new one).
+    """
+    cancel = call.cancel
+    return ToolContext(
+        tenant_id=tenant,
+        actor=principal.actor if principal is not None else None,
+        audience=audience,
+        principal=principal,
+        delegated=delegated,
+        request_id=controls.request_key,
+        session_id=call.session_id,
+        turn_id=call.turn_id,
+        step_id=call.step_id,
+        call_id=call.call_id,
+        invocation_id=call.invocation_id or random_id(),
+        cancel=cancel if cancel is not None else CancelSignal(),
+        state=call.state,
+        resume=call.resume,
+        progress_sink=call.progress_sink,
+        log_sink=call.log_sink,
+        sampler=call.sampler,
+    )
 
 
 async def build_context(
-    factory: ContextFactory | None,
+    factory: ContextFactory,
     registered: RegisteredTool,
     principal: Principal | None,
     controls: InvocationControls,
@@ -25,13 +61,9 @@ async def build_context(
     tenant: str,
     delegated: bool,
 ) -> ToolContext:
-    """The handler's context: the factory's (or a plain one), then the host's facts."""
-    if factory is None:
-        # The transport's cancel signal, if it has one, instead of making a default one.
-        ctx = ToolContext() if call.cancel is None else ToolContext(cancel=call.cancel)
-    else:
-        made = factory(principal, registered, controls)
-        ctx = await made if inspect.isawaitable(made) else made
+    """The handler's context: the factory's, then the host's facts."""
+    made = factory(principal, registered, controls)
+    ctx = await made if inspect.isawaitable(made) else made
     ctx.tenant_id = tenant
     ctx.principal = principal
     ctx.actor = principal.actor if principal is not None else None

@@ -56,7 +56,7 @@ from ._access import ScopeChecks, caller_audience, visible
 from ._arguments import check_payload, split_controls
 from ._budgets import Budgets
 from ._calls import NO_CALL_OPTIONS, CallOptions, ContextFactory, PreparedCall
-from ._context import build_context
+from ._context import build_context, plain_context
 from ._tenancy import call_tenant
 from ._trace import Trace
 
@@ -178,7 +178,8 @@ class Pipeline:
         trace.seconds = trace.elapsed()
         self._telemetry.finish(
             span,
-            tool=trace.registered.name if trace.registered is not None else None,
+            # The tool found (trace.tool is its canonical name from then on), or None.
+            tool=trace.tool if trace.registered is not None else None,
             outcome=outcome.kind,
             code=outcome.code.value if isinstance(outcome, Failed) else None,
             seconds=trace.seconds,
@@ -188,22 +189,24 @@ class Pipeline:
         if trace.audited:
             return
         event = trace.event(outcome, trace.seconds, self._clock())
-        events = [event]
         if self._refusals is not None and trace.principal is None and outcome.kind in _REFUSED:
             events = self._refusals.admit(event, known_tool=trace.registered is not None)
         elif self._rate_refusals is not None and event.code == ErrorCode.RATE_LIMITED:
             # An agent in a loop is refused many times a second: one row per window each.
             events = self._rate_refusals.admit(event, known_tool=True)
-        for each in events:
-            await self._record(each)
+        else:
+            events = (event,)
+        for each in events:  # each recorded here, without a coroutine of its own
+            try:
+                await self._audit_sink.record(each)
+            except Exception:
+                _audit_lost(each)
 
     async def _record(self, event: AuditEvent) -> None:
         try:
             await self._audit_sink.record(event)
         except Exception:
-            # The outcome stands either way: failing the call now would make a caller
-            # retry an action that may have taken effect.
-            log_exception(logger, "could not record the audit event of a call to %r", event.tool)
+            _audit_lost(event)
 
     async def _prepare(
         self,
@@ -247,16 +250,22 @@ class Pipeline:
         )
         if isinstance(tenant, Failed):
             return tenant
-        ctx = await build_context(
-            self._context_factory,
-            registered,
-            principal,
-            controls,
-            call,
-            audience=audience,
-            tenant=tenant,
-            delegated=trace.delegated,
-        )
+        if self._context_factory is None:
+            delegated = trace.delegated
+            ctx = plain_context(
+                principal, controls, call, audience=audience, tenant=tenant, delegated=delegated
+            )
+        else:
+            ctx = await build_context(
+                self._context_factory,
+                registered,
+                principal,
+                controls,
+                call,
+                audience=audience,
+                tenant=tenant,
+                delegated=trace.delegated,
+            )
         action = await self.registry.prepare_action(registered.name, arguments_only, ctx)
         if isinstance(action, Failed):
             return action
@@ -406,6 +415,13 @@ class Pipeline:
             if refusals is not None:
                 for event in refusals.drain():
                     await self._record(event)
+
+
+def _audit_lost(event: AuditEvent) -> None:
+    """Log an event the sink refused; call it in the ``except`` block (it logs the error)."""
+    # The outcome stands either way: failing the call now would make a caller retry an
+    # action that may have taken effect.
+    log_exception(logger, "could not record the audit event of a call to %r", event.tool)
 
 
 def principal_id(principal: Principal | None) -> str:

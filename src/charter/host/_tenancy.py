@@ -45,6 +45,15 @@ def call_tenant(
         if requested is not None and _trimmed(from_input) != _trimmed(requested):
             return tenant_forbidden(registered)
         requested = from_input
+    if requested is None:
+        # Nothing named (almost every call): the caller's own tenant, as resolve_tenant
+        # decides for a missing id, without building its decision.
+        own = principal.tenant_id
+        if field_name is not None:
+            arguments[field_name] = own
+        trace.tenant = own
+        trace.delegated = False
+        return own
     decision = resolve_tenant(
         principal=principal,
         requested=requested,

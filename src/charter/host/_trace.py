@@ -53,33 +53,62 @@ class Trace:
         """The call's audit event, ended with ``outcome`` after ``seconds``."""
         registered = self.registered
         principal = self.principal
-        failure = outcome if isinstance(outcome, Failed) else None
-        fields: dict[str, Any] = {
-            "id": "aud_" + random_id(),
-            "time": now,
-            "action": "call",
-            "subject": principal.subject if principal is not None else None,
-            "principal_tenant": principal.tenant_id if principal is not None else None,
-            "tenant": self.tenant,
-            "delegated": self.delegated,
-            "admin_used": self.admin_used,
-            "tool": self.tool,
-            "capability_id": registered.capability_id if registered is not None else None,
-            "capability_version": (
-                registered.capability_version if registered is not None else None
-            ),
-            "request_id": self.request_id,
-            "approval_id": self.approval_id,
-            "outcome": outcome.kind,
-            "code": failure.code.value if failure is not None else None,
-            "reason": failure.reason if failure is not None else None,
-            "replayed": bool(getattr(outcome, "replayed", False)),
-            "duration_ms": round(seconds * 1000, 3),
-            "note": None,
-            "count": 1,
-            "model_name": self.model_name,
-        }
-        given = set(_SET_WITH_MODEL_NAME if self.model_name is not None else _SET)
+        # A copy of the template (every field, in the model's order) with this call's
+        # values set costs a third of a dict display of all of them.
+        fields = _CALL_EVENT.copy()
+        fields["id"] = "aud_" + random_id()
+        fields["time"] = now
+        if principal is not None:
+            fields["subject"] = principal.subject
+            fields["principal_tenant"] = principal.tenant_id
+        fields["tenant"] = self.tenant
+        fields["delegated"] = self.delegated
+        fields["admin_used"] = self.admin_used
+        fields["tool"] = self.tool
+        if registered is not None:
+            fields["capability_id"] = registered.capability_id
+            fields["capability_version"] = registered.capability_version
+        fields["request_id"] = self.request_id
+        fields["approval_id"] = self.approval_id
+        fields["outcome"] = outcome.kind
+        if isinstance(outcome, Failed):
+            fields["code"] = outcome.code.value
+            fields["reason"] = outcome.reason
+        fields["replayed"] = bool(getattr(outcome, "replayed", False))
+        # Milliseconds to the microsecond (half up), without round()'s decimal conversion.
+        fields["duration_ms"] = int(seconds * 1_000_000 + 0.5) / 1000
+        model_name = self.model_name
+        if model_name is None:
+            given = set(_SET)
+        else:
+            fields["model_name"] = model_name
+            given = set(_SET_WITH_MODEL_NAME)
         # Every value is the host's own, of the right type, in the model's field order:
         # no validation needed (see _shortcuts).
         return built(AuditEvent, fields, given)
+
+
+_CALL_EVENT: dict[str, Any] = {
+    "id": "",
+    "time": None,
+    "action": "call",
+    "subject": None,
+    "principal_tenant": None,
+    "tenant": None,
+    "delegated": False,
+    "admin_used": False,
+    "tool": "",
+    "capability_id": None,
+    "capability_version": None,
+    "request_id": None,
+    "approval_id": None,
+    "outcome": "completed",
+    "code": None,
+    "reason": None,
+    "replayed": False,
+    "duration_ms": 0.0,
+    "note": None,
+    "count": 1,
+    "model_name": None,
+}
+"""Every field of a call's audit event in the model's order: ``Trace.event`` fills a copy."""
