@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -189,6 +189,7 @@ class Pipeline:
         if trace.audited:
             return
         event = trace.event(outcome, trace.seconds, self._clock())
+        events: Sequence[AuditEvent]
         if self._refusals is not None and trace.principal is None and outcome.kind in _REFUSED:
             events = self._refusals.admit(event, known_tool=trace.registered is not None)
         elif self._rate_refusals is not None and event.code == ErrorCode.RATE_LIMITED:
