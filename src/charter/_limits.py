@@ -16,9 +16,9 @@ import json
 import json.scanner
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any, Literal, NoReturn, TypeAlias
 
 __all__ = (
@@ -327,6 +327,7 @@ def check_value(value: object, limits: PayloadLimits) -> None:
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         node, depth = stack.pop()
+        members: Iterable[tuple[object, object]]
         if isinstance(node, dict):
             depth += 1
             if depth > max_depth:
@@ -334,15 +335,7 @@ def check_value(value: object, limits: PayloadLimits) -> None:
             keys += len(node)
             if keys > limits.max_keys:
                 _reject_width("object members", "max_keys", limits.max_keys)
-            for key, member in node.items():
-                if type(key) is not str and not isinstance(key, str):
-                    raise PayloadRejected("not_json", "object keys must be strings")
-                _check_string(key, limits)
-                text += len(key)
-                if isinstance(member, _CONTAINERS):
-                    stack.append((member, depth))
-                else:
-                    text += _check_scalar(member, limits)
+            members = node.items()
         elif isinstance(node, _CONTAINERS):
             depth += 1
             if depth > max_depth:
@@ -350,17 +343,55 @@ def check_value(value: object, limits: PayloadLimits) -> None:
             items += len(node)
             if items > limits.max_items:
                 _reject_width("array items", "max_items", limits.max_items)
-            for item in node:
-                if isinstance(item, _CONTAINERS):
-                    stack.append((item, depth))
-                else:
-                    text += _check_scalar(item, limits)
+            members = zip(repeat(_ITEM), node)
         else:
             text += _check_scalar(node, limits)
+            members = ()
+        text += _check_members(members, depth, stack, limits)
         if text > limits.max_bytes:
             _reject_size(limits.max_bytes)
 
 
+def _check_members(
+    members: Iterable[tuple[object, object]],
+    depth: int,
+    stack: list[tuple[object, int]],
+    limits: PayloadLimits,
+) -> int:
+    """Check each member's key, then its value, pushing containers on ``stack``; the characters.
+
+    The common types (short ASCII strings, ints of few digits, booleans, null) are decided
+    here, each other one by `_check_string`, `_check_int_digits` or `_check_scalar`.
+    """
+    text = 0
+    max_string = limits.max_string_length
+    # An int of at most this many bits has at most max_integer_digits digits (2**3 < 10).
+    short_int_bits = 3 * limits.max_integer_digits
+    for key, member in members:
+        if key is not _ITEM:
+            if not isinstance(key, str):
+                raise PayloadRejected("not_json", "object keys must be strings")
+            if len(key) > max_string or not key.isascii():
+                _check_string(key, limits)
+            text += len(key)
+        if type(member) is str:
+            if len(member) > max_string or not member.isascii():
+                _check_string(member, limits)
+            text += len(member)
+        elif type(member) is int:
+            if member.bit_length() > short_int_bits:
+                _check_int_digits(member, limits.max_integer_digits)
+        elif member is None or type(member) is bool:
+            pass
+        elif isinstance(member, _CONTAINERS):
+            stack.append((member, depth))
+        else:
+            text += _check_scalar(member, limits)
+    return text
+
+
+_ITEM = object()
+"""The key `check_value` pairs with each array item (an item has none)."""
 _CONTAINERS = (dict, list, tuple)
 
 

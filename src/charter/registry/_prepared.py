@@ -14,7 +14,7 @@ from ..manifest import RegisteredTool
 __all__ = ("PreparedAction",)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True, eq=False)
+@dataclass(frozen=True, kw_only=True, init=False, eq=False)
 class PreparedAction:
     # eq=False: identity, not structure, decides admission (a copy is refused).
     """Validated input with its resolved target; single-use, and only for its registry."""
@@ -26,6 +26,28 @@ class PreparedAction:
     """The resolved, trimmed action target, when the policy has one."""
     _canonical: list[dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
     _shown: list[dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
+
+    def __init__(
+        self,
+        *,
+        tool: RegisteredTool,
+        input: BaseModel,
+        target: str | None,
+        _canonical: list[dict[str, Any]] | None = None,
+        _shown: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Set every field in one call (a frozen dataclass's own __init__ makes one each)."""
+        _set_fields(
+            self,
+            "__dict__",
+            {
+                "tool": tool,
+                "input": input,
+                "target": target,
+                "_canonical": [] if _canonical is None else _canonical,
+                "_shown": [] if _shown is None else _shown,
+            },
+        )
 
     @property
     def canonical_input(self) -> dict[str, Any]:
@@ -53,3 +75,7 @@ class PreparedAction:
         if not self._shown:
             self._shown.append(shown_input(self.input))
         return self._shown[0]
+
+
+_set_fields = object.__setattr__
+"""Sets a frozen ``PreparedAction``'s fields, past the ``__setattr__`` that refuses changes."""

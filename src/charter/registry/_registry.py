@@ -292,10 +292,13 @@ class Registry:
         self, name: str, arguments: object, ctx: ToolContext
     ) -> PreparedAction | Failed:
         """Validate input once and resolve the action target; returns a single-use action."""
-        found = self._parse(name, arguments)
-        if isinstance(found, Failed):
-            return found
-        registered, parsed = found
+        # ``_parse``, without its calls of ``get`` and ``validate_input``: every call is here.
+        registered = self._names.get(name) if isinstance(name, str) else None
+        if registered is None:
+            return self.not_found(name if isinstance(name, str) else repr(name))
+        parsed = validate_input(registered, arguments)
+        if isinstance(parsed, Failed):
+            return parsed
         target: str | Failed | None = None  # what resolve_target answers for a tool with none
         tool = registered.tool
         if registered.target_resolution is not None or tool.resolve_action_target is not None:

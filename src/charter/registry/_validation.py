@@ -236,8 +236,12 @@ def _non_finite(
     return None
 
 
-_WALKED: weakref.WeakKeyDictionary[type[BaseModel], bool] = weakref.WeakKeyDictionary()
-"""Per validator model: whether ``_non_finite`` must walk what it validated."""
+_WALKED: dict[weakref.ref[type[BaseModel]], bool] = {}
+"""Per validator model: whether ``_non_finite`` must walk what it validated.
+
+Keyed by a weak reference whose callback drops the entry with the model: what a
+``WeakKeyDictionary`` does, without its Python frames on every look-up (a reference to a
+live model equals the one held)."""
 
 _FLOAT_FREE_TYPES = frozenset(
     {
@@ -265,14 +269,19 @@ def _may_hold_non_finite(model: type[BaseModel]) -> bool:
     booleans, dates and the like (in any nesting) never needs the ``_non_finite`` walk,
     which would otherwise cost more than validating the data.
     """
-    known = _WALKED.get(model)
+    known = _WALKED.get(weakref.ref(model))
     if known is None:
         try:
             known = not _float_free(model.__pydantic_core_schema__)
         except Exception:  # a schema pydantic could not build yet: walk, to be safe
             known = True
-        _WALKED[model] = known
+        _WALKED[weakref.ref(model, _forget)] = known
     return known
+
+
+def _forget(model: weakref.ref[type[BaseModel]]) -> None:
+    """Drop a collected model's entry (its reference's callback)."""
+    _WALKED.pop(model, None)
 
 
 def _float_free(node: object) -> bool:
