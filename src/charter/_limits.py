@@ -137,13 +137,14 @@ def parse_json(raw: bytes | str, limits: PayloadLimits) -> object:
     size = len(text)
     if size > limits.max_depth:  # each level takes a character: shorter text is shallow
         _check_text_depth(text, limits.max_depth)
-    parsers = _parsers(limits)
+    last = _LAST_PARSERS  # `_parsers`' one-entry cache, read here without a call
+    parsers = last[1] if last is not None and last[0] is limits else _parsers(limits)
     # Integers no longer than the text allows go to the C parser untouched.
     decoders = parsers.digits_checked if size > limits.max_integer_digits else parsers.plain
     value = _without_repeated_keys(text, decoders.quick) if parsers.quick else _NOT_SURE
     if value is _NOT_SURE:
         value = _decode_strictly(text, decoders.strict, limits)
-    if size > parsers.walk_above or _may_hold_surrogates(raw, text):
+    if size > parsers.walk_above or "\\u" in text or _may_hold_surrogates(raw, text):
         check_value(value, limits)
     return value
 

@@ -23,10 +23,10 @@ NO_CONTROLS = InvocationControls()
 def check_payload(arguments: object, limits: PayloadLimits) -> Mapping[str, Any] | Failed:
     """The arguments as a JSON object, parsed (raw JSON) or checked under ``limits``."""
     try:
-        if isinstance(arguments, (bytes, bytearray, memoryview, str)):
-            value = parse_json(
-                bytes(arguments) if not isinstance(arguments, str) else arguments, limits
-            )
+        if type(arguments) is bytes or isinstance(arguments, str):
+            value = parse_json(arguments, limits)
+        elif isinstance(arguments, (bytes, bytearray, memoryview)):  # a subclass, a view
+            value = parse_json(bytes(arguments), limits)
         else:
             check_value(arguments, limits)
             value = arguments
@@ -37,7 +37,7 @@ def check_payload(arguments: object, limits: PayloadLimits) -> Mapping[str, Any]
             reason=exc.reason,
             issues=[],
         )
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         return failed(
             ErrorCode.INVALID_INPUT,
             "The arguments must be a JSON object.",

@@ -9,6 +9,7 @@ audit), and is the one place transports call: discovery, the pipeline, continuin
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -166,7 +167,8 @@ class Host:
         self.limits = limits or PayloadLimits()
         self.admin_scope = admin_scope
         self.access_catalog = access_catalog
-        self._clock = clock or (lambda: datetime.now(UTC))
+        # A partial, not a lambda: no Python frame on each of the calls that read it.
+        self._clock = clock or functools.partial(datetime.now, UTC)
         store_sink = self.store if isinstance(self.store, _StoreAuditSink) else None
         # ``is not None``, not ``or``: a sink that defines ``__len__`` is falsy when empty.
         if audit is not None:

@@ -351,6 +351,8 @@ class Pipeline:
             )
         budgets = self._budgets
         if budgets is None or not budgets.applies(prepared):
+            if prepared.ledger_key is None:  # ``_run``'s first case, without its coroutine
+                return await self._gate.run_unledgered(prepared.action, prepared.context)
             return await self._run(prepared)
         spent = await budgets.spend(prepared)
         if isinstance(spent, Failed):

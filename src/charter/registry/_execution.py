@@ -39,23 +39,53 @@ class HandlerRunner:
     async def run(
         self, registered: RegisteredTool, parsed: Any, ctx: ToolContext
     ) -> object | Failed:
-        """The handler's return value, or the ``Failed`` it ended with."""
+        """The handler's return value, or the ``Failed`` it ended with.
+
+        The handler is awaited in this task (a sync one in a worker thread, awaited here)
+        under its timeout, and cancelled when ``ctx.cancel`` fires, from any thread.
+        """
         tool = registered.tool
         args = (parsed, ctx) if tool.takes_context else (parsed,)
+        timeout = tool.timeout
         result: object
+        awaitable: Any  # the handler's coroutine (or its worker thread's)
         try:
             if tool.is_async:
-                result = await _guard(tool.handler(*args), ctx, tool.timeout)
+                awaitable = tool.handler(*args)
             else:
-                result = await _guard(self._in_thread(tool.handler, args), ctx, tool.timeout)
-            return result
+                awaitable = self._in_thread(tool.handler, args)
+            signal = ctx.cancel
+            if signal.is_set():
+                if inspect.iscoroutine(awaitable):
+                    awaitable.close()
+                raise _CancelledBySignal
+            loop = asyncio.get_running_loop()
+            watch = _Watch(asyncio.current_task(loop), loop)
+            unsubscribe = signal.subscribe(watch.on_signal)
+            try:
+                if timeout is None:
+                    result = await awaitable
+                else:
+                    async with asyncio.timeout(timeout):
+                        result = await awaitable
+                watch.done = True
+                return result
+            except asyncio.CancelledError:
+                watch.done = True
+                task = watch.task
+                if watch.fired and task is not None and task.uncancel() == 0:
+                    raise _CancelledBySignal from None
+                raise
+            finally:
+                watch.done = True
+                unsubscribe()
         except ToolError as exc:
             return failed_from_error(exc)
         except TimeoutError:
             ctx.cancel.set()
             return failed(
                 ErrorCode.TIMEOUT,
-                f"Tool {registered.name!r} did not finish within {tool.timeout} s.",
+                f"Tool {registered.name!r} did not finish within {timeout} s.",
                 retryable=True,
             )
         except _CancelledBySignal:
@@ -89,35 +119,6 @@ class HandlerRunner:
 
 class _CancelledBySignal(Exception):
     """The call's cancel signal fired while the handler ran."""
-
-
-async def _guard(awaitable: Any, ctx: ToolContext, timeout: float | None) -> Any:
-    """Await the handler in this task, under its timeout, cancelled by ``ctx.cancel``."""
-    signal = ctx.cancel
-    if signal.is_set():
-        if inspect.iscoroutine(awaitable):
-            awaitable.close()
-        raise _CancelledBySignal
-    loop = asyncio.get_running_loop()
-    watch = _Watch(asyncio.current_task(loop), loop)
-    unsubscribe = signal.subscribe(watch.on_signal)
-    try:
-        if timeout is None:
-            result = await awaitable
-        else:
-            async with asyncio.timeout(timeout):
-                result = await awaitable
-        watch.done = True
-        return result
-    except asyncio.CancelledError:
-        watch.done = True
-        task = watch.task
-        if watch.fired and task is not None and task.uncancel() == 0:
-            raise _CancelledBySignal from None
-        raise
-    finally:
-        watch.done = True
-        unsubscribe()
 
 
 class _Watch:

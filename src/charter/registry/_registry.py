@@ -322,7 +322,15 @@ class Registry:
                 "The prepared action was not admitted by this registry or was already dispatched.",
                 reason="prepared_action_not_admitted",
             )
-        return await self._run(prepared.tool, prepared.input, ctx)
+        # ``_run``, without a coroutine of its own: every call through the host is here.
+        registered = prepared.tool
+        admitted = self._admit(registered, ctx)
+        if isinstance(admitted, Failed):
+            return admitted
+        result = await self._runner.run(registered, prepared.input, admitted)
+        if isinstance(result, Failed):
+            return result
+        return finish_output(registered, result)
 
     async def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolOutcome:
         """Validate input, run the handler, validate output; always returns an outcome."""
