@@ -15,7 +15,6 @@ from charter._limits import (
     PayloadLimits,
     PayloadRejected,
     RejectionReason,
-    check_unique_keys,
     check_value,
     parse_json,
 )
@@ -476,7 +475,7 @@ def _answer(call: object) -> tuple[str, str]:
 
 @contextlib.contextmanager
 def _strict_only() -> Iterator[None]:
-    """``parse_json`` and ``check_unique_keys`` with the strict decoder alone, as they were."""
+    """``parse_json`` with the strict decoder alone, as it was."""
     with pytest.MonkeyPatch.context() as strict:
         strict.setattr(_limits, "_without_repeated_keys", lambda text, scan: _limits._NOT_SURE)
         yield
@@ -499,13 +498,6 @@ def test_parsing_answers_as_the_strict_decoder_alone(
         assert quick == _answer(lambda: parse_json(raw, limits))
 
 
-@given(hostile_texts)
-def test_the_unique_keys_check_answers_as_the_strict_decoder_alone(text: str) -> None:
-    quick = _answer(lambda: check_unique_keys(text))
-    with _strict_only():
-        assert quick == _answer(lambda: check_unique_keys(text))
-
-
 @pytest.mark.parametrize(
     "raw",
     [
@@ -519,10 +511,6 @@ def test_the_unique_keys_check_answers_as_the_strict_decoder_alone(text: str) ->
     ],
 )
 def test_each_way_through_the_quick_parse_answers_as_the_strict_one(raw: str) -> None:
-    quick = (_answer(lambda: parse_json(raw, DEFAULTS)), _answer(lambda: check_unique_keys(raw)))
+    quick = _answer(lambda: parse_json(raw, DEFAULTS))
     with _strict_only():
-        strict = (
-            _answer(lambda: parse_json(raw, DEFAULTS)),
-            _answer(lambda: check_unique_keys(raw)),
-        )
-    assert quick == strict
+        assert quick == _answer(lambda: parse_json(raw, DEFAULTS))
