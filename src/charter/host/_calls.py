@@ -9,6 +9,7 @@ from hashlib import sha1
 
 from pydantic import BaseModel
 
+from .._frozen import set_fields
 from .._wording import canonical_uuid
 from ..auth import Principal
 from ..context import CancelSignal, LogSink, ProgressSink, ResumeInfo, Sampler, ToolContext
@@ -39,8 +40,8 @@ ContextFactory = Callable[
 class CallOptions:
     """Transport facts about one call: its ids, signals and where progress goes."""
 
-    # Transports build one per call: a frozen dataclass's own __init__ sets each field
-    # with a call of object.__setattr__, the one below sets them all with one.
+    # Transports build one per call: its __init__ sets every field in one call
+    # (charter._frozen; tests/test_frozen.py keeps its parameters the fields).
     cancel: CancelSignal | None = None
     progress_sink: ProgressSink | None = None
     log_sink: LogSink | None = None
@@ -76,9 +77,8 @@ class CallOptions:
         model_name: str | None = None,
     ) -> None:
         """Set every field (the keyword arguments are the fields, as a dataclass's are)."""
-        _set_fields(
+        set_fields(
             self,
-            "__dict__",
             {
                 "cancel": cancel,
                 "progress_sink": progress_sink,
@@ -95,10 +95,6 @@ class CallOptions:
                 "model_name": model_name,
             },
         )
-
-
-_set_fields = object.__setattr__
-"""Sets a frozen ``CallOptions``'s fields, past the ``__setattr__`` that refuses changes."""
 
 
 @dataclass(eq=False, kw_only=True, slots=True, weakref_slot=True)

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._fingerprint import canonical_input, shown_input
+from .._frozen import set_fields
 from ..manifest import RegisteredTool
 
 __all__ = ("PreparedAction",)
@@ -36,10 +37,9 @@ class PreparedAction:
         _canonical: list[dict[str, Any]] | None = None,
         _shown: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Set every field in one call (a frozen dataclass's own __init__ makes one each)."""
-        _set_fields(
+        """Set every field in one call (``charter._frozen``: built once per call)."""
+        set_fields(
             self,
-            "__dict__",
             {
                 "tool": tool,
                 "input": input,
@@ -75,7 +75,3 @@ class PreparedAction:
         if not self._shown:
             self._shown.append(shown_input(self.input))
         return self._shown[0]
-
-
-_set_fields = object.__setattr__
-"""Sets a frozen ``PreparedAction``'s fields, past the ``__setattr__`` that refuses changes."""
