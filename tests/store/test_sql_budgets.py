@@ -33,6 +33,7 @@ from charter.errors import StoreUnavailable
 from charter.host import Host
 from charter.ledger.budgets import Bucket, BudgetRefused, BudgetStore, Charge
 from charter.store import SqlStore
+from charter.store import _budget_postgres as budget_postgres
 from charter.store import _budget_rows as budget_rows
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
@@ -283,9 +284,11 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
         outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
         assert isinstance(outcome, Completed)
         trace.seek(0)
-        # The server ends its answer to each round trip with one ReadyForQuery.
-        round_trips = trace.read().count(b"\tReadyForQuery\t")
-        return Counter(seen) + Counter(round_trip=round_trips)
+        messages = trace.read()
+        statements = sum(
+            line.startswith(b"F\t") and b"\tExecute\t" in line for line in messages.splitlines()
+        )
+        return Counter(seen) + Counter(round_trip=round_trips(messages), execute=statements)
 
     sa.event.listen(engine, "before_cursor_execute", statement)
     sa.event.listen(engine.pool, "checkout", checkout)
@@ -310,9 +313,61 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
     if sql_store.dialect == "postgresql":
         assert without["round_trip"] > 0
         assert with_limit["round_trip"] == without["round_trip"]
+        # One statement more: the spend, committed at a Sync, with no BEGIN or COMMIT.
+        assert with_limit["execute"] == without["execute"] + 1
     else:
         # SQLite begins the spend's own short transaction with BEGIN IMMEDIATE.
         assert with_limit["statement"] == without["statement"] + 2
+
+
+def round_trips(trace: bytes) -> int:
+    """The times the client waited for the server, in libpq's trace of its messages.
+
+    The server ends each answer with a ReadyForQuery, one per ``Sync`` (or simple query);
+    a pipeline may send a ``Sync`` in its middle and go on sending without waiting, so the
+    ReadyForQuery of a ``Sync`` followed by more messages ends no round trip.
+    """
+    waits = 0
+    syncs: list[bool] = []  # each Sync not yet answered: whether more was sent after it
+    for line in trace.splitlines():
+        fields = line.split(b"\t")
+        if len(fields) < 3:
+            continue  # a statement's text goes on over lines of its own
+        if fields[0] == b"F" and fields[2] == b"Sync":
+            syncs.append(False)
+        elif fields[0] == b"F" and fields[2] != b"Flush":
+            syncs = [True] * len(syncs)
+        elif fields[0] == b"B" and fields[2] == b"ReadyForQuery":
+            waits += not (syncs.pop(0) if syncs else False)
+    return waits
+
+
+async def test_a_spend_keeps_its_begin_and_commit_where_a_pipeline_cannot_sync(
+    make_sql_store: SqlStoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a Sync of its own (libpq before 14, a psycopg without it), the spend of both
+    # buckets still commits together, and a refusal still gives back what was spent.
+    ran: list[str] = []
+    store, host = await postgres_refunds(make_sql_store, ran, calls=2)
+    monkeypatch.setattr(budget_postgres, "syncs", lambda: False)
+    tenant = RateLimit(calls=10, per=60, key="tenant")
+    host = Host(refund_registry(ran, limits=[tenant, RateLimit(calls=2, per=60)]), store=store)
+    assert isinstance(await host.invoke("bookings.refund", refund_args("b"), PLANNER), Completed)
+    assert rate_limited(await host.invoke("bookings.refund", refund_args("c"), PLANNER))
+    assert ran == ["a", "b"]
+    arrival = await store.budget_arrival(
+        Bucket(
+            tool="bookings.refund",
+            limit=tenant.label,
+            holder="tenant:acme",
+            tenant="acme",
+            interval=6.0,
+            window=60.0,
+        )
+    )
+    assert arrival is not None
+    # One unit spent (the refused call's was given back): 6 seconds of the tenant's window.
+    assert 5 < arrival - datetime.now(UTC).timestamp() <= 6
 
 
 async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(
