@@ -6,6 +6,7 @@ import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +36,8 @@ from charter.ledger.budgets import Bucket, BudgetRefused, BudgetStore, Charge
 from charter.store import SqlStore
 from charter.store import _budget_postgres as budget_postgres
 from charter.store import _budget_rows as budget_rows
+from charter.store._pipelined import raw
+from charter.store.errors import UnstorableValue
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 pytestmark = pytest.mark.anyio
@@ -318,6 +321,21 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
     else:
         # SQLite begins the spend's own short transaction with BEGIN IMMEDIATE.
         assert with_limit["statement"] == without["statement"] + 2
+
+
+async def test_a_spend_goes_as_sqlalchemy_would_send_it_and_refuses_what_it_cannot_store(
+    sql_store: SqlStore,
+) -> None:
+    if sql_store.dialect != "postgresql":
+        pytest.skip("SQLite spends through SQLAlchemy")
+    statement = budget_rows.spend_statement(sql_store.dialect)
+    async with sql_store.engine.connect() as conn:
+        for bucket in (BUCKET, replace(BUCKET, holder="acme/a|b%c", tenant="")):
+            expected = raw(conn, statement, budget_rows.spend_parameters(bucket, 20.0, 1e9))
+            assert budget_rows.spend_raw(conn, bucket, 20.0, 1e9) == expected
+        for unstorable in ("a\x00b", "\ud800"):
+            with pytest.raises(UnstorableValue):
+                budget_rows.spend_raw(conn, replace(BUCKET, holder=unstorable), 20.0, 1e9)
 
 
 def round_trips(trace: bytes) -> int:

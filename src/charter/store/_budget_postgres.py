@@ -35,7 +35,7 @@ from ..errors import StoreBusy, StoreUnavailable
 from ..ledger.budgets import BudgetRefused, BudgetUnavailable, Charge
 from . import _budget_rows as rows
 from ._errors import translated
-from ._pipelined import COMMIT, PENDING, SYNC, Raw, Sent, defer, pipelined, raw, syncs, watch
+from ._pipelined import COMMIT, SYNC, Raw, Sent, defer, pipelined, raw, syncs, watch
 
 __all__ = ("defer_spend",)
 
@@ -45,14 +45,12 @@ _ROLLBACK = Raw("ROLLBACK")
 
 def defer_spend(conn: AsyncConnection, charge: Charge) -> None:
     """Queue ``charge``'s spend, in a transaction of its own, before ``conn``'s next one."""
-    first = len(conn.info.get(PENDING) or ())
-    implicit = syncs()
-    if not implicit:
-        defer(conn, _BEGIN)
-    for bucket, cost in charge.spends:
-        defer(conn, rows.spend_raw(conn, bucket, cost, charge.now))
-    defer(conn, SYNC if implicit else COMMIT)
-    watch(conn, functools.partial(_settle, conn, charge, first + (not implicit)))
+    spends = [rows.spend_raw(conn, bucket, cost, charge.now) for bucket, cost in charge.spends]
+    if syncs():
+        first = defer(conn, *spends, SYNC)
+    else:
+        first = defer(conn, _BEGIN, *spends, COMMIT) + 1
+    watch(conn, functools.partial(_settle, conn, charge, first))
 
 
 async def _settle(

@@ -20,7 +20,6 @@ every limited call a second disk flush besides its ledger's.
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,15 +56,10 @@ async def spend(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) 
     return row is not None
 
 
-def spend_parameters(
-    bucket: Bucket, cost: float, now: float, *, key: str | None = None
-) -> dict[str, Any]:
-    """The values of ``spend_statement`` spending ``cost`` seconds of ``bucket`` at ``now``.
-
-    ``key`` is ``bucket.key``, when the caller has it already.
-    """
+def spend_parameters(bucket: Bucket, cost: float, now: float) -> dict[str, Any]:
+    """The values of ``spend_statement`` spending ``cost`` seconds of ``bucket`` at ``now``."""
     return {
-        "bucket_key": bucket.key if key is None else key,
+        "bucket_key": bucket.key,
         "tool": bucket.tool,
         "limit_name": bucket.limit,
         "holder": bucket.holder,
@@ -80,7 +74,7 @@ def spend_parameters(
 
 
 def spend_raw(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) -> Raw:
-    """``raw(conn, spend_statement(…), spend_parameters(…))``, made cheaper per call.
+    """PostgreSQL: ``raw(conn, spend_statement(…), spend_parameters(…))``, cheaper per call.
 
     SQLAlchemy's parameter processing costs a limited call more CPU than its statement's
     round trip shares. The spend's only bind processors check its texts (``SafeText``) and
@@ -90,32 +84,31 @@ def spend_raw(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) ->
     Raises:
         UnstorableValue: A text a database cannot hold (as ``raw`` would).
     """
-    texts = (bucket.key, bucket.tool, bucket.limit, bucket.holder, bucket.tenant)
-    if not is_storable(*texts):
-        for text in texts:
+    # The key is made of the tool, the limit and the holder, escaped: storable when they are.
+    if not is_storable(bucket.tool + bucket.limit + bucket.holder + bucket.tenant):
+        for text in (bucket.tool, bucket.limit, bucket.holder, bucket.tenant):
             check_storable(text)
     sql, constants = _spend_template(conn)
-    return Raw(sql, constants | spend_parameters(bucket, cost, now, key=texts[0]))
+    return Raw(sql, constants | spend_parameters(bucket, cost, now))
 
 
 def _spend_template(conn: AsyncConnection) -> tuple[str, dict[str, Any]]:
     """The spend's SQL for ``conn``'s dialect, and its parameters that are constants."""
     dialect = conn.dialect
-    template = _SPEND_TEMPLATES.get(dialect)
+    kind = (type(dialect), dialect.paramstyle)
+    template = _SPEND_TEMPLATES.get(kind)
     if template is None:
         sample = spend_parameters(_SAMPLE, 1.0, 0.0)
         made = raw(conn, spend_statement(dialect.name), sample)
         assert made.parameters is not None
         constants = {k: v for k, v in made.parameters.items() if k not in sample}
-        template = _SPEND_TEMPLATES[dialect] = (made.sql, constants)
+        template = _SPEND_TEMPLATES[kind] = (made.sql, constants)
     return template
 
 
 _SAMPLE = Bucket(tool="t", limit="l", holder="h", tenant="", interval=1.0, window=1.0)
-_SPEND_TEMPLATES: weakref.WeakKeyDictionary[Dialect, tuple[str, dict[str, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Each engine's dialect's ``_spend_template`` (it goes with the engine)."""
+_SPEND_TEMPLATES: dict[tuple[type[Dialect], str], tuple[str, dict[str, Any]]] = {}
+"""``_spend_template`` by dialect class and parameter style (all its SQL depends on)."""
 
 
 async def spend_all(

@@ -155,9 +155,15 @@ def raw(conn: AsyncConnection, statement: sa.Executable, values: Mapping[str, An
     return Raw(compiled.sql, parameters)
 
 
-def defer(conn: AsyncConnection, statement: Raw) -> None:
-    """Send ``statement`` with the connection's next one (no round trip of its own)."""
-    conn.info.setdefault(PENDING, []).append(statement)
+def defer(conn: AsyncConnection, *statements: Raw) -> int:
+    """Send ``statements`` with the connection's next one (no round trip of their own).
+
+    Returns the place of the first of them among the waiting statements.
+    """
+    pending: list[Raw] = conn.info.setdefault(PENDING, [])
+    first = len(pending)
+    pending.extend(statements)
+    return first
 
 
 @cache
@@ -174,8 +180,9 @@ def syncs() -> bool:
 
 def watch(conn: AsyncConnection, watcher: Watcher) -> None:
     """Have ``watcher`` read the waiting statements' results once they are sent."""
-    assert WATCHER not in conn.info, "one watcher per transaction"
-    conn.info[WATCHER] = watcher
+    info = conn.info
+    assert WATCHER not in info, "one watcher per transaction"
+    info[WATCHER] = watcher
 
 
 def nothing_sent(conn: AsyncConnection) -> bool:
