@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import uuid
 from collections import Counter
@@ -36,6 +37,7 @@ from charter.ledger.budgets import Bucket, BudgetRefused, BudgetStore, Charge
 from charter.store import SqlStore
 from charter.store import _budget_postgres as budget_postgres
 from charter.store import _budget_rows as budget_rows
+from charter.store import _pipelined as pipelined
 from charter.store._pipelined import raw
 from charter.store.errors import UnstorableValue
 
@@ -255,7 +257,7 @@ async def test_a_ledgered_call_whose_handler_failed_keeps_what_it_spent(
 
 
 async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connection(
-    sql_store: SqlStore,
+    sql_store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The spend rides on the ledger transaction's connection, before it begins, and on
     # PostgreSQL in the round trip that begins it: no round trip, connection or
@@ -277,8 +279,9 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
             pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
 
     def checkin(dbapi_connection: Any, *args: Any) -> None:
+        seen.append("checkin")
         if sql_store.dialect == "postgresql" and dbapi_connection is not None:
-            dbapi_connection.driver_connection.pgconn.untrace()
+            dbapi_connection.driver_connection.pgconn.untrace()  # writes out the trace
 
     async def counted(host: Host) -> Counter[str]:
         seen.clear()
@@ -286,12 +289,25 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
         trace.truncate()
         outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
         assert isinstance(outcome, Completed)
+        with anyio.fail_after(5):
+            while "checkin" not in seen:  # the connection may go back after the answer
+                await anyio.sleep(0.01)
         trace.seek(0)
         messages = trace.read()
         statements = sum(
             line.startswith(b"F\t") and b"\tExecute\t" in line for line in messages.splitlines()
         )
-        return Counter(seen) + Counter(round_trip=round_trips(messages), execute=statements)
+        waits = round_trips(messages, seen.count("sync"))
+        return Counter(seen) + Counter(round_trip=waits, execute=statements)
+
+    enqueue_sync = psycopg.AsyncPipeline._enqueue_sync
+
+    def counting_sync(pipeline: psycopg.AsyncPipeline) -> None:
+        if sys._getframe(1).f_code is pipelined._send.__code__:  # not the pipeline's end
+            seen.append("sync")
+        enqueue_sync(pipeline)
+
+    monkeypatch.setattr(psycopg.AsyncPipeline, "_enqueue_sync", counting_sync)
 
     sa.event.listen(engine, "before_cursor_execute", statement)
     sa.event.listen(engine.pool, "checkout", checkout)
@@ -338,26 +354,17 @@ async def test_a_spend_goes_as_sqlalchemy_would_send_it_and_refuses_what_it_cann
                 budget_rows.spend_raw(conn, replace(BUCKET, holder=unstorable), 20.0, 1e9)
 
 
-def round_trips(trace: bytes) -> int:
-    """The times the client waited for the server, in libpq's trace of its messages.
+def round_trips(trace: bytes, syncs: int) -> int:
+    """The times the client waited for the server, from libpq's trace of its messages.
 
-    The server ends each answer with a ReadyForQuery, one per ``Sync`` (or simple query);
-    a pipeline may send a ``Sync`` in its middle and go on sending without waiting, so the
-    ReadyForQuery of a ``Sync`` followed by more messages ends no round trip.
+    The server ends each answer with a ReadyForQuery, one per ``Sync``; ``syncs`` of them
+    were sent in the middle of a pipeline (``_pipelined.SYNC``), which went on sending
+    without waiting for them.
     """
-    waits = 0
-    syncs: list[bool] = []  # each Sync not yet answered: whether more was sent after it
-    for line in trace.splitlines():
-        fields = line.split(b"\t")
-        if len(fields) < 3:
-            continue  # a statement's text goes on over lines of its own
-        if fields[0] == b"F" and fields[2] == b"Sync":
-            syncs.append(False)
-        elif fields[0] == b"F" and fields[2] != b"Flush":
-            syncs = [True] * len(syncs)
-        elif fields[0] == b"B" and fields[2] == b"ReadyForQuery":
-            waits += not (syncs.pop(0) if syncs else False)
-    return waits
+    answers = sum(
+        line.startswith(b"B\t") and b"\tReadyForQuery\t" in line for line in trace.splitlines()
+    )
+    return answers - syncs
 
 
 async def test_a_spend_keeps_its_begin_and_commit_where_a_pipeline_cannot_sync(
