@@ -100,10 +100,11 @@ def cases() -> list[Case]:
                 "on PostgreSQL, `Host.invoke` of the ledgered write of the ledger case with "
                 "a per-principal `RateLimit` that is never reached, against the same tool "
                 "without one, on the same store; wall-clock time, since a budget is spent on "
-                "the database (one `INSERT … ON CONFLICT DO UPDATE … RETURNING` in a "
-                "transaction of its own, sent in one psycopg pipeline with the ledger "
-                "transaction's `BEGIN` and claim, so no round trip more), which the CPU clock of "
-                "this process would not see."
+                "the database (one `INSERT … ON CONFLICT DO UPDATE … RETURNING`, committed "
+                "on its own at a pipeline `Sync` with no `BEGIN` or `COMMIT`, sent in one "
+                "psycopg pipeline with the ledger transaction's `BEGIN` and claim, so no round "
+                "trip more and one statement more), which the CPU clock of this process would "
+                "not see."
             ),
         )
     ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +34,11 @@ from charter.errors import StoreUnavailable
 from charter.host import Host
 from charter.ledger.budgets import Bucket, BudgetRefused, BudgetStore, Charge
 from charter.store import SqlStore
+from charter.store import _budget_postgres as budget_postgres
 from charter.store import _budget_rows as budget_rows
+from charter.store import _pipelined as pipelined
+from charter.store._pipelined import raw
+from charter.store.errors import UnstorableValue
 
 SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 pytestmark = pytest.mark.anyio
@@ -256,7 +262,7 @@ async def test_a_ledgered_call_whose_handler_failed_keeps_what_it_spent(
 
 
 async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connection(
-    sql_store: SqlStore,
+    sql_store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The spend rides on the ledger transaction's connection, before it begins, and on
     # PostgreSQL in the round trip that begins it: no round trip, connection or
@@ -278,8 +284,9 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
             pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
 
     def checkin(dbapi_connection: Any, *args: Any) -> None:
+        seen.append("checkin")
         if sql_store.dialect == "postgresql" and dbapi_connection is not None:
-            dbapi_connection.driver_connection.pgconn.untrace()
+            dbapi_connection.driver_connection.pgconn.untrace()  # writes out the trace
 
     async def counted(host: Host) -> Counter[str]:
         seen.clear()
@@ -287,10 +294,25 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
         trace.truncate()
         outcome = await host.invoke("bookings.refund", refund_args("bk"), PLANNER)
         assert isinstance(outcome, Completed)
+        with anyio.fail_after(5):
+            while "checkin" not in seen:  # the connection may go back after the answer
+                await anyio.sleep(0.01)
         trace.seek(0)
-        # The server ends its answer to each round trip with one ReadyForQuery.
-        round_trips = trace.read().count(b"\tReadyForQuery\t")
-        return Counter(seen) + Counter(round_trip=round_trips)
+        messages = trace.read()
+        statements = sum(
+            line.startswith(b"F\t") and b"\tExecute\t" in line for line in messages.splitlines()
+        )
+        waits = round_trips(messages, seen.count("sync"))
+        return Counter(seen) + Counter(round_trip=waits, execute=statements)
+
+    enqueue_sync = psycopg.AsyncPipeline._enqueue_sync
+
+    def counting_sync(pipeline: psycopg.AsyncPipeline) -> None:
+        if sys._getframe(1).f_code is pipelined._send.__code__:  # not the pipeline's end
+            seen.append("sync")
+        enqueue_sync(pipeline)
+
+    monkeypatch.setattr(psycopg.AsyncPipeline, "_enqueue_sync", counting_sync)
 
     sa.event.listen(engine, "before_cursor_execute", statement)
     sa.event.listen(engine.pool, "checkout", checkout)
@@ -308,9 +330,67 @@ async def test_a_limited_ledgered_write_costs_no_round_trip_more_and_no_connecti
     if sql_store.dialect == "postgresql":
         assert without["round_trip"] > 0
         assert with_limit["round_trip"] == without["round_trip"]
+        # One statement more: the spend, committed at a Sync, with no BEGIN or COMMIT.
+        assert with_limit["execute"] == without["execute"] + 1
     else:
         # SQLite begins the spend's own short transaction with BEGIN IMMEDIATE.
         assert with_limit["statement"] == without["statement"] + 2
+
+
+async def test_a_spend_goes_as_sqlalchemy_would_send_it_and_refuses_what_it_cannot_store(
+    sql_store: SqlStore,
+) -> None:
+    if sql_store.dialect != "postgresql":
+        pytest.skip("SQLite spends through SQLAlchemy")
+    statement = budget_rows.spend_statement(sql_store.dialect)
+    async with sql_store.engine.connect() as conn:
+        for bucket in (BUCKET, replace(BUCKET, holder="acme/a|b%c", tenant="")):
+            expected = raw(conn, statement, budget_rows.spend_parameters(bucket, 20.0, 1e9))
+            assert budget_rows.spend_raw(conn, bucket, 20.0, 1e9) == expected
+        for unstorable in ("a\x00b", "\ud800"):
+            with pytest.raises(UnstorableValue):
+                budget_rows.spend_raw(conn, replace(BUCKET, holder=unstorable), 20.0, 1e9)
+
+
+def round_trips(trace: bytes, syncs: int) -> int:
+    """The times the client waited for the server, from libpq's trace of its messages.
+
+    The server ends each answer with a ReadyForQuery, one per ``Sync``; ``syncs`` of them
+    were sent in the middle of a pipeline (``_pipelined.SYNC``), which went on sending
+    without waiting for them.
+    """
+    answers = sum(
+        line.startswith(b"B\t") and b"\tReadyForQuery\t" in line for line in trace.splitlines()
+    )
+    return answers - syncs
+
+
+async def test_a_spend_keeps_its_begin_and_commit_where_a_pipeline_cannot_sync(
+    make_sql_store: SqlStoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a Sync of its own (libpq before 14, a psycopg without it), the spend of both
+    # buckets still commits together, and a refusal still gives back what was spent.
+    ran: list[str] = []
+    store, host = await postgres_refunds(make_sql_store, ran, calls=2)
+    monkeypatch.setattr(budget_postgres, "syncs", lambda: False)
+    tenant = RateLimit(calls=10, per=60, key="tenant")
+    host = Host(refund_registry(ran, limits=[tenant, RateLimit(calls=2, per=60)]), store=store)
+    assert isinstance(await host.invoke("bookings.refund", refund_args("b"), PLANNER), Completed)
+    assert rate_limited(await host.invoke("bookings.refund", refund_args("c"), PLANNER))
+    assert ran == ["a", "b"]
+    arrival = await store.budget_arrival(
+        Bucket(
+            tool="bookings.refund",
+            limit=tenant.label,
+            holder="tenant:acme",
+            tenant="acme",
+            interval=6.0,
+            window=60.0,
+        )
+    )
+    assert arrival is not None
+    # One unit spent (the refused call's was given back): 6 seconds of the tenant's window.
+    assert 5 < arrival - datetime.now(UTC).timestamp() <= 6
 
 
 async def test_a_ledgered_call_is_refused_as_unavailable_when_its_spend_fails(

@@ -56,8 +56,8 @@ class Spent:
     """In-flight counters this call holds until it ends."""
     charge: Charge | None = None
     """The rate limits the call's ledger transaction spends as it opens (not yet spent)."""
-    limits: dict[str, RateLimit] = field(default_factory=dict)
-    """The limit of each bucket in ``charge``, by key (to word a refusal)."""
+    limits: list[RateLimit] = field(default_factory=list)
+    """The limit of each bucket in ``charge``, in its order (to word a refusal)."""
 
 
 class Budgets:
@@ -121,10 +121,11 @@ class Budgets:
         charge = spent.charge
         if isinstance(error, BudgetUnavailable) or charge is None:
             return _unavailable()
-        bucket = error.bucket
-        cost = next(c for b, c in charge.spends if b.key == bucket.key)
+        key = error.bucket.key
+        index = next(i for i, (bucket, _) in enumerate(charge.spends) if bucket.key == key)
+        bucket, cost = charge.spends[index]
         try:
-            return await self._refused(bucket, spent.limits[bucket.key], cost, charge.now)
+            return await self._refused(bucket, spent.limits[index], cost, charge.now)
         except (StoreBusy, StoreUnavailable):
             return _unavailable()
 
@@ -201,7 +202,7 @@ class Budgets:
             if charge is None:
                 charge = spent.charge = Charge(spends=(), now=now)
             charge.spends += ((bucket, cost),)
-            spent.limits[bucket.key] = limit
+            spent.limits.append(limit)
             return None
         if await self.store.spend_budget(bucket, cost=cost, now=now):
             spent.buckets.append((bucket, cost))

@@ -1,13 +1,14 @@
 """A ledgered call's spend on PostgreSQL: in the pipeline of its transaction's first statement.
 
 A spending transaction begins like the gate's (``begin_deferred``): its ``BEGIN`` waits to
-go with its first statement, the claim. The spend waits ahead of it (``defer_spend``):
-``BEGIN``, one ``INSERT … ON CONFLICT DO UPDATE … WHERE <fits> RETURNING`` per bucket (each
-also turns the disk flush off for its transaction) and ``COMMIT``. The spend, the ledger
-transaction's ``BEGIN`` and the claim then go in one psycopg pipeline: a limited ledgered
-call takes as many round trips as the same call without a limit. The spend still commits
-in a transaction of its own before the ledger transaction begins, so no bucket stays
-locked while the handler runs.
+go with its first statement, the claim. The spend waits ahead of it (``defer_spend``): one
+``INSERT … ON CONFLICT DO UPDATE … WHERE <fits> RETURNING`` per bucket (each also turns the
+disk flush off for its transaction), then a ``Sync``, which commits them as the implicit
+transaction they share (``_pipelined.SYNC``; without one, ``BEGIN`` … ``COMMIT`` around
+them). The spend, the ledger transaction's ``BEGIN`` and the claim then go in one psycopg
+pipeline: a limited ledgered call takes as many round trips as the same call without a
+limit, and one statement more. The spend still commits in a transaction of its own before
+the ledger transaction begins, so no bucket stays locked while the handler runs.
 
 The spend's results are read where the pipeline is sent (``_pipelined.watch``):
 
@@ -15,9 +16,10 @@ The spend's results are read where the pipeline is sent (``_pipelined.watch``):
 - a bucket had none (its INSERT returned no row): the ledger transaction is rolled back,
   the buckets that were spent are given back (one round trip more, on this rare path)
   and ``BudgetRefused`` names the first bucket that had no room;
-- the spend failed (its ``COMMIT`` did not run: a bucket's row stayed locked, the
-  connection was lost): ``BudgetUnavailable``; nothing was spent, and the ledger
-  transaction rolls back with the connection.
+- the spend failed (an INSERT did not run, or its transaction did not commit: a bucket's
+  row stayed locked, the connection was lost): ``BudgetUnavailable``; nothing was spent
+  (the failure rolled the spend's transaction back), and the ledger transaction rolls
+  back with the connection.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from ..errors import StoreBusy, StoreUnavailable
 from ..ledger.budgets import BudgetRefused, BudgetUnavailable, Charge
 from . import _budget_rows as rows
 from ._errors import translated
-from ._pipelined import COMMIT, PENDING, Raw, Sent, defer, pipelined, raw, watch
+from ._pipelined import COMMIT, SYNC, Raw, Sent, defer, pipelined, raw, syncs, watch
 
 __all__ = ("defer_spend",)
 
@@ -43,12 +45,11 @@ _ROLLBACK = Raw("ROLLBACK")
 
 def defer_spend(conn: AsyncConnection, charge: Charge) -> None:
     """Queue ``charge``'s spend, in a transaction of its own, before ``conn``'s next one."""
-    first = len(conn.info.get(PENDING) or ())
-    statement = rows.spend_statement(conn.dialect.name)
-    defer(conn, _BEGIN)
-    for bucket, cost in charge.spends:
-        defer(conn, raw(conn, statement, rows.spend_parameters(bucket, cost, charge.now)))
-    defer(conn, COMMIT)
+    spends = [rows.spend_raw(conn, bucket, cost, charge.now) for bucket, cost in charge.spends]
+    if syncs():
+        first = defer(conn, *spends, SYNC)
+    else:
+        first = defer(conn, _BEGIN, *spends, COMMIT) + 1
     watch(conn, functools.partial(_settle, conn, charge, first))
 
 
@@ -59,9 +60,11 @@ async def _settle(
     sent: Sequence[Sent],
     error: sa.exc.DBAPIError | None,
 ) -> None:
-    """Read the spend's results (``first`` is its ``BEGIN``'s place among ``sent``)."""
-    spends = sent[first + 1 : first + 1 + len(charge.spends)]
-    if sent[first + 1 + len(charge.spends)].status != "COMMIT":
+    """Read the spend's results (``first`` is its first INSERT's place among ``sent``)."""
+    spends = sent[first : first + len(charge.spends)]
+    end = sent[first + len(charge.spends)].status
+    committed = end == "COMMIT" or (end == "SYNC" and all(done.status for done in spends))
+    if not committed:
         # The spend's transaction did not commit: it failed, and with it what came after.
         try:
             with translated("spending a rate limit"):

@@ -24,11 +24,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..ledger.budgets import TOLERANCE, Bucket, BucketUsage
+from ._pipelined import Raw, raw
 from ._schema import budgets
 from ._statements import insert
+from ._types import check_storable, is_storable
 
 __all__ = (
     "arrival",
@@ -38,6 +41,7 @@ __all__ = (
     "spend",
     "spend_all",
     "spend_parameters",
+    "spend_raw",
     "spend_statement",
     "usage",
 )
@@ -67,6 +71,44 @@ def spend_parameters(bucket: Bucket, cost: float, now: float) -> dict[str, Any]:
         "spent": now + cost,
         "latest": now + bucket.window + TOLERANCE,
     }
+
+
+def spend_raw(conn: AsyncConnection, bucket: Bucket, cost: float, now: float) -> Raw:
+    """PostgreSQL: ``raw(conn, spend_statement(…), spend_parameters(…))``, cheaper per call.
+
+    SQLAlchemy's parameter processing costs a limited call more CPU than its statement's
+    round trip shares. The spend's only bind processors check its texts (``SafeText``) and
+    its other parameters are constants, so the texts are checked here and the constants
+    taken from one ``raw`` made once per dialect.
+
+    Raises:
+        UnstorableValue: A text a database cannot hold (as ``raw`` would).
+    """
+    # The key is made of the tool, the limit and the holder, escaped: storable when they are.
+    if not is_storable(bucket.tool + bucket.limit + bucket.holder + bucket.tenant):
+        for text in (bucket.tool, bucket.limit, bucket.holder, bucket.tenant):
+            check_storable(text)
+    sql, constants = _spend_template(conn)
+    return Raw(sql, constants | spend_parameters(bucket, cost, now))
+
+
+def _spend_template(conn: AsyncConnection) -> tuple[str, dict[str, Any]]:
+    """The spend's SQL for ``conn``'s dialect, and its parameters that are constants."""
+    dialect = conn.dialect
+    kind = (type(dialect), dialect.paramstyle)
+    template = _SPEND_TEMPLATES.get(kind)
+    if template is None:
+        sample = spend_parameters(_SAMPLE, 1.0, 0.0)
+        made = raw(conn, spend_statement(dialect.name), sample)
+        assert made.parameters is not None
+        constants = {k: v for k, v in made.parameters.items() if k not in sample}
+        template = _SPEND_TEMPLATES[kind] = (made.sql, constants)
+    return template
+
+
+_SAMPLE = Bucket(tool="t", limit="l", holder="h", tenant="", interval=1.0, window=1.0)
+_SPEND_TEMPLATES: dict[tuple[type[Dialect], str], tuple[str, dict[str, Any]]] = {}
+"""``_spend_template`` by dialect class and parameter style (all its SQL depends on)."""
 
 
 async def spend_all(

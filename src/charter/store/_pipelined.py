@@ -24,6 +24,13 @@ A statement that waits may be watched (``watch``): once the waiting statements w
 the watcher reads what they did (``Sent``) before anything else sees the results, and may
 raise instead. A spending transaction's rate-limit spend waits this way, ahead of its
 ``BEGIN`` (``_budget_postgres``).
+
+Outside ``BEGIN``, the statements a pipeline sends up to a ``Sync`` share one implicit
+transaction, which the server commits at the ``Sync`` (or rolls back, when one of them
+failed). ``SYNC`` puts a ``Sync`` among the waiting statements, so statements that must
+commit on their own need no ``BEGIN`` or ``COMMIT`` of their own (``syncs``). psycopg's
+public ``Pipeline.sync()`` waits for every result so far, a round trip; ``SYNC`` queues
+the ``Sync`` as the pipeline's own ending does, and sends it with what follows.
 """
 
 from __future__ import annotations
@@ -32,13 +39,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.util import await_only
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = (
     "BEGIN",
@@ -52,8 +62,10 @@ __all__ = (
     "drop_pending",
     "install",
     "nothing_sent",
+    "SYNC",
     "pipelined",
     "raw",
+    "syncs",
     "watch",
 )
 
@@ -75,11 +87,15 @@ class Raw:
     parameters: Mapping[str, Any] | None = None
     opens: bool = False
     """It only opens the transaction (``BEGIN``, its settings): alone, nothing to commit."""
+    sync: bool = False
+    """Not a statement: a ``Sync`` (``SYNC``)."""
 
 
 BEGIN = Raw("BEGIN ISOLATION LEVEL READ COMMITTED", opens=True)
 """The gate's transaction (``make_engine`` sets the same isolation for every connection)."""
 COMMIT = Raw("COMMIT")
+SYNC = Raw("", sync=True)
+"""A ``Sync``: the implicit transaction of the statements since the last one ends there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +103,11 @@ class Sent:
     """What a waiting statement did once sent."""
 
     status: str | None
-    """Its command tag (``INSERT 0 1``, ``COMMIT``); None when it did not run."""
+    """Its command tag (``INSERT 0 1``, ``COMMIT``); None when it did not run.
+
+    A ``SYNC``'s is ``SYNC`` once the server went past it: nothing failed, or a statement
+    after it ran. It committed what came before it if those statements all ran: a commit
+    there fails only with the connection, and then nothing after it runs either."""
     rowcount: int
     """The rows it returned or changed; -1 when it did not run or has no count."""
 
@@ -135,15 +155,34 @@ def raw(conn: AsyncConnection, statement: sa.Executable, values: Mapping[str, An
     return Raw(compiled.sql, parameters)
 
 
-def defer(conn: AsyncConnection, statement: Raw) -> None:
-    """Send ``statement`` with the connection's next one (no round trip of its own)."""
-    conn.info.setdefault(PENDING, []).append(statement)
+def defer(conn: AsyncConnection, *statements: Raw) -> int:
+    """Send ``statements`` with the connection's next one (no round trip of their own).
+
+    Returns the place of the first of them among the waiting statements.
+    """
+    pending: list[Raw] = conn.info.setdefault(PENDING, [])
+    first = len(pending)
+    pending.extend(statements)
+    return first
+
+
+@cache
+def syncs() -> bool:
+    """Whether ``SYNC`` ends an implicit transaction: psycopg pipelines, and queues a ``Sync``.
+
+    Without a pipeline (libpq before 14) each statement commits on its own, and ``SYNC``
+    does nothing.
+    """
+    import psycopg
+
+    return psycopg.Pipeline.is_supported() and hasattr(psycopg.AsyncPipeline, "_enqueue_sync")
 
 
 def watch(conn: AsyncConnection, watcher: Watcher) -> None:
     """Have ``watcher`` read the waiting statements' results once they are sent."""
-    assert WATCHER not in conn.info, "one watcher per transaction"
-    conn.info[WATCHER] = watcher
+    info = conn.info
+    assert WATCHER not in info, "one watcher per transaction"
+    info[WATCHER] = watcher
 
 
 def nothing_sent(conn: AsyncConnection) -> bool:
@@ -183,15 +222,20 @@ async def _send(sync: Connection, statements: Sequence[Raw]) -> list[int]:
     info = sync.info
     pending: list[Raw] = info.pop(PENDING, None) or []
     watcher: Watcher | None = info.pop(WATCHER, None)
-    cursors: list[psycopg.AsyncCursor[Any]] = []
-    together: AbstractAsyncContextManager[object] = (
+    cursors: list[psycopg.AsyncCursor[Any] | None] = []
+    together: AbstractAsyncContextManager[psycopg.AsyncPipeline | None] = (
         driver.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
     )
     current = statements[0] if statements else None
     error: sa.exc.DBAPIError | None = None
     try:
-        async with together:
+        async with together as pipeline:
             for current in (*pending, *statements):
+                if current.sync:
+                    if pipeline is not None and syncs():
+                        pipeline._enqueue_sync()
+                    cursors.append(None)
+                    continue
                 cursor = driver.cursor()
                 cursors.append(cursor)
                 await cursor.execute(current.sql, current.parameters)
@@ -210,15 +254,26 @@ async def _send(sync: Connection, statements: Sequence[Raw]) -> list[int]:
         wrapped.__cause__ = exc
         error = wrapped
     if watcher is not None:
-        sent = [
-            Sent(cursor.statusmessage, cursor.rowcount if cursor.statusmessage else -1)
-            for cursor in cursors[: len(pending)]
-        ]
-        sent += [Sent(None, -1)] * (len(pending) - len(sent))
-        await watcher(sent, error)
+        await watcher(_sent(cursors, len(pending), error is None), error)
     if error is not None:
         raise error
-    return [cursor.rowcount for cursor in cursors[len(pending) :]]
+    return [cursor.rowcount if cursor else -1 for cursor in cursors[len(pending) :]]
+
+
+def _sent(
+    cursors: Sequence[psycopg.AsyncCursor[Any] | None], count: int, succeeded: bool
+) -> list[Sent]:
+    """What the first ``count`` statements did (None stands for a ``SYNC``)."""
+    sent = []
+    for index, cursor in enumerate(cursors[:count]):
+        if cursor is not None:
+            status = cursor.statusmessage
+            sent.append(Sent(status, cursor.rowcount if status else -1))
+            continue
+        after = next((c for c in cursors[index + 1 :] if c is not None), None)
+        passed = succeeded or (after is not None and after.statusmessage is not None)
+        sent.append(Sent("SYNC" if passed else None, -1))
+    return sent + [Sent(None, -1)] * (count - len(sent))
 
 
 def install(engine: sa.Engine) -> None:
