@@ -457,3 +457,10 @@ async def test_a_ledgered_call_whose_bucket_stays_locked_is_refused_as_unavailab
     assert isinstance(await host.invoke("bookings.refund", refund_args("c"), PLANNER), Completed)
     assert rate_limited(await host.invoke("bookings.refund", refund_args("d"), PLANNER))
     assert ran == ["a", "c"]
+
+
+def test_the_installed_psycopg_lets_a_spend_commit_at_a_sync_of_its_own() -> None:
+    # _pipelined queues a Sync through psycopg's private AsyncPipeline._enqueue_sync (the
+    # public Pipeline.sync() waits a round trip). Without it the spend silently falls back
+    # to BEGIN / INSERT / COMMIT; an upgrade of psycopg that drops it fails here instead.
+    assert pipelined.syncs()
