@@ -56,7 +56,7 @@ from ._access import ScopeChecks, caller_audience, visible
 from ._arguments import check_payload, split_controls
 from ._budgets import Budgets
 from ._calls import NO_CALL_OPTIONS, CallOptions, ContextFactory, PreparedCall
-from ._context import build_context, plain_context
+from ._context import build_context, host_facts, plain_context
 from ._tenancy import call_tenant
 from ._trace import Trace
 
@@ -251,22 +251,14 @@ class Pipeline:
         )
         if isinstance(tenant, Failed):
             return tenant
+        facts = host_facts(
+            principal, controls, call, audience=audience, tenant=tenant, delegated=trace.delegated
+        )
         if self._context_factory is None:
-            delegated = trace.delegated
-            ctx = plain_context(
-                principal, controls, call, audience=audience, tenant=tenant, delegated=delegated
-            )
+            ctx = plain_context(facts, call)
         else:
-            ctx = await build_context(
-                self._context_factory,
-                registered,
-                principal,
-                controls,
-                call,
-                audience=audience,
-                tenant=tenant,
-                delegated=trace.delegated,
-            )
+            factory = self._context_factory
+            ctx = await build_context(factory, registered, principal, controls, call, facts)
         action = await self.registry.prepare_action(registered.name, arguments_only, ctx)
         if isinstance(action, Failed):
             return action
