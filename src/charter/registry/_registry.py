@@ -292,13 +292,10 @@ class Registry:
         self, name: str, arguments: object, ctx: ToolContext
     ) -> PreparedAction | Failed:
         """Validate input once and resolve the action target; returns a single-use action."""
-        # ``_parse``, without its calls of ``get`` and ``validate_input``: every call is here.
-        registered = self._names.get(name) if isinstance(name, str) else None
-        if registered is None:
-            return self.not_found(name if isinstance(name, str) else repr(name))
-        parsed = validate_input(registered, arguments)
-        if isinstance(parsed, Failed):
-            return parsed
+        found = self._parse(name, arguments)
+        if isinstance(found, Failed):
+            return found
+        registered, parsed = found
         target: str | Failed | None = None  # what resolve_target answers for a tool with none
         tool = registered.tool
         if registered.target_resolution is not None or tool.resolve_action_target is not None:
@@ -322,15 +319,7 @@ class Registry:
                 "The prepared action was not admitted by this registry or was already dispatched.",
                 reason="prepared_action_not_admitted",
             )
-        # ``_run``, without a coroutine of its own: every call through the host is here.
-        registered = prepared.tool
-        admitted = self._admit(registered, ctx)
-        if isinstance(admitted, Failed):
-            return admitted
-        result = await self._runner.run(registered, prepared.input, admitted)
-        if isinstance(result, Failed):
-            return result
-        return finish_output(registered, result)
+        return await self._run(prepared.tool, prepared.input, ctx)
 
     async def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolOutcome:
         """Validate input, run the handler, validate output; always returns an outcome."""
@@ -342,10 +331,12 @@ class Registry:
 
     def _parse(self, name: object, arguments: object) -> tuple[RegisteredTool, BaseModel] | Failed:
         """The named tool and its parsed input, or why not (no such tool, invalid input)."""
-        registered = self.get(name) if isinstance(name, str) else None
+        # The look-up and validation ``get`` and ``validate_input`` make, without their two
+        # calls: every call through the host is parsed here.
+        registered = self._names.get(name) if isinstance(name, str) else None
         if registered is None:
             return self.not_found(name if isinstance(name, str) else repr(name))
-        parsed = self.validate_input(registered, arguments)
+        parsed = validate_input(registered, arguments)
         if isinstance(parsed, Failed):
             return parsed
         return registered, parsed
