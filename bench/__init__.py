@@ -25,7 +25,7 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 __all__ = ("CLOCKS", "Case", "Clock", "Load", "Measure", "Result", "run_case")
 
@@ -63,6 +63,9 @@ class Load:
 
 Operation = Callable[[], Awaitable[object]]
 """One timed operation: an async callable run many times per round."""
+
+_Figure = TypeVar("_Figure")
+"""What one side measures in one round: microseconds, bytes per item or a ``Load``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -137,6 +140,23 @@ class Result:
         return self.ratio <= self.case.target
 
 
+async def _interleaved(
+    case: Case, rounds: int, measure: Callable[[Operation], Awaitable[_Figure]]
+) -> tuple[list[_Figure], list[_Figure]]:
+    """``measure`` of each side per round: charter's figures, then the baseline's.
+
+    The sides alternate which goes first, so drift in machine load and clock speed falls on
+    both alike.
+    """
+    charter: list[_Figure] = []
+    baseline: list[_Figure] = []
+    for index in range(rounds):
+        sides = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
+        for side in sides:
+            (charter if side is case.run else baseline).append(await measure(side))
+    return charter, baseline
+
+
 async def _time(operation: Operation, iterations: int, now: Callable[[], int]) -> float:
     """Microseconds per call of ``operation`` over ``iterations`` calls."""
     started = now()
@@ -160,16 +180,7 @@ async def _measure_time(case: Case, *, rounds: int, iterations: int, clock: Cloc
     # Warm up both sides (caches, lazily built executors, the audit deque).
     await _time(case.run, iterations, now)
     await _time(case.baseline, iterations, now)
-    charter: list[float] = []
-    baseline: list[float] = []
-    for index in range(rounds):
-        # Interleave, alternating which side goes first, so drift in machine load and
-        # clock speed falls on both sides alike.
-        first, second = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
-        a = await _time(first, iterations, now)
-        b = await _time(second, iterations, now)
-        charter.append(a if first is case.run else b)
-        baseline.append(b if first is case.run else a)
+    charter, baseline = await _interleaved(case, rounds, lambda side: _time(side, iterations, now))
     return Result(
         case=case,
         charter_us=statistics.median(charter),
@@ -195,16 +206,17 @@ async def _retained(operation: Operation) -> int:
     return after - before
 
 
+async def _bytes_per_item(operation: Operation, per: int) -> float:
+    """The bytes ``operation`` keeps, per item it makes."""
+    return await _retained(operation) / per
+
+
 async def _measure_memory(case: Case, *, rounds: int) -> Result:
     if case.check is not None:
         await case.check()
-    charter: list[float] = []
-    baseline: list[float] = []
-    for index in range(rounds):
-        sides = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
-        for side in sides:
-            bytes_per_item = await _retained(side) / case.per
-            (charter if side is case.run else baseline).append(bytes_per_item)
+    charter, baseline = await _interleaved(
+        case, rounds, lambda side: _bytes_per_item(side, case.per)
+    )
     return Result(
         case=case,
         charter_us=statistics.median(charter),
@@ -234,14 +246,7 @@ async def _measure_load(case: Case, *, rounds: int) -> Result:
             )
         await case.run()
         await case.baseline()
-        charter: list[Load] = []
-        baseline: list[Load] = []
-        for index in range(rounds):
-            sides = (case.run, case.baseline) if index % 2 == 0 else (case.baseline, case.run)
-            for side in sides:
-                load = await side()
-                assert isinstance(load, Load), f"a throughput operation returned {load!r}"
-                (charter if side is case.run else baseline).append(load)
+        charter, baseline = await _interleaved(case, rounds, _load_run)
         mine, theirs = Load.median(charter), Load.median(baseline)
         return Result(
             case=case,
@@ -256,6 +261,13 @@ async def _measure_load(case: Case, *, rounds: int) -> Result:
     finally:
         if case.close is not None:
             await case.close()
+
+
+async def _load_run(operation: Operation) -> Load:
+    """One load run of a throughput side."""
+    load = await operation()
+    assert isinstance(load, Load), f"a throughput operation returned {load!r}"
+    return load
 
 
 def run_case(
