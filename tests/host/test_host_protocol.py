@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from tests.builders import destructive_risk, risk
+from tests.builders import destructive_risk, risk, tiered_tool
 from tests.builders import request_id as rid
 
-from charter import ActionPolicy, Host, Principal, Registry, ToolContext, define_tool
+from charter import ActionPolicy, Host, Principal, Registry, ToolContext
 from charter.errors import ErrorCode
 from charter.host import CallOptions, PreparedCall, derive_request_id
 from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired
@@ -44,35 +44,33 @@ class Kit:
         self.runs: dict[str, int] = {}
         registry = Registry()
 
-        def add(name: str, **options: Any) -> None:
+        def add(name: str, tier: str, **options: Any) -> None:
             async def handler(note: Note, ctx: ToolContext) -> Saved | Deferred:
                 self.runs[name] = self.runs.get(name, 0) + 1
                 if name == "export_note":
                     return Deferred()
                 return Saved(ok=True, run=self.runs[name])
 
+            options.setdefault("risk_policy", WRITE)
             registry.register(
-                define_tool(
-                    name=name,
-                    description=f"The {name} tool.",
-                    input_schema=Note,
-                    output_schema=Saved,
-                    handler=handler,
-                    required_scopes=["notes:write"],
-                    **{"risk_policy": WRITE, **options},
+                tiered_tool(
+                    name, tier, handler, Note, Saved, required_scopes=["notes:write"], **options
                 )
             )
 
-        add("save_note", tier="write")
-        add("publish_note", tier="sensitive")
-        add("delete_note", tier="destructive", risk_policy=DESTRUCTIVE)
-        add(
-            "tag_note",
-            tier="write",
-            action_policy=ActionPolicy(target_type="note", ledger="optional"),
-        )
-        add("export_note", tier="write")
+        add("save_note", "write")
+        add("publish_note", "sensitive")
+        add("delete_note", "destructive", risk_policy=DESTRUCTIVE)
+        add("tag_note", "write", action_policy=ActionPolicy(target_type="note", ledger="optional"))
+        add("export_note", "write")
         self.host = Host(registry)
+
+    async def prepared(self, tool: str) -> PreparedCall:
+        """``tool`` prepared for ALICE with a fresh request id; it must be admitted."""
+        arguments = {"title": "t", "_charter": {"requestId": rid()}}
+        prepared = await self.host.prepare(tool, arguments, ALICE)
+        assert isinstance(prepared, PreparedCall)
+        return prepared
 
     async def call(self, tool: str, request_id: str | None = None, **controls: Any) -> Any:
         charter: dict[str, Any] = dict(controls)
@@ -86,10 +84,7 @@ class Kit:
 
 async def test_prepare_runs_every_check_but_never_the_handler() -> None:
     kit = Kit()
-    prepared = await kit.host.prepare(
-        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
-    )
-    assert isinstance(prepared, PreparedCall)
+    prepared = await kit.prepared("save_note")
     assert prepared.name == "save_note" and prepared.fingerprint is not None
     assert kit.runs == {}
     bad = await kit.host.prepare("save_note", {"title": 1, "_charter": {"requestId": rid()}}, ALICE)
@@ -98,10 +93,7 @@ async def test_prepare_runs_every_check_but_never_the_handler() -> None:
 
 async def test_a_prepared_call_executes_once_and_only_on_its_own_host() -> None:
     kit, other = Kit(), Kit()
-    prepared = await kit.host.prepare(
-        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
-    )
-    assert isinstance(prepared, PreparedCall)
+    prepared = await kit.prepared("save_note")
     foreign = await other.host.execute(prepared)
     assert isinstance(foreign, Failed) and foreign.reason == "prepared_call_not_admitted"
     assert isinstance(await kit.host.execute(prepared), Completed)
@@ -112,10 +104,7 @@ async def test_a_prepared_call_executes_once_and_only_on_its_own_host() -> None:
 
 async def test_a_discarded_prepared_call_never_runs() -> None:
     kit = Kit()
-    prepared = await kit.host.prepare(
-        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
-    )
-    assert isinstance(prepared, PreparedCall)
+    prepared = await kit.prepared("save_note")
     kit.host.discard(prepared)
     refused = await kit.host.execute(prepared)
     assert isinstance(refused, Failed) and kit.runs == {}
@@ -123,10 +112,7 @@ async def test_a_discarded_prepared_call_never_runs() -> None:
 
 async def test_a_copied_prepared_call_is_refused_and_the_original_still_runs() -> None:
     kit = Kit()
-    prepared = await kit.host.prepare(
-        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
-    )
-    assert isinstance(prepared, PreparedCall)
+    prepared = await kit.prepared("save_note")
     for forged in (copy.copy(prepared), dataclasses.replace(prepared)):
         refused = await kit.host.execute(forged)
         assert isinstance(refused, Failed) and refused.reason == "prepared_call_not_admitted"
@@ -138,10 +124,7 @@ async def test_the_host_does_not_keep_a_prepared_call_alive() -> None:
     # Prepared calls nobody executes or discards (a transport that gave up) must not pile
     # up: the host holds each one weakly until it runs.
     kit = Kit()
-    prepared = await kit.host.prepare(
-        "save_note", {"title": "t", "_charter": {"requestId": rid()}}, ALICE
-    )
-    assert isinstance(prepared, PreparedCall)
+    prepared = await kit.prepared("save_note")
     held = weakref.ref(prepared)
     del prepared
     gc.collect()
@@ -336,14 +319,7 @@ async def test_the_context_without_a_factory_is_the_one_a_plain_factory_gets() -
     def registry() -> Registry:
         tools = Registry()
         tools.register(
-            define_tool(
-                name="look",
-                description="Look at the context.",
-                input_schema=Note,
-                output_schema=Saved,
-                handler=handler,
-                tier="read",
-            )
+            tiered_tool("look", "read", handler, Note, Saved, description="Look at the context.")
         )
         return tools
 
