@@ -16,6 +16,7 @@ import httpx
 import pytest
 from cli_support import charter, create_key, notes_host, sqlite
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE, MCP_PING, request_id
+from tests.store.conftest import SQL_BACKENDS, fresh_database
 
 from charter._serve_protocol import guarded_protocol
 from charter.cli._serve_options import (
@@ -262,18 +263,10 @@ def publish_across(
     return asked, modern_call(http, *answering, retry)
 
 
-@pytest.fixture(
-    params=[pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(params=SQL_BACKENDS)
 def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """One database for two replicas: a SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield sqlite(tmp_path / "replicas.db")
-        return
-    from tests.store.conftest import postgres_schema, require_postgres
-
-    require_postgres()
-    with postgres_schema() as url:
+    with fresh_database(request.param, tmp_path / "replicas.db") as url:
         yield url
 
 

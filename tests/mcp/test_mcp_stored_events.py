@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 from tests.builders import WRITE_RISK
-from tests.store.conftest import postgres_schema, require_postgres
+from tests.store.conftest import SQL_BACKENDS, fresh_database
 
 from charter import Registry, ToolContext, tool
 from charter.auth import Principal, StaticAuthenticator
@@ -81,14 +81,10 @@ GUS = Principal(subject="ada", tenant_id="globex", scopes=frozenset(), kind="age
 """Another tenant's principal with ADA's subject."""
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=SQL_BACKENDS)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database: a SQLite file, or a PostgreSQL schema (skipped when it is down)."""
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "charter.db")
-        return
-    require_postgres()
-    with postgres_schema() as url:
+    with fresh_database(request.param, tmp_path / "charter.db") as url:
         yield url
 
 

@@ -11,6 +11,9 @@ this directory.
   dropped at teardown). The postgres param carries the ``postgres`` marker, so
   ``pytest -m "not postgres"`` runs SQLite only.
 - ``store_backend`` — ``"sqlite"`` or ``"postgres"`` for the current param.
+- ``fresh_database(backend, path)`` and ``SQL_BACKENDS`` — the same fresh database for a
+  fixture of another folder: ``@pytest.fixture(params=SQL_BACKENDS)`` around
+  ``with fresh_database(request.param, tmp_path / "x.db") as url``.
 - ``sql_store`` (async) — an open ``SqlStore`` on ``store_url``, closed at teardown.
 - ``make_sql_store`` (async) — a factory for more stores on the same database, with
   options (``await make_sql_store(pool_size=64)``); all are closed at teardown. A
@@ -111,12 +114,23 @@ def postgres_schema(url: str = POSTGRES_URL) -> Iterator[str]:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite"),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
+SQL_BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
+"""The params of a fixture that runs its tests on each SQL backend (``fresh_database``)."""
+
+
+@contextmanager
+def fresh_database(backend: str, path: Path) -> Iterator[str]:
+    """The URL of a fresh, empty database: a SQLite file at ``path``, or a PostgreSQL
+    schema (skipped, or failed under ``CI=true``, when PostgreSQL does not answer)."""
+    if backend == "sqlite":
+        yield sqlite_url(path)
+        return
+    require_postgres()
+    with postgres_schema() as url:
+        yield url
+
+
+@pytest.fixture(params=SQL_BACKENDS)
 def store_backend(request: pytest.FixtureRequest) -> str:
     """The backend of this run of the test: ``sqlite`` or ``postgres``."""
     backend: str = request.param
@@ -128,10 +142,7 @@ def store_backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store_url(store_backend: str, tmp_path: Path) -> Iterator[str]:
     """A URL for a fresh, empty database on the current backend (see the module doc)."""
-    if store_backend == "sqlite":
-        yield sqlite_url(tmp_path / "charter.db")
-        return
-    with postgres_schema() as url:
+    with fresh_database(store_backend, tmp_path / "charter.db") as url:
         yield url
 
 
