@@ -10,7 +10,8 @@ this directory.
   ``CHARTER_TEST_POSTGRES_URL``, default ``postgresql://postgres@127.0.0.1:5432/test``,
   dropped at teardown). The postgres param carries the ``postgres`` marker, so
   ``pytest -m "not postgres"`` runs SQLite only.
-- ``store_backend`` — ``"sqlite"`` or ``"postgres"`` for the current param.
+- ``store_backend`` — ``"sqlite"`` or ``"postgres"`` for the current param; a test
+  marked ``@SQLITE_ONLY`` gets ``"sqlite"`` alone.
 - ``fresh_database(backend, path)`` and ``SQL_BACKENDS`` — the same fresh database for a
   fixture of another folder: ``@pytest.fixture(params=SQL_BACKENDS)`` around
   ``with fresh_database(request.param, tmp_path / "x.db") as url``.
@@ -116,6 +117,11 @@ def postgres_schema(url: str = POSTGRES_URL) -> Iterator[str]:
 
 SQL_BACKENDS = [pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
 """The params of a fixture that runs its tests on each SQL backend (``fresh_database``)."""
+
+
+SQLITE_ONLY = pytest.mark.parametrize("store_backend", ["sqlite"], indirect=True)
+"""Runs a test of these fixtures on SQLite alone, for a test of SQLite's own locking: no
+PostgreSQL schema is made and migrated only for the test to skip."""
 
 
 @contextmanager

@@ -6,7 +6,6 @@ import sys
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +17,7 @@ import sqlalchemy as sa
 from psycopg import pq
 from pydantic import BaseModel
 from tests.builders import risk, tiered_tool
-from tests.store.conftest import POSTGRES_URL
+from tests.store.conftest import POSTGRES_URL, SqlStoreFactory
 
 from charter import (
     ActionPolicy,
@@ -40,7 +39,6 @@ from charter.store import _pipelined as pipelined
 from charter.store._pipelined import raw
 from charter.store.errors import UnstorableValue
 
-SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 pytestmark = pytest.mark.anyio
 
 

@@ -16,6 +16,7 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from anyio import wait_all_tasks_blocked
+from tests.store.conftest import SQLITE_ONLY, SqlStoreFactory
 from tests.store.store_records import (
     NOW,
     all_at_once,
@@ -34,8 +35,6 @@ from charter.ledger import ApprovalRecord, DeferredRecord, LedgerEntry
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
-
-SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 
 CALLERS = 64
 ITERATIONS = 3
@@ -93,11 +92,8 @@ async def burst(
 # -- BEGIN IMMEDIATE ------------------------------------------------------------------------
 
 
-async def test_every_sqlite_write_transaction_begins_immediate(
-    sql_store: SqlStore, store_backend: str
-) -> None:
-    if store_backend != "sqlite":
-        pytest.skip("BEGIN IMMEDIATE is SQLite's; PostgreSQL locks rows, not the database")
+@SQLITE_ONLY  # BEGIN IMMEDIATE is SQLite's; PostgreSQL locks rows, not the database
+async def test_every_sqlite_write_transaction_begins_immediate(sql_store: SqlStore) -> None:
     statements: list[str] = []
     sa.event.listen(
         sql_store.engine.sync_engine,
@@ -157,13 +153,12 @@ async def test_concurrent_read_then_write_transactions_serialize_without_databas
     assert await count_side_effects(store) == CALLERS * ITERATIONS
 
 
+@SQLITE_ONLY  # PostgreSQL locks rows: writers of different keys do not wait at all
 async def test_writers_of_one_sqlite_store_take_the_write_lock_in_arrival_order(
-    sql_store: SqlStore, store_backend: str
+    sql_store: SqlStore,
 ) -> None:
     # SQLite's busy handler polls, so waiters would get the lock in whatever order they
     # happen to poll; the store's own queue hands it over in the order they asked.
-    if store_backend != "sqlite":
-        pytest.skip("PostgreSQL locks rows: writers of different keys do not wait at all")
     order: list[int] = []
     holding = anyio.Event()
     release = anyio.Event()

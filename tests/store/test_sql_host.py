@@ -4,7 +4,6 @@ roll back with the ledger, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 from tests.builders import DESTRUCTIVE_RISK, tiered_tool
+from tests.store.conftest import SqlStoreFactory
 from tests.store.round_trips import wire
 from tests.store.store_records import all_at_once
 
@@ -27,8 +27,6 @@ from charter.store import SqlStore
 pytestmark = pytest.mark.anyio
 
 WRITE = RiskTier.WRITE
-
-SqlStoreFactory = Callable[..., Awaitable[SqlStore]]
 
 CALLERS = 64
 ITERATIONS = 3
