@@ -6,7 +6,7 @@ import asyncio
 import ssl
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -85,6 +85,18 @@ async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def assert_challenged(
+    client: httpx.Client, routes: Sequence[tuple[str, str]], challenge: str
+) -> list[httpx.Response]:
+    """Assert that each ``(method, path)`` in ``routes`` answers ``client`` 401 with
+    ``challenge`` as its ``WWW-Authenticate``; the answers, for the caller's own checks."""
+    answers = [client.request(method, path) for method, path in routes]
+    for (method, path), response in zip(routes, answers, strict=True):
+        assert response.status_code == 401, (method, path, response.text)
+        assert response.headers["www-authenticate"] == challenge, (method, path)
+    return answers
 
 
 # -- tools ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import uuid
 
 import httpx
 import pytest
-from http_support import Live
+from http_support import Live, assert_challenged
 
 from charter import ErrorCode
 
@@ -155,15 +155,13 @@ def test_another_tenant_cannot_see_or_decide_an_approval(live: Live, agent: http
 
 
 def test_approvals_need_credentials(anonymous: httpx.Client) -> None:
-    for method, path in (
+    routes = [
         ("GET", "/v1/approvals"),
         ("GET", "/v1/approvals/apr_x"),
         ("POST", "/v1/approvals/apr_x:grant"),
         ("POST", "/v1/approvals/apr_x:deny"),
-    ):
-        response = anonymous.request(method, path)
-        assert response.status_code == 401
-        assert response.headers["www-authenticate"] == "Bearer"
+    ]
+    assert_challenged(anonymous, routes, "Bearer")
 
 
 def test_the_status_filter_and_limit_are_checked(approver: httpx.Client) -> None:

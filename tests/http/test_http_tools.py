@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import httpx
-from http_support import Live
+from http_support import Live, assert_challenged
 from tests.builders import request_id as key
 
 from charter import ErrorCode
@@ -94,16 +94,14 @@ def test_bad_credentials_are_401_invalid_token_on_every_authenticated_route(live
         {"Authorization": "Bearer"},
     ):
         with live.client(headers=headers) as client:
-            for method, path in (
+            routes = [
                 ("GET", "/v1/tools"),
                 ("POST", "/v1/tools/catalog.ping:call"),
                 ("GET", "/v1/approvals"),
                 ("GET", "/v1/openapi.json"),
-            ):
-                response = client.request(method, path)
-                assert response.status_code == 401, (headers, path)
-                assert response.headers["www-authenticate"] == 'Bearer error="invalid_token"'
-                assert response.json()["reason"] == "invalid_token"
+            ]
+            for response in assert_challenged(client, routes, 'Bearer error="invalid_token"'):
+                assert response.json()["reason"] == "invalid_token", headers
 
 
 def test_an_api_key_header_authenticates_like_a_bearer_token(live: Live) -> None:
