@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from notes_tools import Note, echo
 from pydantic import BaseModel
 from tests.builders import destructive_risk
 from typer.testing import CliRunner, Result
@@ -97,18 +98,8 @@ class TravelFiles:
 # -- a small host for --url tests ---------------------------------------------------------
 
 
-class Note(BaseModel):
-    text: str
-
-
 class Wiped(BaseModel):
     wiped: bool
-
-
-@tool(tier="read", name="notes.echo", required_scopes=["notes:read"])
-def echo(args: Note) -> Note:
-    """Say the text back."""
-    return args
 
 
 @tool(

@@ -30,42 +30,8 @@ from live_server import Served, charter_serve, raw_connection, read_until_closed
 
 pytestmark = pytest.mark.slow
 
-TARGET = '''
-from pydantic import BaseModel
-
-from charter import Registry, RiskPolicy, tool
-
-
-class Note(BaseModel):
-    text: str
-
-
-@tool(tier="read", name="notes.echo", required_scopes=["notes:read"])
-def echo(args: Note) -> Note:
-    """Say the text back."""
-    return args
-
-
-@tool(
-    tier="sensitive",
-    name="notes.publish",
-    required_scopes=["notes:write"],
-    risk_policy=RiskPolicy(
-        destructive=False,
-        reversible=False,
-        dry_run_supported=False,
-        confirmation_required=True,
-        side_effects=("data-write",),
-    ),
-)
-def publish(args: Note) -> Note:
-    """Publish a note; the user confirms first."""
-    return args
-
-
-registry = Registry()
-registry.register_all([echo, publish])
-'''
+TARGET = (Path(__file__).parent / "notes_tools.py").read_text(encoding="utf-8")
+"""The notes tools, served under a fresh module name by each test."""
 
 NOTES = ("notes:read", "notes:write")
 """The scopes a key needs to call both notes tools."""
