@@ -71,6 +71,21 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def trip_row(
+    trip_id: str, tenant_id: str, name: str, destination: str, nights: int
+) -> dict[str, Any]:
+    """The row of a trip just created: planned, created now."""
+    return {
+        "id": trip_id,
+        "tenant_id": tenant_id,
+        "name": name,
+        "destination": destination,
+        "nights": nights,
+        "status": "planned",
+        "created_at": now_iso(),
+    }
+
+
 class TripService:
     """Reads and writes the travel tables for one tenant at a time."""
 
@@ -117,15 +132,7 @@ class TripService:
         self, db: AsyncConnection, tenant_id: str, name: str, destination: str, nights: int
     ) -> dict[str, Any]:
         """Insert a trip and return it."""
-        row = {
-            "id": new_id("trp"),
-            "tenant_id": tenant_id,
-            "name": name,
-            "destination": destination,
-            "nights": nights,
-            "status": "planned",
-            "created_at": now_iso(),
-        }
+        row = trip_row(new_id("trp"), tenant_id, name, destination, nights)
         await db.execute(trips.insert().values(**row))
         return row
 
@@ -282,15 +289,7 @@ async def seed_demo_data(engine: AsyncEngine) -> None:
             return
         for tenant_id, trip_id, name, destination, nights in DEMO_TRIPS:
             await conn.execute(
-                trips.insert().values(
-                    id=trip_id,
-                    tenant_id=tenant_id,
-                    name=name,
-                    destination=destination,
-                    nights=nights,
-                    status="planned",
-                    created_at=now_iso(),
-                )
+                trips.insert().values(**trip_row(trip_id, tenant_id, name, destination, nights))
             )
         for tenant_id, booking_id, trip_id, supplier, amount in DEMO_BOOKINGS:
             await conn.execute(
