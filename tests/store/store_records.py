@@ -1,7 +1,6 @@
-"""Records the SQL store tests build, with fresh ids, at one fixed instant (``NOW``).
-
-Each builder takes keyword overrides for any field. Unlike the store contract's builders
-(``charter.testing``), ids are random, so a test may build many records on one database.
+"""Records the SQL store tests build, at one fixed instant (``NOW``): the store contract's
+own builders (``charter.testing``), each taking keyword overrides for any field, with random
+ids where the contract's are fixed, so that a test may build many records on one database.
 """
 
 from __future__ import annotations
@@ -9,73 +8,32 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import anyio
 
 from charter.audit import AuditEvent
-from charter.ledger import ApprovalRecord, ApprovalStatus, ClaimRecord, LedgerEntry, LedgerStore
+from charter.ledger import ApprovalRecord, ApprovalStatus, LedgerEntry, LedgerStore
 from charter.store import SqlStore
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-"""The instant the tests run at (the ``now`` and ``at`` they give the store)."""
+from charter.testing import _records as contract
+from charter.testing._records import NOW as NOW  # re-exported, with claim_record
+from charter.testing._records import claim_record as claim_record
 
 
 def entry(**overrides: Any) -> LedgerEntry:
-    """A ledger entry being claimed (``in_progress``) under a fresh request id."""
-    values: dict[str, Any] = {
-        "tenant_id": "acme",
-        "principal_id": "alice",
-        "request_id": str(uuid.uuid4()),
-        "tool": "create_note",
-        "capability_id": "notes.create",
-        "capability_version": "1",
-        "target": "note:1",
-        "fingerprint": "sha256:aaa",
-        "status": "in_progress",
-        "invocation_id": uuid.uuid4().hex,
-        "created_at": NOW,
-        "expires_at": NOW + timedelta(hours=24),
-    }
-    values.update(overrides)
-    return LedgerEntry(**values)
+    """The store contract's ledger entry being claimed, under a fresh request id."""
+    return contract.entry(overrides.pop("request_id", str(uuid.uuid4())), **overrides)
 
 
 def approval(**overrides: Any) -> ApprovalRecord:
-    """A pending approval of a destructive call, expiring in an hour."""
-    values: dict[str, Any] = {
-        "id": "apr_" + uuid.uuid4().hex,
-        "tenant_id": "acme",
-        "requester_id": "alice",
-        "request_id": str(uuid.uuid4()),
-        "tool": "delete_note",
-        "capability_id": "notes.delete",
-        "capability_version": "1",
-        "target": "note:1",
-        "fingerprint": "sha256:bbb",
-        "arguments": {"note_id": "1", "nested": {"list": [1, 2.5, None, True]}, "é": "ü"},
-        "risk": "destructive",
-        "created_at": NOW,
-        "expires_at": NOW + timedelta(hours=1),
-    }
-    values.update(overrides)
-    return ApprovalRecord(**values)
+    """The store contract's pending approval, under a fresh id, expiring in an hour."""
+    return contract.approval(overrides.pop("id", "apr_" + uuid.uuid4().hex), **overrides)
 
 
 def audit_event(**overrides: Any) -> AuditEvent:
-    """The audit event of a completed call by ``acme/alice``."""
-    values: dict[str, Any] = {
-        "id": "aud_" + uuid.uuid4().hex,
-        "time": NOW,
-        "subject": "alice",
-        "principal_tenant": "acme",
-        "tenant": "acme",
-        "tool": "create_note",
-        "outcome": "completed",
-    }
-    values.update(overrides)
-    return AuditEvent(**values)
+    """The store contract's audit event of a completed call by ``acme/alice``, fresh id."""
+    return contract.audit_event(overrides.pop("id", "aud_" + uuid.uuid4().hex), **overrides)
 
 
 async def all_at_once(
@@ -95,20 +53,6 @@ async def all_at_once(
                 tg.start_soon(caller)
             go.set()
     return results
-
-
-def claim_record(of: LedgerEntry, **overrides: Any) -> ClaimRecord:
-    """The created-target claim of ``of``'s command, without a result yet."""
-    values: dict[str, Any] = {
-        "tenant_id": of.tenant_id,
-        "principal_id": of.principal_id,
-        "request_id": of.request_id,
-        "capability_id": "c",
-        "fingerprint": "f",
-        "created_at": NOW,
-    }
-    values.update(overrides)
-    return ClaimRecord(**values)
 
 
 async def decide(
