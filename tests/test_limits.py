@@ -477,7 +477,9 @@ def _answer(call: object) -> tuple[str, str]:
 def _strict_only() -> Iterator[None]:
     """``parse_json`` with the strict decoder alone, as it was."""
     with pytest.MonkeyPatch.context() as strict:
-        strict.setattr(_limits, "_without_repeated_keys", lambda text, scan: _limits._NOT_SURE)
+        strict.setattr(
+            _limits._parse, "_without_repeated_keys", lambda text, scan: _limits._parse._NOT_SURE
+        )
         yield
 
 

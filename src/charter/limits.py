@@ -11,11 +11,11 @@ the handler; a refused call is ``Failed`` with ``RATE_LIMITED`` and a retry-afte
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from ._numbers import is_positive_int, is_positive_seconds
 from .errors import ConfigurationError
 
 __all__ = ("InFlight", "Limit", "LimitKey", "RateLimit", "check_limits")
@@ -81,7 +81,7 @@ def check_limits(owner: str, limits: object) -> tuple[Limit, ...]:
     checked: list[Limit] = []
     for limit in limits:
         if isinstance(limit, RateLimit):
-            if not (_positive_int(limit.calls) and _positive_seconds(limit.per)):
+            if not (is_positive_int(limit.calls) and is_positive_seconds(limit.per)):
                 raise ConfigurationError(
                     f"{owner}: RateLimit needs calls > 0 (an integer) and per > 0 seconds, "
                     f"got calls={limit.calls!r}, per={limit.per!r}"
@@ -89,7 +89,7 @@ def check_limits(owner: str, limits: object) -> tuple[Limit, ...]:
             if limit.cost is not None and not callable(limit.cost):
                 raise ConfigurationError(f"{owner}: RateLimit.cost must be callable")
         elif isinstance(limit, InFlight):
-            if not _positive_int(limit.limit):
+            if not is_positive_int(limit.limit):
                 raise ConfigurationError(
                     f"{owner}: InFlight needs limit > 0 (an integer), got {limit.limit!r}"
                 )
@@ -103,19 +103,6 @@ def check_limits(owner: str, limits: object) -> tuple[Limit, ...]:
             )
         checked.append(limit)
     return tuple(checked)
-
-
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _positive_seconds(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
 
 
 def _seconds(value: float) -> str:

@@ -126,9 +126,24 @@ def entry_findings(old: Entry, new: Entry) -> list[Finding]:
     return findings
 
 
-def _description(old: Entry, new: Entry) -> list[Finding]:
-    if old.get("description") == new.get("description"):
-        return []
+Rule: TypeAlias = Callable[[Entry, Entry], list[Finding]]
+"""Judges one part of an old and a new entry."""
+
+FieldJudge: TypeAlias = Callable[[object, object], list[Finding]]
+"""Judges the old and the new value of one entry field, which differ."""
+
+
+def _field(key: str, judge: FieldJudge) -> Rule:
+    """A rule for the entry field ``key``: ``judge`` sees its two values only when they differ."""
+
+    def rule(old: Entry, new: Entry) -> list[Finding]:
+        before, after = old.get(key), new.get(key)
+        return [] if before == after else judge(before, after)
+
+    return rule
+
+
+def _description(before: object, after: object) -> list[Finding]:
     return [Finding("description", "description-changed", "compatible", "description changed")]
 
 
@@ -149,10 +164,7 @@ def _aliases(old: Entry, new: Entry) -> list[Finding]:
     return findings
 
 
-def _model_name(old: Entry, new: Entry) -> list[Finding]:
-    before, after = old.get("modelName"), new.get("modelName")
-    if before == after:
-        return []
+def _model_name(before: object, after: object) -> list[Finding]:
     # Only model-facing exports (providers, harness, bridges) use it; MCP and HTTP callers
     # keep the canonical name. A model whose transcript has the old name is told the new one.
     was = _show(before) if before is not None else "derived"
@@ -161,10 +173,7 @@ def _model_name(old: Entry, new: Entry) -> list[Finding]:
     return [Finding("modelName", "model-name-changed", "compatible", detail)]
 
 
-def _deprecation(old: Entry, new: Entry) -> list[Finding]:
-    before, after = old.get("deprecation"), new.get("deprecation")
-    if before == after:
-        return []
+def _deprecation(before: object, after: object) -> list[Finding]:
     if before is None:
         detail = "deprecated"
         if isinstance(after, Mapping):
@@ -234,11 +243,8 @@ def _scopes(old: Entry, new: Entry) -> list[Finding]:
     )
 
 
-def _audience(old: Entry, new: Entry) -> list[Finding]:
+def _audience(before: object, after: object) -> list[Finding]:
     # An absent audience means every audience may see the tool.
-    before, after = old.get("audience"), new.get("audience")
-    if before == after:
-        return []
     if after is None:
         detail = "audience restriction removed; every audience sees the tool"
         return [Finding("audience", "audience-widened", "compatible", detail)]
@@ -470,18 +476,18 @@ def _schemas(old: Entry, new: Entry) -> list[Finding]:
     return findings
 
 
-_RULES: tuple[Callable[[Entry, Entry], list[Finding]], ...] = (
+_RULES: tuple[Rule, ...] = (
     _aliases,
     _identity,
     _scopes,
-    _audience,
+    _field("audience", _audience),
     _risk,
     _delegation,
     _action_policy,
     _controls,
-    _description,
-    _model_name,
-    _deprecation,
+    _field("description", _description),
+    _field("modelName", _model_name),
+    _field("deprecation", _deprecation),
     _alias_deprecations,
     _annotations,
     _schemas,

@@ -167,16 +167,15 @@ class HostPreparer:
             return None
         request_id = request_id_for(self.session_id, invocation_id)
         cancel = CancelSignal()
-        options = CallOptions(
-            cancel=cancel,
-            audience=self.audience,
+        options = call_options(
+            call,
+            invocation_id,
             session_id=self.session_id,
             turn_id=self.turn_id,
             step_id=self.step_id,
-            call_id=call.call_id,
-            invocation_id=invocation_id,
+            cancel=cancel,
+            audience=self.audience,
             state=state,
-            model_name=call.name,
         )
         controls = InvocationControls.model_validate({"requestId": request_id})
         try:
@@ -269,7 +268,8 @@ async def invoke_call(
 
 
 def call_options(
-    call: CallRecord,
+    call: ToolCall,
+    invocation_id: str | None,
     *,
     session_id: str,
     turn_id: str,
@@ -285,10 +285,10 @@ def call_options(
         session_id=session_id,
         turn_id=turn_id,
         step_id=step_id,
-        call_id=call.call.call_id,
-        invocation_id=call.invocation_id,
+        call_id=call.call_id,
+        invocation_id=invocation_id,
         state=state,
-        model_name=call.call.name,
+        model_name=call.name,
     )
 
 

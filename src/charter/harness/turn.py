@@ -311,7 +311,8 @@ class Turn:
                 call,
                 principal=self.principal,
                 options=call_options(
-                    call,
+                    call.call,
+                    call.invocation_id,
                     session_id=self.session_id,
                     turn_id=pending.turn_id,
                     step_id=pending.step_id,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Literal, get_args
 
 from pydantic import AliasChoices, AliasPath, BaseModel, RootModel
 
+from .._numbers import is_positive_seconds
 from ..auth import AuthMode, validate_required_scope
 from ..errors import ConfigurationError
 from ..policy import CONTROL_FIELD, ActionPolicy
@@ -117,7 +117,7 @@ def _check_options(
         raise ConfigurationError(f"tool {name!r}: delegable must be True or False")
     if auth == "public" and delegable:
         raise ConfigurationError(f"tool {name!r}: a public tool cannot be delegable")
-    if timeout is not None and not _is_positive_seconds(timeout):
+    if timeout is not None and not is_positive_seconds(timeout):
         raise ConfigurationError(
             f"tool {name!r}: timeout must be a finite, positive number of seconds, got {timeout!r}"
         )
@@ -184,15 +184,6 @@ def check_input_fields(
         raise ConfigurationError(
             f"tool {name!r}: tenant_field {tenant_field!r} is not a field of the input model"
         )
-
-
-def _is_positive_seconds(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
 
 
 def _declares_control_field(model: type[BaseModel]) -> bool:

@@ -3,89 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, cast, overload
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel
-
-from ..context import ToolContext
 from ..errors import ConfigurationError
 from ..risk import READ_ONLY_RISK, RiskPolicy, RiskTier
 from ._decorator import ToolDecorator
 from ._functions import read_function
 from ._metadata import Alias
-from ._tool import CtxT, InT, Outcome, OutT, Tool
+from ._tool import CtxT, Handler, InT, Outcome, OutT, Tool
 
 __all__ = ("ToolDecorator", "define_tool", "tool")
 
 
-@overload
 def define_tool(
     *,
     name: str,
     description: str,
     input_schema: type[InT],
     output_schema: type[OutT],
-    handler: Callable[[InT, CtxT], Awaitable[OutT | Outcome]],
+    handler: Callable[[InT, CtxT], Awaitable[OutT | Outcome]]
+    | Callable[[InT, CtxT], OutT | Outcome]
+    | Callable[[InT], Awaitable[OutT | Outcome]]
+    | Callable[[InT], OutT | Outcome],
     tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
     risk_policy: RiskPolicy | None = None,
     **options: Any,
-) -> Tool[InT, OutT, CtxT]: ...
-
-
-@overload
-def define_tool(
-    *,
-    name: str,
-    description: str,
-    input_schema: type[InT],
-    output_schema: type[OutT],
-    handler: Callable[[InT, CtxT], OutT | Outcome],
-    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
-    risk_policy: RiskPolicy | None = None,
-    **options: Any,
-) -> Tool[InT, OutT, CtxT]: ...
-
-
-@overload
-def define_tool(
-    *,
-    name: str,
-    description: str,
-    input_schema: type[InT],
-    output_schema: type[OutT],
-    handler: Callable[[InT], Awaitable[OutT | Outcome]],
-    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
-    risk_policy: RiskPolicy | None = None,
-    **options: Any,
-) -> Tool[InT, OutT, ToolContext]: ...
-
-
-@overload
-def define_tool(
-    *,
-    name: str,
-    description: str,
-    input_schema: type[InT],
-    output_schema: type[OutT],
-    handler: Callable[[InT], OutT | Outcome],
-    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
-    risk_policy: RiskPolicy | None = None,
-    **options: Any,
-) -> Tool[InT, OutT, ToolContext]: ...
-
-
-def define_tool(
-    *,
-    name: str,
-    description: str,
-    input_schema: type[BaseModel],
-    output_schema: type[BaseModel],
-    handler: Callable[..., Any],
-    tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
-    risk_policy: RiskPolicy | None = None,
-    **options: Any,
-) -> Tool[Any, Any, Any]:
+) -> Tool[InT, OutT, CtxT]:
     """Declare a tool from explicit models and a handler.
+
+    The handler takes the parsed input and, if it wants one, the context; it may be sync
+    or async and return output or an outcome. Without a context parameter the tool's
+    context type is ``ToolContext`` (the default of ``CtxT``).
 
     Options are the remaining ``Tool`` fields (``required_scopes``, ``capability_id``,
     ``owner``, ``capability_version``, ``aliases``, ``deprecation``, ``audience``,
@@ -125,7 +73,8 @@ def define_tool(
         description=description,
         input_model=input_schema,
         output_model=output_schema,
-        handler=handler,
+        # A handler without a context parameter is adapted by ``Tool`` (its arity is read).
+        handler=cast("Handler[Any, Any, Any]", handler),
         tier=tier,
         risk_policy=risk_policy,
         **options,

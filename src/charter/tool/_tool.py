@@ -32,7 +32,8 @@ Outcome = Completed | Denied | Failed | InteractionRequired | Deferred
 Handler = Callable[[InT, CtxT], Awaitable[OutT | Outcome]] | Callable[[InT, CtxT], OutT | Outcome]
 """A tool's handler: ``(parsed_input, ctx)``, sync or async, returning output or an outcome.
 
-Usage ``Handler[TripQuery, TripList, TravelContext]``.
+Usage ``Handler[TripQuery, TravelContext, TripList]``: input, context, output, the order in
+which the type variables first appear in the alias (as ``Tool.handler`` writes it).
 """
 
 TargetResolver = Callable[[InT, CtxT], Awaitable[str] | str]
