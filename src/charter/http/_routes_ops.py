@@ -32,8 +32,8 @@ from ._payloads import (
     WhoamiBody,
 )
 from ._problem import failed_problem, http_problem
-from ._routes_approvals import bad_query, listing_caller
 from ._responses import json_response
+from ._routes_approvals import bad_query, listing_caller
 
 if TYPE_CHECKING:
     from charter.gateway import Gateway, UpstreamHealth
@@ -262,17 +262,5 @@ class OpsRoutes:
 
 
 def _upstream_bodies(health: list[UpstreamHealth]) -> list[UpstreamBody]:
-    return [
-        UpstreamBody(
-            name=h.name,
-            namespace=h.namespace,
-            transport=h.transport,
-            state=h.state,
-            since=h.since,
-            tools=h.tools,
-            calls=h.calls,
-            reconnects=h.reconnects,
-            last_error=h.last_error,
-        )
-        for h in health
-    ]
+    # The body has the health's fields, by the same names (camelCase only on the wire).
+    return [UpstreamBody.model_validate(h, from_attributes=True) for h in health]
