@@ -9,8 +9,7 @@ it as a write, which still needs a confirmed, ledgered call (docs/gateway.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 import mcp.types as types
 
@@ -39,9 +38,8 @@ _RISK: dict[RiskTier, RiskPolicy] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Governed:
-    """How one upstream tool is declared to charter."""
+class Governed(TypedDict):
+    """How one upstream tool is declared to charter: ``define_tool``'s policy arguments."""
 
     tier: RiskTier
     risk_policy: RiskPolicy

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
 from ..context import ToolContext
@@ -90,18 +91,10 @@ class UpstreamHealth:
     """Why the latest connection attempt or connection failed (the exception's type and text)."""
 
     def as_json(self) -> dict[str, Any]:
-        """The health as JSON data."""
-        return {
-            "name": self.name,
-            "namespace": self.namespace,
-            "transport": self.transport,
-            "state": self.state,
-            "since": self.since.isoformat(),
-            "tools": self.tools,
-            "calls": self.calls,
-            "reconnects": self.reconnects,
-            "lastError": self.last_error,
-        }
+        """The health as JSON data: every field, camelCase, ``since`` in ISO 8601."""
+        data = {to_camel(name): value for name, value in asdict(self).items()}
+        data["since"] = self.since.isoformat()
+        return data
 
 
 class Upstream:

@@ -1,8 +1,9 @@
 """The host: one pipeline every transport calls, and what it takes and gives.
 
-- ``_host``: ``Host``, built around a registry: discovery, ``invoke`` (``prepare`` then
-  ``execute``), and one method per thing below, each in its own module.
-- ``_pipeline``: the steps every call runs, in order; ``_pauses``: ``resume`` and
+- ``_host``: ``Host``, the pipeline built around a registry with its parts: discovery,
+  and one method per thing below, each in its own module.
+- ``_pipeline``: the steps every call runs, in order (``invoke``: ``prepare`` then
+  ``execute``; ``Host`` is a ``Pipeline``); ``_pauses``: ``resume`` and
   ``request_approval``; ``_settle``: settling a deferred call; ``_standing``: the audit
   events and budgets a caller may read; ``_serving``: opening the store for serving.
 - ``_calls``: ``CallOptions`` (a transport's facts about a call), ``PreparedCall``,

@@ -252,21 +252,11 @@ class Effects:
             action = "effect.delivered"
         elif status == "dead":
             action = "effect.dead"
-        event = AuditEvent(
-            id=uuid.uuid4().hex,
-            time=now,
-            action=action,
-            subject=None,
-            principal_tenant=None,
-            tenant=record.tenant_id,
-            tool=record.name,
-            request_id=record.request_id,
-            outcome="completed" if status == "delivered" else "failed",
-            code=None if status == "delivered" else "PROVIDER_ERROR",
-            reason=error,
-            note=record.key,
+        await self._write_audit(
+            _effect_event(
+                record, now, action, by=None, attempt_failed=status != "delivered", reason=error
+            )
         )
-        await self._write_audit(event)
 
     async def _write_audit(self, event: AuditEvent) -> None:
         try:
@@ -452,26 +442,47 @@ class Effects:
     async def _audit_change(
         self, record: EffectRecord, action: EffectAction, by: Principal | None, now: datetime
     ) -> None:
-        event = AuditEvent(
-            id=uuid.uuid4().hex,
-            time=now,
-            action="effect.retry" if action == "retry" else "effect.discard",
-            subject=by.subject if by is not None else None,
-            principal_tenant=by.tenant_id if by is not None else None,
-            tenant=record.tenant_id,
-            delegated=by is not None and by.tenant_id != record.tenant_id,
-            admin_used=by is not None,
-            tool=record.name,
-            request_id=record.request_id,
-            outcome="completed",
-            reason=None if by is not None else "operator",
-            note=record.key,
+        audited: AuditAction = "effect.retry" if action == "retry" else "effect.discard"
+        reason = None if by is not None else "operator"
+        await self._write_audit(
+            _effect_event(record, now, audited, by=by, attempt_failed=False, reason=reason)
         )
-        await self._write_audit(event)
 
     async def backlog(self) -> tuple[int, datetime | None]:
         """How many effects are pending, and when the oldest was created."""
         return await self.store.effect_backlog()
+
+
+def _effect_event(
+    record: EffectRecord,
+    now: datetime,
+    action: AuditAction,
+    *,
+    by: Principal | None,
+    attempt_failed: bool,
+    reason: str | None,
+) -> AuditEvent:
+    """The audit event of an attempt at ``record`` (``by`` None) or of ``by``'s change to it.
+
+    ``tool`` is the effect's name and ``note`` its key; a person acting on an effect holds
+    the admin scope, so ``admin_used`` is whether one did.
+    """
+    return AuditEvent(
+        id=uuid.uuid4().hex,
+        time=now,
+        action=action,
+        subject=by.subject if by is not None else None,
+        principal_tenant=by.tenant_id if by is not None else None,
+        tenant=record.tenant_id,
+        delegated=by is not None and by.tenant_id != record.tenant_id,
+        admin_used=by is not None,
+        tool=record.name,
+        request_id=record.request_id,
+        outcome="failed" if attempt_failed else "completed",
+        code="PROVIDER_ERROR" if attempt_failed else None,
+        reason=reason,
+        note=record.key,
+    )
 
 
 def _no_effect(key: str) -> Failed:

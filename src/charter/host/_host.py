@@ -1,7 +1,7 @@
 """The host: the one pipeline every transport calls (``invoke``, or ``prepare`` then ``execute``).
 
-The steps every call goes through, in order, are ``_pipeline``'s. The host builds the
-pipeline and what it needs (the ledger gate, approvals, budgets, effects, notifications,
+The steps every call goes through, in order, are ``_pipeline``'s. The host is that
+pipeline, built with what it needs (the ledger gate, approvals, budgets, effects, notifications,
 audit), and is the one place transports call: discovery, the pipeline, continuing a pause
 (``resume``), asking for an approval (``request_approval``), settling a deferred call
 (``settle``) and where requests stand.
@@ -39,7 +39,7 @@ from ..ledger import (
 )
 from ..ledger.budgets import BudgetReport, BudgetStore, MemoryBudgets
 from ..limits import Limit, check_limits
-from ..manifest import RegisteredTool, deprecation_warnings
+from ..manifest import deprecation_warnings
 from ..outcome import (
     Failed,
     InteractionRequired,
@@ -54,7 +54,6 @@ from ._calls import (
     NO_CALL_OPTIONS,
     CallOptions,
     ContextFactory,
-    PreparedCall,
     Settlement,
     canonical_request_id,
 )
@@ -71,8 +70,12 @@ AUDIT_ALARM = timedelta(minutes=1)
 """How long ``audit_losses().failing`` (and so ``/readyz``) stays on after a lost event."""
 
 
-class Host:
-    """Runs every tool call through one pipeline: auth, tenancy, controls, ledger, audit."""
+class Host(Pipeline):
+    """Runs every tool call through one pipeline: auth, tenancy, controls, ledger, audit.
+
+    The host is the pipeline (``invoke``, ``prepare``, ``execute``, ``discard``,
+    ``callable_tools``) built with what it needs, plus the services around it.
+    """
 
     def __init__(
         self,
@@ -232,7 +235,7 @@ class Host:
             clock=self._clock,
         )
         access = ScopeChecks(catalog=access_catalog, admin_scope=admin_scope)
-        self._pipeline = Pipeline(
+        super().__init__(
             registry=registry,
             gate=self._gate,
             access=access,
@@ -293,69 +296,7 @@ class Host:
             )
         return entries
 
-    def callable_tools(
-        self, principal: Principal | None, audience: str | None = None
-    ) -> list[RegisteredTool]:
-        """The registered tools ``principal`` may call, in registration order."""
-        return self._pipeline.callable_tools(principal, audience)
-
-    # -- the pipeline -----------------------------------------------------------------------
-
-    async def invoke(
-        self,
-        name: str,
-        arguments: object,
-        principal: Principal | None,
-        controls: InvocationControls | None = None,
-        *,
-        call: CallOptions | None = None,
-    ) -> ToolOutcome:
-        """Run one call through the pipeline; always returns an outcome, never raises one.
-
-        ``prepare`` then ``execute``, under one trace span and one audit event.
-
-        Args:
-            name: the tool's canonical name or alias.
-            arguments: the arguments as parsed JSON, or raw JSON text/bytes (then parsed
-                here under the payload limits).
-            principal: the authenticated caller, or None for anonymous.
-            controls: controls the transport took from its own fields (HTTP headers);
-                merged with ``_charter`` in the arguments, which must agree.
-            call: transport facts (cancel signal, progress and log sinks, ids).
-        """
-        return await self._pipeline.invoke(name, arguments, principal, controls, call=call)
-
-    async def prepare(
-        self,
-        name: str,
-        arguments: object,
-        principal: Principal | None,
-        controls: InvocationControls | None = None,
-        *,
-        call: CallOptions | None = None,
-    ) -> PreparedCall | ToolOutcome:
-        """Run every check a call needs before its handler; never runs a handler.
-
-        Payload limits, lookup, auth mode and scopes, actor types, controls, tenancy, the
-        context, input validation and the target, the request id, the fingerprint, and the
-        gates: a committed request's replay, confirmation, and the request's approval
-        (created here when the call is confirmed and has none). Returns a ``PreparedCall``
-        for ``execute`` when the call may run now, else the outcome to answer with (audited
-        like any call). Arguments as for ``invoke``.
-        """
-        return await self._pipeline.prepare(name, arguments, principal, controls, call=call)
-
-    async def execute(self, prepared: PreparedCall) -> ToolOutcome:
-        """Run a call ``prepare`` admitted: the ledger, the handler, output validation, audit.
-
-        A prepared call runs once, and only on the host that prepared it; anything else is
-        ``ACTION_POLICY_REQUIRED`` (``prepared_call_not_admitted``).
-        """
-        return await self._pipeline.execute(prepared)
-
-    def discard(self, prepared: PreparedCall) -> None:
-        """Drop a prepared call that will not run (nothing was written for it)."""
-        self._pipeline.discard(prepared)
+    # -- pauses (invoke, prepare, execute and discard are Pipeline's) ------------------------
 
     async def resume(
         self,
@@ -389,7 +330,7 @@ class Host:
             answers the same pause again.
         """
         return await _pauses.resume(
-            self._pipeline,
+            self,
             self.limits,
             paused,
             name,
@@ -419,7 +360,7 @@ class Host:
         that would simply run, or what ``prepare`` answered (a replay, a denial, an error).
         """
         return await _pauses.request_approval(
-            self._pipeline,
+            self,
             self.store,
             name,
             arguments,
@@ -505,12 +446,12 @@ class Host:
             RuntimeError: the store was already closed.
             StoreError: opening it failed (``SqlStore.open``).
         """
-        async with _serving.opened((self.store, self.audit), drain=self._pipeline.drain):
+        async with _serving.opened((self.store, self.audit), drain=self._drain):
             yield self
 
     async def aclose(self) -> None:
         """Record pending audit counts; release the store's connections and worker threads."""
-        await self._pipeline.drain()
+        await self._drain()
         await self.notifications.aclose()
         self.registry.close()
         close = getattr(self.store, "aclose", None)

@@ -77,6 +77,13 @@ class ApprovalEvent(BaseModel):
         return f"approval.{self.kind}"
 
 
+_RECORD_FIELDS = {
+    *("tenant_id", "request_id", "tool", "capability_version", "risk", "target"),
+    *("arguments", "reason_code", "created_at", "expires_at"),
+}
+"""The fields an ``ApprovalEvent`` carries as the ``ApprovalRecord`` has them."""
+
+
 @runtime_checkable
 class Notifier(Protocol):
     """Protocol: sends approval events somewhere (``charter.notify.Webhook``, ``Slack``)."""
@@ -283,22 +290,13 @@ class Notifications:
         }.get(change) or self.clock()
         decided = change in ("granted", "denied")
         return ApprovalEvent(
+            **record.model_dump(include=_RECORD_FIELDS),
             id=event_id(record.id, change),
             kind=change,
             approval_id=record.id,
-            tenant_id=record.tenant_id,
-            request_id=record.request_id,
-            tool=record.tool,
-            capability_version=record.capability_version,
-            risk=record.risk,
-            target=record.target,
-            arguments=record.arguments,
             requester=record.requester_id,
             approver=by,
             reason=record.decision_reason if decided else None,
-            reason_code=record.reason_code,
-            created_at=record.created_at,
-            expires_at=record.expires_at,
             occurred_at=occurred,
             url=approval_link(self.console_url, record.id),
         )

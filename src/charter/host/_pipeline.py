@@ -49,6 +49,7 @@ from ..context import discard_after_commit
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..ledger import LedgerGate, LedgerKey, confirmation_required
 from ..ledger.budgets import BudgetRefused, BudgetUnavailable, Charge
+from ..manifest import RegisteredTool
 from ..outcome import Completed, Failed, ReportsToolError, ToolOutcome, failed, failed_from_error
 from ..policy import InvocationControls, command_fingerprint
 from ..registry import Registry
@@ -71,7 +72,10 @@ _REFUSED = frozenset({"failed", "denied"})
 
 
 class Pipeline:
-    """Runs the calls of one host: prepares them, executes them once, audits every one."""
+    """Runs the calls of one host: prepares them, executes them once, audits every one.
+
+    ``Host`` is a pipeline built with its parts; these are its call methods.
+    """
 
     def __init__(
         self,
@@ -84,7 +88,7 @@ class Pipeline:
         audit: AuditSink,
         refusals: RefusalAggregator | None,
         rate_refusals: RefusalAggregator | None,
-        budgets: Budgets | None,
+        budgets: Budgets,
         clock: Callable[[], datetime],
     ) -> None:
         """Run calls on ``registry`` through ``gate``, auditing to ``audit``."""
@@ -112,7 +116,19 @@ class Pipeline:
         *,
         call: CallOptions | None = None,
     ) -> ToolOutcome:
-        """``prepare`` then ``execute``, under one trace span and one audit event."""
+        """Run one call through the pipeline; always returns an outcome, never raises one.
+
+        ``prepare`` then ``execute``, under one trace span and one audit event.
+
+        Args:
+            name: the tool's canonical name or alias.
+            arguments: the arguments as parsed JSON, or raw JSON text/bytes (then parsed
+                here under the payload limits).
+            principal: the authenticated caller, or None for anonymous.
+            controls: controls the transport took from its own fields (HTTP headers);
+                merged with ``_charter`` in the arguments, which must agree.
+            call: transport facts (cancel signal, progress and log sinks, ids).
+        """
         call = call or NO_CALL_OPTIONS
         trace = Trace(tool=name, principal=principal, model_name=call.model_name)
         with self._telemetry.span(trace.tool, call.call_id) as span:
@@ -139,7 +155,15 @@ class Pipeline:
         *,
         call: CallOptions | None = None,
     ) -> PreparedCall | ToolOutcome:
-        """Every step before the handler; an outcome that ends the call is audited here."""
+        """Run every check a call needs before its handler; never runs a handler.
+
+        Payload limits, lookup, auth mode and scopes, actor types, controls, tenancy, the
+        context, input validation and the target, the request id, the fingerprint, and the
+        gates: a committed request's replay, confirmation, and the request's approval
+        (created here when the call is confirmed and has none). Returns a ``PreparedCall``
+        for ``execute`` when the call may run now, else the outcome to answer with (audited
+        like any call). Arguments as for ``invoke``.
+        """
         call = call or NO_CALL_OPTIONS
         trace = Trace(tool=name, principal=principal, model_name=call.model_name)
         with self._telemetry.span(trace.tool, call.call_id) as span:
@@ -154,7 +178,11 @@ class Pipeline:
         return prepared
 
     async def execute(self, prepared: PreparedCall) -> ToolOutcome:
-        """Run a prepared call once (the ledger, the handler, output validation), audited."""
+        """Run a call ``prepare`` admitted: the ledger, the handler, output validation, audit.
+
+        A prepared call runs once, and only on the host that prepared it; anything else is
+        ``ACTION_POLICY_REQUIRED`` (``prepared_call_not_admitted``).
+        """
         trace = prepared.trace
         with self._telemetry.span(trace.tool, prepared.context.call_id) as span:
             outcome = reported_failure(trace, await self._guarded(trace, self._execute(prepared)))
@@ -163,7 +191,7 @@ class Pipeline:
         return outcome
 
     def discard(self, prepared: PreparedCall) -> None:
-        """Drop a prepared call that will not run."""
+        """Drop a prepared call that will not run (nothing was written for it)."""
         self._prepared.discard(weakref.ref(prepared))
         discard_after_commit(prepared.context.after_commit)
 
@@ -342,7 +370,7 @@ class Pipeline:
                 reason="prepared_call_not_admitted",
             )
         budgets = self._budgets
-        if budgets is None or not budgets.applies(prepared):
+        if not budgets.applies(prepared):
             if prepared.ledger_key is None:  # ``_run``'s first case, without its coroutine
                 return await self._gate.run_unledgered(prepared.action, prepared.context)
             return await self._run(prepared)
@@ -395,7 +423,9 @@ class Pipeline:
         trace.audited = audited
         return outcome
 
-    def callable_tools(self, principal: Principal | None, audience: str | None) -> list[Any]:
+    def callable_tools(
+        self, principal: Principal | None, audience: str | None = None
+    ) -> list[RegisteredTool]:
         """The registered tools ``principal`` may call, in registration order."""
         seen_by = caller_audience(principal, audience)
         return [
@@ -404,7 +434,7 @@ class Pipeline:
             if visible(t, seen_by) and self._access.tool_allows(t, principal)
         ]
 
-    async def drain(self) -> None:
+    async def _drain(self) -> None:
         """Record the audit counts still pending (the host is closing)."""
         for refusals in (self._refusals, self._rate_refusals):
             if refusals is not None:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from charter._per_registration import PerRegistration
 from charter.manifest import CONTRACT_VERSION, RegisteredTool
 from charter.outcome import ReportsToolError
 from charter.policy import CONTROL_FIELD, controls_schema
@@ -57,7 +58,7 @@ class OpenAPIDocument:
         self.title = title
         self.version = version
         self._fixed_schemas = payload_schemas()
-        self._tools: dict[str, tuple[RegisteredTool, _ToolFragment]] = {}
+        self._fragments = PerRegistration(_ToolFragment)
 
     def build(self, tools: Iterable[RegisteredTool], *, server_url: str = "/") -> dict[str, Any]:
         """The document listing ``tools`` (the ones the caller may call) and every fixed route."""
@@ -65,7 +66,7 @@ class OpenAPIDocument:
         schemas = dict(self._fixed_schemas)
         used_ids: set[str] = set()
         for registered in tools:
-            fragment = self._fragment(registered)
+            fragment = self._fragments.get(registered)
             operation = dict(fragment.operation)
             operation["operationId"] = _unique(fragment.operation_id, used_ids)
             paths[f"/v1/tools/{registered.name}:call"] = {"post": operation}
@@ -100,14 +101,6 @@ class OpenAPIDocument:
                 },
             },
         }
-
-    def _fragment(self, registered: RegisteredTool) -> _ToolFragment:
-        cached = self._tools.get(registered.name)
-        if cached is not None and cached[0] is registered:
-            return cached[1]
-        fragment = _ToolFragment(registered)
-        self._tools[registered.name] = (registered, fragment)
-        return fragment
 
 
 class _ToolFragment:

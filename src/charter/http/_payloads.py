@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from charter.audit import AuditAction, AuditEvent
+from charter.audit import AuditEvent
 from charter.effects import EffectRecord
 from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
@@ -179,33 +179,16 @@ class ActionStatusBody(WireModel):
         return cls(**status.model_dump())
 
 
-class AuditEventBody(WireModel):
+class AuditEventBody(WireModel, AuditEvent):
     """One audit event."""
 
-    id: str
-    time: datetime
-    action: AuditAction = "call"
-    subject: str | None
-    principal_tenant: str | None
-    tenant: str | None
+    # ``AuditEvent``'s fields, camelCase on the wire (the docstring above is the OpenAPI
+    # description). These four are required in the body's schema: the event defaults
+    # them when it is built, but every stored event has them.
     delegated: bool
     admin_used: bool
-    tool: str
-    capability_id: str | None = None
-    capability_version: str | None = None
-    request_id: str | None = None
-    approval_id: str | None = None
-    outcome: Literal["completed", "denied", "failed", "interaction-required", "deferred"]
-    code: str | None = None
-    reason: str | None = None
     replayed: bool
     duration_ms: float
-    note: str | None = None
-    """For a decision: the reason the decider gave."""
-    count: int = 1
-    """How many calls the event stands for (anonymous refusals are aggregated)."""
-    model_name: str | None = None
-    """The name a model called the tool by (harness and bridges), beside ``tool``."""
 
     @classmethod
     def from_event(cls, event: AuditEvent) -> AuditEventBody:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Any, Literal
+from typing import Literal
 
 from charter.resources import (
     BlobContents,
@@ -58,21 +58,11 @@ class ResourceListBody(WireModel):
     def of(cls, resources: list[Resource], templates: list[Resource]) -> ResourceListBody:
         """The listing of ``resources`` and ``templates``."""
         return cls(
-            resources=[ResourceEntryBody(uri=r.uri, **_described(r)) for r in resources],
+            resources=[ResourceEntryBody(uri=r.uri, **r.described()) for r in resources],
             resource_templates=[
-                ResourceTemplateEntryBody(uri_template=r.uri, **_described(r)) for r in templates
+                ResourceTemplateEntryBody(uri_template=r.uri, **r.described()) for r in templates
             ],
         )
-
-
-def _described(resource: Resource) -> dict[str, Any]:
-    """What a listing says of a resource or template besides its URI."""
-    return {
-        "name": resource.name,
-        "title": resource.title,
-        "description": resource.description,
-        "mime_type": resource.mime_type,
-    }
 
 
 class ResourceContentsBody(WireModel):

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from charter._limits import PayloadRejected, parse_json
+from charter.auth import Principal
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import ApprovalRecord, ApprovalStatus
@@ -19,7 +20,7 @@ from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
 from ._problem import failed_problem, http_problem
 from ._responses import json_response
 
-__all__ = ("ApprovalRoutes", "int_query")
+__all__ = ("ApprovalRoutes", "bad_query", "int_query", "listing_caller")
 
 _STATUSES: dict[str, ApprovalStatus | None] = {
     **{status: status for status in get_args(ApprovalStatus)},
@@ -123,6 +124,17 @@ def _not_found(approval_id: str) -> Failed:
         reason="approval_not_found",
         next_steps=("List the pending approvals with GET /v1/approvals and use one of their ids.",),
     )
+
+
+def listing_caller(request: Request, *, default_limit: int) -> tuple[Principal, int] | Response:
+    """The caller of a listing route and its ``limit`` (1-500), or the 401 or 422 to answer."""
+    caller = required_caller(request)
+    if isinstance(caller, Response):
+        return caller
+    limit = int_query(request, "limit", default=default_limit, maximum=500)
+    if isinstance(limit, Response):
+        return limit
+    return caller, limit
 
 
 def int_query(request: Request, name: str, *, default: int, maximum: int) -> int | Response:

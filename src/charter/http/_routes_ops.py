@@ -33,7 +33,7 @@ from ._payloads import (
 )
 from ._problem import failed_problem, http_problem
 from ._responses import json_response
-from ._routes_approvals import bad_query, int_query
+from ._routes_approvals import bad_query, listing_caller
 
 if TYPE_CHECKING:
     from charter.gateway import Gateway, UpstreamHealth
@@ -84,12 +84,10 @@ class OpsRoutes:
 
         Approvers and admins see every event of the tenant; other callers their own.
         """
-        caller = required_caller(request)
-        if isinstance(caller, Response):
-            return caller
-        limit = int_query(request, "limit", default=50, maximum=500)
-        if isinstance(limit, Response):
-            return limit
+        asked = listing_caller(request, default_limit=50)
+        if isinstance(asked, Response):
+            return asked
+        caller, limit = asked
         trail = await self.host.audit_events(
             caller, tenant=request.query_params.get("tenant"), limit=limit
         )
@@ -132,12 +130,10 @@ class OpsRoutes:
         Approvers and admins see every effect of the tenant; other callers those their own
         calls staged. Only the admin scope may name another tenant.
         """
-        caller = required_caller(request)
-        if isinstance(caller, Response):
-            return caller
-        limit = int_query(request, "limit", default=100, maximum=500)
-        if isinstance(limit, Response):
-            return limit
+        asked = listing_caller(request, default_limit=100)
+        if isinstance(asked, Response):
+            return asked
+        caller, limit = asked
         status = request.query_params.get("status")
         if status is not None and status not in _EFFECT_STATUSES:
             return bad_query("status", f"must be one of {', '.join(_EFFECT_STATUSES)}")
@@ -266,17 +262,5 @@ class OpsRoutes:
 
 
 def _upstream_bodies(health: list[UpstreamHealth]) -> list[UpstreamBody]:
-    return [
-        UpstreamBody(
-            name=h.name,
-            namespace=h.namespace,
-            transport=h.transport,
-            state=h.state,
-            since=h.since,
-            tools=h.tools,
-            calls=h.calls,
-            reconnects=h.reconnects,
-            last_error=h.last_error,
-        )
-        for h in health
-    ]
+    # The body has the health's fields, by the same names (camelCase only on the wire).
+    return [UpstreamBody.model_validate(h, from_attributes=True) for h in health]

@@ -245,17 +245,12 @@ def render_outcome(
         return denied_problem(outcome)
     if isinstance(outcome, InteractionRequired):
         request_id = outcome.request_id or _request_id(controls, body)
-        accepted = AcceptedBody(
-            kind="interaction-required",
-            interaction=outcome.interaction,
-            gate=outcome.gate,
-            approval_id=outcome.approval_id,
-            approval_status=outcome.approval_status,
-            expires_at=outcome.expires_at,
-            request_id=request_id,
-            retry_with=outcome.continuation.controls() if outcome.continuation else None,
-            next_steps=list(outcome.next_steps),
-            token=outcome.token,
+        # The pause's own fields, by name, with the request id and controls to retry with.
+        accepted = AcceptedBody.model_validate(outcome, from_attributes=True).model_copy(
+            update={
+                "request_id": request_id,
+                "retry_with": outcome.continuation.controls() if outcome.continuation else None,
+            }
         )
     else:
         assert isinstance(outcome, Deferred)

@@ -14,7 +14,7 @@ import base64
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import mcp.types as types
 from mcp.server.context import ServerRequestContext
@@ -193,22 +193,14 @@ class ContentHandlers:
     ) -> types.CompleteResult:
         """``completion/complete``: suggestions for a prompt or template argument."""
         ref = params.ref
+        kind: Literal["prompt", "resource"]
         if isinstance(ref, types.PromptReference):
-            values = await self.host.content.complete(
-                "prompt",
-                ref.name,
-                params.argument.name,
-                params.argument.value,
-                self.principal_of(ctx),
-            )
+            kind, key = "prompt", ref.name
         else:
-            values = await self.host.content.complete(
-                "resource",
-                ref.uri,
-                params.argument.name,
-                params.argument.value,
-                self.principal_of(ctx),
-            )
+            kind, key = "resource", ref.uri
+        values = await self.host.content.complete(
+            kind, key, params.argument.name, params.argument.value, self.principal_of(ctx)
+        )
         if isinstance(values, Failed):
             raise content_error(values, resource=False)
         return types.CompleteResult(
@@ -217,23 +209,11 @@ class ContentHandlers:
 
 
 def _resource(resource: Resource) -> types.Resource:
-    return types.Resource(
-        uri=resource.uri,
-        name=resource.name,
-        title=resource.title,
-        description=resource.description,
-        mime_type=resource.mime_type,
-    )
+    return types.Resource(uri=resource.uri, **resource.described())
 
 
 def _template(resource: Resource) -> types.ResourceTemplate:
-    return types.ResourceTemplate(
-        uri_template=resource.uri,
-        name=resource.name,
-        title=resource.title,
-        description=resource.description,
-        mime_type=resource.mime_type,
-    )
+    return types.ResourceTemplate(uri_template=resource.uri, **resource.described())
 
 
 def _prompt(prompt: Prompt) -> types.Prompt:

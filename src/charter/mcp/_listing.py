@@ -7,6 +7,7 @@ from typing import Any
 import mcp.types as types
 
 from .._mcp_config import STATUS_TOOL
+from .._per_registration import PerRegistration
 from ..ledger import ActionStatus
 from ..manifest import RegisteredTool
 from ..policy import CONTROL_FIELD, controls_schema
@@ -26,16 +27,11 @@ class ToolListing:
     """Builds (once per registered tool) the ``types.Tool`` a caller sees in ``tools/list``."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[RegisteredTool, types.Tool]] = {}
+        self._listed = PerRegistration(_listed)
 
     def tool(self, registered: RegisteredTool) -> types.Tool:
         """The MCP tool for ``registered``; cached while the registration is the same object."""
-        cached = self._cache.get(registered.name)
-        if cached is not None and cached[0] is registered:
-            return cached[1]
-        listed = _listed(registered)
-        self._cache[registered.name] = (registered, listed)
-        return listed
+        return self._listed.get(registered)
 
 
 def _listed(registered: RegisteredTool) -> types.Tool:

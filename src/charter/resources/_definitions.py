@@ -110,6 +110,15 @@ class Resource:
             return {} if uri == self.uri else None
         return self.template.match(uri)
 
+    def described(self) -> dict[str, Any]:
+        """What a listing (MCP, REST) says of it besides its URI, by snake_case field name."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "mime_type": self.mime_type,
+        }
+
     def params(self, values: Mapping[str, str]) -> BaseModel | None:
         """The validated params model; raises ``pydantic.ValidationError``."""
         model = self.call.params_model
