@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-gateway setup test test-serial lint typecheck bench clean
+.PHONY: run run-gateway setup test test-serial test-faults test-browser lint typecheck bench clean
 
 # Parallel pytest workers for `make test` (pytest-xdist). More than cores: most tests wait on
 # servers and subprocesses, not on the CPU. `TEST_WORKERS=0` runs in one process.
@@ -45,24 +45,36 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src examples
 
-# Lint first (seconds); then most tests in parallel; then the `serial` ones (PostgreSQL
-# restarts and faults, the browser) alone, with mypy beside them: those tests mostly wait on
-# the server and the browser, so mypy's half minute of CPU costs no wall time there (and not
+# Lint first (seconds); then most tests in parallel; then the `serial` ones, in two pytest
+# processes side by side with mypy beside them: the PostgreSQL fault tests (restarts, ended
+# connections) and the browser tests, which serve an in-memory host and never touch
+# PostgreSQL, so a restart cannot disturb them. Both mostly wait (on the server, on the
+# browser), so the serial part takes as long as the longer of the two rather than their sum,
+# and mypy's half minute of CPU (when its cache is cold) costs no wall time there (and not
 # earlier, where tests/test_typing.py runs mypy on the same cache). Any failure fails
-# `make test` (make waits for the other job, then exits non-zero), including pytest's exit 5
+# `make test` (make waits for the other jobs, then exits non-zero), including pytest's exit 5
 # (no test collected). README "Running the tests".
 test: setup lint
 	$(PYTEST) -m "not serial" -n $(TEST_WORKERS) --dist loadfile
-	$(MAKE) --no-print-directory -j2 typecheck test-serial
+	$(MAKE) --no-print-directory -j3 typecheck test-faults test-browser
 
 # Only the files that mark a test `serial` are collected: collecting the whole suite to pick
 # a dozen tests costs seconds of CPU (every test module imported) on the run's critical path.
 # A file is found by the text `mark.serial` in it (`pytestmark = pytest.mark.serial`,
-# `@pytest.mark.serial`, `marks=pytest.mark.serial`).
+# `@pytest.mark.serial`, `marks=pytest.mark.serial`). A serial file that marks `browser` holds
+# browser tests only (its `pytestmark`), so the fault run leaves it out rather than import
+# Playwright for nothing.
 SERIAL_FILES = $(shell grep -rlE --include='test_*.py' 'mark\.serial' tests)
+SERIAL_BROWSER_FILES = $(filter $(shell grep -rlE --include='test_*.py' 'mark\.browser' tests),$(SERIAL_FILES))
 
-test-serial: $(STAMP)
-	$(PYTEST) -m serial $(SERIAL_FILES)
+# Both serial parts, one after the other (`make -j2 test-serial` runs them side by side).
+test-serial: test-faults test-browser
+
+test-faults: $(STAMP)
+	$(PYTEST) -m "serial and not browser" $(filter-out $(SERIAL_BROWSER_FILES),$(SERIAL_FILES))
+
+test-browser: $(STAMP)
+	$(PYTEST) -m "serial and browser" $(SERIAL_BROWSER_FILES)
 
 # The throughput cases need the bench extra (FastAPI, FastMCP) and Debian's wrk.
 bench: $(STAMP)
