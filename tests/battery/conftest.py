@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
 
 from tests.store.conftest import SqlStoreFactory as SqlStoreFactory  # noqa: E402
 from tests.store.conftest import make_sql_store as make_sql_store  # noqa: E402
+from tests.store.conftest import migrated_sqlite_dir as migrated_sqlite_dir  # noqa: E402
 from tests.store.conftest import sql_store as sql_store  # noqa: E402
 from tests.store.conftest import store_backend as store_backend  # noqa: E402
 from tests.store.conftest import store_url as store_url  # noqa: E402

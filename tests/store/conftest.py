@@ -17,7 +17,11 @@ this directory.
   ``with fresh_database(request.param, tmp_path / "x.db") as url``.
 - ``sql_store`` (async) — an open ``SqlStore`` on ``store_url``, closed at teardown.
 - ``make_sql_store`` (async) — a factory for more stores on the same database, with
-  options (``await make_sql_store(pool_size=64)``); all are closed at teardown. A
+  options (``await make_sql_store(pool_size=64)``); all are closed at teardown. On SQLite
+  the first store finds the database already at the head revision when the test has not
+  created the file itself: a copy of one migrated per pytest process (running the
+  migrations costs about 70 ms of CPU a database, hundreds of times in the suite; the
+  migrations themselves are tested on ``store_url`` in ``test_sql_migrations.py``). A
   PostgreSQL store with a pool over ``LARGE_POOL`` connections holds a lock file until
   teardown, so two such tests on different xdist workers never run at once: together
   they would pass the server's ``max_connections`` (100 by default) and fail with "too
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -145,10 +150,14 @@ def store_backend(request: pytest.FixtureRequest) -> str:
     return backend
 
 
+def _sqlite_file(tmp_path: Path) -> Path:
+    return tmp_path / "charter.db"
+
+
 @pytest.fixture
 def store_url(store_backend: str, tmp_path: Path) -> Iterator[str]:
     """A URL for a fresh, empty database on the current backend (see the module doc)."""
-    with fresh_database(store_backend, tmp_path / "charter.db") as url:
+    with fresh_database(store_backend, _sqlite_file(tmp_path)) as url:
         yield url
 
 
@@ -169,14 +178,39 @@ async def large_pool_lock(url: str, pool_size: int) -> AsyncIterator[None]:
         os.close(descriptor)  # closing the descriptor releases the lock
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where this pytest process keeps its SQLite database at the head revision."""
+    return tmp_path_factory.mktemp("migrated")
+
+
+async def migrated_sqlite(directory: Path) -> Path:
+    """A SQLite database at charter's head revision in ``directory``, built on first use."""
+    template = directory / "charter.db"
+    if not template.exists():
+        building = directory / f"building-{uuid.uuid4().hex}.db"
+        async with SqlStore(sqlite_url(building)):
+            pass  # opening a fresh database migrates it; closing checkpoints the WAL
+        os.replace(building, template)
+    return template
+
+
 @pytest.fixture
-async def make_sql_store(store_url: str) -> AsyncIterator[SqlStoreFactory]:
+async def make_sql_store(
+    store_url: str, store_backend: str, tmp_path: Path, migrated_sqlite_dir: Path
+) -> AsyncIterator[SqlStoreFactory]:
     """Open more stores on the test's database; every one is closed at teardown."""
+    database = _sqlite_file(tmp_path) if store_backend == "sqlite" else None
+    template = await migrated_sqlite(migrated_sqlite_dir) if database else None
     async with AsyncExitStack() as stack:
         locked = False
 
         async def make(**options: Any) -> SqlStore:
             nonlocal locked
+            # No await between the check and the copy: a second store opened beside the
+            # first (asyncio.gather) finds the file and never copies over it.
+            if database and template and not database.exists():
+                shutil.copyfile(template, database)
             pool_size = options.get("pool_size", 0)
             if pool_size > LARGE_POOL and not locked:  # one lock per test, however many
                 await stack.enter_async_context(large_pool_lock(store_url, pool_size))
