@@ -9,6 +9,9 @@ same Pydantic validation. KINDs:
 - ``charter-mcp``, ``charter-mcp-stateless``: ``create_app(host)`` (REST, MCP at /mcp, the
   console), the bearer token checked by the host on every request;
 - ``sdk-mcp``, ``sdk-mcp-stateless``: the SDK's ``MCPServer`` and its streamable HTTP app;
+- ``sdk-mcp-bearer``, ``sdk-mcp-bearer-stateless``: the same behind the SDK's own bearer
+  check (``token_verifier``, ``AuthSettings``), of the token charter's side accepts and
+  the scope its ``add`` requires: what charter's side authenticates, done the SDK's way;
 - ``fastmcp``, ``fastmcp-stateless``: standalone FastMCP (the ``bench`` extra);
 - ``charter-rest``: ``create_app(host)``; ``fastapi``: a FastAPI endpoint; ``starlette``: a
   bare Starlette endpoint;
@@ -43,7 +46,8 @@ from charter.auth import StaticAuthenticator
 from charter.host import Host
 
 TOKEN = "bench-load-token"
-"""The bearer token every charter side accepts (the baselines check none)."""
+"""The bearer token every charter side accepts (and ``sdk-mcp-bearer``; the other
+baselines check none)."""
 AUDIT_CAPACITY = 1_000
 """Audit events each charter server keeps in memory (``MemoryAuditSink``'s newest
 ``capacity``): full after the memory cases' first thousand calls, so growth past them is
@@ -125,11 +129,44 @@ def charter_app(*, stateless: bool = False) -> Starlette:
     return create_app(_host(), mcp_stateless=stateless)
 
 
-def sdk_app(*, stateless: bool = False) -> Starlette:
-    """The SDK's ``MCPServer`` serving ``add`` from its own streamable HTTP app."""
+class _OneToken:
+    """The SDK's ``TokenVerifier`` hook over one token, as charter's ``StaticAuthenticator``."""
+
+    def __init__(self) -> None:
+        from mcp.server.auth.provider import AccessToken
+
+        # Built once, as charter builds its access token once per principal.
+        self._access = AccessToken(
+            token=TOKEN, client_id=PRINCIPAL.subject, scopes=sorted(PRINCIPAL.scopes)
+        )
+
+    async def verify_token(self, token: str) -> Any:
+        """The access token of ``TOKEN``; None for any other."""
+        return self._access if token == TOKEN else None
+
+
+def sdk_app(*, stateless: bool = False, bearer: bool = False) -> Starlette:
+    """The SDK's ``MCPServer`` serving ``add`` from its own streamable HTTP app.
+
+    ``bearer``: behind the SDK's bearer middleware, accepting ``TOKEN`` only and requiring
+    the scope charter's ``add`` requires (``math:read``).
+    """
+    from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
 
-    server = MCPServer("sdk")
+    server = (
+        MCPServer(
+            "sdk",
+            token_verifier=_OneToken(),
+            auth=AuthSettings(
+                issuer_url="http://127.0.0.1",
+                resource_server_url=None,
+                required_scopes=sorted(add.required_scopes),
+            ),
+        )
+        if bearer
+        else MCPServer("sdk")
+    )
 
     @server.tool(name="add", description="Add two integers.")
     async def add_tool(a: int, b: int) -> int:
@@ -209,6 +246,8 @@ KINDS: dict[str, Callable[[], ASGIApp]] = {
     "charter-mcp-stateless": lambda: charter_app(stateless=True),
     "sdk-mcp": sdk_app,
     "sdk-mcp-stateless": lambda: sdk_app(stateless=True),
+    "sdk-mcp-bearer": lambda: sdk_app(bearer=True),
+    "sdk-mcp-bearer-stateless": lambda: sdk_app(stateless=True, bearer=True),
     "fastmcp": fastmcp_app,
     "fastmcp-stateless": lambda: fastmcp_app(stateless=True),
     "charter-rest": charter_app,

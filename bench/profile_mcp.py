@@ -1,7 +1,7 @@
 """Instructions per MCP ``tools/call``, in process: ``python -m bench.profile_mcp KIND ERA N``.
 
-Builds one app of ``bench.load_servers`` (``charter-mcp``, ``charter-mcp-stateless``,
-``sdk-mcp`` or ``sdk-mcp-stateless``), runs its lifespan, opens a session where the era
+Builds one app of ``bench.load_servers`` (``charter-mcp``, ``sdk-mcp`` or
+``sdk-mcp-bearer``, each also ``-stateless``), runs its lifespan, opens a session where the era
 needs one (``legacy``, stateful: ``initialize`` then ``notifications/initialized``), and
 sends N ``tools/call`` requests of ``add`` as the throughput case's wrk does (a raw ASGI
 driver: no server, no sockets), checking each answer. ERA is ``modern`` (2026-07-28) or
@@ -38,7 +38,14 @@ LEGACY = "2025-11-25"
 SESSION = "session"
 ERAS = {"modern": MODERN, "legacy": LEGACY, SESSION: SESSION}
 WARM_UP = 30
-MCP_KINDS = ("charter-mcp", "charter-mcp-stateless", "sdk-mcp", "sdk-mcp-stateless")
+MCP_KINDS = (
+    "charter-mcp",
+    "charter-mcp-stateless",
+    "sdk-mcp",
+    "sdk-mcp-stateless",
+    "sdk-mcp-bearer",
+    "sdk-mcp-bearer-stateless",
+)
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -171,7 +178,7 @@ def main(argv: list[str]) -> None:
     if len(argv) != 3 or argv[0] not in MCP_KINDS or argv[1] not in ERAS or stateless_session:
         raise SystemExit(
             f"usage: python -m bench.profile_mcp {'|'.join(MCP_KINDS)} modern|legacy N, "
-            "or charter-mcp|sdk-mcp session N"
+            "or charter-mcp|sdk-mcp|sdk-mcp-bearer session N"
         )
     asyncio.run(run(argv[0], ERAS[argv[1]], int(argv[2])))
 

@@ -153,6 +153,24 @@ def test_a_duplicate_key_in_the_json_rpc_envelope_is_refused_too(combined: str) 
     assert problem_of(answer)["reason"] == "duplicate_key"
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        # The same key written two ways: keys are compared as decoded.
+        '{"query": "globex", "\\u0071uery": "lisbon"}',
+        # A lone surrogate, which jiter refuses and the standard library's parser (and
+        # so the second check) takes: still refused.
+        '{"\\ud800": "globex", "\\ud800": "lisbon"}',
+    ],
+)
+def test_a_duplicate_key_written_with_escapes_is_refused_over_mcp(
+    combined: str, arguments: str
+) -> None:
+    answer = mcp(combined, call_body(arguments))
+    assert answer.status_code == 400, answer.text
+    assert problem_of(answer)["reason"] == "duplicate_key"
+
+
 def test_mcp_without_credentials_is_answered_before_its_body_is_checked(combined: str) -> None:
     # The body is read only once the caller is known, as on REST.
     headers = {k: v for k, v in MCP_HEADERS.items() if k != "Authorization"}

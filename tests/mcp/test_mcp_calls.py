@@ -17,7 +17,8 @@ from charter import ErrorCode
 from charter._redaction import SERVER_FAULT_CODES
 from charter.host import Host
 from charter.mcp import OUTCOME_META_KEY, RESOLUTION, STATUS_TOOL, ConnectionState, create_server
-from charter.outcome import outcome_adapter
+from charter.mcp._render import completed_wire, render_outcome
+from charter.outcome import Completed, outcome_adapter
 
 pytestmark = pytest.mark.anyio
 
@@ -39,6 +40,18 @@ async def test_a_completed_call_returns_structured_output_valid_for_its_schema_a
         result.structured_content
     )
     assert json.loads(text_of(result)) == result.structured_content
+
+
+@pytest.mark.parametrize("replayed", [False, True])
+def test_a_completed_result_sent_as_a_mapping_is_the_rendered_results_wire_form(
+    replayed: bool,
+) -> None:
+    # The adapter answers a completed call with ``completed_wire``'s mapping rather than
+    # the model ``render_outcome`` builds: on the wire they must be the same result.
+    outcome = Completed(output={"text": "ab", "nested": {"n": [1, 2.5, None]}}, replayed=replayed)
+    wire = completed_wire(outcome)
+    assert wire == render_outcome(outcome).model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert completed_wire(Completed(output=[1, 2])) is None
 
 
 @pytest.mark.parametrize("code", list(ErrorCode))

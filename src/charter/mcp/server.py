@@ -36,7 +36,7 @@ from ._forwarded import forwarded_result, is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
 from ._listen import Listening
 from ._listing import ToolListing, status_tool
-from ._render import Presenter, render_outcome
+from ._render import Presenter, completed_wire, render_outcome
 
 __all__ = ("create_server",)
 
@@ -99,7 +99,6 @@ def create_server(
         instructions=instructions,
         lifespan=_lifespan,
         on_list_tools=adapter.list_tools,
-        on_call_tool=adapter.call_tool,
         get_tool_input_schema=adapter.input_schema,
         on_list_resources=content.list_resources,
         on_list_resource_templates=content.list_templates,
@@ -114,6 +113,10 @@ def create_server(
     # Registered directly: the constructor's on_set_logging_level warns that logging is
     # deprecated at 2026-07-28, but handshake-era clients still set levels.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, adapter.set_level)
+    # Registered directly too (what ``on_call_tool`` does): a completed call is answered
+    # with its result's wire form (``completed_wire``), which ``on_call_tool``'s type
+    # does not name but the SDK's request handlers may return.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, adapter.call_tool)
     # Without shared keys, a key only this process holds (state minted before a restart,
     # or by another replica, is then refused).
     keys = list(request_state_keys) if request_state_keys else [secrets.token_bytes(32)]
@@ -191,7 +194,7 @@ class _Adapter:
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """``tools/call``: run the call through the host and render its outcome."""
         principal = self.principal(ctx)
         name = params.name
@@ -325,7 +328,7 @@ class _Adapter:
 
     def _render(
         self, name: str, arguments: Mapping[str, Any], outcome: ToolOutcome
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         presenter = self.presenters.get(name) if isinstance(outcome, Completed) else None
         if presenter is None and isinstance(outcome, Completed) and self.presenters:
             # An alias names the same tool as its canonical name.
@@ -338,6 +341,10 @@ class _Adapter:
                 # Another MCP server's result (charter.gateway), its isError included:
                 # sent back as it came.
                 return render_forwarded(forwarded, replayed=outcome.replayed)
+        if presenter is None and isinstance(outcome, Completed):
+            wire = completed_wire(outcome)
+            if wire is not None:
+                return wire
         controls = arguments.get(CONTROL_FIELD)
         request_id = controls.get("requestId") if isinstance(controls, dict) else None
         try:
