@@ -344,9 +344,7 @@ async def test_L19_deferred_sqlite_transactions_are_caught_by_the_read_then_writ
         # fails at once ("database is locked"), without waiting out the busy timeout.
         assert any("database is locked" in str(leaf) for leaf in flattened(error)), error
         error = await fails(
-            store_checks.test_every_sqlite_write_transaction_begins_immediate(
-                await make(), "sqlite"
-            )
+            store_checks.test_every_sqlite_write_transaction_begins_immediate(await make())
         )
         assert "BEGIN" in str(error)
     finally:
