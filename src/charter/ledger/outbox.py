@@ -82,13 +82,11 @@ class StagedEffects:
             self.records.append(
                 EffectRecord(
                     key=key,
-                    tenant_id=entry.tenant_id,
+                    **entry.request_key(),
+                    tool=entry.tool,
                     name=name,
                     payload=data,
                     seq=seq,
-                    request_id=entry.request_id,
-                    principal_id=entry.principal_id,
-                    tool=entry.tool,
                     attempts=1,
                     max_attempts=registered.max_attempts,
                     next_attempt_at=now,
