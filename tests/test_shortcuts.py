@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, computed_field
 
-from charter import Host, Principal, Registry, tool
+from charter import Host, Principal, Registry, RiskPolicy, tool
 from charter._shortcuts import built, computed_fields, meter_provider_reader, tracer_provider_reader
 from charter.audit import AuditEvent
 from charter.host._trace import _CALL_EVENT
+from charter.ledger import LedgerEntry, MemoryStore
 from charter.outcome import Completed, outcome_adapter
 
 
@@ -75,21 +76,30 @@ class Empty(BaseModel):
     pass
 
 
-@tool(tier="read")
-async def ping(args: Empty) -> Empty:
-    """Ping."""
+@tool(
+    tier="write",
+    risk_policy=RiskPolicy(destructive=False, reversible=True, dry_run_supported=False),
+)
+async def touch(args: Empty) -> Empty:
+    """Touch."""
     return Empty()
 
 
 @pytest.mark.anyio
-async def test_the_hosts_audit_events_validate_as_they_were_built() -> None:
+async def test_the_hosts_audit_events_and_ledger_entries_validate_as_they_were_built() -> None:
     registry = Registry()
-    registry.register(ping)
-    host = Host(registry)
-    await host.invoke("ping", {}, Principal(subject="ada", tenant_id="acme", scopes=frozenset()))
+    registry.register(touch)
+    store = MemoryStore()
+    host = Host(registry, store=store)
+    principal = Principal(subject="ada", tenant_id="acme", scopes=frozenset())
+    request = {"_charter": {"requestId": "0b4a5e4e-6f0b-4c53-9d1d-3a4c2b1e0f00"}}
+    await host.invoke("touch", request, principal)
     [event] = await host.audit.events()
     assert list(event.__dict__) == list(AuditEvent.model_fields)
     assert AuditEvent.model_validate(event.model_dump()) == event
+    [entry] = store.entries.values()
+    assert list(entry.__dict__) == list(LedgerEntry.model_fields)
+    assert LedgerEntry.model_validate(entry.model_dump()) == entry
 
 
 def test_computed_fields_are_the_models_model_computed_fields() -> None:

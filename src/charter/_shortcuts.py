@@ -1,7 +1,8 @@
 """The speed tricks that lean on a library's internals, in one place, each pinned by a test.
 
-charter builds two pydantic models per call from values it computed itself (the
-``Completed`` of a validated output, the call's ``AuditEvent``) and asks OpenTelemetry per
+charter builds pydantic models per call from values it computed itself (the
+``Completed`` of a validated output, the call's ``AuditEvent``, a ledgered call's
+``LedgerEntry``) and asks OpenTelemetry per
 call whether tracing and metrics are on, and asks each output model for its computed
 fields. The public ways cost more than the rest of that work:
 ``model_construct`` runs a generic loop over the fields (about 4x the instance built

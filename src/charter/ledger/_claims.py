@@ -40,9 +40,7 @@ def claim_factory(
             return taken[0]
         await tx.insert_claim(
             ClaimRecord(
-                tenant_id=entry.tenant_id,
-                principal_id=entry.principal_id,
-                request_id=entry.request_id,
+                **entry.request_key(),
                 capability_id=entry.capability_id,
                 fingerprint=entry.fingerprint,
                 created_at=clock(),

@@ -24,6 +24,7 @@ from ..outcome import ApprovalStatus, Failed, failed, failed_from_error
 from ..registry import PreparedAction, Registry
 from .approvals import ApprovalChange, ApprovalDecision, ApprovalRecord
 from .protocols import ApprovalStore, LedgerTransaction
+from .records import bound_command
 
 __all__ = ("ApprovalNotices", "Approvals")
 
@@ -107,20 +108,15 @@ class Approvals:
         Returns the record and whether it was made now, or ``IDEMPOTENCY_CONFLICT`` when
         the request id already asked approval for a different command.
         """
-        registered = prepared.tool
         now = self.clock()
         record = ApprovalRecord(
             id="apr_" + uuid.uuid4().hex,
             tenant_id=tenant_id,
             requester_id=requester_id,
             request_id=request_id,
-            tool=registered.name,
-            capability_id=registered.capability_id,
-            capability_version=registered.capability_version,
-            target=prepared.target,
-            fingerprint=fingerprint,
+            **bound_command(prepared, fingerprint),
             arguments=prepared.arguments,
-            risk=registered.evaluated_risk,
+            risk=prepared.tool.evaluated_risk,
             reason_code=reason_code,
             created_at=now,
             expires_at=now + ttl,

@@ -10,20 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict
-
 from ..auth import split_principal_key
 from ..outcome import ApprovalStatus
+from .records import Record
 
 __all__ = ("ApprovalChange", "ApprovalDecision", "ApprovalRecord", "ApprovalStatus")
 
-_record = ConfigDict(frozen=True, extra="forbid")
 
-
-class ApprovalDecision(BaseModel):
+class ApprovalDecision(Record):
     """One decision on an approval, as its history keeps it."""
-
-    model_config = _record
 
     status: Literal["approved", "denied"]
     """``approved`` (granted) or ``denied`` (denied, or revoked after a grant)."""
@@ -33,10 +28,8 @@ class ApprovalDecision(BaseModel):
     reason: str | None = None
 
 
-class ApprovalRecord(BaseModel):
+class ApprovalRecord(Record):
     """A request for a person's approval, bound to one exact command."""
-
-    model_config = _record
 
     id: str
     tenant_id: str

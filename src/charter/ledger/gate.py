@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
+from .._shortcuts import built
 from ..audit import AuditEvent
 from ..context import ToolContext, discard_after_commit, run_after_commit
 from ..errors import StoreBusy, StoreUnavailable
@@ -40,7 +41,7 @@ from .approvals import ApprovalRecord
 from .budgets import Charge, SpendingStore
 from .outbox import EffectOutbox, StagedEffects
 from .protocols import FaultHook, FaultPoint, LedgerStore, LedgerTransaction
-from .records import ActionStatus, DeferredRecord, LedgerEntry
+from .records import ActionStatus, DeferredRecord, LedgerEntry, bound_command
 
 __all__ = ("AuditBuilder", "LedgerGate", "LedgerKey")
 
@@ -58,6 +59,10 @@ class LedgerKey:
     """The caller's stored identity (``Host`` derives it; ``anonymous`` for none)."""
     request_id: str
     """The request id as a canonical lower-case UUID."""
+
+
+_SET_ON_CLAIM = frozenset(LedgerEntry.model_fields) - {"outcome"}
+"""The fields the gate sets on the entry it claims (``model_fields_set``)."""
 
 
 class _Rollback(Exception):
@@ -238,23 +243,22 @@ class LedgerGate:
             BudgetRefused: The charge did not fit; nothing ran, nothing is spent.
             BudgetUnavailable: The charge could not be spent; nothing ran.
         """
-        registered = prepared.tool
         now = self.clock()
-        entry = LedgerEntry(
-            tenant_id=key.tenant_id,
-            principal_id=key.principal_id,
-            request_id=key.request_id,
-            tool=registered.name,
-            capability_id=registered.capability_id,
-            capability_version=registered.capability_version,
-            target=prepared.target,
-            fingerprint=fingerprint,
-            status="in_progress",
-            approval_id=approval_id,
-            invocation_id=ctx.invocation_id or uuid.uuid4().hex,
-            created_at=now,
-            expires_at=now + self.retention,
-        )
+        # Every field, in the model's order, of a value the gate made itself and of the
+        # right type: no validation needed (see _shortcuts).
+        fields: dict[str, Any] = {
+            "tenant_id": key.tenant_id,
+            "principal_id": key.principal_id,
+            "request_id": key.request_id,
+            **bound_command(prepared, fingerprint),
+            "status": "in_progress",
+            "outcome": None,
+            "approval_id": approval_id,
+            "invocation_id": ctx.invocation_id or uuid.uuid4().hex,
+            "created_at": now,
+            "expires_at": now + self.retention,
+        }
+        entry = built(LedgerEntry, fields, set(_SET_ON_CLAIM))
         try:
             return await self._claim_and_run(prepared, ctx, controls, entry, audit, charge)
         except _ApprovalUnusable:

@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 
 from ..audit import AuditEvent, MemoryAuditSink
 from ..effects import EffectRecord, EffectStatus, changes
 from ..errors import StoreBusy, ToolError
 from ..outcome import ApprovalStatus
+from ._scope import Scope
 from .approvals import ApprovalDecision, ApprovalRecord
 from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
@@ -282,7 +282,7 @@ class MemoryStore(_ApprovalWrites, MemoryAuditSink):
         return len(pending), min(pending, default=None)
 
 
-class _Scope(AbstractAsyncContextManager["_MemoryTransaction"]):
+class _Scope(Scope["_MemoryTransaction"]):
     """``MemoryStore.transaction``: the write lock within ``wait``, then one transaction."""
 
     __slots__ = ("_store", "_tx", "_wait")
@@ -302,14 +302,9 @@ class _Scope(AbstractAsyncContextManager["_MemoryTransaction"]):
         self._tx = _MemoryTransaction(self._store)
         return self._tx
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, failed: BaseException | None) -> None:
         try:
-            if exc_type is None and self._tx is not None:
+            if failed is None and self._tx is not None:
                 self._tx.apply()
         finally:
             self._tx = None

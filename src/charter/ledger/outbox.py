@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -53,35 +53,27 @@ def effect_payload(name: str, payload: object) -> Any:
         ) from None
 
 
+@dataclass(kw_only=True, slots=True, eq=False)
 class StagedEffects:
-    """The effects one call staged, in order; the stager a handler's ``ctx.effect`` calls."""
+    """The effects the call of ``entry`` staged, in order; the stager its ``ctx.effect`` calls."""
 
-    def __init__(
-        self,
-        *,
-        registry: Registry,
-        outbox: EffectOutbox,
-        entry: LedgerEntry,
-        clock: Callable[[], datetime],
-    ) -> None:
-        """Prepare to stage the effects of one ledgered call, the call of ``entry``."""
-        self._registry = registry
-        self._outbox = outbox
-        self._entry = entry
-        self._clock = clock
-        # Sync handlers stage from a worker thread.
-        self._lock = threading.Lock()
-        self.records: list[EffectRecord] = []
+    registry: Registry
+    outbox: EffectOutbox
+    entry: LedgerEntry
+    clock: Callable[[], datetime]
+    records: list[EffectRecord] = field(default_factory=list, init=False)
+    # Sync handlers stage from a worker thread.
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __call__(self, name: str, payload: object) -> str:
         """Stage one effect (``ctx.effect``); its key."""
-        registered = self._registry.effect(name)
+        registered = self.registry.effect(name)
         data = effect_payload(name, payload)
-        entry = self._entry
+        entry = self.entry
         # The ledger entry's creation time tells this call from an earlier one that reused
         # its request id after expiry (whose dead effect may still hold the plain key).
         claimed = entry.created_at.astimezone(UTC).isoformat()
-        now = self._clock()
+        now = self.clock()
         with self._lock:
             seq = len(self.records)
             key = effect_key(
@@ -90,18 +82,16 @@ class StagedEffects:
             self.records.append(
                 EffectRecord(
                     key=key,
-                    tenant_id=entry.tenant_id,
+                    **entry.request_key(),
+                    tool=entry.tool,
                     name=name,
                     payload=data,
                     seq=seq,
-                    request_id=entry.request_id,
-                    principal_id=entry.principal_id,
-                    tool=entry.tool,
                     attempts=1,
                     max_attempts=registered.max_attempts,
                     next_attempt_at=now,
-                    lease_until=now + self._outbox.lease,
-                    leased_by=self._outbox.owner,
+                    lease_until=now + self.outbox.lease,
+                    leased_by=self.outbox.owner,
                     created_at=now,
                     updated_at=now,
                 )

@@ -7,19 +7,62 @@ field by field) and back, so they validate what a store hands back.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ("ActionStatus", "ClaimRecord", "DeferredRecord", "LedgerEntry")
+if TYPE_CHECKING:
+    from ..registry import PreparedAction
 
-_record = ConfigDict(frozen=True, extra="forbid")
+__all__ = (
+    "ActionStatus",
+    "BoundCommand",
+    "ClaimRecord",
+    "DeferredRecord",
+    "LedgerEntry",
+    "Record",
+    "RequestKey",
+    "bound_command",
+)
 
 
-class LedgerEntry(BaseModel):
+class Record(BaseModel):
+    """A ledger record: frozen, and refusing unknown fields, so a store's rows are checked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RequestKey(TypedDict):
+    """Which request a record is about, as its fields: tenant, principal, request id."""
+
+    tenant_id: str
+    principal_id: str
+    request_id: str
+
+
+class BoundCommand(TypedDict):
+    """The exact command a ledger entry or an approval is bound to, as their fields."""
+
+    tool: str
+    capability_id: str
+    capability_version: str
+    target: str | None
+    fingerprint: str
+
+
+def bound_command(prepared: PreparedAction, fingerprint: str) -> BoundCommand:
+    """The command ``prepared`` runs: the tool at its version, its target, ``fingerprint``."""
+    return {
+        "tool": prepared.tool.name,
+        "capability_id": prepared.tool.capability_id,
+        "capability_version": prepared.tool.capability_version,
+        "target": prepared.target,
+        "fingerprint": fingerprint,
+    }
+
+
+class LedgerEntry(Record):
     """One committed request: its key, what it was, and its stored outcome."""
-
-    model_config = _record
 
     tenant_id: str
     principal_id: str
@@ -37,11 +80,17 @@ class LedgerEntry(BaseModel):
     created_at: datetime
     expires_at: datetime
 
+    def request_key(self) -> RequestKey:
+        """The request this entry is about, for the records kept with it."""
+        return {
+            "tenant_id": self.tenant_id,
+            "principal_id": self.principal_id,
+            "request_id": self.request_id,
+        }
 
-class ClaimRecord(BaseModel):
+
+class ClaimRecord(Record):
     """A created-target command's claim and, once recorded, its result reference."""
-
-    model_config = _record
 
     tenant_id: str
     principal_id: str
@@ -52,10 +101,8 @@ class ClaimRecord(BaseModel):
     created_at: datetime
 
 
-class DeferredRecord(BaseModel):
+class DeferredRecord(Record):
     """A call whose work continues elsewhere until ``Host.settle`` completes it."""
-
-    model_config = _record
 
     invocation_id: str
     tenant_id: str
@@ -72,18 +119,14 @@ class DeferredRecord(BaseModel):
         """The active record of ``entry``'s call, deferred in the transaction that claimed it."""
         return cls(
             invocation_id=entry.invocation_id,
-            tenant_id=entry.tenant_id,
-            principal_id=entry.principal_id,
-            request_id=entry.request_id,
+            **entry.request_key(),
             tool=entry.tool,
             created_at=entry.created_at,
         )
 
 
-class ActionStatus(BaseModel):
+class ActionStatus(Record):
     """Where a request stands, for ``Host.action_status``."""
-
-    model_config = _record
 
     request_id: str
     tool: str

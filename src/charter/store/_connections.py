@@ -22,13 +22,12 @@ import contextvars
 import functools
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import StoreBusy
+from ..ledger._scope import Scope
 from ._dialects import READ_ONLY_OPTION, begin_deferred, begin_write, execution_options
 from ._errors import translated
 from ._pipelined import drop_pending
@@ -162,7 +161,7 @@ async def _open(
     return conn
 
 
-class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
+class ConnectionScope(Scope[AsyncConnection]):
     """A connection in a transaction: a write one (``wait`` seconds for locks) or a read.
 
     Reads are cheaper from an engine with ``READ_ONLY_OPTION`` set already
@@ -214,17 +213,12 @@ class ConnectionScope(AbstractAsyncContextManager[AsyncConnection]):
             raise
         return self._conn
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, failed: BaseException | None) -> None:
         conn = self._conn
         assert conn is not None
         self._conn = None
         try:
-            await to_completion(_commit(conn) if exc_type is None else _discard(conn))
+            await to_completion(_commit(conn) if failed is None else _discard(conn))
         finally:
             self._release()
 

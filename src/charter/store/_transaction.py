@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -18,6 +17,7 @@ from ..ledger import (
     DeferredRecord,
     LedgerEntry,
 )
+from ..ledger._scope import Scope
 from . import _effect_rows
 from ._approval_store import SqlApprovalWrites
 from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion, to_completion
@@ -267,7 +267,7 @@ def _without_key(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k not in KEY}
 
 
-class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
+class TransactionScope(Scope[SqlTransaction]):
     """``SqlStore.transaction``: a write ``ConnectionScope`` that enters a ``SqlTransaction``."""
 
     __slots__ = ("_connection", "_transaction")
@@ -289,17 +289,12 @@ class TransactionScope(AbstractAsyncContextManager[SqlTransaction]):
         self._transaction = SqlTransaction(await self._connection.__aenter__())
         return self._transaction
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, failed: BaseException | None) -> None:
         transaction, self._transaction = self._transaction, None
-        if exc_type is None and transaction is not None:
+        if failed is None and transaction is not None:
             try:
                 await to_completion(transaction._finish())
-            except BaseException as failed:
-                await self._connection.__aexit__(type(failed), failed, failed.__traceback__)
+            except BaseException as unfinished:
+                await self._connection._exit(unfinished)
                 raise
-        await self._connection.__aexit__(exc_type, exc, tb)
+        await self._connection._exit(failed)
