@@ -20,8 +20,12 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+import sqlalchemy as sa
 import uvicorn
 from starlette.types import ASGIApp
+from tests.store.conftest import seed_migrated_sqlite
+
+from charter.cli._common import DEFAULT_DB_URL
 
 __all__ = (
     "ReportingServer",
@@ -141,17 +145,24 @@ class Served:
 
 
 @contextmanager
-def charter_serve(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> Iterator[Served]:
+def charter_serve(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, migrated: bool = True
+) -> Iterator[Served]:
     """``charter serve ARGS --port 0`` from ``cwd``, until the block ends; yields its URL.
 
     Runs this interpreter's ``charter`` (with this test run's ``PYTHONPATH``), waits for the
     banner that names the port, and stops the server with SIGINT afterwards, asserting it
     exits cleanly. Its stderr (uvicorn's and the SDK's log) goes to a file in ``cwd``.
+    A SQLite database that does not exist yet starts as a copy of one at head
+    (``seed_migrated_sqlite``), unless ``migrated=False``: then the server migrates it.
     """
     environment = {**os.environ, **(env or {})}
     for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
         if env is None or name not in env:
             environment.pop(name, None)
+    database = sqlite_file(_db_option(args, environment), cwd)
+    if migrated and database is not None:
+        seed_migrated_sqlite(database)
     command = [sys.executable, "-m", "charter.cli", "serve", *args, "--port", "0"]
     log = cwd / f"serve-{time.monotonic_ns()}.log"
     with log.open("w") as err:
@@ -175,6 +186,22 @@ def charter_serve(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -
         if process.stdout is not None:
             process.stdout.close()
     assert code == 0, log.read_text()
+
+
+def _db_option(args: tuple[str, ...], env: Mapping[str, str]) -> str:
+    """The database URL ``charter serve ARGS`` opens (``--db``, ``CHARTER_DB``, the default)."""
+    for index, arg in enumerate(args[:-1]):
+        if arg == "--db":
+            return args[index + 1]
+    return env.get("CHARTER_DB", DEFAULT_DB_URL)
+
+
+def sqlite_file(url: str, cwd: Path) -> Path | None:
+    """The file a SQLite ``url`` names (relative to ``cwd``); None for another database."""
+    parsed = sa.make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return cwd / parsed.database
 
 
 def _drain(stream: IO[str] | None) -> None:

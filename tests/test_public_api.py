@@ -4,6 +4,8 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 from types import ModuleType
 
 import pytest
@@ -114,3 +116,16 @@ def test_every_public_dataclass_is_keyword_only(name: str) -> None:
         if inspect.isclass(value) and dataclasses.is_dataclass(value):
             positional = [f.name for f in dataclasses.fields(value) if f.init and not f.kw_only]
             assert positional == [], f"{name}.{attr} takes {positional} positionally"
+
+
+def test_the_package_loads_a_module_when_one_of_its_names_is_first_used() -> None:
+    # `import charter` leaves the host and the ledger unloaded (the `charter` command's
+    # HTTP-only runs never need them); `from charter import tool` is the decorator even
+    # after the module charter.tool was imported under the same name.
+    code = (
+        "import sys, charter, charter.manifest; "
+        "assert 'charter.host' not in sys.modules and 'charter.ledger' not in sys.modules; "
+        "from charter import Host, tool; from charter.host import Host as H; "
+        "assert Host is H and callable(tool) and charter.tool is tool"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

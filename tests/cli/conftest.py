@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import TravelFiles, notes_host, serve, sqlite
+from tests.store.conftest import seed_migrated_sqlite
 
 from charter.http import create_app
 
@@ -22,6 +23,8 @@ def _elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def travel(tmp_path: Path) -> TravelFiles:
+    """The demo's files; its database starts at head (no test here is about migrating it)."""
+    seed_migrated_sqlite(tmp_path / "travel.db")
     return TravelFiles(db=sqlite(tmp_path / "travel.db"), keys_file=tmp_path / "keys.json")
 
 

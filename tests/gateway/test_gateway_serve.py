@@ -14,6 +14,7 @@ import mcp.types as types
 import pytest
 from examples.gateway import upstreams_toml
 from tests.builders import mcp_http_client
+from tests.store.conftest import seed_migrated_sqlite
 from typer.testing import CliRunner
 
 from charter.cli import app
@@ -48,6 +49,7 @@ def upstreams(npm_servers: dict[str, Path], files: Path, tmp_path: Path) -> Path
 
 @pytest.fixture
 def db(tmp_path: Path) -> str:
+    seed_migrated_sqlite(tmp_path / "gateway.db")  # at head: no test here is about migrating
     return f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}"
 
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args
 from urllib.parse import quote
 
 import typer
@@ -22,7 +22,6 @@ from pydantic.alias_generators import to_camel
 from rich.table import Table
 from rich.text import Text
 
-from charter.auth import AuthenticationFailed, Principal
 from charter.cli._common import (
     DbOption,
     DebugOption,
@@ -35,14 +34,15 @@ from charter.cli._common import (
     resolve_db,
     unusable_input,
 )
-from charter.cli._host import open_store, principal_for
 from charter.cli._outcome import render_outcome
 from charter.cli._remote import Remote, problem_outcome
 from charter.errors import ErrorCode
-from charter.host import Host
-from charter.ledger import ApprovalRecord, ApprovalStatus, LedgerStore
-from charter.outcome import Failed, failed
-from charter.registry import Registry
+from charter.outcome import ApprovalStatus, Failed, failed
+
+if TYPE_CHECKING:  # the local path's modules load when it runs: --url needs none of them
+    from charter.auth import Principal
+    from charter.host import Host
+    from charter.ledger import ApprovalRecord, LedgerStore
 
 __all__ = ("approvals_app", "deny", "grant", "list_approvals", "show")
 
@@ -187,6 +187,9 @@ def _decide(
 
 def _run(db: str | None, work: Callable[[Host], Awaitable[_T]]) -> _T:
     async def run() -> _T:
+        from charter.cli._host import open_store
+        from charter.host import Host
+        from charter.registry import Registry
         from charter.store import ApiKeyAuthenticator
 
         async with AsyncExitStack() as stack:
@@ -202,6 +205,9 @@ def _run(db: str | None, work: Callable[[Host], Awaitable[_T]]) -> _T:
 
 
 async def _principal(host: Host, key: str) -> Principal:
+    from charter.auth import AuthenticationFailed
+    from charter.cli._host import principal_for
+
     try:
         principal = await principal_for(host, key)
     except AuthenticationFailed as exc:

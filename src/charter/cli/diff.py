@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from charter._target import load_target, manifest_of
 from charter.cli._common import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
@@ -25,17 +24,9 @@ from charter.cli._common import (
     unusable_input,
 )
 from charter.errors import ConfigurationError
-from charter.evolution import (
-    ManifestDiff,
-    ManifestError,
-    ToolDiff,
-    diff_manifests,
-    lock_json,
-    parse_manifest,
-    read_manifest,
-    summary_line,
-    tool_verdict,
-)
+
+if TYPE_CHECKING:  # charter.evolution loads when diff or lock runs, not for other commands
+    from charter.evolution import ManifestDiff, ToolDiff
 
 __all__ = ("diff", "lock")
 
@@ -61,6 +52,8 @@ def diff(
     http(s) URLs that return one. Exits 1 when a breaking change comes without a major
     capabilityVersion bump or a deprecated alias.
     """
+    from charter.evolution import diff_manifests
+
     with unusable_input(debug):
         headers = _parse_headers(header or [])
         result = diff_manifests(_load(old, headers), _load(new, headers))
@@ -68,12 +61,16 @@ def diff(
 
 
 def _load(source: str, headers: dict[str, str]) -> list[dict[str, object]]:
+    from charter.evolution import parse_manifest, read_manifest
+
     if source.startswith(("http://", "https://")):
         return parse_manifest(_fetch(source, headers), source=source)
     return read_manifest(source)
 
 
 def _fetch(url: str, headers: dict[str, str]) -> object:
+    from charter.evolution import ManifestError
+
     try:
         import httpx
     except ImportError as exc:
@@ -120,6 +117,9 @@ def lock(
     With --check, exits 1 when a tool changed incompatibly since the lock was written
     without a major capabilityVersion bump or a deprecated alias.
     """
+    from charter._target import load_target, manifest_of
+    from charter.evolution import diff_manifests, lock_json
+
     with unusable_input(debug):
         live = manifest_of(load_target(target))
         locked = _read_lock(output, target) if check else None
@@ -131,6 +131,8 @@ def lock(
 
 
 def _read_lock(path: Path, target: str) -> list[dict[str, object]]:
+    from charter.evolution import ManifestError, read_manifest
+
     if not path.exists():
         raise ManifestError(
             f"no lock file at {path}; run `charter lock {target}` first and commit the file"
@@ -143,6 +145,8 @@ def _read_lock(path: Path, target: str) -> list[dict[str, object]]:
 
 def _report(result: ManifestDiff, json_output: bool) -> NoReturn:
     """Print a diff and exit: 1 when a breaking change is unversioned, else 0."""
+    from charter.evolution import summary_line, tool_verdict
+
     if json_output:
         typer.echo(json.dumps(result.to_json(), indent=2, sort_keys=True, ensure_ascii=False))
     else:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import signal
 from contextlib import AsyncExitStack
-from typing import Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 from rich.table import Table
@@ -24,13 +24,12 @@ from charter.cli._common import (
     resolve_db,
     unusable_input,
 )
-from charter.cli._host import open_host, open_store
-from charter.cli._notify_config import load_notifiers
 from charter.effects import EffectRecord, EffectStatus
-from charter.host import EffectAction, Host
-from charter.notify import Notifier
 from charter.outcome import Failed
-from charter.registry import Registry
+
+if TYPE_CHECKING:  # the host and the store load when a command runs, not for --help
+    from charter.host import EffectAction
+    from charter.notify import Notifier
 
 __all__ = ("discard", "effects_app", "list_effects", "retry", "show", "worker")
 
@@ -86,6 +85,8 @@ def worker(
     other's rows); on SQLite run one. Stops on Ctrl+C or SIGTERM after the attempts in
     flight; `--once` stops when nothing is due.
     """
+    from charter.cli._notify_config import load_notifiers
+
     with unusable_input(debug):
         notifiers = load_notifiers(notify) if notify is not None else []
         done = asyncio.run(_work(target, db, once, poll, batch, concurrency, notifiers))
@@ -101,6 +102,8 @@ async def _work(
     concurrency: int,
     notifiers: list[Notifier],
 ) -> int:
+    from charter.cli._host import open_host
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -193,6 +196,8 @@ def _report(key: str, changed: EffectRecord | Failed, done: str) -> None:
 async def _list(
     url: str, status: EffectStatus | None, tenant: str | None, request_id: str | None, limit: int
 ) -> list[EffectRecord]:
+    from charter.cli._host import open_store
+
     async with open_store(url) as store:
         return await store.list_effects(
             tenant_id=tenant, status=status, request_id=request_id, limit=limit
@@ -200,11 +205,17 @@ async def _list(
 
 
 async def _get(url: str, key: str) -> EffectRecord | None:
+    from charter.cli._host import open_store
+
     async with open_store(url) as store:
         return await store.get_effect(key)
 
 
 async def _change(url: str, key: str, action: EffectAction) -> EffectRecord | Failed:
+    from charter.cli._host import open_store
+    from charter.host import Host
+    from charter.registry import Registry
+
     async with open_store(url) as store:
         # The operator who holds the database acts: audited with no subject.
         host = Host(Registry(), store=store)

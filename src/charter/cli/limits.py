@@ -19,7 +19,6 @@ from charter.cli._common import (
     resolve_db,
     unusable_input,
 )
-from charter.cli._host import open_store
 
 if TYPE_CHECKING:
     from charter.ledger.budgets import BucketUsage
@@ -68,6 +67,8 @@ def limits(
 
 
 async def _usage(url: str, now: float, tenant: str | None) -> list[BucketUsage]:
+    from charter.cli._host import open_store  # the host's modules: not for --help
+
     async with open_store(url) as store:
         return await store.budget_usage(now=now, tenant=tenant)
 

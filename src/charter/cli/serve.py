@@ -16,9 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from charter._asgi import DEFAULT_ALLOWED_HOSTS
 from charter._mcp_config import MIN_STATE_KEY_BYTES, SessionLimits
-from charter.auth import AuthenticationFailed
 from charter.cli._common import (
     DEFAULT_DB_URL,
     EXIT_OK,
@@ -31,8 +29,6 @@ from charter.cli._common import (
     error_console,
     unusable_input,
 )
-from charter.cli._host import OpenedHost, open_served, principal_for
-from charter.cli._notify_config import load_notifiers
 from charter.cli._serve_options import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEAD_TIMEOUT,
@@ -53,10 +49,12 @@ from charter.cli._serve_options import (
     RequestStateKeyOption,
     ServeLimits,
 )
-from charter.notify import Notifier
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the host loads when the server starts, not for other commands
     import uvicorn
+
+    from charter.cli._host import OpenedHost
+    from charter.notify import Notifier
 
 __all__ = ("base_url", "bind", "serve")
 
@@ -97,6 +95,8 @@ class _Notifying:
         self, target: str | None, upstreams: str | None, db: str | None, stack: AsyncExitStack
     ) -> OpenedHost:
         """``open_served`` with these notifiers and console URL."""
+        from charter.cli._host import open_served
+
         return await open_served(
             target, upstreams, db, stack, notifiers=self.notifiers, console_url=self.console_url
         )
@@ -206,6 +206,8 @@ def serve(
     The limits (timeouts, connection and MCP session caps) and their defaults are
     explained in docs/operations.md.
     """
+    from charter.cli._notify_config import load_notifiers
+
     with unusable_input(debug):
         if stdio and stateless:
             raise Unusable("--stateless applies to HTTP; leave it out with --stdio")
@@ -342,6 +344,8 @@ async def _serve_stdio(
     key: str | None,
     notifying: _Notifying,
 ) -> None:
+    from charter.auth import AuthenticationFailed
+    from charter.cli._host import principal_for
     from charter.mcp import serve_stdio
 
     notes = error_console()  # stdout carries the protocol
@@ -360,6 +364,8 @@ async def _serve_stdio(
 
 def _allowed_hosts(extra: list[str]) -> list[str] | None:
     """MCP's accepted ``Host`` headers: loopback (the default, None) plus ``--allow-host``."""
+    from charter._asgi import DEFAULT_ALLOWED_HOSTS  # Starlette: only the server needs it
+
     if not extra:
         return None
     return [*DEFAULT_ALLOWED_HOSTS, *extra, *(f"{name}:*" for name in extra)]

@@ -30,7 +30,6 @@ from charter.cli._common import (
     resolve_db,
     unusable_input,
 )
-from charter.cli._host import driver_reason, open_store, prepare_sqlite_folder
 
 if TYPE_CHECKING:
     from charter.store import ApiKeyRecord, SqlStore
@@ -65,6 +64,8 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 def _with_store(db: str | None, work: Callable[[SqlStore], Awaitable[_T]]) -> _T:
     async def run() -> _T:
+        from charter.cli._host import open_store  # the host's modules: not for --help
+
         async with open_store(resolve_db(db)) as store:
             return await work(store)
 
@@ -242,6 +243,7 @@ def upgrade(db: DbOption = None, debug: DebugOption = False) -> None:
 
 
 async def _upgrade(url: str) -> None:
+    from charter.cli._host import driver_reason, prepare_sqlite_folder
     from charter.store import SqlStore, StoreError
 
     prepare_sqlite_folder(url)
@@ -353,6 +355,8 @@ class _Pruned:
 
 
 async def _prune(url: str, before: datetime, batch_size: int, retention: _Retention) -> _Pruned:
+    from charter.cli._host import open_store  # the host's modules: not for --help
+
     async with open_store(url) as store:
         deleted = await store.prune(before, batch_size=batch_size)
         effects = await store.prune_effects(retention.effects, batch_size=batch_size)

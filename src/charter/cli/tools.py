@@ -15,7 +15,6 @@ from rich.table import Table
 from rich.text import Text
 
 from charter._redaction import redact
-from charter.auth import AuthenticationFailed
 from charter.cli._common import (
     DbOption,
     DebugOption,
@@ -29,11 +28,9 @@ from charter.cli._common import (
     parse_request_id,
     unusable_input,
 )
-from charter.cli._host import open_host, open_served, principal_for
 from charter.cli._outcome import render_outcome
 from charter.cli._remote import Remote, outcome_from_response
 from charter.errors import ErrorCode
-from charter.manifest import deprecation_warnings
 from charter.outcome import Completed, Failed, ToolOutcome, failed
 from charter.policy import InvocationControls
 
@@ -92,6 +89,8 @@ def tools(
             entries = _remote_entries(url, key)
         else:
             entries = asyncio.run(_local_entries(target, upstreams, db))
+    from charter.manifest import deprecation_warnings
+
     today = date.today()
     for entry in entries:
         warnings = entry.get("warnings") or deprecation_warnings(entry, today)
@@ -110,6 +109,8 @@ def tools(
 async def _local_entries(
     target: str | None, upstreams: str | None, db: str | None
 ) -> list[dict[str, Any]]:
+    from charter.cli._host import open_served  # the host's modules: not for --url
+
     async with AsyncExitStack() as stack:
         opened = await open_served(target, upstreams, db, stack)
         return [dict(entry) for entry in opened.host.registry.list()]
@@ -297,6 +298,9 @@ class _Controls:
 async def _call_local(
     target: str, db: str | None, key: str | None, name: str, raw: str, controls: _Controls
 ) -> ToolOutcome:
+    from charter.auth import AuthenticationFailed
+    from charter.cli._host import open_host, principal_for
+
     async with AsyncExitStack() as stack:
         opened = await open_host(target, db, stack)
         try:
