@@ -4,6 +4,7 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # `make test` lets the pytest processes cache bytecode (they import every test module), but
 # the programs tests start must not: several tests rewrite a module and run a command on it
@@ -23,6 +24,13 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 else:
     os.environ[_CACHING] = "0" if sys.dont_write_bytecode else "1"
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+
+# Property tests judge the code, never the machine's speed: Hypothesis's per-example
+# deadline and its "input generation is slow" health check are wall-clock checks that fail
+# when the suite shares a loaded machine (more workers than cores, other processes beside
+# it), so both are off for every property test; a test's own ``@settings`` inherit this.
+settings.register_profile("charter", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("charter")
 
 
 @pytest.fixture
