@@ -6,11 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run run-gateway setup test test-serial test-faults test-browser lint typecheck bench clean
 
-# Parallel pytest workers for `make test` (pytest-xdist). Four times the cores of a 2-core
-# machine: most tests wait on servers and subprocesses, and beside other CPU-bound processes
-# more workers get the suite a larger share of the CPU (two `yes` beside it: 5 min 43 s and
-# 6 min 17 s with 8, 6 min 55 s with 4; quiet: 4 min 31 s against 4 min 17 s). `TEST_WORKERS=0` runs in one
-# process.
+# Parallel pytest workers for `make test` (pytest-xdist): four per core of a 2-core machine.
+# Most tests wait on servers and subprocesses, and beside other CPU-bound processes more
+# workers get the suite a larger share of the CPU (with two `yes` beside it: 5 min 43 s and
+# 6 min 17 s with 8 workers, 6 min 55 s with 4; quiet: 4 min 31 s against 4 min 17 s).
+# `TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 8
 
 # pytest caches bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (cleared here):
