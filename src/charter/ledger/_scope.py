@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TypeVar
@@ -29,6 +30,6 @@ class Scope(AbstractAsyncContextManager[_T]):
     ) -> None:
         await self._exit(exc)
 
+    @abstractmethod
     async def _exit(self, failed: BaseException | None) -> None:
         """Commit (``failed`` is None) or roll back, and release what the scope holds."""
-        raise NotImplementedError
