@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from charter.store.migrations._columns import texts
+
 revision: str = "0004"
 down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
@@ -27,11 +29,7 @@ def upgrade() -> None:
     """Create the table and its tenant index."""
     op.create_table(
         "charter_budgets",
-        sa.Column("bucket_key", sa.Text(), nullable=False),
-        sa.Column("tool", sa.Text(), nullable=False),
-        sa.Column("limit_name", sa.Text(), nullable=False),
-        sa.Column("holder", sa.Text(), nullable=False),
-        sa.Column("tenant", sa.Text(), nullable=False),
+        *texts("bucket_key", "tool", "limit_name", "holder", "tenant"),
         sa.Column("arrival", sa.Double(), nullable=False),
         sa.Column("interval_seconds", sa.Double(), nullable=False),
         sa.Column("window_seconds", sa.Double(), nullable=False),
