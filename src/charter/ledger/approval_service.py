@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from .._safe_log import log_exception
 from ..audit import AuditAction, AuditEvent, AuditSink
@@ -22,7 +22,7 @@ from ..auth import Principal
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..outcome import ApprovalStatus, Failed, failed, failed_from_error
 from ..registry import PreparedAction, Registry
-from .approvals import ApprovalChange, ApprovalDecision, ApprovalRecord
+from .approvals import ApprovalChange, ApprovalDecision, ApprovalRecord, decision_arguments
 from .protocols import ApprovalStore, LedgerTransaction
 from .records import bound_command
 
@@ -309,28 +309,15 @@ class Approvals:
 
     async def _write_decision(self, record: ApprovalRecord, entry: ApprovalDecision) -> bool:
         """Compare-and-set ``entry`` on ``record`` (with its notices); whether it changed."""
-        history = (*record.history, entry)
-        decision: dict[str, Any] = {
-            "expected": (record.status,),
-            "status": entry.status,
-            "decided_by": entry.decided_by,
-            "reason": entry.reason,
-            "at": entry.decided_at,
-            "history": history,
-        }
+        expected = (record.status,)
+        decision = decision_arguments((*record.history, entry))
         if self.notices is None:
-            return await self.store.decide_approval(record.id, **decision)
+            return await self.store.decide_approval(record.id, expected=expected, **decision)
         staged: Sequence[object] = ()
         async with self.notices.transaction() as tx:
-            changed = await tx.decide_approval(record.id, **decision)
+            changed = await tx.decide_approval(record.id, expected=expected, **decision)
             if changed:
-                decided = record.with_decision(
-                    entry.status,
-                    decided_by=entry.decided_by,
-                    at=entry.decided_at,
-                    reason=entry.reason,
-                    history=history,
-                )
+                decided = record.with_decision(**decision)
                 change: ApprovalChange = "granted" if entry.status == "approved" else "denied"
                 staged = await self.notices.stage(tx, change, decided, by=entry.decided_by)
         await self.notices.release(staged)

@@ -8,13 +8,20 @@ them; ``ApprovalStore`` (``protocols``) is where they are kept.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict
 
 from ..auth import split_principal_key
 from ..outcome import ApprovalStatus
 from .records import Record
 
-__all__ = ("ApprovalChange", "ApprovalDecision", "ApprovalRecord", "ApprovalStatus")
+__all__ = (
+    "ApprovalChange",
+    "ApprovalDecision",
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "DecisionArguments",
+    "decision_arguments",
+)
 
 
 class ApprovalDecision(Record):
@@ -86,6 +93,28 @@ class ApprovalRecord(Record):
                 "history": history,
             }
         )
+
+
+class DecisionArguments(TypedDict):
+    """The decision ``decide_approval`` writes and ``ApprovalRecord.with_decision`` applies."""
+
+    status: ApprovalStatus
+    decided_by: str
+    reason: str | None
+    at: datetime
+    history: tuple[ApprovalDecision, ...]
+
+
+def decision_arguments(history: tuple[ApprovalDecision, ...]) -> DecisionArguments:
+    """The last decision in ``history`` (the record's new history), as those arguments."""
+    last = history[-1]
+    return {
+        "status": last.status,
+        "decided_by": last.decided_by,
+        "reason": last.reason,
+        "at": last.decided_at,
+        "history": history,
+    }
 
 
 ApprovalChange: TypeAlias = Literal["requested", "granted", "denied", "expired", "consumed"]

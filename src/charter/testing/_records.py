@@ -22,6 +22,7 @@ from ..ledger import (
     LedgerStore,
     LedgerTransaction,
 )
+from ..ledger.approvals import decision_arguments
 from ._store_check import expect
 
 __all__ = (
@@ -192,15 +193,8 @@ async def set_decision(
     history: tuple[ApprovalDecision, ...],
 ) -> bool:
     """``decide_approval`` of the last decision in ``history`` (status, decider, time, reason)."""
-    last = history[-1]
     return await writer.decide_approval(
-        approval_id,
-        expected=expected,
-        status=last.status,
-        decided_by=last.decided_by,
-        reason=last.reason,
-        at=last.decided_at,
-        history=history,
+        approval_id, expected=expected, **decision_arguments(history)
     )
 
 
