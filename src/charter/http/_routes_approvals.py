@@ -13,7 +13,7 @@ from charter.auth import Principal
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import ApprovalRecord, ApprovalStatus
-from charter.outcome import Failed, failed
+from charter.outcome import Failed, failed, not_found
 
 from ._authentication import required_caller
 from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
@@ -117,13 +117,11 @@ class ApprovalRoutes:
         )
 
 
+_LIST_APPROVALS = "List the pending approvals with GET /v1/approvals and use one of their ids."
+
+
 def _not_found(approval_id: str) -> Failed:
-    return failed(
-        ErrorCode.NOT_FOUND,
-        f"No approval {approval_id[:200]!r} in your tenant.",
-        reason="approval_not_found",
-        next_steps=("List the pending approvals with GET /v1/approvals and use one of their ids.",),
-    )
+    return not_found("approval", approval_id, "in your tenant", next_step=_LIST_APPROVALS)
 
 
 def listing_caller(request: Request, *, default_limit: int) -> tuple[Principal, int] | Response:

@@ -13,7 +13,7 @@ from charter._safe_log import log_exception
 from charter.effects import EffectStatus
 from charter.errors import ErrorCode
 from charter.host import EffectAction, Host
-from charter.outcome import Failed, failed
+from charter.outcome import Failed, not_found
 
 from ._authentication import caller_of, required_caller
 from ._openapi import OpenAPIDocument
@@ -70,11 +70,11 @@ class OpsRoutes:
         status = await self.host.action_status(caller, request_id, tenant=tenant)
         if status is None:
             return failed_problem(
-                failed(
-                    ErrorCode.NOT_FOUND,
-                    f"No request {request_id[:200]!r} of yours in your tenant.",
-                    reason="request_not_found",
-                    next_steps=("Check the request id (the Idempotency-Key you sent).",),
+                not_found(
+                    "request",
+                    request_id,
+                    "of yours in your tenant",
+                    next_step="Check the request id (the Idempotency-Key you sent).",
                 )
             )
         return json_response(ActionStatusBody.from_status(status))
