@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from charter.audit import AuditEvent
 from charter.effects import EffectRecord
-from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
+from charter.ledger import ActionStatus, ApprovalDecision, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
 
 from ._wire import WireModel
@@ -95,13 +95,11 @@ class ToolListBody(WireModel):
     tools: list[dict[str, Any]]
 
 
-class ApprovalDecisionBody(WireModel):
+class ApprovalDecisionBody(WireModel, ApprovalDecision):
     """One decision in an approval's history."""
 
-    status: Literal["approved", "denied"]
-    decided_by: str
-    decided_at: datetime
-    reason: str | None = None
+    # ``ApprovalDecision``'s fields, camelCase on the wire (the docstring above is the
+    # OpenAPI description).
 
 
 class ApprovalBody(WireModel):
