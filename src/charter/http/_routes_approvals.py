@@ -17,7 +17,7 @@ from charter.outcome import Failed, failed, not_found
 
 from ._authentication import required_caller
 from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
-from ._problem import failed_problem, http_problem
+from ._problem import failed_problem, invalid_input
 from ._responses import json_response
 
 __all__ = ("ApprovalRoutes", "bad_query", "int_query", "listing_caller")
@@ -146,11 +146,6 @@ def int_query(request: Request, name: str, *, default: int, maximum: int) -> int
 
 
 def bad_query(name: str, message: str) -> Response:
-    return http_problem(
-        422,
-        "Invalid input",
-        f"The query parameter {name!r} {message}.",
-        code=ErrorCode.INVALID_INPUT,
-        reason="invalid_query",
-        meta={"parameter": name},
+    return invalid_input(
+        f"The query parameter {name!r} {message}.", "invalid_query", parameter=name
     )
