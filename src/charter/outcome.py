@@ -210,7 +210,7 @@ def failed(
 def not_found(
     what: str, key: str, where: str, *, next_step: str, reason: str | None = None
 ) -> Failed:
-    """``NOT_FOUND`` for the ``key`` a caller named: ``No <what> '<key>' <where>.``.
+    """The ``NOT_FOUND`` of a key the caller named (``No <what> '<key>' <where>``).
 
     The key is the caller's own text, so the message shows at most 200 characters of it;
     ``reason`` defaults to ``<what>_not_found``.
