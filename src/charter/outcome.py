@@ -25,6 +25,7 @@ __all__ = (
     "ToolOutcome",
     "failed",
     "failed_from_error",
+    "not_found",
     "outcome_adapter",
 )
 
@@ -204,6 +205,22 @@ def failed(
     """Build a ``Failed`` with default next steps and retryability for ``code``."""
     error = ToolError(code, message, retryable=retryable, next_steps=next_steps, meta=meta or None)
     return failed_from_error(error)
+
+
+def not_found(
+    what: str, key: str, where: str, *, next_step: str, reason: str | None = None
+) -> Failed:
+    """The ``NOT_FOUND`` of a key the caller named (``No <what> '<key>' <where>``).
+
+    The key is the caller's own text, so the message shows at most 200 characters of it;
+    ``reason`` defaults to ``<what>_not_found``.
+    """
+    return failed(
+        ErrorCode.NOT_FOUND,
+        f"No {what} {key[:200]!r} {where}.",
+        reason=reason or f"{what}_not_found",
+        next_steps=(next_step,),
+    )
 
 
 def failed_from_error(error: ToolError) -> Failed:

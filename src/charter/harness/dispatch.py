@@ -216,16 +216,7 @@ async def execute_prepared(
     try:
         return await host.execute(prepared)
     except Exception:
-        # As in invoke_call: one failing call never crashes the loop.
-        error_id = new_error_id()
-        log_exception(
-            logger, "harness: executing %r failed (error id %s)", call.tool_name, error_id
-        )
-        return Failed(
-            code=ErrorCode.PROVIDER_ERROR,
-            message=f"Tool {call.tool_name!r} failed. Error id: {error_id}.",
-            meta={"errorId": error_id},
-        )
+        return _crashed(call, "executing")
 
 
 async def invoke_call(
@@ -256,15 +247,22 @@ async def invoke_call(
             )
         return await host.invoke(call.tool_name, arguments, principal, controls, call=options)
     except Exception:
-        # The host answers every expected failure with an outcome; this is a bug in it or
-        # in a store. One failing call never crashes the loop.
-        error_id = new_error_id()
-        log_exception(logger, "harness: invoking %r failed (error id %s)", call.tool_name, error_id)
-        return Failed(
-            code=ErrorCode.PROVIDER_ERROR,
-            message=f"Tool {call.tool_name!r} failed. Error id: {error_id}.",
-            meta={"errorId": error_id},
-        )
+        return _crashed(call, "invoking")
+
+
+def _crashed(call: CallRecord, doing: str) -> Failed:
+    """The ``PROVIDER_ERROR`` of a call the host raised on, logged under a new error id.
+
+    The host answers every expected failure with an outcome; this is a bug in it or in a
+    store. One failing call never crashes the loop.
+    """
+    error_id = new_error_id()
+    log_exception(logger, "harness: %s %r failed (error id %s)", doing, call.tool_name, error_id)
+    return Failed(
+        code=ErrorCode.PROVIDER_ERROR,
+        message=f"Tool {call.tool_name!r} failed. Error id: {error_id}.",
+        meta={"errorId": error_id},
+    )
 
 
 def call_options(

@@ -25,7 +25,7 @@ from ..audit import AuditAction, AuditEvent, AuditSink
 from ..auth import Principal, resolve_tenant
 from ..context import ToolContext
 from ..errors import ErrorCode, ToolError
-from ..outcome import Failed, failed, failed_from_error
+from ..outcome import Failed, failed, failed_from_error, not_found
 from ..resources import (
     Access,
     ContentCatalog,
@@ -362,9 +362,4 @@ _LISTINGS = {
 
 def _unknown(kind: Literal["resource", "prompt"], name: str) -> Failed:
     """``NOT_FOUND`` (``unknown_resource``, ``unknown_prompt``): no such ``kind`` is known."""
-    return failed(
-        ErrorCode.NOT_FOUND,
-        f"No {kind} {name[:200]!r} is known.",
-        reason=f"unknown_{kind}",
-        next_steps=(_LISTINGS[kind],),
-    )
+    return not_found(kind, name, "is known", next_step=_LISTINGS[kind], reason=f"unknown_{kind}")

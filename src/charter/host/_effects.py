@@ -30,7 +30,7 @@ from ..effects import Effect, EffectRecord, EffectStatus, EffectStore, effect_ke
 from ..errors import ConfigurationError, ErrorCode, StoreBusy, StoreUnavailable
 from ..ledger import LedgerStore, LedgerTransaction
 from ..ledger.outbox import EffectOutbox, effect_payload
-from ..outcome import Failed, failed
+from ..outcome import Failed, failed, not_found
 from ..registry import Registry
 from ._standing import readable_tenant, unreadable
 
@@ -485,10 +485,8 @@ def _effect_event(
     )
 
 
+_LIST_EFFECTS = "List the effects (GET /v1/effects, `charter effects list`) and use a key."
+
+
 def _no_effect(key: str) -> Failed:
-    return failed(
-        ErrorCode.NOT_FOUND,
-        f"No effect {key[:200]!r} in the outbox.",
-        reason="effect_not_found",
-        next_steps=("List the effects (GET /v1/effects, `charter effects list`) and use a key.",),
-    )
+    return not_found("effect", key, "in the outbox", next_step=_LIST_EFFECTS)

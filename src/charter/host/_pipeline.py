@@ -32,7 +32,6 @@ aggregated), and an outcome, never an exception.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -41,6 +40,7 @@ from .._canonical import NonCanonicalValueError
 from .._limits import PayloadLimits
 from .._refusals import RefusalAggregator
 from .._safe_log import log_exception
+from .._single_use import SingleUse
 from .._telemetry import Telemetry
 from .._wording import new_error_id
 from ..audit import AuditEvent, AuditSink
@@ -103,9 +103,8 @@ class Pipeline:
         self._budgets = budgets
         self._clock = clock
         self._telemetry = Telemetry()
-        # The calls prepared here and not yet run, held weakly (a dropped one leaves, by
-        # its reference's callback): a ``WeakSet`` without its Python frames per call.
-        self._prepared: set[weakref.ref[PreparedCall]] = set()
+        # The calls prepared here and not yet run.
+        self._prepared: SingleUse[PreparedCall] = SingleUse()
 
     async def invoke(
         self,
@@ -192,7 +191,7 @@ class Pipeline:
 
     def discard(self, prepared: PreparedCall) -> None:
         """Drop a prepared call that will not run (nothing was written for it)."""
-        self._prepared.discard(weakref.ref(prepared))
+        self._prepared.discard(prepared)
         discard_after_commit(prepared.context.after_commit)
 
     async def _guarded(self, trace: Trace, step: Awaitable[_StepT]) -> _StepT | Failed:
@@ -354,16 +353,11 @@ class Pipeline:
             ledger_key=key,
             trace=trace,
         )
-        prepared_calls = self._prepared
-        prepared_calls.add(weakref.ref(prepared, prepared_calls.discard))
+        self._prepared.issue(prepared)
         return prepared
 
     async def _execute(self, prepared: PreparedCall) -> ToolOutcome:
-        try:
-            # Single use: one look-up both checks and spends (a reference to the same call
-            # equals the one held).
-            self._prepared.remove(weakref.ref(prepared))
-        except (KeyError, TypeError):  # TypeError: not even weakly referable, so not ours
+        if not self._prepared.spend(prepared):
             return failed(
                 ErrorCode.ACTION_POLICY_REQUIRED,
                 "The prepared call was not prepared by this host or already ran.",

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from charter.audit import AuditEvent
 from charter.effects import EffectRecord
-from charter.ledger import ActionStatus, ApprovalRecord, ApprovalStatus
+from charter.ledger import ActionStatus, ApprovalDecision, ApprovalRecord, ApprovalStatus
 from charter.outcome import Interaction
 
 from ._wire import WireModel
@@ -95,13 +95,11 @@ class ToolListBody(WireModel):
     tools: list[dict[str, Any]]
 
 
-class ApprovalDecisionBody(WireModel):
+class ApprovalDecisionBody(WireModel, ApprovalDecision):
     """One decision in an approval's history."""
 
-    status: Literal["approved", "denied"]
-    decided_by: str
-    decided_at: datetime
-    reason: str | None = None
+    # ``ApprovalDecision``'s fields, camelCase on the wire (the docstring above is the
+    # OpenAPI description).
 
 
 class ApprovalBody(WireModel):
@@ -163,15 +161,11 @@ class DecisionBody(WireModel):
     reason: str | None = Field(default=None, max_length=2000)
 
 
-class ActionStatusBody(WireModel):
+class ActionStatusBody(WireModel, ActionStatus):
     """Where a request stands."""
 
-    request_id: str
-    tool: str
-    status: Literal["completed", "deferred", "awaiting_approval", "approved", "denied", "expired"]
-    outcome: dict[str, Any] | None = None
-    approval_id: str | None = None
-    updated_at: datetime
+    # ``ActionStatus``'s fields, camelCase on the wire (the docstring above is the OpenAPI
+    # description).
 
     @classmethod
     def from_status(cls, status: ActionStatus) -> ActionStatusBody:
@@ -247,22 +241,7 @@ class EffectBody(WireModel):
     @classmethod
     def from_record(cls, record: EffectRecord) -> EffectBody:
         """The wire form of an outbox record (the lease is internal)."""
-        return cls(
-            key=record.key,
-            name=record.name,
-            tenant_id=record.tenant_id,
-            status=record.status,
-            attempts=record.attempts,
-            max_attempts=record.max_attempts,
-            request_id=record.request_id,
-            tool=record.tool,
-            seq=record.seq,
-            payload=record.payload,
-            next_attempt_at=record.next_attempt_at,
-            last_error=record.last_error,
-            created_at=record.created_at,
-            delivered_at=record.delivered_at,
-        )
+        return cls.model_validate(record, from_attributes=True)
 
 
 class EffectsBody(WireModel):

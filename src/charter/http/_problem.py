@@ -31,6 +31,7 @@ __all__ = (
     "denied_problem",
     "failed_problem",
     "http_problem",
+    "invalid_input",
     "problem_response",
     "rate_limit_headers",
     "status_for",
@@ -230,6 +231,14 @@ def http_problem(
             meta=dict(meta) if meta else None,
         ),
         headers,
+    )
+
+
+def invalid_input(detail: str, reason: str, **meta: str) -> Response:
+    """An ``INVALID_INPUT`` the transport answers, with the status and title of its reason."""
+    status, title = status_for(ErrorCode.INVALID_INPUT, reason)
+    return http_problem(
+        status, title, detail, code=ErrorCode.INVALID_INPUT, reason=reason, meta=meta
     )
 
 

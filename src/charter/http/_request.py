@@ -18,7 +18,7 @@ from charter.errors import ErrorCode
 from charter.host import Host
 from charter.policy import InvocationControls
 
-from ._problem import http_problem
+from ._problem import http_problem, invalid_input
 
 __all__ = (
     "CONTROL_HEADERS",
@@ -168,13 +168,8 @@ def controls_from_headers(scope: Scope) -> InvocationControls | Response | None:
 
 
 def _bad_header(header: str, message: str) -> Response:
-    return http_problem(
-        400,
-        "Malformed request",
-        f"The {header} header is malformed: {message}.",
-        code=ErrorCode.INVALID_INPUT,
-        reason="invalid_header",
-        meta={"header": header},
+    return invalid_input(
+        f"The {header} header is malformed: {message}.", "invalid_header", header=header
     )
 
 

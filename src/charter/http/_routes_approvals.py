@@ -13,11 +13,11 @@ from charter.auth import Principal
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.ledger import ApprovalRecord, ApprovalStatus
-from charter.outcome import Failed, failed
+from charter.outcome import Failed, failed, not_found
 
 from ._authentication import required_caller
 from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
-from ._problem import failed_problem, http_problem
+from ._problem import failed_problem, invalid_input
 from ._responses import json_response
 
 __all__ = ("ApprovalRoutes", "bad_query", "int_query", "listing_caller")
@@ -117,13 +117,11 @@ class ApprovalRoutes:
         )
 
 
+_LIST_APPROVALS = "List the pending approvals with GET /v1/approvals and use one of their ids."
+
+
 def _not_found(approval_id: str) -> Failed:
-    return failed(
-        ErrorCode.NOT_FOUND,
-        f"No approval {approval_id[:200]!r} in your tenant.",
-        reason="approval_not_found",
-        next_steps=("List the pending approvals with GET /v1/approvals and use one of their ids.",),
-    )
+    return not_found("approval", approval_id, "in your tenant", next_step=_LIST_APPROVALS)
 
 
 def listing_caller(request: Request, *, default_limit: int) -> tuple[Principal, int] | Response:
@@ -148,11 +146,6 @@ def int_query(request: Request, name: str, *, default: int, maximum: int) -> int
 
 
 def bad_query(name: str, message: str) -> Response:
-    return http_problem(
-        422,
-        "Invalid input",
-        f"The query parameter {name!r} {message}.",
-        code=ErrorCode.INVALID_INPUT,
-        reason="invalid_query",
-        meta={"parameter": name},
+    return invalid_input(
+        f"The query parameter {name!r} {message}.", "invalid_query", parameter=name
     )

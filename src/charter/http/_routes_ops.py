@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, get_args
 
 import anyio
@@ -13,7 +14,7 @@ from charter._safe_log import log_exception
 from charter.effects import EffectStatus
 from charter.errors import ErrorCode
 from charter.host import EffectAction, Host
-from charter.outcome import Failed, failed
+from charter.outcome import Failed, not_found
 
 from ._authentication import caller_of, required_caller
 from ._openapi import OpenAPIDocument
@@ -70,11 +71,11 @@ class OpsRoutes:
         status = await self.host.action_status(caller, request_id, tenant=tenant)
         if status is None:
             return failed_problem(
-                failed(
-                    ErrorCode.NOT_FOUND,
-                    f"No request {request_id[:200]!r} of yours in your tenant.",
-                    reason="request_not_found",
-                    next_steps=("Check the request id (the Idempotency-Key you sent).",),
+                not_found(
+                    "request",
+                    request_id,
+                    "of yours in your tenant",
+                    next_step="Check the request id (the Idempotency-Key you sent).",
                 )
             )
         return json_response(ActionStatusBody.from_status(status))
@@ -203,25 +204,14 @@ class OpsRoutes:
                 await self.host.store.get_approval("apr_readiness_probe")
         except Exception:  # a probe reports every failure as "not ready"
             log_exception(logger, "readiness probe: the store did not answer")
-            return http_problem(
-                503,
-                "Not ready",
-                "The store is not reachable.",
-                code=ErrorCode.PROVIDER_UNAVAILABLE,
-                reason="store_unreachable",
-                headers={"Retry-After": "1"},
-            )
+            return _not_ready("The store is not reachable.", "store_unreachable")
         losses = self.host.audit_losses()
         if losses.failing:
             # Never silent: a replica that loses audit events leaves the rotation.
-            return http_problem(
-                503,
-                "Not ready",
+            return _not_ready(
                 f"Audit events are being lost: {losses.lost} could not be recorded since "
                 "start, the latest just now (see the log).",
-                code=ErrorCode.PROVIDER_UNAVAILABLE,
-                reason="audit_lost",
-                headers={"Retry-After": "1"},
+                "audit_lost",
             )
         if self.gateway is not None:
             return self._upstreams_ready(self.gateway)
@@ -232,15 +222,11 @@ class OpsRoutes:
         health = gateway.health()
         down = [h.name for h in health if h.state != "connected"]
         if down:
-            return http_problem(
-                503,
-                "Not ready",
+            return _not_ready(
                 f"Upstream MCP servers are not connected: {', '.join(down)}; charter is "
                 "reconnecting.",
-                code=ErrorCode.PROVIDER_UNAVAILABLE,
-                reason="upstream_unavailable",
+                "upstream_unavailable",
                 meta={"upstreams": ", ".join(down)},
-                headers={"Retry-After": "1"},
             )
         return json_response(ReadyBody(status="ok", upstreams=_upstream_bodies(health)))
 
@@ -264,3 +250,16 @@ class OpsRoutes:
 def _upstream_bodies(health: list[UpstreamHealth]) -> list[UpstreamBody]:
     # The body has the health's fields, by the same names (camelCase only on the wire).
     return [UpstreamBody.model_validate(h, from_attributes=True) for h in health]
+
+
+def _not_ready(detail: str, reason: str, *, meta: Mapping[str, str] | None = None) -> Response:
+    """The 503 of ``/readyz``: the load balancer retries later (``Retry-After``)."""
+    return http_problem(
+        503,
+        "Not ready",
+        detail,
+        code=ErrorCode.PROVIDER_UNAVAILABLE,
+        reason=reason,
+        meta=meta,
+        headers={"Retry-After": "1"},
+    )

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._nearmatch import near_matches, suggestion_text
+from .._single_use import SingleUse
 from ..auth import audience_allows
 from ..context import ToolContext
 from ..effects import Effect
@@ -46,9 +47,8 @@ class Registry:
         self._tools: dict[str, RegisteredTool] = {}
         self._names: dict[str, RegisteredTool] = {}
         self._capabilities: dict[tuple[str, str], RegisteredTool] = {}
-        # The actions prepared here and not yet dispatched, held weakly (a dropped one
-        # leaves, by its reference's callback): a ``WeakSet`` without its Python frames.
-        self._prepared: set[weakref.ref[PreparedAction]] = set()
+        # The actions prepared here and not yet dispatched.
+        self._prepared: SingleUse[PreparedAction] = SingleUse()
         self._minted: weakref.WeakSet[HandlerActionPolicy] = weakref.WeakSet()
         self._runner = HandlerRunner(max_threads=max_threads)
         self._listeners: builtins.list[Callable[[], None]] = []
@@ -303,17 +303,12 @@ class Registry:
         if isinstance(target, Failed):
             return target
         prepared = PreparedAction(tool=registered, input=parsed, target=target)
-        prepared_actions = self._prepared
-        prepared_actions.add(weakref.ref(prepared, prepared_actions.discard))
+        self._prepared.issue(prepared)
         return prepared
 
     async def dispatch_prepared(self, prepared: PreparedAction, ctx: ToolContext) -> ToolOutcome:
         """Run a prepared action once: the handler on its already-parsed input."""
-        try:
-            # Single use: one look-up both checks and spends (a reference to the same action
-            # equals the one held).
-            self._prepared.remove(weakref.ref(prepared))
-        except (KeyError, TypeError):  # TypeError: not even weakly referable, so not ours
+        if not self._prepared.spend(prepared):
             return failed(
                 ErrorCode.ACTION_POLICY_REQUIRED,
                 "The prepared action was not admitted by this registry or was already dispatched.",

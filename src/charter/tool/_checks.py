@@ -53,53 +53,10 @@ def check_declaration(
     both models are pydantic models of JSON objects, the description, the options and
     the action policy.
     """
-    for candidate in (name, *aliases):
-        if not isinstance(candidate, str) or not NAME_PATTERN.fullmatch(candidate):
-            raise ConfigurationError(
-                f"tool name or alias {candidate!r} must use 1-128 letters, digits, '_', '.' or '-'"
-            )
-    if name in aliases:
-        raise ConfigurationError(f"tool {name!r}: an alias repeats the canonical name")
-    if model_name is not None and not (
-        isinstance(model_name, str) and MODEL_NAME_PATTERN.fullmatch(model_name)
-    ):
-        raise ConfigurationError(
-            f"tool {name!r}: model_name {model_name!r} must start with a letter or '_' and "
-            "use at most 64 letters, digits, '_' or '-' (what model APIs accept)"
-        )
-    for role, model in (("input", input_model), ("output", output_model)):
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise ConfigurationError(
-                f"tool {name!r}: the {role} schema must be a pydantic BaseModel subclass, "
-                f"got {model!r}"
-            )
-        if issubclass(model, RootModel):
-            raise ConfigurationError(
-                f"tool {name!r}: the {role} model must describe a JSON object, not a RootModel"
-            )
+    _check_names(name, aliases, model_name)
+    _check_models(name, input_model, output_model)
     if not description.strip():
         raise ConfigurationError(f"tool {name!r}: a description is required")
-    _check_options(
-        name,
-        required_scopes=required_scopes,
-        auth=auth,
-        enforcement=enforcement,
-        delegable=delegable,
-        timeout=timeout,
-    )
-    if action_policy is not None:
-        check_action_policy(name, action_policy, enforcement)
-
-
-def _check_options(
-    name: str,
-    *,
-    required_scopes: tuple[str, ...],
-    auth: AuthMode,
-    enforcement: Literal["generic", "handler"],
-    delegable: bool,
-    timeout: float | None,
-) -> None:
     for scope in required_scopes:
         try:
             validate_required_scope(scope)
@@ -121,6 +78,38 @@ def _check_options(
         raise ConfigurationError(
             f"tool {name!r}: timeout must be a finite, positive number of seconds, got {timeout!r}"
         )
+    if action_policy is not None:
+        check_action_policy(name, action_policy, enforcement)
+
+
+def _check_names(name: str, aliases: tuple[str, ...], model_name: str | None) -> None:
+    for candidate in (name, *aliases):
+        if not isinstance(candidate, str) or not NAME_PATTERN.fullmatch(candidate):
+            raise ConfigurationError(
+                f"tool name or alias {candidate!r} must use 1-128 letters, digits, '_', '.' or '-'"
+            )
+    if name in aliases:
+        raise ConfigurationError(f"tool {name!r}: an alias repeats the canonical name")
+    if model_name is not None and not (
+        isinstance(model_name, str) and MODEL_NAME_PATTERN.fullmatch(model_name)
+    ):
+        raise ConfigurationError(
+            f"tool {name!r}: model_name {model_name!r} must start with a letter or '_' and "
+            "use at most 64 letters, digits, '_' or '-' (what model APIs accept)"
+        )
+
+
+def _check_models(name: str, input_model: object, output_model: object) -> None:
+    for role, model in (("input", input_model), ("output", output_model)):
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise ConfigurationError(
+                f"tool {name!r}: the {role} schema must be a pydantic BaseModel subclass, "
+                f"got {model!r}"
+            )
+        if issubclass(model, RootModel):
+            raise ConfigurationError(
+                f"tool {name!r}: the {role} model must describe a JSON object, not a RootModel"
+            )
 
 
 def check_action_policy(
