@@ -87,6 +87,19 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+PROBLEM = "application/problem+json"
+"""The content type of every error answer (RFC 9457 problem details)."""
+
+
+def assert_problem(response: httpx.Response, status: int, /, **fields: object) -> dict[str, Any]:
+    """Assert that ``response`` is a ``status`` problem document holding ``fields``; its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM, response.text
+    problem: dict[str, Any] = response.json()
+    assert {name: problem.get(name) for name in fields} == fields, problem
+    return problem
+
+
 def assert_challenged(
     client: httpx.Client, routes: Sequence[tuple[str, str]], challenge: str
 ) -> list[httpx.Response]:
