@@ -6,7 +6,7 @@ import asyncio
 import ssl
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -29,6 +29,7 @@ from charter import (
 )
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
+from charter.http import create_app
 from live_server import serve as serve  # re-exported for this package's tests
 
 CANARY = "CANARY-7f3a9c"
@@ -434,3 +435,14 @@ class Live:
     ) -> httpx.Client:
         sent = {**(bearer(token) if token is not None else {}), **(headers or {})}
         return httpx.Client(base_url=self.url, headers=sent, timeout=10, verify=_TLS)
+
+
+def serve_standard_app(**options: Any) -> Iterator[Live]:
+    """The standard app (``create_app`` with ``options``) on a fresh lab, while it serves.
+
+    A fixture's body: ``yield from serve_standard_app(mcp=False)``.
+    """
+    lab = Lab()
+    host = build_host(lab)
+    with serve(create_app(host, **options)) as url:
+        yield Live(url=url, host=host, lab=lab)
