@@ -13,10 +13,10 @@ from tests.builders import request_id
 def pending_refund(travel: TravelFiles, rid: str | None = None) -> str:
     """Ask for a refund as the traveller agent; returns the approval id it waits for."""
     key = travel.keys()["traveller-agent"]
-    asked = charter(
-        "call", "examples.travel:host", "bookings.refund", "--key", key, "--db", travel.db,
+    asked = travel.run(
+        "call", "bookings.refund", "--key", key,
         "--args", '{"booking_id": "bkg_hotel001", "amount_cents": 1500}',
-        "--request-id", rid or request_id(), "--confirm", "--json", env=travel.env,
+        "--request-id", rid or request_id(), "--confirm", "--json",
     )  # fmt: skip
     assert asked.exit_code == 3, asked.output
     approval_id = parse(asked)["interaction"]["id"]
@@ -63,12 +63,12 @@ def test_approvals_grant_then_the_call_completes_and_replays(travel: TravelFiles
         granted.stdout.split()
     )
     call = [
-        "call", "examples.travel:host", "bookings.refund", "--key", keys["traveller-agent"],
-        "--db", travel.db, "--args", '{"booking_id": "bkg_hotel001", "amount_cents": 1500}',
+        "bookings.refund", "--key", keys["traveller-agent"],
+        "--args", '{"booking_id": "bkg_hotel001", "amount_cents": 1500}',
         "--request-id", rid, "--confirm", "--approval", approval_id,
     ]  # fmt: skip
-    done = charter(*call, env=travel.env)
-    again = charter(*call, env=travel.env)
+    done = travel.run("call", *call)
+    again = travel.run("call", *call)
     assert done.exit_code == 0, done.output
     assert parse(done)["refunded_cents"] == 1500
     assert parse(again) == parse(done) and "replayed" in again.stderr
@@ -215,9 +215,9 @@ def test_db_upgrade_creates_the_schema_and_is_idempotent(tmp_path: Path) -> None
 
 def test_db_prune_deletes_expired_records(travel: TravelFiles) -> None:
     key = travel.keys()["traveller-agent"]
-    created = charter(
-        "call", "examples.travel:host", "trips.create", "--key", key, "--db", travel.db,
-        "--args", '{"name": "Old", "destination": "Rome", "nights": 1}', env=travel.env,
+    created = travel.run(
+        "call", "trips.create", "--key", key,
+        "--args", '{"name": "Old", "destination": "Rome", "nights": 1}',
     )  # fmt: skip
     assert created.exit_code == 0, created.output
     nothing = charter("db", "prune", "--db", travel.db, "--json")

@@ -155,10 +155,10 @@ def test_call_without_a_key_runs_anonymously(travel: TravelFiles) -> None:
 
 def test_call_replays_with_the_same_request_id(travel: TravelFiles) -> None:
     key, rid = travel.keys()["traveller-agent"], request_id()
-    args = ["call", "examples.travel:host", "trips.create", "--key", key, "--db", travel.db]
     body = '{"name": "Retreat", "destination": "Porto", "nights": 2}'
-    first = charter(*args, "--args", body, "--request-id", rid, env=travel.env)
-    again = charter(*args, "--args", body, "--request-id", rid, env=travel.env)
+    args = ["trips.create", "--key", key, "--args", body, "--request-id", rid]
+    first = travel.run("call", *args)
+    again = travel.run("call", *args)
     assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
     assert parse(first) == parse(again)
     assert "replayed" in again.stderr and "replayed" not in first.stderr
@@ -168,19 +168,14 @@ def test_call_makes_up_a_request_id_when_the_tool_needs_one_and_waits_for_confir
     travel: TravelFiles,
 ) -> None:
     key = travel.keys()["traveller-agent"]
-    result = charter(
-        "call", "examples.travel:host", "trips.cancel", "--key", key, "--db", travel.db,
-        "--args", '{"trip_id": "trp_kyoto001", "reason": "Budget"}', env=travel.env,
-    )  # fmt: skip
+    body = '{"trip_id": "trp_kyoto001", "reason": "Budget"}'
+    cancel = ["trips.cancel", "--key", key, "--args", body]
+    result = travel.run("call", *cancel)
     assert result.exit_code == 3, result.output
     assert "Allow 'trips.cancel' to run" in result.stdout
     assert "request id" in result.stderr
     rid = result.stderr.split("request id ", 1)[1].split()[0]
-    confirmed = charter(
-        "call", "examples.travel:host", "trips.cancel", "--key", key, "--db", travel.db,
-        "--args", '{"trip_id": "trp_kyoto001", "reason": "Budget"}', "--request-id", rid,
-        "--confirm", env=travel.env,
-    )  # fmt: skip
+    confirmed = travel.run("call", *cancel, "--request-id", rid, "--confirm")
     assert confirmed.exit_code == 0, confirmed.output
     assert parse(confirmed)["status"] == "cancelled"
 

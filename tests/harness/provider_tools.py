@@ -1,4 +1,5 @@
-"""A tool with optional fields, nested models and an enum, for the provider format tests."""
+"""A tool with optional fields, nested models and an enum, and transcripts that call it, for
+the provider format tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 from tests.builders import tiered_tool
+
+from charter.harness import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolResultsMessage,
+    UserMessage,
+)
 
 
 class Traveller(BaseModel):
@@ -35,3 +45,31 @@ def search(args: SearchIn) -> SearchOut:
 SEARCH = tiered_tool(
     "search_trips", "read", search, SearchIn, SearchOut, description="Search trips."
 )
+
+
+DENIED_SEARCH: list[Message] = [
+    UserMessage(content="Find Rome"),
+    AssistantMessage(
+        text="Searching.",
+        tool_calls=(ToolCall(call_id="tu_1", name="search_trips", arguments='{"city":"Rome"}'),),
+    ),
+    ToolResultsMessage(
+        results=(ToolResult(kind="denied", call_id="tu_1", tool_name="search_trips", reason="no"),)
+    ),
+]
+"""A search whose call was denied, its arguments still the model's raw JSON text."""
+
+COMPLETED_SEARCH: list[Message] = [
+    UserMessage(content="Find Rome"),
+    AssistantMessage(
+        text=None,
+        tool_calls=(ToolCall(call_id="c1", name="search_trips", arguments={"city": "Rome"}),),
+    ),
+    ToolResultsMessage(
+        results=(
+            ToolResult(kind="completed", call_id="c1", tool_name="search_trips", output={"n": 1}),
+        )
+    ),
+    AssistantMessage(text="One trip."),
+]
+"""A search that completed (parsed arguments, no text beside the call) and the final answer."""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import anyio
 import pytest
 from harness_support import ALICE, CartOut, ItemIn, World, calls, last_results
+from pydantic import JsonValue
 
 from charter import Denied, Interaction, Principal, RateLimit, tool
 from charter.harness import (
@@ -214,15 +218,27 @@ async def test_a_scope_the_principal_lacks_hides_the_tool_and_a_call_is_unknown(
     assert world.count("add") == 0
 
 
-class DenyLargeSums:
-    id = "limits"
+@dataclass
+class ReviewAdds:
+    """A call middleware that answers ``verdict(arguments)`` for each call of ``add``."""
+
+    id: str
+    verdict: Callable[[dict[str, JsonValue]], Denied | Interaction | None]
 
     async def review(
         self, call: SealedToolCall, tool: BoundToolDefinition, principal: Principal | None
     ) -> Denied | Interaction | None:
-        if call.tool_name == "add" and int(str(call.args["a"])) > 100:
-            return Denied(reason="Sums over 100 need a supervisor.")
-        return None
+        return self.verdict(call.args) if call.tool_name == "add" else None
+
+
+def deny_large_sums(arguments: dict[str, JsonValue]) -> Denied | None:
+    if int(str(arguments["a"])) > 100:
+        return Denied(reason="Sums over 100 need a supervisor.")
+    return None
+
+
+def ask_before_adding(arguments: dict[str, JsonValue]) -> Interaction:
+    return Interaction(id="", kind="approval", prompt=f"Allow add {arguments}?")
 
 
 async def test_a_middleware_denial_becomes_a_denied_result_without_running(world: World) -> None:
@@ -230,23 +246,13 @@ async def test_a_middleware_denial_becomes_a_denied_result_without_running(world
     model = ScriptedModel(
         [calls(("add", "c1", {"a": 500, "b": 1}), ("add", "c2", {"a": 1, "b": 1}))]
     )
-    result = await world.harness(model, middleware=[DenyLargeSums()]).session(ALICE).run("go")
+    limits = ReviewAdds("limits", deny_large_sums)
+    result = await world.harness(model, middleware=[limits]).session(ALICE).run("go")
 
     denied, done = result.results
     assert (denied.kind, denied.reason) == ("denied", "Sums over 100 need a supervisor.")
     assert done.kind == "completed"
     assert world.count("add") == 1
-
-
-class AskBeforeAdding:
-    id = "guard"
-
-    async def review(
-        self, call: SealedToolCall, tool: BoundToolDefinition, principal: Principal | None
-    ) -> Denied | Interaction | None:
-        if call.tool_name == "add":
-            return Interaction(id="", kind="approval", prompt=f"Allow add {call.args}?")
-        return None
 
 
 async def test_a_before_execution_interaction_pauses_the_step_before_anything_runs(
@@ -256,7 +262,8 @@ async def test_a_before_execution_interaction_pauses_the_step_before_anything_ru
     model = ScriptedModel(
         [calls(("add", "c1", {"a": 1, "b": 1}), ("add_item", "c2", {"item": "x"}))]
     )
-    session = world.harness(model, middleware=[AskBeforeAdding()]).session(ALICE)
+    guard = ReviewAdds("guard", ask_before_adding)
+    session = world.harness(model, middleware=[guard]).session(ALICE)
     paused = await session.run("go")
 
     assert paused.status == "paused"

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from provider_tools import SEARCH
+from provider_tools import DENIED_SEARCH, SEARCH
 from pydantic import BaseModel
 from tests.builders import tiered_tool
 from typed_params import assert_conforms, sdk
 
-from charter.harness import (
-    AssistantMessage,
-    Message,
-    ToolCall,
-    ToolResult,
-    ToolResultsMessage,
-    UserMessage,
-)
+from charter.harness import ToolCall, ToolResult
 from charter.harness.providers import (
     anthropic_messages,
     anthropic_tool_calls,
@@ -26,17 +19,6 @@ from charter.harness.providers import (
     gemini_tool_result,
     gemini_tools,
 )
-
-TRANSCRIPT: list[Message] = [
-    UserMessage(content="Find Rome"),
-    AssistantMessage(
-        text="Searching.",
-        tool_calls=(ToolCall(call_id="tu_1", name="search_trips", arguments='{"city":"Rome"}'),),
-    ),
-    ToolResultsMessage(
-        results=(ToolResult(kind="denied", call_id="tu_1", tool_name="search_trips", reason="no"),)
-    ),
-]
 
 
 def test_anthropic_tools_are_valid_sdk_params_with_the_schema_unchanged() -> None:
@@ -84,7 +66,7 @@ def test_anthropic_results_flag_failures_as_errors() -> None:
 
 
 def test_an_anthropic_transcript_is_valid_message_params() -> None:
-    converted = anthropic_messages(TRANSCRIPT)
+    converted = anthropic_messages(DENIED_SEARCH)
     for message in converted:
         assert_conforms(sdk("anthropic.types").MessageParam, message)
     assert converted[1]["content"][1]["input"] == {"city": "Rome"}
@@ -139,6 +121,6 @@ def test_gemini_calls_without_ids_get_stable_ones_and_results_pair_by_name() -> 
     assert gemini_tool_result(result) == {
         "functionResponse": {"id": "g2", "name": "search_trips", "response": {"output": {"n": 1}}}
     }
-    contents = gemini_contents(TRANSCRIPT)
+    contents = gemini_contents(DENIED_SEARCH)
     assert [c["role"] for c in contents] == ["user", "model", "user"]
     assert contents[2]["parts"][0]["functionResponse"]["response"] == {"error": "Denied: no"}

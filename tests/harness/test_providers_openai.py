@@ -8,17 +8,10 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 from harness_support import ALICE, World
-from provider_tools import SEARCH, SearchIn
+from provider_tools import COMPLETED_SEARCH, SEARCH, SearchIn
 from typed_params import assert_conforms, sdk
 
-from charter.harness import (
-    AssistantMessage,
-    Message,
-    ToolCall,
-    ToolResult,
-    ToolResultsMessage,
-    UserMessage,
-)
+from charter.harness import ToolCall, ToolResult
 from charter.harness.providers import (
     drop_strict_nulls,
     openai_messages,
@@ -150,24 +143,9 @@ def test_results_are_valid_tool_messages_and_output_items() -> None:
 
 
 def test_a_transcript_converts_to_valid_messages_for_both_apis() -> None:
-    transcript: list[Message] = [
-        UserMessage(content="Find Rome"),
-        AssistantMessage(
-            text=None,
-            tool_calls=(ToolCall(call_id="c1", name="search_trips", arguments={"city": "Rome"}),),
-        ),
-        ToolResultsMessage(
-            results=(
-                ToolResult(
-                    kind="completed", call_id="c1", tool_name="search_trips", output={"n": 1}
-                ),
-            )
-        ),
-        AssistantMessage(text="One trip."),
-    ]
-    for message in openai_messages(transcript):
+    for message in openai_messages(COMPLETED_SEARCH):
         assert_conforms(sdk("openai.types.chat").ChatCompletionMessageParam, message)
-    for item in openai_messages(transcript, api="responses"):
+    for item in openai_messages(COMPLETED_SEARCH, api="responses"):
         assert_conforms(sdk("openai.types.responses").ResponseInputItemParam, item)
 
 

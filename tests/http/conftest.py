@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from http_support import Lab, Live, build_host, serve
-
-from charter.http import create_app
+from http_support import Live, serve_standard_app
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -27,24 +25,16 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _serve_standard_app(**options: Any) -> Iterator[Live]:
-    """The standard app (``create_app`` with ``options``) on a fresh lab, while it serves."""
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host, **options)) as url:
-        yield Live(url=url, host=host, lab=lab)
-
-
 @pytest.fixture(scope="session")
 def live() -> Iterator[Live]:
     """The standard app (no MCP, console on), shared by the tests that need no special setup."""
-    yield from _serve_standard_app(mcp=False)
+    yield from serve_standard_app(mcp=False)
 
 
 @pytest.fixture(scope="module")
 def both() -> Iterator[Live]:
     """The standard app with MCP mounted at ``/mcp`` beside REST, one per test module."""
-    yield from _serve_standard_app()
+    yield from serve_standard_app()
 
 
 @pytest.fixture

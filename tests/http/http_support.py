@@ -6,7 +6,7 @@ import asyncio
 import ssl
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -21,14 +21,13 @@ from charter import (
     Deferred,
     ErrorCode,
     Registry,
-    RiskPolicy,
     ToolContext,
     ToolError,
-    define_tool,
     tool,
 )
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
+from charter.http import create_app
 from live_server import serve as serve  # re-exported for this package's tests
 
 CANARY = "CANARY-7f3a9c"
@@ -85,6 +84,19 @@ async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+PROBLEM = "application/problem+json"
+"""The content type of every error answer (RFC 9457 problem details)."""
+
+
+def assert_problem(response: httpx.Response, status: int, /, **fields: object) -> dict[str, Any]:
+    """Assert that ``response`` is a ``status`` problem document holding ``fields``; its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM, response.text
+    problem: dict[str, Any] = response.json()
+    assert {name: problem.get(name) for name in fields} == fields, problem
+    return problem
 
 
 def assert_challenged(
@@ -270,23 +282,42 @@ def build_registry(lab: Lab) -> Registry:
         lab.runs[f"transfer:{arguments.trip_id}"] += 1
         return Transferred(trip_id=arguments.trip_id, owner=arguments.to_traveller)
 
+    # Tools that fail on purpose; only the lab principal (scope lab:run) sees them.
+    lab_read: dict[str, Any] = {"tier": "read", "required_scopes": ["lab:run"]}
+    lab_write: dict[str, Any] = {
+        "tier": "write",
+        "risk_policy": write_risk,
+        "required_scopes": ["lab:run"],
+        "action_policy": ActionPolicy(target_type="lab", command_target_field="key"),
+    }
+
+    @tool(name="lab.fail", **lab_read)
     def fail(arguments: FailWith) -> Done:
+        """Fail with the given code."""
         raise ToolError(arguments.code, f"failing with {arguments.code} {CANARY}")
 
+    @tool(name="lab.crash", **lab_read)
     def crash(arguments: Empty) -> Done:
+        """Raise an unexpected exception."""
         raise RuntimeError(f"postgresql://user:{CANARY}@db/prod")
 
+    @tool(name="lab.bad_output", **lab_read)
     def bad_output(arguments: Empty) -> Done:
+        """Return output that breaks the output schema."""
         return {"key": CANARY, "done": "not-a-bool", "password_hash": CANARY}  # type: ignore[return-value]
 
+    @tool(name="lab.slow", **lab_write)
     def slow(arguments: Key) -> Done:
+        """Block until the test releases it."""
         gate = lab.gate(arguments.key)
         gate.started.set()
         gate.release.wait(10)
         lab.runs[f"slow:{arguments.key}"] += 1
         return Done(key=arguments.key, done=True)
 
+    @tool(name="lab.hang", **lab_read)
     async def hang(arguments: Key, ctx: ToolContext) -> Done:
+        """Wait until the call is cancelled."""
         gate = lab.gate(arguments.key)
         gate.started.set()
         try:
@@ -295,105 +326,21 @@ def build_registry(lab: Lab) -> Registry:
             gate.cancelled.set()
         return Done(key=arguments.key, done=False)
 
+    @tool(name="lab.timeout", timeout=0.2, **lab_read)
     async def forever(arguments: Key) -> Done:
+        """Never finish; times out."""
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    def defer(arguments: Key) -> Deferred:
+    @tool(name="lab.defer", **lab_write)
+    def defer(arguments: Key) -> Done | Deferred:
+        """Continue elsewhere."""
         return Deferred()
 
     registry = Registry()
-    registry.register_all(
-        [
-            *(ping, search, rename, cancel, refund, transfer),
-            *_lab_tools(fail, crash, bad_output, slow, hang, forever, defer, write_risk),
-        ]
-    )
+    registry.register_all([ping, search, rename, cancel, refund, transfer])
+    registry.register_all([fail, crash, bad_output, slow, hang, forever, defer])
     return registry
-
-
-def _lab_tools(
-    fail: Any,
-    crash: Any,
-    bad_output: Any,
-    slow: Any,
-    hang: Any,
-    forever: Any,
-    defer: Any,
-    write_risk: RiskPolicy,
-) -> list[Any]:
-    """Tools that fail on purpose; only the lab principal (scope lab:run) sees them."""
-    lab = {"required_scopes": ["lab:run"]}
-    ledgered = {
-        **lab,
-        "tier": "write",
-        "risk_policy": write_risk,
-        "action_policy": ActionPolicy(target_type="lab", command_target_field="key"),
-    }
-    return [
-        define_tool(
-            name="lab.fail",
-            description="Fail with the given code.",
-            input_schema=FailWith,
-            output_schema=Done,
-            handler=fail,
-            tier="read",
-            **lab,
-        ),
-        define_tool(
-            name="lab.crash",
-            description="Raise an unexpected exception.",
-            input_schema=Empty,
-            output_schema=Done,
-            handler=crash,
-            tier="read",
-            **lab,
-        ),
-        define_tool(
-            name="lab.bad_output",
-            description="Return output that breaks the output schema.",
-            input_schema=Empty,
-            output_schema=Done,
-            handler=bad_output,
-            tier="read",
-            **lab,
-        ),
-        define_tool(
-            name="lab.slow",
-            description="Block until the test releases it.",
-            input_schema=Key,
-            output_schema=Done,
-            handler=slow,
-            **ledgered,
-        ),
-        define_tool(
-            name="lab.hang",
-            description="Wait until the call is cancelled.",
-            input_schema=Key,
-            output_schema=Done,
-            handler=hang,
-            tier="read",
-            **lab,
-        ),
-        define_tool(
-            name="lab.timeout",
-            description="Never finish; times out.",
-            input_schema=Key,
-            output_schema=Done,
-            handler=forever,
-            tier="read",
-            timeout=0.2,
-            **lab,
-        ),
-        define_tool(
-            name="lab.defer",
-            description="Continue elsewhere.",
-            input_schema=Key,
-            output_schema=Done,
-            handler=defer,
-            **ledgered,
-        ),
-    ]
 
 
 def build_host(lab: Lab, **options: Any) -> Host:
@@ -421,3 +368,14 @@ class Live:
     ) -> httpx.Client:
         sent = {**(bearer(token) if token is not None else {}), **(headers or {})}
         return httpx.Client(base_url=self.url, headers=sent, timeout=10, verify=_TLS)
+
+
+def serve_standard_app(**options: Any) -> Iterator[Live]:
+    """The standard app (``create_app`` with ``options``) on a fresh lab, while it serves.
+
+    A fixture's body: ``yield from serve_standard_app(mcp=False)``.
+    """
+    lab = Lab()
+    host = build_host(lab)
+    with serve(create_app(host, **options)) as url:
+        yield Live(url=url, host=host, lab=lab)

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from http_support import Lab, build_registry, serve
+from http_support import Lab, assert_problem, build_registry, serve
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 from charter.auth import AuthenticationUnavailable, Credentials, Principal, StaticAuthenticator
@@ -84,15 +84,10 @@ async def test_rest_answers_503_with_retry_after_until_the_store_is_back(
     url, _ = served
     search = {"query": "lisbon"}
     call, after = await down_then_up(url, down, "/v1/tools/trips.search:call", search, {})
-    assert call.status_code == 503
-    assert call.headers["retry-after"] == "1"
-    assert call.headers["content-type"] == "application/problem+json"
-    problem = call.json()
-    assert (problem["code"], problem["reason"], problem["retryable"]) == (
-        "PROVIDER_UNAVAILABLE",
-        "store_unavailable",
-        True,
+    assert_problem(
+        call, 503, code="PROVIDER_UNAVAILABLE", reason="store_unavailable", retryable=True
     )
+    assert call.headers["retry-after"] == "1"
     assert "connection refused" not in call.text  # the store's own message stays inside
     assert after.status_code == 200  # the same request, once the store is back
 
@@ -128,5 +123,4 @@ async def test_an_issuer_whose_keys_cannot_be_fetched_is_a_503_not_a_401() -> No
                 json={"query": "lisbon"},
                 headers={"Authorization": f"Bearer {token}"},
             )
-    assert call.status_code == 503
-    assert call.json()["reason"] == "keys_unavailable"
+    assert_problem(call, 503, reason="keys_unavailable")

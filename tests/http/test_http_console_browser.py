@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from http_support import Lab, Live, build_host, serve
+from http_support import Lab, Live, build_host, serve, serve_standard_app
 from playwright.sync_api import Browser, Page, expect
 
 from charter import RateLimit
@@ -28,10 +28,7 @@ SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
 @pytest.fixture
 def console() -> Iterator[Live]:
     """A fresh server per test, so each page starts from a known set of approvals."""
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host, mcp=False)) as url:
-        yield Live(url=url, host=host, lab=lab)
+    yield from serve_standard_app(mcp=False)
 
 
 def ask(agent: httpx.Client, tool: str, arguments: dict[str, Any]) -> tuple[str, str]:

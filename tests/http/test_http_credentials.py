@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from http_support import Live
+from http_support import Live, assert_problem
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
-
-PROBLEM = "application/problem+json"
 
 AMBIGUOUS = {
     "two Authorization headers": [
@@ -36,13 +34,8 @@ AMBIGUOUS = {
 
 
 def assert_ambiguous(response: httpx.Response) -> None:
-    assert response.status_code == 400
-    assert response.headers["content-type"] == PROBLEM
-    problem = response.json()
-    assert (problem["status"], problem["code"], problem["reason"]) == (
-        400,
-        "INVALID_INPUT",
-        "ambiguous_credentials",
+    problem = assert_problem(
+        response, 400, status=400, code="INVALID_INPUT", reason="ambiguous_credentials"
     )
     assert problem["next_steps"] and "one credential" in problem["next_steps"][0].lower()
     assert "agent-token" not in response.text and "approver-token" not in response.text

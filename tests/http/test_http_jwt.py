@@ -11,7 +11,7 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from http_support import Lab, Live, build_registry, mcp_client, serve
+from http_support import Lab, Live, assert_problem, build_registry, mcp_client, serve
 from jwt.algorithms import RSAAlgorithm
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
@@ -116,14 +116,8 @@ async def test_a_bad_jwt_is_a_401_challenge_over_rest_and_mcp(
         mcp = await http.post(
             "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {bad}"}
         )
-    assert rest.status_code == 401
+    assert_problem(rest, 401, code="UNAUTHENTICATED", reason="invalid_token", detail=detail)
     assert rest.headers["www-authenticate"] == 'Bearer error="invalid_token"'
-    problem = rest.json()
-    assert (problem["code"], problem["reason"], problem["detail"]) == (
-        "UNAUTHENTICATED",
-        "invalid_token",
-        detail,
-    )
     assert bad.split(".")[2] not in rest.text
     assert mcp.status_code == 401
     assert mcp.headers["www-authenticate"].startswith('Bearer error="invalid_token"')

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from http_support import Lab, Live, build_host, serve
+from http_support import Live, serve_standard_app
 
 from charter import ErrorCode
-from charter.http import create_app
 
 RENAME = "/v1/tools/trips.rename:call"
 
@@ -18,10 +17,7 @@ RENAME = "/v1/tools/trips.rename:call"
 @pytest.fixture(scope="module")
 def small() -> Iterator[Live]:
     """An app that accepts at most 1000 bytes of body."""
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host, mcp=False, max_body_bytes=1000)) as url:
-        yield Live(url=url, host=host, lab=lab)
+    yield from serve_standard_app(mcp=False, max_body_bytes=1000)
 
 
 def test_a_declared_body_over_the_limit_is_413_before_it_is_read(small: Live) -> None:

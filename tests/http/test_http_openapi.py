@@ -9,15 +9,13 @@ import httpx
 import jsonschema
 import pytest
 import schemathesis
-from http_support import Lab, Live, build_host, serve
+from http_support import Live, serve_standard_app
 from hypothesis import HealthCheck, Phase, given, settings
 from openapi_spec_validator import validate
 from schemathesis import checks as generic_checks
 from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi import checks as openapi_checks
-
-from charter.http import create_app
 
 
 def document(live: Live, token: str | None = None) -> dict[str, Any]:
@@ -159,10 +157,7 @@ CHECKS = [
 @pytest.fixture(scope="module")
 def fuzzed() -> Iterator[Live]:
     """Its own server: the fuzzer leaves approvals and ledger rows behind."""
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host, mcp=False)) as url:
-        yield Live(url=url, host=host, lab=lab)
+    yield from serve_standard_app(mcp=False)
 
 
 @pytest.mark.slow

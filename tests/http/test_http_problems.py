@@ -8,12 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from http_support import CANARY, Live
+from http_support import CANARY, PROBLEM, Live
 
 from charter import ErrorCode
 from charter.http._problem import STATUS_BY_CODE, STATUS_BY_REASON, status_for
-
-PROBLEM = "application/problem+json"
 
 EXPECTED_STATUS = {
     ErrorCode.NOT_FOUND: 404,

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from http_support import Lab, build_host, serve
+from http_support import PROBLEM, Lab, build_host, serve
 
 from charter.http import create_app
-
-PROBLEM = "application/problem+json"
 
 POST_ONLY = [
     "/v1/tools/catalog.ping:call",

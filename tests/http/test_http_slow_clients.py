@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from http_support import Lab, Live, build_host, serve
+from http_support import Lab, Live, build_host, serve, serve_standard_app
 
 from charter import ErrorCode
 from charter.http import create_app
@@ -22,10 +22,7 @@ BODY_TIMEOUT = 0.5
 @pytest.fixture(scope="module")
 def impatient() -> Iterator[Live]:
     """The standard app, waiting at most half a second for a body."""
-    lab = Lab()
-    host = build_host(lab)
-    with serve(create_app(host, mcp=False, body_timeout=BODY_TIMEOUT)) as url:
-        yield Live(url=url, host=host, lab=lab)
+    yield from serve_standard_app(mcp=False, body_timeout=BODY_TIMEOUT)
 
 
 def head(path: str, *, length: int = 1000, token: str | None = None) -> bytes:

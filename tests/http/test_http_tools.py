@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import httpx
-from http_support import Live, assert_challenged
+import pytest
+from http_support import PROBLEM, Live, assert_challenged
 from tests.builders import request_id as key
 
 from charter import ErrorCode
 from charter.manifest import CONTRACT_VERSION
-
-PROBLEM = "application/problem+json"
 
 RENAME = "/v1/tools/trips.rename:call"
 """The ledgered write most of these tests call."""
@@ -148,35 +147,36 @@ def test_a_write_without_a_request_id_is_422_and_runs_nothing(
     assert live.lab.runs["rename:trp_norid"] == 0
 
 
+def rename_with_key(
+    agent: httpx.Client, arguments: dict[str, str], request_id: str, spelling: str
+) -> httpx.Response:
+    """Call RENAME with the key in a header, a quoted upper-case header or the body control."""
+    if spelling == "body control":
+        return agent.post(RENAME, json={**arguments, "_charter": {"requestId": request_id}})
+    header = f'"{request_id.upper()}"' if spelling == "quoted header" else request_id
+    return agent.post(RENAME, json=arguments, headers={"Idempotency-Key": header})
+
+
+@pytest.mark.parametrize(
+    ("trip_id", "first", "again"),
+    [
+        pytest.param("trp_replay", "header", "header", id="the same header"),
+        pytest.param("trp_quoted", "quoted header", "body control", id="quoted header, body"),
+    ],
+)
 def test_the_same_idempotency_key_replays_without_running_the_handler_again(
-    agent: httpx.Client, live: Live
+    agent: httpx.Client, live: Live, trip_id: str, first: str, again: str
 ) -> None:
     request_id = key()
-    arguments = {"trip_id": "trp_replay", "name": "Porto"}
-    first = agent.post(RENAME, json=arguments, headers={"Idempotency-Key": request_id})
-    assert first.status_code == 200
-    assert first.json() == {"output": {"trip_id": "trp_replay", "name": "Porto"}, "replayed": False}
-    again = agent.post(RENAME, json=arguments, headers={"Idempotency-Key": request_id})
-    assert again.status_code == 200
-    assert again.json() == {"output": {"trip_id": "trp_replay", "name": "Porto"}, "replayed": True}
-    assert again.headers["idempotent-replayed"] == "true"
-    assert live.lab.runs["rename:trp_replay"] == 1
-
-
-def test_a_quoted_structured_field_key_and_the_body_control_are_the_same_request(
-    agent: httpx.Client, live: Live
-) -> None:
-    request_id = key()
-    arguments = {"trip_id": "trp_quoted", "name": "Faro"}
-    first = agent.post(
-        RENAME,
-        json=arguments,
-        headers={"Idempotency-Key": f'"{request_id.upper()}"'},
-    )
-    assert first.status_code == 200
-    again = agent.post(RENAME, json={**arguments, "_charter": {"requestId": request_id}})
-    assert again.json()["replayed"] is True
-    assert live.lab.runs["rename:trp_quoted"] == 1
+    arguments = {"trip_id": trip_id, "name": "Porto"}
+    answered = rename_with_key(agent, arguments, request_id, first)
+    replayed = rename_with_key(agent, arguments, request_id, again)
+    assert answered.status_code == 200
+    assert answered.json() == {"output": arguments, "replayed": False}
+    assert replayed.status_code == 200
+    assert replayed.json() == {"output": arguments, "replayed": True}
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert live.lab.runs[f"rename:{trip_id}"] == 1
 
 
 def test_the_same_key_with_other_arguments_is_422_idempotency_conflict(

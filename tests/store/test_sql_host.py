@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 from tests.builders import DESTRUCTIVE_RISK, tiered_tool
+from tests.builders import request_id as new_request_id
 from tests.store.conftest import SqlStoreFactory
 from tests.store.round_trips import wire
 from tests.store.store_records import all_at_once
@@ -182,8 +183,9 @@ async def rows(store: SqlStore, table: str) -> int:
         return int((await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar_one())
 
 
-def call(text: str, request_id: str, **controls: Any) -> dict[str, Any]:
-    return {"text": text, "_charter": {"requestId": request_id, **controls}}
+def call(text: str, request_id: str | None = None, **controls: Any) -> dict[str, Any]:
+    """The arguments of a note call under ``request_id`` (a fresh one when not given)."""
+    return {"text": text, "_charter": {"requestId": request_id or new_request_id(), **controls}}
 
 
 async def test_an_exact_replay_returns_the_stored_outcome_without_running_the_handler(
@@ -290,7 +292,7 @@ async def rolled_back_and_usable(store: SqlStore, host: Host, application: App) 
     """Neither the handler's row nor a ledger entry is left, and the next call completes."""
     assert await rows(store, "app_notes") == 0
     assert await rows(store, "charter_ledger_entries") == 0
-    done = await host.invoke("create_note", call("after", str(uuid.uuid4())), ALICE)
+    done = await host.invoke("create_note", call("after"), ALICE)
     assert isinstance(done, Completed)
     assert application.runs == 2
 
@@ -299,8 +301,7 @@ async def test_a_handler_timed_out_mid_statement_rolls_back_and_the_store_stays_
     sql_store: SqlStore,
 ) -> None:
     application, host = await app_host(sql_store)
-    request_id = str(uuid.uuid4())
-    timed_out = await host.invoke("slow_note", call("slow", request_id), ALICE)
+    timed_out = await host.invoke("slow_note", call("slow"), ALICE)
     assert isinstance(timed_out, Failed) and timed_out.code is ErrorCode.TIMEOUT
     await rolled_back_and_usable(sql_store, host, application)
 
@@ -313,7 +314,7 @@ async def test_a_call_cancelled_by_its_caller_mid_statement_rolls_back(
     application, host = await app_host(sql_store)
     with anyio.fail_after(30):
         with anyio.move_on_after(0.2) as scope:
-            await host.invoke("slow_note", call("slow", str(uuid.uuid4())), ALICE)
+            await host.invoke("slow_note", call("slow"), ALICE)
     assert scope.cancelled_caught
     await rolled_back_and_usable(sql_store, host, application)
 
@@ -338,7 +339,7 @@ async def test_an_approved_destructive_call_consumes_its_approval_in_the_same_tr
     sql_store: SqlStore,
 ) -> None:
     application, host = await app_host(sql_store)
-    created = await host.invoke("create_note", call("doomed", str(uuid.uuid4())), ALICE)
+    created = await host.invoke("create_note", call("doomed"), ALICE)
     assert isinstance(created, Completed) and isinstance(created.output, dict)
     note_id = created.output["note_id"]
     request_id = str(uuid.uuid4())
