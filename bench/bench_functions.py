@@ -75,7 +75,7 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-def _dispatch_cases() -> list[Case]:
+def _dispatch_case() -> Case:
     plain = Registry()
     plain.register(add)
     models = Registry()
@@ -102,26 +102,24 @@ def _dispatch_cases() -> list[Case]:
             if outcome != Completed(output={"result": 3}):
                 raise AssertionError(f"dispatch did not add: {outcome!r}")
 
-    return [
-        Sides(dispatch_plain, dispatch_models, check).case(
-            "Registry.dispatch: plain-function tool",
-            "the same tool written with models",
-            target=1.1,
-            note=(
-                "`Registry.dispatch` of `@tool async def add(a: int, b: int) -> int` against "
-                "`define_tool` with `AddIn(a, b)` and `AddResult(result)` models and an async "
-                "handler returning `AddResult`; both answer `{'result': 3}`. The plain side "
-                "validates the generated `FunctionInput`, calls the function with the fields "
-                "as keyword arguments and validates the wrapped `{'result': 3}`. Target: "
-                "within 1.1x."
-            ),
-        )
-    ]
+    return Sides(dispatch_plain, dispatch_models, check).case(
+        "Registry.dispatch: plain-function tool",
+        "the same tool written with models",
+        target=1.1,
+        note=(
+            "`Registry.dispatch` of `@tool async def add(a: int, b: int) -> int` against "
+            "`define_tool` with `AddIn(a, b)` and `AddResult(result)` models and an async "
+            "handler returning `AddResult`; both answer `{'result': 3}`. The plain side "
+            "validates the generated `FunctionInput`, calls the function with the fields "
+            "as keyword arguments and validates the wrapped `{'result': 3}`. Target: "
+            "within 1.1x."
+        ),
+    )
 
 
 def cases() -> list[Case]:
     """Dispatch against the model form; registration against ``MCPServer.add_tool``."""
-    result = _dispatch_cases()
+    result = [_dispatch_case()]
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
