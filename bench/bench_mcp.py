@@ -334,7 +334,8 @@ def cases() -> list[Case]:
             f"an async read tool (one scope, held) called {era} through the SDK's in-memory "
             "`Client`, charter behind `create_server` running the whole host pipeline"
         )
-        # Each baseline server: the case's name, the baseline's, and what the baseline does.
+        # One case per baseline server: its name, the baseline's, the server, and what the
+        # baseline does (the note's end, after ``about``).
         baselines: list[tuple[str, str, Server[Any] | MCPServer, str]] = [
             (
                 f"MCP tools/call ({era})",
