@@ -25,9 +25,20 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
-__all__ = ("CLOCKS", "Case", "Clock", "Load", "Measure", "Result", "run_case")
+__all__ = (
+    "CLOCKS",
+    "Case",
+    "Check",
+    "Clock",
+    "Load",
+    "Measure",
+    "Operation",
+    "Result",
+    "Sides",
+    "run_case",
+)
 
 Clock = Literal["cpu", "wall"]
 """What a case is timed with: the process's CPU time, or elapsed time."""
@@ -64,6 +75,9 @@ class Load:
 Operation = Callable[[], Awaitable[object]]
 """One timed operation: an async callable run many times per round."""
 
+Check = Callable[[], Awaitable[None]]
+"""Runs once before timing and raises if a side does not do what its case claims."""
+
 _Figure = TypeVar("_Figure")
 """What one side measures in one round: microseconds, bytes per item or a ``Load``."""
 
@@ -83,7 +97,7 @@ class Case:
     target: float
     """The ratio (charter / baseline) the case should stay under; for ``throughput``, the
     ratio of requests per second it should reach."""
-    check: Callable[[], Awaitable[None]] | None = None
+    check: Check | None = None
     """Runs once before timing and raises if either operation does not do what the case
     claims (so a case never times a fast failure)."""
     note: str = ""
@@ -106,19 +120,62 @@ class Case:
     runs, rather than leaving it to the loop's final cancellation of every task at once."""
 
 
+class Sides(NamedTuple):
+    """What a case times: charter's operation, the baseline's, and the check of both (the
+    ``Case`` fields of the same names).
+
+    Several cases may time the same sides (a duration and a memory case) or share a check.
+    """
+
+    run: Operation
+    baseline: Operation
+    check: Check | None = None
+
+    def case(
+        self, name: str, baseline_name: str, *, target: float, note: str, **options: Any
+    ) -> Case:
+        """The case ``name`` against ``baseline_name`` timing these sides; ``options`` are
+        its other ``Case`` fields."""
+        return Case(
+            name=name,
+            baseline_name=baseline_name,
+            target=target,
+            note=note,
+            **self._asdict(),
+            **options,
+        )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
-    """The medians of one case: microseconds per operation, or bytes per item (memory)."""
+    """The medians of one case's rounds, both sides in the case's ``unit``."""
 
     case: Case
-    charter_us: float
-    baseline_us: float
+    charter: float
+    """charter's median: microseconds per operation, bytes per item, or requests per second."""
+    baseline: float
+    """The baseline's median, in the same unit."""
     rounds: int
     iterations: int
+    """Operations per round of each side (1 for memory, throughput and rss cases)."""
     clock: Clock
-    charter_load: Load | None = None
-    """``throughput``: the median load (``charter_us`` is then its requests per second)."""
-    baseline_load: Load | None = None
+    loads: tuple[Load, Load] | None = None
+    """``throughput``: charter's median load and the baseline's (their requests per second
+    are the two medians)."""
+
+    @staticmethod
+    def of_rounds(
+        case: Case, charter: list[float], baseline: list[float], *, iterations: int, clock: Clock
+    ) -> Result:
+        """The result of both sides' figures over the rounds (one figure per round)."""
+        return Result(
+            case=case,
+            charter=statistics.median(charter),
+            baseline=statistics.median(baseline),
+            rounds=len(charter),
+            iterations=iterations,
+            clock=clock,
+        )
 
     @property
     def unit(self) -> str:
@@ -130,7 +187,7 @@ class Result:
     @property
     def ratio(self) -> float:
         """charter median / baseline median."""
-        return self.charter_us / self.baseline_us
+        return self.charter / self.baseline
 
     @property
     def within_target(self) -> bool:
@@ -181,14 +238,7 @@ async def _measure_time(case: Case, *, rounds: int, iterations: int, clock: Cloc
     await _time(case.run, iterations, now)
     await _time(case.baseline, iterations, now)
     charter, baseline = await _interleaved(case, rounds, lambda side: _time(side, iterations, now))
-    return Result(
-        case=case,
-        charter_us=statistics.median(charter),
-        baseline_us=statistics.median(baseline),
-        rounds=rounds,
-        iterations=iterations,
-        clock=clock,
-    )
+    return Result.of_rounds(case, charter, baseline, iterations=iterations, clock=clock)
 
 
 async def _retained(operation: Operation) -> int:
@@ -217,14 +267,7 @@ async def _measure_memory(case: Case, *, rounds: int) -> Result:
     charter, baseline = await _interleaved(
         case, rounds, lambda side: _bytes_per_item(side, case.per)
     )
-    return Result(
-        case=case,
-        charter_us=statistics.median(charter),
-        baseline_us=statistics.median(baseline),
-        rounds=rounds,
-        iterations=1,
-        clock="cpu",
-    )
+    return Result.of_rounds(case, charter, baseline, iterations=1, clock="cpu")
 
 
 async def _measure_load(case: Case, *, rounds: int) -> Result:
@@ -238,8 +281,8 @@ async def _measure_load(case: Case, *, rounds: int) -> Result:
             assert isinstance(baseline_bytes, int) and isinstance(charter_bytes, int)
             return Result(
                 case=case,
-                charter_us=charter_bytes,
-                baseline_us=baseline_bytes,
+                charter=charter_bytes,
+                baseline=baseline_bytes,
                 rounds=1,
                 iterations=1,
                 clock="wall",
@@ -250,13 +293,12 @@ async def _measure_load(case: Case, *, rounds: int) -> Result:
         mine, theirs = Load.median(charter), Load.median(baseline)
         return Result(
             case=case,
-            charter_us=mine.requests_per_second,
-            baseline_us=theirs.requests_per_second,
+            charter=mine.requests_per_second,
+            baseline=theirs.requests_per_second,
             rounds=rounds,
             iterations=1,
             clock="wall",
-            charter_load=mine,
-            baseline_load=theirs,
+            loads=(mine, theirs),
         )
     finally:
         if case.close is not None:

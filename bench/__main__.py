@@ -152,8 +152,8 @@ def _row(r: Result) -> str:
     """A result's row of a ``ratio ≤ target`` table."""
     met = "yes" if r.within_target else "**no**"
     return (
-        f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
-        f"{shown(r.baseline_us, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | {met} |"
+        f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter, r.unit)} | "
+        f"{shown(r.baseline, r.unit)} | {r.ratio:.2f}x | ≤ {r.case.target:g}x | {met} |"
     )
 
 
@@ -263,12 +263,12 @@ def _throughput(results: Sequence[Result]) -> list[str]:
         "|---|---|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for r in results:
-        assert r.charter_load is not None and r.baseline_load is not None
-        mine, theirs = r.charter_load, r.baseline_load
+        assert r.loads is not None
+        mine, theirs = r.loads
         met = "yes" if r.within_target else "**no**"
         lines.append(
-            f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter_us, r.unit)} | "
-            f"{shown(r.baseline_us, r.unit)} | {mine.p50_ms:.1f} / {mine.p99_ms:.1f} ms | "
+            f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter, r.unit)} | "
+            f"{shown(r.baseline, r.unit)} | {mine.p50_ms:.1f} / {mine.p99_ms:.1f} ms | "
             f"{theirs.p50_ms:.1f} / {theirs.p99_ms:.1f} ms | {r.ratio:.2f}x | "
             f"≥ {r.case.target:g}x | {met} |"
         )
@@ -314,8 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failures.append((case, error[:300]))
                 continue
             print(
-                f"{case.name}: {shown(result.charter_us, result.unit)} vs "
-                f"{shown(result.baseline_us, result.unit)} "
+                f"{case.name}: {shown(result.charter, result.unit)} vs "
+                f"{shown(result.baseline, result.unit)} "
                 f"({result.ratio:.2f}x, target {'≥' if case.measure == 'throughput' else '≤'}"
                 f" {case.target:g}x)",
                 file=sys.stderr,

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import uvicorn
 from starlette.applications import Starlette
 
-from bench import Case
+from bench import Case, Check, Operation, Sides
 
 __all__ = ("Held", "closing", "held_case", "serving")
 
@@ -142,18 +142,13 @@ def held_case(
     charter: Held[T],
     baseline: Held[T],
     *,
-    call: Callable[[Held[T]], Callable[[], Awaitable[object]]],
-    check: Callable[[Held[T], Held[T]], Callable[[], Awaitable[None]]],
+    call: Callable[[Held[T]], Operation],
+    check: Callable[[Held[T], Held[T]], Check],
     **case: Any,
 ) -> Case:
     """A case timing ``call(charter)`` against ``call(baseline)``, both held open.
 
     ``check(charter, baseline)`` runs before timing; both are closed after it (``closing``).
     """
-    return Case(
-        run=call(charter),
-        baseline=call(baseline),
-        check=check(charter, baseline),
-        close=closing(charter, baseline),
-        **case,
-    )
+    sides = Sides(call(charter), call(baseline), check(charter, baseline))
+    return sides.case(close=closing(charter, baseline), **case)

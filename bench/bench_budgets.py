@@ -8,12 +8,11 @@ what is timed is the cost of checking and spending a budget, not of being refuse
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
 import sqlalchemy as sa
 
-from bench import Case
+from bench import Case, Sides
 from bench._live import Held
 from bench.bench_ledger import (
     _PRINCIPAL,
@@ -50,10 +49,7 @@ async def _open_hosts(stack: AsyncExitStack) -> tuple[SqlStore, Host, Host]:
     return store, limited, plain
 
 
-Operation = Callable[[], Awaitable[object]]
-
-
-def _operations(hosts: _Hosts) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
+def _sides(hosts: _Hosts) -> Sides:
     async def limited_host() -> Host:
         return (await hosts.open())[1]
 
@@ -79,22 +75,18 @@ def _operations(hosts: _Hosts) -> tuple[Operation, Operation, Callable[[], Await
         if rows != [bucket.key]:
             raise AssertionError(f"the limited side must spend one bucket, found {rows}")
 
-    return limited, plain, check
+    return Sides(limited, plain, check)
 
 
 def cases() -> list[Case]:
     """The limited write against the plain one, on PostgreSQL (left out without it)."""
     if not _postgres_reachable():
         return []
-    limited, plain, check = _operations(Held(_open_hosts, "budget hosts"))
     return [
-        Case(
-            name="Ledgered write under a rate limit (PostgreSQL)",
-            baseline_name="the same write, no limit, same store",
-            run=limited,
-            baseline=plain,
+        _sides(Held(_open_hosts, "budget hosts")).case(
+            "Ledgered write under a rate limit (PostgreSQL)",
+            "the same write, no limit, same store",
             target=1.1,
-            check=check,
             clock="wall",
             note=(
                 "on PostgreSQL, `Host.invoke` of the ledgered write of the ledger case with "

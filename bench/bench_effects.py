@@ -22,18 +22,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import sqlalchemy as sa
 
 import charter
-from bench import Case
+from bench import Case, Sides
 from bench._live import Held
+from bench._notes import Note, Saved
 from bench.bench_ledger import (
-    Note,
-    Saved,
     _postgres,
     _postgres_reachable,
     effects,
@@ -125,10 +123,7 @@ class _Database:
         return store, host, slow
 
 
-Operation = Callable[[], Awaitable[object]]
-
-
-def _delivery(database: _Database) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
+def _delivery(database: _Database) -> Sides:
     async def host() -> Host:
         return (await database.open())[1]
 
@@ -146,12 +141,10 @@ def _delivery(database: _Database) -> tuple[Operation, Operation, Callable[[], A
         if record.status != "delivered":
             raise AssertionError(f"the effect was not delivered: {record!r}")
 
-    return effect, bare, check
+    return Sides(effect, bare, check)
 
 
-def _throughput(
-    database: _Database,
-) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
+def _throughput(database: _Database) -> Sides:
     batches = itertools.count()
 
     async def drain(workers: int) -> object:
@@ -185,7 +178,7 @@ def _throughput(
         if (await host.effects.backlog())[0]:
             raise AssertionError("effects were left pending")
 
-    return four, one, check
+    return Sides(four, one, check)
 
 
 def cases() -> list[Case]:
@@ -193,16 +186,11 @@ def cases() -> list[Case]:
     if not _postgres_reachable():
         return []
     # One database per case: each case runs in its own event loop, which closes its store.
-    effect, bare, check_delivery = _delivery(_Database())
-    four, one, check_throughput = _throughput(_Database())
     return [
-        Case(
-            name="Effect recorded and delivered (PostgreSQL)",
-            baseline_name="ledgered write + bare outbox row + call after commit",
-            run=effect,
-            baseline=bare,
+        _delivery(_Database()).case(
+            "Effect recorded and delivered (PostgreSQL)",
+            "ledgered write + bare outbox row + call after commit",
             target=1.3,
-            check=check_delivery,
             clock="wall",
             note=(
                 "on PostgreSQL, `Host.invoke` of a ledgered write whose handler inserts its "
@@ -217,13 +205,10 @@ def cases() -> list[Case]:
                 "more attempt with the same key)."
             ),
         ),
-        Case(
-            name=f"Worker throughput: {_BATCH} effects, 4 workers (PostgreSQL)",
-            baseline_name=f"the same {_BATCH} effects, 1 worker",
-            run=four,
-            baseline=one,
+        _throughput(_Database()).case(
+            f"Worker throughput: {_BATCH} effects, 4 workers (PostgreSQL)",
+            f"the same {_BATCH} effects, 1 worker",
             target=0.6,
-            check=check_throughput,
             clock="wall",
             rounds=5,
             iterations=1,

@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bench import Case
+from bench import Case, Sides
 from bench._add import AddIn
+from bench.bench_scale import TOOLS, registering, registration_case
 from charter import Completed, Registry, ToolContext, define_tool, tool
 
-TOOLS = 1_000
 ARGUMENTS = {"a": 1, "b": 2}
 
 
@@ -75,7 +75,7 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-def _dispatch_cases() -> list[Case]:
+def _dispatch_case() -> Case:
     plain = Registry()
     plain.register(add)
     models = Registry()
@@ -102,29 +102,24 @@ def _dispatch_cases() -> list[Case]:
             if outcome != Completed(output={"result": 3}):
                 raise AssertionError(f"dispatch did not add: {outcome!r}")
 
-    return [
-        Case(
-            name="Registry.dispatch: plain-function tool",
-            baseline_name="the same tool written with models",
-            run=dispatch_plain,
-            baseline=dispatch_models,
-            target=1.1,
-            check=check,
-            note=(
-                "`Registry.dispatch` of `@tool async def add(a: int, b: int) -> int` against "
-                "`define_tool` with `AddIn(a, b)` and `AddResult(result)` models and an async "
-                "handler returning `AddResult`; both answer `{'result': 3}`. The plain side "
-                "validates the generated `FunctionInput`, calls the function with the fields "
-                "as keyword arguments and validates the wrapped `{'result': 3}`. Target: "
-                "within 1.1x."
-            ),
-        )
-    ]
+    return Sides(dispatch_plain, dispatch_models, check).case(
+        "Registry.dispatch: plain-function tool",
+        "the same tool written with models",
+        target=1.1,
+        note=(
+            "`Registry.dispatch` of `@tool async def add(a: int, b: int) -> int` against "
+            "`define_tool` with `AddIn(a, b)` and `AddResult(result)` models and an async "
+            "handler returning `AddResult`; both answer `{'result': 3}`. The plain side "
+            "validates the generated `FunctionInput`, calls the function with the fields "
+            "as keyword arguments and validates the wrapped `{'result': 3}`. Target: "
+            "within 1.1x."
+        ),
+    )
 
 
 def cases() -> list[Case]:
     """Dispatch against the model form; registration against ``MCPServer.add_tool``."""
-    result = _dispatch_cases()
+    result = [_dispatch_case()]
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
@@ -134,27 +129,10 @@ def cases() -> list[Case]:
         )
         return result
 
-    async def register_charter() -> object:
-        return charter_registry()
-
-    async def register_mcp() -> object:
-        return mcp_server()
-
-    async def check() -> None:
-        registry = charter_registry()
-        if len(registry.names()) != TOOLS or len(await mcp_server().list_tools()) != TOOLS:
-            raise AssertionError("a side does not register 1,000 tools")
-
     result.append(
-        Case(
-            name="Register 1,000 plain-function tools",
-            baseline_name="MCP SDK `MCPServer.add_tool`, 1,000 times",
-            run=register_charter,
-            baseline=register_mcp,
-            target=1.5,
-            check=check,
-            rounds=7,
-            iterations=1,
+        registration_case(
+            registering(charter_registry, mcp_server),
+            "Register 1,000 plain-function tools",
             note=(
                 "one operation registers 1,000 async functions `add_i(a: int, b: int) -> int` "
                 "with a Google docstring: charter's `@tool` reads the signature and the "

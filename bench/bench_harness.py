@@ -15,7 +15,7 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 from typing import Any
 
-from bench import Case
+from bench import Case, Sides
 from bench._add import add_registry
 from charter import Principal
 from charter.audit import MemoryAuditSink
@@ -193,13 +193,10 @@ def cases() -> list[Case]:
             else "`FunctionTool.on_invoke_tool`"
         )
         found += [
-            Case(
-                name="harness: one model tool call (seal + Host.invoke + result)",
-                baseline_name=f"{framework}: {direct}, async tool",
-                run=charter_one,
-                baseline=one,
+            Sides(charter_one, one, check).case(
+                "harness: one model tool call (seal + Host.invoke + result)",
+                f"{framework}: {direct}, async tool",
                 target=8.0,
-                check=check,
                 note=(
                     f"one `add(a, b)` call from the model: the harness seals it (JSON parse "
                     f"under payload limits, then `Host.prepare`: scopes and the one input "
@@ -210,13 +207,10 @@ def cases() -> list[Case]:
                     f"output validation)."
                 ),
             ),
-            Case(
-                name=f"harness turn: scripted model, {K} tool calls in one step",
-                baseline_name=f"{framework}: agent run, same script",
-                run=charter_turn,
-                baseline=turn,
+            Sides(charter_turn, turn, check).case(
+                f"harness turn: scripted model, {K} tool calls in one step",
+                f"{framework}: agent run, same script",
                 target=1.0,
-                check=check,
                 note=(
                     f"a whole turn: a scripted model asks for {K} `add` calls at once, they run "
                     f"concurrently, then it answers; the harness also writes the session record "

@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 import uuid
 
-from bench import Case
+from bench import Case, Sides
 from bench._echo import echo_tool
-from bench.bench_ledger import WRITE_RISK
-from charter import Completed, Principal, Registry, ToolContext
+from bench._notes import WRITE_RISK
+from bench.bench_ledger import each_completes
+from charter import Principal, Registry, ToolContext
 from charter.audit import MemoryAuditSink
 from charter.host import Host
 
@@ -58,22 +59,16 @@ def cases() -> list[Case]:
         return await registry.dispatch("save_note", _ARGUMENTS, ctx)
 
     async def check() -> None:
-        for operation in (invoke_read, dispatch_read, invoke_write, dispatch_write):
-            outcome = await operation()
-            if not isinstance(outcome, Completed) or outcome.replayed:
-                raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
+        await each_completes(invoke_read, dispatch_read, invoke_write, dispatch_write)
         audited = await host.audit.events(limit=2)
         if [e.tool for e in audited] != ["save_note", "echo"]:
             raise AssertionError("the host did not audit the calls")
 
     return [
-        Case(
-            name="Host.invoke: async read tool",
-            baseline_name="Registry.dispatch",
-            run=invoke_read,
-            baseline=dispatch_read,
+        Sides(invoke_read, dispatch_read, check).case(
+            "Host.invoke: async read tool",
+            "Registry.dispatch",
             target=3.0,
-            check=check,
             note=(
                 "a trivial async read tool requiring one scope, called by a principal holding "
                 "it, through the whole pipeline (payload limits, lookup, auth mode, scopes, "
@@ -92,13 +87,10 @@ def cases() -> list[Case]:
                 "round trip (the MCP over streamable HTTP cases)."
             ),
         ),
-        Case(
-            name="Host.invoke: ledgered write tool (MemoryStore)",
-            baseline_name="Registry.dispatch",
-            run=invoke_write,
-            baseline=dispatch_write,
+        Sides(invoke_write, dispatch_write, check).case(
+            "Host.invoke: ledgered write tool (MemoryStore)",
+            "Registry.dispatch",
             target=6.0,
-            check=check,
             note=(
                 "the same handler as a write tool with a fresh requestId per call: the host "
                 "also fingerprints the command and runs it in a ledger transaction of the "

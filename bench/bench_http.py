@@ -13,7 +13,7 @@ uvicorn on 127.0.0.1. Two baselines:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 import httpx
@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from bench import Case
+from bench import Case, Check, Operation, Sides
 from bench._echo import PRINCIPAL, Query, echo, echo_registry
 from bench._live import Held, held_case, serving
 from charter import Completed
@@ -72,9 +72,6 @@ def _host_app(host: Host) -> Starlette:
     return Starlette(routes=[Route("/v1/tools/echo:call", call, methods=["POST"])])
 
 
-Call = Callable[[], Awaitable[object]]
-
-
 class _Client:
     """An ``httpx.AsyncClient`` over one ASGI app, opened in the loop that times it."""
 
@@ -91,21 +88,23 @@ class _Client:
             )
         return self.client
 
-    def call(self) -> Call:
+    def call(self) -> Operation:
         async def post() -> object:
             return await self.open().post("/v1/tools/echo:call", content=_BODY)
 
         return post
 
 
-def _check(*clients: _Client) -> Callable[[], Awaitable[None]]:
+def _sides(charter: _Client, baseline: _Client) -> Sides:
+    """The same post to both apps; the check: both echo the body."""
+
     async def check() -> None:
-        for client in clients:
+        for client in (charter, baseline):
             response = await client.open().post("/v1/tools/echo:call", content=_BODY)
             if response.status_code != 200 or response.json()["output"] != _EXPECTED:
                 raise AssertionError(f"{client.app!r} did not echo: {response.text}")
 
-    return check
+    return Sides(charter.call(), baseline.call(), check)
 
 
 def _over_http(build: Callable[[], Starlette], label: str) -> Held[httpx.AsyncClient]:
@@ -123,16 +122,14 @@ def _over_http(build: Callable[[], Starlette], label: str) -> Held[httpx.AsyncCl
     return Held(enter, label)
 
 
-def _held_post(held: Held[httpx.AsyncClient]) -> Call:
+def _held_post(held: Held[httpx.AsyncClient]) -> Operation:
     async def post() -> object:
         return await held.value.post("/v1/tools/echo:call", content=_BODY)
 
     return post
 
 
-def _held_check(
-    charter: Held[httpx.AsyncClient], baseline: Held[httpx.AsyncClient]
-) -> Callable[[], Awaitable[None]]:
+def _held_check(charter: Held[httpx.AsyncClient], baseline: Held[httpx.AsyncClient]) -> Check:
     """Both sides echo over a kept-alive connection; without the token charter's side
     answers 401 and the bare endpoint, which checks none, still 200: each side is what it
     claims, and charter's authenticated the token."""
@@ -164,13 +161,10 @@ def cases() -> list[Case]:
     bare = _Client(_bare_app())
     over_host = _Client(_host_app(host))
     return [
-        Case(
-            name="HTTP POST /v1/tools/{name}:call",
-            baseline_name="bare Starlette endpoint (Pydantic validation)",
-            run=charter.call(),
-            baseline=bare.call(),
+        _sides(charter, bare).case(
+            "HTTP POST /v1/tools/{name}:call",
+            "bare Starlette endpoint (Pydantic validation)",
             target=1.10,
-            check=_check(charter, bare),
             note="an async read tool (one scope) called through `httpx.ASGITransport`: "
             "charter's app authenticates the bearer token and runs the whole host pipeline "
             "(limits, scopes, validation, output validation, audit); the baseline only "
@@ -180,13 +174,10 @@ def cases() -> list[Case]:
             "does not run, weighs about as much as the whole baseline request; the adapter "
             "alone is the next case, and the call over a real connection the one after.",
         ),
-        Case(
-            name="HTTP POST /v1/tools/{name}:call (adapter only)",
-            baseline_name="bare Starlette endpoint calling Host.invoke",
-            run=charter.call(),
-            baseline=over_host.call(),
+        _sides(charter, over_host).case(
+            "HTTP POST /v1/tools/{name}:call (adapter only)",
+            "bare Starlette endpoint calling Host.invoke",
             target=1.15,
-            check=_check(charter, over_host),
             note="the same call, against a bare endpoint that authenticates the bearer "
             "token and hands the body to `host.invoke`: the difference is the HTTP adapter "
             "alone (credentials from both headers, control headers, the body limit, the "

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 import sqlalchemy as sa
 
-from bench import Case
+from bench import Case, Operation, Sides
 from bench._bare import write_note
 from bench._live import Held
 from bench._notes import WRITE_RISK, Note, Saved, effects_table, insert_effect
@@ -143,9 +143,6 @@ def _database(url: Callable[[], AbstractAsyncContextManager[str]]) -> Held[tuple
     return Held(enter, "ledger database")
 
 
-Operation = Callable[[], Awaitable[object]]
-
-
 def note_writes(
     host: Callable[[], Awaitable[Host]], name: str, tool: str = "save_note"
 ) -> Operation:
@@ -171,9 +168,7 @@ async def each_completes(*operations: Operation) -> None:
             raise AssertionError(f"{operation.__name__} did not complete: {outcome!r}")
 
 
-def _operations(
-    database: Held[tuple[SqlStore, Host]],
-) -> tuple[Operation, Operation, Callable[[], Awaitable[None]]]:
+def _sides(database: Held[tuple[SqlStore, Host]]) -> Sides:
     # Fresh request ids, made outside the timed work's own steps as a client would.
     request_ids = (str(uuid.uuid4()) for _ in itertools.count())
 
@@ -196,7 +191,7 @@ def _operations(
             if (rows.scalar_one(), ledger.scalar_one()) != (2, 2):
                 raise AssertionError("each side must commit one ledger row and one effect row")
 
-    return ledgered, bare, check
+    return Sides(ledgered, bare, check)
 
 
 def cases() -> list[Case]:
@@ -211,15 +206,11 @@ def cases() -> list[Case]:
         backends.append(("PostgreSQL", _postgres))
     result = []
     for label, url in backends:
-        ledgered, bare, check = _operations(_database(url))
         result.append(
-            Case(
-                name=f"Ledgered write ({label})",
-                baseline_name="bare transaction, same rows",
-                run=ledgered,
-                baseline=bare,
+            _sides(_database(url)).case(
+                f"Ledgered write ({label})",
+                "bare transaction, same rows",
                 target=1.5,
-                check=check,
                 note=(
                     f"on {label}, `Host.invoke` of a write tool whose handler inserts one row "
                     "through `ctx.db`, with a fresh requestId (the whole pipeline; the claim, "

@@ -16,7 +16,7 @@ import asyncio
 import gc
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic_core import to_json
 from starlette.applications import Starlette
 
-from bench import Case
+from bench import Case, Check, Operation, Sides
 from bench._echo import PRINCIPAL, Echo, Query, echo, echo_registry
 from bench._live import Held, held_case, serving
 from charter import Completed
@@ -106,9 +106,6 @@ def _mcpserver() -> MCPServer:
     return server
 
 
-Call = Callable[[], Awaitable[object]]
-
-
 class _Connection:
     """An open in-memory ``Client`` owned by its own task.
 
@@ -138,7 +135,7 @@ class _Connection:
             ready.set()
             await asyncio.Event().wait()
 
-    def call(self) -> Call:
+    def call(self) -> Operation:
         async def call_tool() -> object:
             assert self.client is not None
             return await self.client.call_tool("echo", _ARGUMENTS)
@@ -146,33 +143,19 @@ class _Connection:
         return call_tool
 
 
-def _check(*connections: _Connection) -> Callable[[], Awaitable[None]]:
+def _in_memory(host: Host, baseline: Server[Any] | MCPServer, mode: str) -> Sides:
+    """charter's server for ``host`` against ``baseline``, each behind an in-memory client
+    of its own in ``mode``; the check: both echo."""
+    charter, other = _Connection(_charter_server(host), mode), _Connection(baseline, mode)
+
     async def check() -> None:
-        for connection in connections:
+        for connection in (charter, other):
             client = await connection.open()
             result = await client.call_tool("echo", _ARGUMENTS)
             if result.is_error or result.structured_content != _EXPECTED:
                 raise AssertionError(f"{connection.server!r} did not echo: {result!r}")
 
-    return check
-
-
-def _case(
-    name: str,
-    baseline_name: str,
-    charter: _Connection,
-    baseline: _Connection,
-    note: str,
-) -> Case:
-    return Case(
-        name=name,
-        baseline_name=baseline_name,
-        run=charter.call(),
-        baseline=baseline.call(),
-        target=1.10,
-        check=_check(charter, baseline),
-        note=note,
-    )
+    return Sides(charter.call(), other.call(), check)
 
 
 # -- over real transports ------------------------------------------------------------------
@@ -234,14 +217,14 @@ def _over_stdio(side: str, mode: str, label: str) -> Held[Client]:
     return Held(enter, label)
 
 
-def _held_call(held: Held[Client]) -> Call:
+def _held_call(held: Held[Client]) -> Operation:
     async def call_tool() -> object:
         return await held.value.call_tool("echo", _ARGUMENTS)
 
     return call_tool
 
 
-def _held_check(charter: Held[Client], baseline: Held[Client]) -> Callable[[], Awaitable[None]]:
+def _held_check(charter: Held[Client], baseline: Held[Client]) -> Check:
     """Both sides echo; charter's lists its status tool, which it lists to an authenticated
     (or configured) principal only, and the baseline does not: each side is what it claims,
     and over HTTP charter's side authenticated the bearer token."""
@@ -351,13 +334,14 @@ def cases() -> list[Case]:
             f"an async read tool (one scope, held) called {era} through the SDK's in-memory "
             "`Client`, charter behind `create_server` running the whole host pipeline"
         )
-        result += [
-            _case(
+        # One case per baseline server: its name, the baseline's, the server, and what the
+        # baseline does (the note's end, after ``about``).
+        baselines: list[tuple[str, str, Server[Any] | MCPServer, str]] = [
+            (
                 f"MCP tools/call ({era})",
                 "bare low-level Server",
-                _Connection(_charter_server(host), mode),
-                _Connection(_bare_server(), mode),
-                f"{about}; the baseline validates input and output with the same pydantic "
+                _bare_server(),
+                "the baseline validates input and output with the same pydantic "
                 "models in a hand-written `on_call_tool`. Why the 1.1x target is missed "
                 "here: with no transport at all, a round trip is only the SDK's own Python "
                 "(about 200-300 µs on this machine), and charter's pipeline (the bearer "
@@ -368,25 +352,29 @@ def cases() -> list[Case]:
                 "over a real transport (the streamable HTTP cases below) the same pipeline "
                 "is within 1.1x.",
             ),
-            _case(
+            (
                 f"MCP tools/call vs MCPServer ({era})",
                 "SDK MCPServer",
-                _Connection(_charter_server(host), mode),
-                _Connection(_mcpserver(), mode),
-                f"{about}; the baseline is the SDK's high-level `MCPServer` serving the same "
+                _mcpserver(),
+                "the baseline is the SDK's high-level `MCPServer` serving the same "
                 "tool as a decorated function. It misses 1.1x for the reason the first case "
                 "gives (no transport, so charter's pipeline weighs on a bare round trip); "
                 "over streamable HTTP the same comparison is within it.",
             ),
-            _case(
+            (
                 f"MCP adapter alone ({era})",
                 "low-level Server calling Host.invoke",
-                _Connection(_charter_server(host), mode),
-                _Connection(_bare_server(host), mode),
-                f"{about}; the baseline's hand-written `on_call_tool` calls `Host.invoke` "
+                _bare_server(host),
+                "the baseline's hand-written `on_call_tool` calls `Host.invoke` "
                 "itself and renders the output, so the ratio is what `charter.mcp` adds "
                 "(listing aside: tools are listed once, before timing).",
             ),
+        ]
+        result += [
+            _in_memory(host, server, mode).case(
+                name, baseline_name, target=1.10, note=f"{about}; {baseline_does}"
+            )
+            for name, baseline_name, server, baseline_does in baselines
         ]
     return result + _transport_cases(_host(authenticated=True))
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench import Case
+from bench import Case, Check, Operation, Sides
 from bench._add import AddIn, AddOut, add, add_registry
 from charter import Completed, ToolContext
 
@@ -29,9 +29,6 @@ ARGUMENTS_JSON = json.dumps(ARGUMENTS)
 async def add_ab(a: int, b: int) -> AddOut:
     """Add two integers."""
     return AddOut(total=a + b)
-
-
-Operation = Callable[[], Awaitable[object]]
 
 
 def _plain() -> Operation:
@@ -132,13 +129,10 @@ def cases() -> list[Case]:
             raise AssertionError("the plain baseline did not add")
 
     result = [
-        Case(
-            name="Registry.dispatch: trivial async tool",
-            baseline_name="plain Pydantic: validate in, await, validate out",
-            run=dispatch,
-            baseline=_plain(),
+        Sides(dispatch, _plain(), check).case(
+            "Registry.dispatch: trivial async tool",
+            "plain Pydantic: validate in, await, validate out",
             target=1.5,
-            check=check,
             note=(
                 "`Registry.dispatch` of an async `add(a, b)` tool with a fresh `ToolContext` "
                 "per call (lookup, input validation closed to unknown fields, the handler "
@@ -176,20 +170,14 @@ def cases() -> list[Case]:
         operation = _Lazy(build)
         charter_side = dispatch_json if package == "openai-agents" else dispatch
         result.append(
-            Case(
-                name=f"Registry.dispatch vs {package}",
-                baseline_name=labels[package],
-                run=charter_side,
-                baseline=operation,
-                target=1.0,
-                check=_framework_check(operation, package),
-                note=_NOTES[package],
+            Sides(charter_side, operation, _framework_check(operation, package)).case(
+                f"Registry.dispatch vs {package}", labels[package], target=1.0, note=_NOTES[package]
             )
         )
     return result
 
 
-def _framework_check(operation: Operation, package: str) -> Callable[[], Awaitable[None]]:
+def _framework_check(operation: Operation, package: str) -> Check:
     async def check() -> None:
         answer: Any = await operation()
         text = repr(answer)

@@ -10,11 +10,12 @@ its model from the function's signature.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import create_model
 
-from bench import Case
+from bench import Case, Sides
 from bench._add import AddOut
 from charter import Principal, Registry, define_tool
 from charter.host import Host
@@ -59,6 +60,35 @@ def mcp_server() -> Any:
     return server
 
 
+def registering(charter: Callable[[], Registry], mcp: Callable[[], Any]) -> Sides:
+    """Registering 1,000 tools with ``charter()`` against ``MCPServer.add_tool`` in ``mcp()``,
+    each on a fresh registry; the check: both hold 1,000 tools."""
+
+    async def register_charter() -> object:
+        return charter()
+
+    async def register_mcp() -> object:
+        return mcp()
+
+    async def check() -> None:
+        if len(charter().names()) != TOOLS or len(await mcp().list_tools()) != TOOLS:
+            raise AssertionError("a side does not register 1,000 tools")
+
+    return Sides(register_charter, register_mcp, check)
+
+
+def registration_case(sides: Sides, name: str, *, note: str) -> Case:
+    """The registration case of ``registering``'s sides: one operation registers 1,000 tools."""
+    return sides.case(
+        name,
+        "MCP SDK `MCPServer.add_tool`, 1,000 times",
+        target=1.5,
+        rounds=7,
+        iterations=1,
+        note=note,
+    )
+
+
 def cases() -> list[Case]:
     """Register, list and hold 1,000 tools, each against ``MCPServer``."""
     try:
@@ -67,12 +97,6 @@ def cases() -> list[Case]:
         print("bench_scale: the MCP SDK is not installed; its cases are left out", file=sys.stderr)
         return []
     listed = _Built()
-
-    async def register_charter() -> object:
-        return charter_registry()
-
-    async def register_mcp() -> object:
-        return mcp_server()
 
     async def list_charter() -> object:
         host = await listed.host()
@@ -88,15 +112,12 @@ def cases() -> list[Case]:
         if len(names) != TOOLS or len(await (await listed.server()).list_tools()) != TOOLS:
             raise AssertionError("a side does not list 1,000 tools")
 
+    # The memory case measures the registration case's operations.
+    registration = registering(charter_registry, mcp_server)
     return [
-        Case(
-            name="Register 1,000 tools",
-            baseline_name="MCP SDK `MCPServer.add_tool`, 1,000 times",
-            run=register_charter,
-            baseline=register_mcp,
-            target=1.5,
-            rounds=7,
-            iterations=1,
+        registration_case(
+            registration,
+            "Register 1,000 tools",
             note=(
                 "one operation registers 1,000 async tools `add_i(a, b)` on a fresh registry: "
                 "charter makes each input model (`create_model`), then `define_tool` builds "
@@ -106,26 +127,21 @@ def cases() -> list[Case]:
                 "within 1.5x of the SDK for that up-front work."
             ),
         ),
-        Case(
-            name="List 1,000 tools",
-            baseline_name="MCP SDK `MCPServer.list_tools`",
-            run=list_charter,
-            baseline=list_mcp,
+        Sides(list_charter, list_mcp, check).case(
+            "List 1,000 tools",
+            "MCP SDK `MCPServer.list_tools`",
             target=1.0,
             rounds=11,
             iterations=20,
-            check=check,
             note=(
                 "`Host.discover` for a caller allowed to call every one of 1,000 tools (auth "
                 "mode and scopes checked per tool, the precomputed manifest entries returned) "
                 "against `MCPServer.list_tools` on the same 1,000 tools. Target: faster."
             ),
         ),
-        Case(
-            name="Memory per tool (1,000 tools)",
-            baseline_name="MCP SDK `MCPServer`, per tool",
-            run=register_charter,
-            baseline=register_mcp,
+        registration.case(
+            "Memory per tool (1,000 tools)",
+            "MCP SDK `MCPServer`, per tool",
             target=1.5,
             measure="memory",
             per=TOOLS,
