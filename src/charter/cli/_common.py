@@ -8,11 +8,15 @@ charter's own configuration and store errors, as one line on stderr with exit st
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import inspect
 import json
+import typing
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -30,6 +34,8 @@ __all__ = (
     "DebugOption",
     "JsonOption",
     "KeyOption",
+    "Reach",
+    "ReachOption",
     "Unusable",
     "UrlOption",
     "chosen",
@@ -40,6 +46,7 @@ __all__ = (
     "parse_request_id",
     "resolve_db",
     "unusable_input",
+    "with_reach",
 )
 
 _T = TypeVar("_T")
@@ -83,6 +90,80 @@ UrlOption = Annotated[
         "in this process.",
     ),
 ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reach:
+    """As whom (`--key`) and where (`--url`, else `--db`) a command acts, and how it answers.
+
+    The options most commands share, declared once: each field's annotation is its option.
+    A command takes the ones it offers through ``with_reach``; the others keep these
+    defaults (no key, no server, the default store, text).
+    """
+
+    key: KeyOption = None
+    url: UrlOption = None
+    db: DbOption = None
+    json_output: JsonOption = False
+    debug: DebugOption = False
+
+
+ReachOption = Literal["key", "url", "db", "json_output"]
+"""A ``Reach`` option a command may offer; ``debug`` is every command's."""
+
+
+def _reach_options() -> dict[str, inspect.Parameter]:
+    """``Reach``'s fields as the keyword parameters Typer makes its options from."""
+    hints = typing.get_type_hints(Reach, include_extras=True)
+    return {
+        field.name: inspect.Parameter(
+            field.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=field.default,
+            annotation=hints[field.name],
+        )
+        for field in dataclasses.fields(Reach)
+    }
+
+
+_REACH_OPTIONS = _reach_options()
+
+
+def with_reach(
+    *options: ReachOption, trailing: tuple[ReachOption, ...] = ()
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command ``options`` and ``--debug`` as one ``Reach``, its ``reach`` parameter.
+
+    Typer makes a command's options from its parameters, so without this every command
+    would list the shared ones again and pass them on one by one. The command declares
+    ``reach: Reach`` instead; the function this returns has, for Typer, the command's own
+    parameters with ``options`` standing where ``reach`` stood, then ``trailing`` and
+    ``--debug`` after the parameters that followed ``reach`` (``--help`` lists them in
+    that order). It gathers those values into the ``Reach`` the command is called with.
+    """
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        own = [*inspect.signature(command, eval_str=True).parameters.values()]
+        at = [parameter.name for parameter in own].index("reach")
+        offered = [*options, *trailing, "debug"]
+
+        @functools.wraps(command)
+        def run(**given: Any) -> None:
+            reach = Reach(**{name: given.pop(name) for name in offered})
+            command(**given, reach=reach)
+
+        # Typer reads parameters with inspect.signature, which takes __signature__ as given.
+        run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [
+                *own[:at],
+                *(_REACH_OPTIONS[name] for name in options),
+                *own[at + 1 :],
+                *(_REACH_OPTIONS[name] for name in [*trailing, "debug"]),
+            ]
+        )
+        return run
+
+    return decorate
 
 
 class Unusable(Exception):

@@ -23,16 +23,13 @@ from rich.table import Table
 from rich.text import Text
 
 from charter.cli._common import (
-    DbOption,
-    DebugOption,
-    JsonOption,
-    KeyOption,
+    Reach,
     Unusable,
-    UrlOption,
     chosen,
     console,
     resolve_db,
     unusable_input,
+    with_reach,
 )
 from charter.cli._outcome import render_outcome
 from charter.cli._remote import Remote, problem_outcome
@@ -73,6 +70,7 @@ class _Answer(Exception):
 
 
 @approvals_app.command("list")
+@with_reach("key", "url", "db", "json_output")
 def list_approvals(
     status: Annotated[
         str, typer.Option("--status", help=f"One of: {', '.join(_STATUSES)}.")
@@ -82,96 +80,67 @@ def list_approvals(
         typer.Option("--tenant", help="Without --key: every approval of this tenant."),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=500)] = 100,
-    key: KeyOption = None,
-    url: UrlOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """List approvals, newest first (pending ones unless `--status` says otherwise)."""
-    with unusable_input(debug):
+    with unusable_input(reach.debug):
         wanted = chosen("--status", status, _STATUSES)
-        if url is not None:
+        if reach.url is not None:
             if tenant is not None:
                 raise Unusable("--tenant reads the store directly; over --url, --key decides")
             params = {"status": status, "limit": str(limit)}
-            rows = _remote(url, key, "GET", "/v1/approvals", params=params)["approvals"]
+            rows = _remote(reach, "GET", "/v1/approvals", params=params)["approvals"]
         else:
-            rows = _run(db, lambda host: _local_list(host, key, tenant, wanted, limit))
-    if json_output:
+            rows = _run(reach, lambda host: _local_list(host, reach.key, tenant, wanted, limit))
+    if reach.json_output:
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     console().print(_table(rows, status))
 
 
 @approvals_app.command("show")
-def show(
-    approval_id: ApprovalId,
-    key: KeyOption = None,
-    url: UrlOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
+@with_reach("key", "url", "db", "json_output")
+def show(approval_id: ApprovalId, *, reach: Reach) -> None:
     """Show one approval with the exact arguments it is bound to."""
-    with unusable_input(debug):
-        if url is not None:
-            row = _remote(url, key, "GET", f"/v1/approvals/{quote(approval_id, safe='')}")
+    with unusable_input(reach.debug):
+        if reach.url is not None:
+            row = _remote(reach, "GET", f"/v1/approvals/{quote(approval_id, safe='')}")
         else:
-            row = _run(db, lambda host: _local_show(host, key, approval_id))
-    _print_one(row, json_output)
+            row = _run(reach, lambda host: _local_show(host, reach.key, approval_id))
+    _print_one(row, reach.json_output)
 
 
-def _decision_command(decision: str, doc: str) -> Callable[..., None]:
-    """The `grant` or `deny` command: the same options, one decision."""
-
-    def command(
-        approval_id: ApprovalId,
-        reason: ReasonOption = None,
-        key: KeyOption = None,
-        url: UrlOption = None,
-        db: DbOption = None,
-        json_output: JsonOption = False,
-        debug: DebugOption = False,
-    ) -> None:
-        _decide(approval_id, decision, reason, key, url, db, json_output, debug)
-
-    command.__doc__ = doc
-    return approvals_app.command(decision)(command)
+@approvals_app.command("grant")
+@with_reach("key", "url", "db", "json_output")
+def grant(approval_id: ApprovalId, reason: ReasonOption = None, *, reach: Reach) -> None:
+    """Grant a pending approval, as the approver whose `--key` this is."""
+    _decide(approval_id, "grant", reason, reach)
 
 
-grant = _decision_command(
-    "grant", "Grant a pending approval, as the approver whose `--key` this is."
-)
-deny = _decision_command(
-    "deny", "Deny a pending approval (or revoke a granted one not yet used), as `--key`."
-)
+@approvals_app.command("deny")
+@with_reach("key", "url", "db", "json_output")
+def deny(approval_id: ApprovalId, reason: ReasonOption = None, *, reach: Reach) -> None:
+    """Deny a pending approval (or revoke a granted one not yet used), as `--key`."""
+    _decide(approval_id, "deny", reason, reach)
 
 
-def _decide(
-    approval_id: str,
-    decision: str,
-    reason: str | None,
-    key: str | None,
-    url: str | None,
-    db: str | None,
-    json_output: bool,
-    debug: bool,
-) -> None:
-    with unusable_input(debug):
+def _decide(approval_id: str, decision: str, reason: str | None, reach: Reach) -> None:
+    key = reach.key
+    with unusable_input(reach.debug):
         if key is None:
             raise Unusable(
                 f"{decision} needs --key (or CHARTER_KEY): an approver's API key, "
                 "with the charter:approve scope"
             )
-        if url is not None:
+        if reach.url is not None:
             body = json.dumps({"reason": reason}) if reason is not None else None
             path = f"/v1/approvals/{quote(approval_id, safe='')}:{decision}"
-            row = _remote(url, key, "POST", path, content=body)
+            row = _remote(reach, "POST", path, content=body)
         else:
-            row = _run(db, lambda host: _local_decide(host, key, approval_id, decision, reason))
-    _print_one(row, json_output)
-    if not json_output and row.get("status") == "approved":
+            row = _run(reach, lambda host: _local_decide(host, key, approval_id, decision, reason))
+    _print_one(row, reach.json_output)
+    if not reach.json_output and row.get("status") == "approved":
         console().print(
             Text(
                 f"The requester can now retry with --request-id {row.get('requestId')} "
@@ -185,7 +154,7 @@ def _decide(
 # --- local: through host.approvals on the store ----------------------------------------------
 
 
-def _run(db: str | None, work: Callable[[Host], Awaitable[_T]]) -> _T:
+def _run(reach: Reach, work: Callable[[Host], Awaitable[_T]]) -> _T:
     async def run() -> _T:
         from charter.cli._host import open_store
         from charter.host import Host
@@ -193,7 +162,7 @@ def _run(db: str | None, work: Callable[[Host], Awaitable[_T]]) -> _T:
         from charter.store import ApiKeyAuthenticator
 
         async with AsyncExitStack() as stack:
-            store = await stack.enter_async_context(open_store(resolve_db(db)))
+            store = await stack.enter_async_context(open_store(resolve_db(reach.db)))
             # Only the approvals and the authenticator are used: no tools are needed.
             host = Host(Registry(), store=store, authenticator=ApiKeyAuthenticator(store))
             return await work(host)
@@ -274,15 +243,15 @@ def _not_found(approval_id: str) -> Failed:
 
 
 def _remote(
-    url: str,
-    key: str | None,
+    reach: Reach,
     method: str,
     path: str,
     *,
     params: dict[str, str] | None = None,
     content: str | None = None,
 ) -> dict[str, Any]:
-    with Remote(url, key) as remote:
+    assert reach.url is not None  # asked only when --url is given
+    with Remote(reach.url, reach.key) as remote:
         body = remote.ok_json(remote.request(method, path, params=params, content=content))
     if not isinstance(body, dict):
         raise typer.Exit(render_outcome(problem_outcome(200, body)))

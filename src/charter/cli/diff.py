@@ -18,10 +18,10 @@ from rich.text import Text
 from charter.cli._common import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
-    DebugOption,
-    JsonOption,
+    Reach,
     console,
     unusable_input,
+    with_reach,
 )
 from charter.errors import ConfigurationError
 
@@ -36,15 +36,16 @@ _SEVERITY_STYLE = {"breaking": "bold red", "undecidable": "yellow", "compatible"
 # --- charter diff ---------------------------------------------------------------------------
 
 
+@with_reach("json_output")
 def diff(
     old: Annotated[str, typer.Argument(help="The manifest callers know: a file or URL.")],
     new: Annotated[str, typer.Argument(help="The manifest that replaces it: a file or URL.")],
-    json_output: JsonOption = False,
+    *,
+    reach: Reach,
     header: Annotated[
         list[str] | None,
         typer.Option("--header", "-H", help="'Name: value' header for URL sources; repeatable."),
     ] = None,
-    debug: DebugOption = False,
 ) -> None:
     """Compare two tool manifests and report changes that break callers.
 
@@ -54,10 +55,10 @@ def diff(
     """
     from charter.evolution import diff_manifests
 
-    with unusable_input(debug):
+    with unusable_input(reach.debug):
         headers = _parse_headers(header or [])
         result = diff_manifests(_load(old, headers), _load(new, headers))
-    _report(result, json_output)
+    _report(result, reach.json_output)
 
 
 def _load(source: str, headers: dict[str, str]) -> list[dict[str, object]]:
@@ -98,6 +99,7 @@ def _parse_headers(values: list[str]) -> dict[str, str]:
 # --- charter lock ---------------------------------------------------------------------------
 
 
+@with_reach("json_output")
 def lock(
     target: Annotated[
         str,
@@ -109,8 +111,8 @@ def lock(
     check: Annotated[
         bool, typer.Option("--check", help="Compare with the lock file instead of writing it.")
     ] = False,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """Record the tools' contract in a lock file, or check the live tools against it.
 
@@ -120,11 +122,11 @@ def lock(
     from charter._target import load_target, manifest_of
     from charter.evolution import diff_manifests, lock_json
 
-    with unusable_input(debug):
+    with unusable_input(reach.debug):
         live = manifest_of(load_target(target))
         locked = _read_lock(output, target) if check else None
     if locked is not None:
-        _report(diff_manifests(locked, live), json_output)
+        _report(diff_manifests(locked, live), reach.json_output)
     output.write_text(lock_json(live), encoding="utf-8")
     count = "1 tool" if len(live) == 1 else f"{len(live)} tools"
     console().print(Text(f"wrote {output} ({count})"), soft_wrap=True)  # a path stays whole

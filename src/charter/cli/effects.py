@@ -14,15 +14,14 @@ from rich.text import Text
 
 from charter.cli._common import (
     EXIT_CHECK_FAILED,
-    DbOption,
-    DebugOption,
-    JsonOption,
+    Reach,
     Unusable,
     chosen,
     console,
     error_console,
     resolve_db,
     unusable_input,
+    with_reach,
 )
 from charter.effects import EffectRecord, EffectStatus
 from charter.outcome import Failed
@@ -48,6 +47,7 @@ _STYLE = {"pending": "yellow", "delivered": "green", "dead": "red", "discarded":
 EffectKey = Annotated[str, typer.Argument(metavar="KEY", help="The effect's key (eff_…).")]
 
 
+@with_reach("db")
 def worker(
     target: Annotated[
         str,
@@ -56,7 +56,8 @@ def worker(
             help="`module:attribute`: the Host (or factory) whose registry has the effects.",
         ),
     ],
-    db: DbOption = None,
+    *,
+    reach: Reach,
     once: Annotated[
         bool, typer.Option("--once", help="Deliver what is due now, then exit.")
     ] = False,
@@ -77,7 +78,6 @@ def worker(
             show_default=False,
         ),
     ] = None,
-    debug: DebugOption = False,
 ) -> None:
     """Deliver due effects: claim them under a lease, retry with backoff, park dead ones.
 
@@ -87,9 +87,9 @@ def worker(
     """
     from charter.cli._notify_config import load_notifiers
 
-    with unusable_input(debug):
+    with unusable_input(reach.debug):
         notifiers = load_notifiers(notify) if notify is not None else []
-        done = asyncio.run(_work(target, db, once, poll, batch, concurrency, notifiers))
+        done = asyncio.run(_work(target, reach.db, once, poll, batch, concurrency, notifiers))
     error_console().print(f"{done} effect attempt{'s' if done != 1 else ''} made", highlight=False)
 
 
@@ -120,6 +120,7 @@ async def _work(
 
 
 @effects_app.command("list")
+@with_reach("db", "json_output")
 def list_effects(
     status: Annotated[
         str,
@@ -130,15 +131,14 @@ def list_effects(
         str | None, typer.Option("--request-id", help="Only those this request staged.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """List effects, newest first."""
-    with unusable_input(debug):
+    with unusable_input(reach.debug):
         wanted = chosen("--status", status, _STATUSES)
-        records = asyncio.run(_list(resolve_db(db), wanted, tenant, request_id, limit))
-    if json_output:
+        records = asyncio.run(_list(resolve_db(reach.db), wanted, tenant, request_id, limit))
+    if reach.json_output:
         typer.echo(json.dumps([_as_json(r) for r in records], indent=2))
         return
     table = Table(title=Text(f"{len(records)} effects", style="bold"), title_justify="left")
@@ -158,31 +158,34 @@ def list_effects(
 
 
 @effects_app.command("show")
-def show(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> None:
+@with_reach("db")
+def show(key: EffectKey, *, reach: Reach) -> None:
     """Show one effect as JSON (its payload, attempts, lease and last error)."""
-    with unusable_input(debug):
-        record = asyncio.run(_get(resolve_db(db), key))
+    with unusable_input(reach.debug):
+        record = asyncio.run(_get(resolve_db(reach.db), key))
         if record is None:
             raise Unusable(f"no effect {key!r} in the store")
     typer.echo(json.dumps(_as_json(record), indent=2))
 
 
 @effects_app.command("retry")
-def retry(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> None:
+@with_reach("db")
+def retry(key: EffectKey, *, reach: Reach) -> None:
     """Re-drive a dead (or discarded) effect: pending again, with fresh attempts.
 
     A running worker delivers it on its next pass (`charter worker TARGET --once` does now).
     """
-    with unusable_input(debug):
-        changed = asyncio.run(_change(resolve_db(db), key, "retry"))
+    with unusable_input(reach.debug):
+        changed = asyncio.run(_change(resolve_db(reach.db), key, "retry"))
     _report(key, changed, "is pending again")
 
 
 @effects_app.command("discard")
-def discard(key: EffectKey, db: DbOption = None, debug: DebugOption = False) -> None:
+@with_reach("db")
+def discard(key: EffectKey, *, reach: Reach) -> None:
     """Give up on a pending or dead effect: it is kept, and never run again."""
-    with unusable_input(debug):
-        changed = asyncio.run(_change(resolve_db(db), key, "discard"))
+    with unusable_input(reach.debug):
+        changed = asyncio.run(_change(resolve_db(reach.db), key, "discard"))
     _report(key, changed, "is discarded")
 
 

@@ -11,14 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from charter.cli._common import (
-    DbOption,
-    DebugOption,
-    JsonOption,
-    console,
-    resolve_db,
-    unusable_input,
-)
+from charter.cli._common import Reach, console, resolve_db, unusable_input, with_reach
 
 if TYPE_CHECKING:
     from charter.ledger.budgets import BucketUsage
@@ -26,13 +19,13 @@ if TYPE_CHECKING:
 __all__ = ("limits",)
 
 
+@with_reach("db", "json_output")
 def limits(
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="Only the budgets of calls for this tenant.")
     ] = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """Show the rate limits and quotas being spent: per tool, limit and holder.
 
@@ -41,9 +34,9 @@ def limits(
     full. In-flight caps are counted in each server process and are not shown.
     """
     now = datetime.now(UTC).timestamp()
-    with unusable_input(debug):
-        usages = asyncio.run(_usage(resolve_db(db), now, tenant))
-    if json_output:
+    with unusable_input(reach.debug):
+        usages = asyncio.run(_usage(resolve_db(reach.db), now, tenant))
+    if reach.json_output:
         typer.echo(json.dumps([_as_json(usage, now) for usage in usages], indent=2))
         return
     title = f"{len(usages)} budget{'s' if len(usages) != 1 else ''} in use"

@@ -19,9 +19,7 @@ from rich.text import Text
 from charter.auth import PrincipalKind
 from charter.cli._common import (
     EXIT_CHECK_FAILED,
-    DbOption,
-    DebugOption,
-    JsonOption,
+    Reach,
     Unusable,
     chosen,
     console,
@@ -29,6 +27,7 @@ from charter.cli._common import (
     error_console,
     resolve_db,
     unusable_input,
+    with_reach,
 )
 
 if TYPE_CHECKING:
@@ -62,11 +61,11 @@ _DURATION = re.compile(r"^\s*(\d{1,6})\s*([smhd])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-def _with_store(db: str | None, work: Callable[[SqlStore], Awaitable[_T]]) -> _T:
+def _with_store(reach: Reach, work: Callable[[SqlStore], Awaitable[_T]]) -> _T:
     async def run() -> _T:
         from charter.cli._host import open_store  # the host's modules: not for --help
 
-        async with open_store(resolve_db(db)) as store:
+        async with open_store(resolve_db(reach.db)) as store:
             return await work(store)
 
     return asyncio.run(run())
@@ -76,6 +75,7 @@ def _with_store(db: str | None, work: Callable[[SqlStore], Awaitable[_T]]) -> _T
 
 
 @keys_app.command("create")
+@with_reach("db", "json_output")
 def create_key(
     tenant: Annotated[str, typer.Option("--tenant", help="The tenant the key acts for.")],
     subject: Annotated[
@@ -97,16 +97,15 @@ def create_key(
         str | None,
         typer.Option("--expires-in", help="When the key stops working, e.g. 90d, 12h, 30m."),
     ] = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """Create an API key and print it. This is the only time the secret is shown.
 
     The key alone goes to stdout, so `KEY=$(charter keys create …)` keeps it; the
     details go to stderr.
     """
-    with unusable_input(debug):
+    with unusable_input(reach.debug):
         holder = chosen("--kind", kind, _KINDS)
         expires_at = datetime.now(UTC) + parse_duration(expires_in) if expires_in else None
 
@@ -123,8 +122,8 @@ def create_key(
             except ValueError as exc:
                 raise Unusable(str(exc)) from exc
 
-        secret, record = _with_store(db, create)
-    if json_output:
+        secret, record = _with_store(reach, create)
+    if reach.json_output:
         typer.echo(json.dumps({"key": secret, **record.model_dump(mode="json")}, indent=2))
         return
     typer.echo(secret)
@@ -148,16 +147,16 @@ def create_key(
 
 
 @keys_app.command("list")
+@with_reach("db", "json_output")
 def list_keys(
     tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's keys.")] = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """List the API keys (never their secrets), oldest first."""
-    with unusable_input(debug):
-        records = _with_store(db, lambda store: store.list_api_keys(tenant))
-    if json_output:
+    with unusable_input(reach.debug):
+        records = _with_store(reach, lambda store: store.list_api_keys(tenant))
+    if reach.json_output:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
         return
     now = datetime.now(UTC)
@@ -189,16 +188,17 @@ def list_keys(
 
 
 @keys_app.command("revoke")
+@with_reach("db")
 def revoke_key(
     key_id: Annotated[
         str, typer.Argument(metavar="KEY_ID", help="The key's id (the <id> in chk_<id>_…).")
     ],
-    db: DbOption = None,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """Revoke an API key: running servers refuse it within 5 s (they remember keys 5 s)."""
-    with unusable_input(debug):
-        revoked = _with_store(db, lambda store: store.revoke_api_key(key_id))
+    with unusable_input(reach.debug):
+        revoked = _with_store(reach, lambda store: store.revoke_api_key(key_id))
     if not revoked:
         typer.echo(f"no active key {key_id!r} (unknown, or already revoked)", err=True)
         raise typer.Exit(EXIT_CHECK_FAILED)
@@ -234,10 +234,11 @@ def _progress(description: str) -> Iterator[None]:
 
 
 @db_app.command("upgrade")
-def upgrade(db: DbOption = None, debug: DebugOption = False) -> None:
+@with_reach("db")
+def upgrade(*, reach: Reach) -> None:
     """Apply charter's pending migrations to the database (creating it if it is new)."""
-    url = resolve_db(db)
-    with unusable_input(debug), _progress(f"migrating {display_url(url)}"):
+    url = resolve_db(reach.db)
+    with unusable_input(reach.debug), _progress(f"migrating {display_url(url)}"):
         asyncio.run(_upgrade(url))
     console().print(Text(f"{display_url(url)} is at charter's current schema", style="green"))
 
@@ -257,6 +258,7 @@ async def _upgrade(url: str) -> None:
 
 
 @db_app.command("prune")
+@with_reach("db", "json_output")
 def prune(
     before: Annotated[
         datetime | None,
@@ -291,9 +293,8 @@ def prune(
             help="Keep delivered and discarded effects this long after they finished.",
         ),
     ] = 1,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
+    *,
+    reach: Reach,
 ) -> None:
     """Delete expired completed requests and decided approvals, and old audit events.
 
@@ -307,15 +308,15 @@ def prune(
     moment = before or datetime.now(UTC)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    url = resolve_db(db)
+    url = resolve_db(reach.db)
     retention = _Retention(
         anonymous=moment - timedelta(days=anonymous_audit_days),
         everyone=moment - timedelta(days=audit_days) if audit_days is not None else None,
         effects=moment - timedelta(days=effect_days),
     )
-    with unusable_input(debug), _progress(f"pruning {display_url(url)}"):
+    with unusable_input(reach.debug), _progress(f"pruning {display_url(url)}"):
         pruned = asyncio.run(_prune(url, moment, batch_size, retention))
-    if json_output:
+    if reach.json_output:
         typer.echo(
             json.dumps(
                 {

@@ -16,17 +16,14 @@ from rich.text import Text
 
 from charter._redaction import redact
 from charter.cli._common import (
-    DbOption,
-    DebugOption,
-    JsonOption,
-    KeyOption,
+    Reach,
     Unusable,
-    UrlOption,
     console,
     error_console,
     parse_json_object,
     parse_request_id,
     unusable_input,
+    with_reach,
 )
 from charter.cli._outcome import render_outcome
 from charter.cli._remote import Remote, outcome_from_response
@@ -67,14 +64,9 @@ UpstreamsOption = Annotated[
 # --- charter tools ----------------------------------------------------------------------------
 
 
+@with_reach("url", "key", "db", "json_output")
 def tools(
-    target: TargetArgument = None,
-    url: UrlOption = None,
-    key: KeyOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    upstreams: UpstreamsOption = None,
-    debug: DebugOption = False,
+    target: TargetArgument = None, *, reach: Reach, upstreams: UpstreamsOption = None
 ) -> None:
     """List the tools: name, version, tier and risk, who may call, and policy.
 
@@ -83,12 +75,12 @@ def tools(
     server shows the caller of `--key`. Deprecated tools and aliases past their sunset date
     get a warning.
     """
-    with unusable_input(debug):
-        _target_or_url(target, url, upstreams)
-        if url is not None:
-            entries = _remote_entries(url, key)
+    with unusable_input(reach.debug):
+        _target_or_url(target, reach.url, upstreams)
+        if reach.url is not None:
+            entries = _remote_entries(reach)
         else:
-            entries = asyncio.run(_local_entries(target, upstreams, db))
+            entries = asyncio.run(_local_entries(target, upstreams, reach.db))
     from charter.manifest import deprecation_warnings
 
     today = date.today()
@@ -96,7 +88,7 @@ def tools(
         warnings = entry.get("warnings") or deprecation_warnings(entry, today)
         if warnings:
             entry["warnings"] = warnings
-    if json_output:
+    if reach.json_output:
         typer.echo(json.dumps(entries, indent=2, ensure_ascii=False))
         return
     out = console()
@@ -116,12 +108,13 @@ async def _local_entries(
         return [dict(entry) for entry in opened.host.registry.list()]
 
 
-def _remote_entries(url: str, key: str | None) -> list[dict[str, Any]]:
-    with Remote(url, key) as remote:
+def _remote_entries(reach: Reach) -> list[dict[str, Any]]:
+    assert reach.url is not None  # asked only when --url is given
+    with Remote(reach.url, reach.key) as remote:
         body = remote.ok_json(remote.request("GET", "/v1/tools"))
     listed = body.get("tools") if isinstance(body, dict) else None
     if not isinstance(listed, list):
-        raise Unusable(f"{url}/v1/tools did not return a tool list")
+        raise Unusable(f"{reach.url}/v1/tools did not return a tool list")
     return [dict(entry) for entry in listed if isinstance(entry, dict)]
 
 
@@ -195,6 +188,7 @@ def _count(n: int, noun: str) -> str:
 # --- charter call -----------------------------------------------------------------------------
 
 
+@with_reach("key", trailing=("url", "db", "json_output"))
 def call(
     target: TargetArgument,
     name: Annotated[
@@ -205,7 +199,8 @@ def call(
         str,
         typer.Option("--args", "-a", help="The arguments: a JSON object, or @file.json."),
     ] = "{}",
-    key: KeyOption = None,
+    *,
+    reach: Reach,
     request_id: Annotated[
         str | None,
         typer.Option(
@@ -219,10 +214,6 @@ def call(
     approval: Annotated[
         str | None, typer.Option("--approval", help="The granted approval id to run under.")
     ] = None,
-    url: UrlOption = None,
-    db: DbOption = None,
-    json_output: JsonOption = False,
-    debug: DebugOption = False,
 ) -> None:
     """Call a tool and print its outcome.
 
@@ -232,19 +223,19 @@ def call(
     approval (retry with the same `--request-id`), 4 denied by a person or expired (final
     for that request id).
     """
-    with unusable_input(debug):
-        if url is not None and name is None:
+    with unusable_input(reach.debug):
+        if reach.url is not None and name is None:
             target, name = None, target
         if name is None:
             raise Unusable("give the tool's NAME after TARGET (or use --url URL NAME)")
-        _target_or_url(target, url)
+        _target_or_url(target, reach.url)
         raw, _ = parse_json_object(args, "--args")
         controls = _Controls(parse_request_id(request_id), confirm, approval)
-        if url is not None:
-            outcome = _call_remote(url, key, name, raw, controls)
+        if reach.url is not None:
+            outcome = _call_remote(reach, name, raw, controls)
         else:
             assert target is not None
-            outcome = asyncio.run(_call_local(target, db, key, name, raw, controls))
+            outcome = asyncio.run(_call_local(target, reach, name, raw, controls))
             if isinstance(outcome, Failed):
                 # What a server would answer: a failure it caused shows its error id only
                 # (the text is in this process's log); a remote answer already is.
@@ -253,9 +244,13 @@ def call(
         error_console().print(
             Text(f"request id {controls.request_id} (reuse it with --request-id)", style="dim")
         )
-    where = f" --url {url}" if url is not None else f" --db {db}" if db is not None else ""
+    where = ""  # what the next steps' commands add to reach the same server or store
+    if reach.url is not None:
+        where = f" --url {reach.url}"
+    elif reach.db is not None:
+        where = f" --db {reach.db}"
     raise typer.Exit(
-        render_outcome(outcome, controls.request_id, json_output=json_output, where=where)
+        render_outcome(outcome, controls.request_id, json_output=reach.json_output, where=where)
     )
 
 
@@ -296,15 +291,15 @@ class _Controls:
 
 
 async def _call_local(
-    target: str, db: str | None, key: str | None, name: str, raw: str, controls: _Controls
+    target: str, reach: Reach, name: str, raw: str, controls: _Controls
 ) -> ToolOutcome:
     from charter.auth import AuthenticationFailed
     from charter.cli._host import open_host, principal_for
 
     async with AsyncExitStack() as stack:
-        opened = await open_host(target, db, stack)
+        opened = await open_host(target, reach.db, stack)
         try:
-            principal = await principal_for(opened.host, key)
+            principal = await principal_for(opened.host, reach.key)
         except AuthenticationFailed as exc:
             return failed(ErrorCode.UNAUTHENTICATED, str(exc), reason="invalid_token")
         registered = opened.host.registry.get(name)
@@ -313,11 +308,10 @@ async def _call_local(
         return await opened.host.invoke(name, raw, principal, controls.invocation_controls())
 
 
-def _call_remote(
-    url: str, key: str | None, name: str, raw: str, controls: _Controls
-) -> ToolOutcome:
+def _call_remote(reach: Reach, name: str, raw: str, controls: _Controls) -> ToolOutcome:
+    assert reach.url is not None  # asked only when --url is given
     path = f"/v1/tools/{quote(name, safe='')}"
-    with Remote(url, key) as remote:
+    with Remote(reach.url, reach.key) as remote:
         if controls.request_id is None:
             found = remote.request("GET", path)
             if found.status_code == 200:
