@@ -405,7 +405,7 @@ EXIT_STATUS = {"completed": 0, "failed": 1, "interaction-required": 3, "denied":
 
 
 class CliCaller(_SendsControls):
-    """``charter call --url`` and ``charter approvals grant|deny --url`` in subprocesses.
+    """``charter call --url`` and ``charter approvals grant|deny --url`` (``run_charter``).
 
     The controls go as options (sent as the ``Idempotency-Key``, ``Charter-Confirm`` and
     ``Charter-Approval`` headers); ``--json`` prints the outcome, read here with the exit
@@ -414,9 +414,9 @@ class CliCaller(_SendsControls):
 
     name = "cli"
 
-    def __init__(self, url: str, keys: dict[str, str], cwd: Path) -> None:
+    def __init__(self, url: str, keys: dict[str, str]) -> None:
         super().__init__()
-        self.url, self.keys, self.cwd = url, keys, cwd
+        self.url, self.keys = url, keys
 
     async def make(self, move: Move) -> Seen:
         options = ["--request-id", self.request(move.request)]
@@ -438,7 +438,6 @@ class CliCaller(_SendsControls):
             self.keys[APPROVER],
             "--json",
             *options,
-            cwd=self.cwd,
         )
         if done.exit_code != 0:
             return Seen(kind=f"exit {done.exit_code}", reason=done.stdout[-500:])
@@ -459,7 +458,6 @@ class CliCaller(_SendsControls):
             self.keys[AGENT],
             "--json",
             *options,
-            cwd=self.cwd,
         )
         seen = seen_from_outcome(outcome_adapter.validate_json(done.stdout))
         if EXIT_STATUS.get(seen.kind) != done.exit_code:
@@ -805,9 +803,7 @@ def seen_from_langchain(state: dict[str, Any], call_id: str) -> Seen:
 
 
 @asynccontextmanager
-async def open_caller(
-    transport: str, site: ProtocolSite, cwd: Path
-) -> AsyncIterator[ProtocolCaller]:
+async def open_caller(transport: str, site: ProtocolSite) -> AsyncIterator[ProtocolCaller]:
     """The caller for ``transport`` on ``site``, open until the block ends."""
     async with AsyncExitStack() as stack:
         if transport == "rest":
@@ -820,7 +816,7 @@ async def open_caller(
             stdio = mcp_stdio_caller(site.db_url, site.keys, site.keys_file)
             yield McpProtocolCaller(await stack.enter_async_context(stdio))
         elif transport == "cli":
-            yield CliCaller(site.site.url, site.keys, cwd)
+            yield CliCaller(site.site.url, site.keys)
         else:
             # The host the in-process caller, the harness and the bridges share: the
             # travel host on the same database, in this event loop.

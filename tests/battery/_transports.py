@@ -3,14 +3,15 @@
 - ``TravelSite``: ``create_app(host)`` under uvicorn on 127.0.0.1 (a free port), in a
   thread with its own event loop, on a store the thread opens (SQLite file or PostgreSQL
   schema). REST is at ``/v1``, MCP streamable HTTP at ``/mcp`` of the same app.
-- ``StdioServer``: ``charter serve examples.travel:host --stdio --principal-key KEY`` in
-  a subprocess, one per principal (stdio carries no credentials: each process runs every
-  call as its key's principal), on the same database.
+- ``charter serve examples.travel:host --stdio --principal-key KEY`` in a subprocess, one
+  per principal (stdio carries no credentials: each process runs every call as its key's
+  principal), on the same database: ``mcp_stdio_caller`` through the MCP SDK's client,
+  ``RawStdio`` line by line, ``SharedStdio`` one agent's server per backend for a module.
 - ``Caller`` implementations that make one tool call and normalise what came back into a
   ``Seen`` (kind, code, reason, replayed, output, and the gate, approval and decision facts),
   so the outcomes of the transports compare as equal values. ``seen_from_outcome`` and
   ``seen_from_approval`` normalise what the in-process host (and ``charter call --json``)
-  answers, and ``run_charter`` runs the ``charter`` command in a subprocess.
+  answers, and ``run_charter`` runs the ``charter`` command (in this process).
 - ``ledger_state``: the database read from outside charter, with the random parts (ids,
   times) replaced by the scenario's labels, so two databases compare as equal values.
 """
@@ -23,6 +24,7 @@ import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -40,8 +42,10 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.ext.asyncio import create_async_engine
+from typer.testing import CliRunner
 
 from charter import Tool
+from charter.cli import app
 from charter.http import create_app
 from charter.ledger import ApprovalRecord
 from charter.mcp import OUTCOME_META_KEY
@@ -54,7 +58,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from examples.travel import build_host, ensure_demo_keys  # noqa: E402
-from tests.store.conftest import postgres_schema, require_postgres  # noqa: E402
+from tests.store.conftest import (  # noqa: E402
+    postgres_schema,
+    require_postgres,
+    seed_migrated_sqlite,
+)
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
 STARTUP_SECONDS = 90.0
@@ -72,7 +80,13 @@ ROLES = (AGENT, APPROVER, ADMIN, GLOBEX)
 
 
 class Databases:
-    """Fresh, empty databases on one backend: SQLite files or PostgreSQL schemas."""
+    """Fresh databases on one backend: SQLite files or PostgreSQL schemas.
+
+    A SQLite file starts as a copy of one at charter's head revision
+    (``seed_migrated_sqlite``): the test's first store, or a ``charter serve`` child,
+    then skips the migrations (Alembic's import and run, about 0.1 to 0.5 s of CPU a
+    database). A PostgreSQL schema starts empty, and its first store migrates it.
+    """
 
     def __init__(self, backend: str, directory: Path) -> None:
         self.backend = backend
@@ -83,10 +97,12 @@ class Databases:
             require_postgres()
 
     def new(self, name: str = "db") -> str:
-        """The URL of a new, empty database."""
+        """The URL of a new database that holds no data (the class doc says which schema)."""
         self._count += 1
         if self.backend == "sqlite":
-            return sqlite_url(self._directory / f"{name}-{self._count}.db")
+            path = self._directory / f"{name}-{self._count}.db"
+            seed_migrated_sqlite(path)
+            return sqlite_url(path)
         return self._stack.enter_context(postgres_schema())
 
     def close(self) -> None:
@@ -446,28 +462,18 @@ class CommandResult:
     stderr: str
 
 
-async def run_charter(*args: str, cwd: Path) -> CommandResult:
-    """``charter ARGS…`` in a subprocess, without the caller's ``CHARTER_*`` settings.
+async def run_charter(*args: str) -> CommandResult:
+    """``charter ARGS…`` in this process (Typer's ``CliRunner``), without the caller's
+    ``CHARTER_*`` settings.
 
-    The command is this interpreter's ``charter`` script, and the subprocess inherits
-    ``PYTHONPATH``, so it runs the code under test. Awaited, so the event loop (and any
-    server in this process) keeps running while it works.
+    The command's own code end to end (parsing, requests, printing, exit status), without
+    a ``charter`` process per command: a start costs about 0.6 s of CPU, nearly all
+    imports (tests/cli runs the installed script). In a worker thread, so the event loop
+    (and any server in this process) keeps running while it works.
     """
-    env = {**os.environ}
-    for name in ("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"):
-        env.pop(name, None)
-    process = await asyncio.create_subprocess_exec(
-        CHARTER,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-    )
-    async with asyncio.timeout(STARTUP_SECONDS):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return CommandResult(exit_code=process.returncode, stdout=out.decode(), stderr=err.decode())
+    unset = dict.fromkeys(("CHARTER_DB", "CHARTER_KEY", "CHARTER_PRINCIPAL_KEY"))
+    result = await asyncio.to_thread(CliRunner().invoke, app, list(args), env=unset)
+    return CommandResult(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
 
 @asynccontextmanager
@@ -630,56 +636,103 @@ class RawMcp(Protocol):
 
 
 class RawStdio:
-    """``charter serve --stdio`` driven line by line: one JSON-RPC message per line."""
+    """``charter serve --stdio`` driven line by line: one JSON-RPC message per line.
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    A plain subprocess, read in a worker thread rather than through asyncio, so that one
+    server can outlive the event loop of the test that first used it (``SharedStdio``).
+    Not ``die_with_parent``: Linux sends that signal when the *thread* that started the
+    server ends. Should pytest die, the server reads the end of its input and exits.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process = process
 
     @classmethod
-    @asynccontextmanager
-    async def open(cls, parameters: StdioServerParameters) -> AsyncIterator[RawStdio]:
-        process = await asyncio.create_subprocess_exec(
-            parameters.command,
-            *parameters.args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+    @contextmanager
+    def open(cls, parameters: StdioServerParameters) -> Iterator[RawStdio]:
+        process = subprocess.Popen(
+            [parameters.command, *parameters.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             env=parameters.env,
             cwd=parameters.cwd,
         )
         raw = cls(process)
         try:
-            await raw.request(0, "initialize", INITIALIZE_PARAMS)
-            await raw.notify("notifications/initialized")
+            raw.exchange(0, "initialize", INITIALIZE_PARAMS)
+            raw._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
             yield raw
         finally:
             if process.stdin is not None:
                 process.stdin.close()
             try:
-                await asyncio.wait_for(process.wait(), 30)
-            except TimeoutError:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
                 process.kill()
-                await process.wait()
-
-    async def notify(self, method: str) -> None:
-        await self._send({"jsonrpc": "2.0", "method": method})
+                process.wait()
 
     async def request(self, message_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        await self._send({"jsonrpc": "2.0", "id": message_id, "method": method, "params": params})
-        assert self._process.stdout is not None
-        async with asyncio.timeout(STARTUP_SECONDS):
-            while True:
-                line = await self._process.stdout.readline()
-                if not line:
-                    raise RuntimeError("the stdio server closed its output")
-                message: dict[str, Any] = json.loads(line)
-                if message.get("id") == message_id:
-                    return message
+        return await asyncio.to_thread(self.exchange, message_id, method, params)
 
-    async def _send(self, message: dict[str, Any]) -> None:
+    def exchange(self, message_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request; block until the response with that id (notifications skipped)."""
+        self._send({"jsonrpc": "2.0", "id": message_id, "method": method, "params": params})
+        assert self._process.stdout is not None
+        while True:  # bounded by pytest's timeout should the server hang
+            line = self._process.stdout.readline()
+            if not line:
+                raise RuntimeError("the stdio server closed its output")
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == message_id:
+                return message
+
+    def _send(self, message: dict[str, Any]) -> None:
         assert self._process.stdin is not None
         self._process.stdin.write(json.dumps(message).encode() + b"\n")
-        await self._process.stdin.drain()
+        self._process.stdin.flush()
+
+
+@dataclass(frozen=True)
+class StdioAgent:
+    """A ``charter serve --stdio`` running as the demo agent, and its database's URL."""
+
+    db_url: str
+    raw: RawStdio
+
+
+class SharedStdio:
+    """One travel database and one stdio server as the agent per backend, started on first
+    use and stopped by ``close``: each server start costs about 2 s of CPU (the MCP SDK's
+    imports), so the tests of a module that each make their own calls (with request ids
+    of their own) share them."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._stack = contextlib.ExitStack()
+        self._agents: dict[str, StdioAgent] = {}
+        self._lock = threading.Lock()
+
+    async def agent(self, backend: str) -> StdioAgent:
+        """The agent's server on ``backend`` (``sqlite`` or ``postgres``)."""
+        return await asyncio.to_thread(self._agent, backend)
+
+    def _agent(self, backend: str) -> StdioAgent:
+        with self._lock:
+            if backend not in self._agents:
+                databases = Databases(backend, self._directory)
+                self._stack.callback(databases.close)
+                url = databases.new(backend)
+                keys_file = self._directory / f"{backend}-keys.json"
+                keys = asyncio.run(prepare_travel(url, keys_file))
+                parameters = stdio_parameters(url, keys_file, keys[AGENT])
+                raw = self._stack.enter_context(RawStdio.open(parameters))
+                self._agents[backend] = StdioAgent(db_url=url, raw=raw)
+            return self._agents[backend]
+
+    def close(self) -> None:
+        """Stop the servers (each exits when its input closes); drop the schemas."""
+        self._stack.close()
 
 
 class RawHttp:

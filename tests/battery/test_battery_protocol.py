@@ -23,7 +23,6 @@ import asyncio
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -323,24 +322,12 @@ class KnownMismatch(AssertionError):
 KNOWN_MISMATCHES: dict[str, str] = {}
 """Transport → the step it gets wrong (see its xfail reason)."""
 
-PARAMS = [
-    pytest.param(
-        transport,
-        marks=[
-            # Fifteen `charter` subprocesses take about 20 s.
-            *([pytest.mark.slow] if transport == "cli" else []),
-        ],
-    )
-    for transport in TRANSPORTS
-]
-
 ONE_BACKEND = {
     "cli": "SQLite alone: `charter call|approvals --url` are REST requests to the server the"
     " rest transport reaches on each backend; the CLI's parsing and printing do not depend on"
     " the backend",
 }
-"""Transports that differ from another one only in the client, run on SQLite only: why.
-(The cli transport's fifteen `charter` subprocesses cost about 9 s of CPU a backend.)"""
+"""Transports that differ from another one only in the client, run on SQLite only: why."""
 
 
 @pytest.fixture(
@@ -363,16 +350,16 @@ def protocol_site(
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("transport", PARAMS)
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_X04_one_protocol_over_every_transport(
-    protocol_site: ProtocolSite, transport: str, tmp_path: Path
+    protocol_site: ProtocolSite, transport: str
 ) -> None:
     if transport in ONE_BACKEND and not protocol_site.db_url.startswith("sqlite"):
         pytest.skip(ONE_BACKEND[transport])
     db = Database(protocol_site.db_url)
     try:
         targets = await db.seed(transport)
-        async with open_caller(transport, protocol_site, tmp_path) as caller:
+        async with open_caller(transport, protocol_site) as caller:
             steps, labels = await run_x04(caller, targets, db)
         records = await db.records(labels)
     finally:

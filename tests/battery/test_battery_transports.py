@@ -36,8 +36,8 @@ from _transports import (
     HttpCaller,
     RawHttp,
     RawMcp,
-    RawStdio,
     Seen,
+    SharedStdio,
     TravelSite,
     effect_labels,
     ledger_state,
@@ -47,7 +47,6 @@ from _transports import (
     prepare_travel,
     relabel,
     scalar,
-    stdio_parameters,
     travel_site,
     unlabelled_ids,
 )
@@ -271,29 +270,41 @@ def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
+@pytest.fixture(scope="module")
+def shared_stdio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedStdio]:
+    """The module's stdio servers, one per backend (``SharedStdio``)."""
+    shared = SharedStdio(tmp_path_factory.mktemp("stdio"))
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
 @asynccontextmanager
 async def raw_connection(
-    transport: str, url: str, keys: dict[str, str], keys_file: Path
-) -> AsyncIterator[RawMcp]:
+    transport: str, databases: Databases, shared_stdio: SharedStdio, keys_file: Path
+) -> AsyncIterator[tuple[str, RawMcp]]:
+    """A raw MCP connection as the agent, and the URL of its server's database: over HTTP
+    a new travel site on a new database; over stdio the module's server on the backend."""
     if transport == "mcp-stdio":
-        async with RawStdio.open(stdio_parameters(url, keys_file, keys[AGENT])) as stdio:
-            yield stdio
+        agent = await shared_stdio.agent(databases.backend)
+        yield agent.db_url, agent.raw
         return
+    url = databases.new()
+    keys = await prepare_travel(url, keys_file)
     with travel_site(url, keys) as site:
         async with RawHttp.open(site.mcp_url, keys[AGENT]) as http:
-            yield http
+            yield url, http
 
 
 @pytest.mark.parametrize("transport", ["mcp-http", "mcp-stdio"])
 async def test_X03_a_retry_with_a_new_jsonrpc_id_is_a_replay(
-    databases: Databases, tmp_path: Path, transport: str
+    databases: Databases, shared_stdio: SharedStdio, tmp_path: Path, transport: str
 ) -> None:
-    url = databases.new()
-    keys_file = tmp_path / "keys.json"
-    keys = await prepare_travel(url, keys_file)
     request_id = rid()
     arguments = {"name": "Porto", "destination": "Porto", "nights": 2, **controls(request_id)}
-    async with raw_connection(transport, url, keys, keys_file) as mcp:
+    connection = raw_connection(transport, databases, shared_stdio, tmp_path / "keys.json")
+    async with connection as (url, mcp):
         first = await mcp.request(101, "tools/call", tool_call("trips.create", arguments))
         retry = await mcp.request(202, "tools/call", tool_call("trips.create", arguments))
     assert (first["id"], retry["id"]) == (101, 202)
@@ -964,11 +975,8 @@ async def test_O04_a_failure_is_not_stored_and_its_retry_gets_the_same_sanitised
 
 @pytest.mark.parametrize("transport", ["mcp-http", "mcp-stdio"])
 async def test_O05_mcp_results_are_structured_and_valid_or_is_error_and_protocol_faults_are_jsonrpc(
-    databases: Databases, tmp_path: Path, transport: str
+    databases: Databases, shared_stdio: SharedStdio, tmp_path: Path, transport: str
 ) -> None:
-    url = databases.new()
-    keys_file = tmp_path / "keys.json"
-    keys = await prepare_travel(url, keys_file)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("catalog.ping", {}),
         ("trips.search", {"text": "o"}),
@@ -981,7 +989,8 @@ async def test_O05_mcp_results_are_structured_and_valid_or_is_error_and_protocol
         ("trips.create", {"name": "", **controls(rid())}),  # invalid input
         ("no.such.tool", {}),  # unknown tool: still a result
     ]
-    async with raw_connection(transport, url, keys, keys_file) as raw:
+    connection = raw_connection(transport, databases, shared_stdio, tmp_path / "keys.json")
+    async with connection as (_, raw):
         listed = await raw.request(1, "tools/list", {})
         schemas = {t["name"]: t.get("outputSchema") for t in listed["result"]["tools"]}
         results = [
