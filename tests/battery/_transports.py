@@ -671,6 +671,8 @@ class RawStdio:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            if process.stdout is not None:  # unclosed, it is a ResourceWarning when collected
+                process.stdout.close()
 
     async def request(self, message_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(self.exchange, message_id, method, params)
