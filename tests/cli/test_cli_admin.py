@@ -94,6 +94,13 @@ def test_approvals_of_an_unknown_id_fail_with_not_found(travel: TravelFiles) -> 
     travel.keys()
     shown = charter("approvals", "show", "apr_nope", "--db", travel.db)
     assert shown.exit_code == 1 and shown.stdout.startswith("[NOT_FOUND]")
+    assert "No approval 'apr_nope' that you may see." in shown.stdout
+    assert "charter approvals list" in shown.stdout
+    # The id is the caller's own text: the message shows at most 200 characters of it.
+    long_id = "apr_" + "x" * 300
+    shown = charter("approvals", "show", long_id, "--db", travel.db)
+    assert shown.exit_code == 1 and shown.stdout.startswith("[NOT_FOUND] No approval")
+    assert 0 < shown.stdout.count("x") <= 200
 
 
 @pytest.mark.parametrize(

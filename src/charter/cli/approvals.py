@@ -34,7 +34,7 @@ from charter.cli._common import (
 from charter.cli._outcome import render_outcome
 from charter.cli._remote import Remote, problem_outcome
 from charter.errors import ErrorCode
-from charter.outcome import ApprovalStatus, Failed, failed
+from charter.outcome import ApprovalStatus, Failed, failed, not_found
 
 if TYPE_CHECKING:  # the local path's modules load when it runs: --url needs none of them
     from charter.auth import Principal
@@ -231,11 +231,11 @@ def _wire(record: ApprovalRecord) -> dict[str, Any]:
 
 
 def _not_found(approval_id: str) -> Failed:
-    return failed(
-        ErrorCode.NOT_FOUND,
-        f"No approval {approval_id!r} that you may see.",
-        reason="approval_not_found",
-        next_steps=("List them with `charter approvals list` and use one of their ids.",),
+    return not_found(
+        "approval",
+        approval_id,
+        "that you may see",
+        next_step="List them with `charter approvals list` and use one of their ids.",
     )
 
 
