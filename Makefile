@@ -4,14 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-gateway setup test test-serial test-faults test-browser lint typecheck bench clean
+.PHONY: run run-gateway setup test test-serial test-browser lint typecheck bench clean
 
-# Parallel pytest workers for `make test` (pytest-xdist): four per core of a 2-core machine.
+# Parallel pytest workers for `make test` (pytest-xdist): six per core of a 2-core machine.
 # Most tests wait on servers and subprocesses, and beside other CPU-bound processes more
-# workers get the suite a larger share of the CPU (with two `yes` beside it: 5 min 43 s and
-# 6 min 17 s with 8 workers, 6 min 55 s with 4; quiet: 4 min 31 s against 4 min 17 s).
+# workers get the suite a larger share of the CPU (with two `yes` beside it, 2026-12-07: the
+# parallel run 352 s with 12 workers, 378 s with 8; on 2026-12-06, 4 workers were slower
+# than 8 by a minute). Each worker collects the whole suite (about 5 s of CPU), which caps the gain.
 # `TEST_WORKERS=0` runs in one process.
-TEST_WORKERS ?= 8
+TEST_WORKERS ?= 12
 
 # pytest caches bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (cleared here):
 # each worker and the serial run import and assertion-rewrite every test module, about 6 s
@@ -48,36 +49,31 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src examples
 
-# Lint first (seconds); then most tests in parallel; then the `serial` ones, in two pytest
-# processes side by side with mypy beside them: the PostgreSQL fault tests (restarts, ended
-# connections) and the browser tests, which serve an in-memory host and never touch
-# PostgreSQL, so a restart cannot disturb them. Both mostly wait (on the server, on the
-# browser), so the serial part takes as long as the longer of the two rather than their sum,
-# and mypy's half minute of CPU (when its cache is cold) costs no wall time there (and not
-# earlier, where tests/test_typing.py runs mypy on the same cache). Any failure fails
-# `make test` (make waits for the other jobs, then exits non-zero), including pytest's exit 5
-# (no test collected). README "Running the tests".
+# Lint first (seconds); then every test but the `serial` ones in parallel, the browser
+# tests included (their servers keep their data in memory); then the `serial` ones, the
+# PostgreSQL fault tests (restarts, ended connections), which no other test may run beside,
+# with mypy beside them: they mostly wait on the server's restarts, and mypy's half minute of
+# CPU (when its cache is cold) costs no wall time there (and not earlier, where
+# tests/test_typing.py runs mypy on the same cache). Any failure fails `make test` (make
+# waits for the other job, then exits non-zero), including pytest's exit 5 (no test
+# collected). README "Running the tests".
 test: setup lint
-	$(PYTEST) -m "not serial" -n $(TEST_WORKERS) --dist loadfile
-	$(MAKE) --no-print-directory -j3 typecheck test-faults test-browser
+	$(PYTEST) -m "not serial" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(MAKE) --no-print-directory -j2 typecheck test-serial
 
 # Only the files that mark a test `serial` are collected: collecting the whole suite to pick
-# a dozen tests costs seconds of CPU (every test module imported) on the run's critical path.
-# A file is found by the text `mark.serial` in it (`pytestmark = pytest.mark.serial`,
-# `@pytest.mark.serial`, `marks=pytest.mark.serial`). A serial file that marks `browser` holds
-# browser tests only (its `pytestmark`), so the fault run leaves it out rather than import
-# Playwright for nothing.
+# a handful of tests costs seconds of CPU (every test module imported) on the run's critical
+# path. A file is found by the text `mark.serial` in it (`pytestmark = pytest.mark.serial`,
+# `@pytest.mark.serial`, `marks=pytest.mark.serial`).
 SERIAL_FILES = $(shell grep -rlE --include='test_*.py' 'mark\.serial' tests)
-SERIAL_BROWSER_FILES = $(filter $(shell grep -rlE --include='test_*.py' 'mark\.browser' tests),$(SERIAL_FILES))
+BROWSER_FILES = $(shell grep -rlE --include='test_*.py' 'mark\.browser' tests)
 
-# Both serial parts, one after the other (`make -j2 test-serial` runs them side by side).
-test-serial: test-faults test-browser
+test-serial: $(STAMP)
+	$(PYTEST) -m serial $(SERIAL_FILES)
 
-test-faults: $(STAMP)
-	$(PYTEST) -m "serial and not browser" $(filter-out $(SERIAL_BROWSER_FILES),$(SERIAL_FILES))
-
+# The console in headless Chromium alone (`make test` runs these in its parallel run).
 test-browser: $(STAMP)
-	$(PYTEST) -m "serial and browser" $(SERIAL_BROWSER_FILES)
+	$(PYTEST) -m browser $(BROWSER_FILES)
 
 # The throughput cases need the bench extra (FastAPI, FastMCP) and Debian's wrk.
 bench: $(STAMP)

@@ -37,3 +37,35 @@ settings.load_profile("charter")
 def anyio_backend() -> str:
     """Async tests run on asyncio: the core uses the standard library's asyncio tools."""
     return "asyncio"
+
+
+# `make test` runs the suite on pytest-xdist workers, a test file at a time (`--dist loadfile`,
+# so a file's module fixtures are built once), in the order collected
+# (`--no-loadscope-reorder`; xdist's default puts the files with the most tests first). The
+# files below take longest, so they go first, longest first: with xdist's order, a one-test
+# file of 90 s started five minutes into a 6 min 50 s run, and the run waited for it.
+# Measured on a 2-core machine, 2026-12-07; a slow file missing here runs in file order.
+LONGEST_FIRST = (
+    "tests/battery/test_battery_transports.py",
+    "tests/battery/test_battery_ledger_races.py",
+    "tests/battery/test_battery_ledger.py",
+    "tests/battery/test_battery_approvals.py",
+    "tests/cli/test_cli_serve_limits.py",
+    "tests/battery/test_battery_crash.py",
+    "tests/examples/test_travel_openapi.py",
+    "tests/examples/test_travel_tour.py",
+    "tests/gateway/test_gateway_serve.py",
+    "tests/battery/test_battery_protocol.py",
+    "tests/store/test_sql_concurrency.py",
+    "tests/battery/test_battery_effects.py",
+    "tests/cli/test_cli_limits.py",
+    "tests/http/test_http_openapi.py",
+    "tests/harness/test_provider_contracts.py",
+    "tests/gateway/test_gateway_upstreams.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the files of LONGEST_FIRST first; the rest keep their order."""
+    rank = {path: position for position, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))

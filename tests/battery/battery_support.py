@@ -11,11 +11,12 @@ rollback would not undo. ``Battery.runs`` counts handler executions, rolled back
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
@@ -27,6 +28,9 @@ from charter.errors import ErrorCode, ToolError
 from charter.host import Host
 from charter.outcome import Completed, Denied, Failed, InteractionRequired, ToolOutcome
 from charter.store import SqlStore
+
+if TYPE_CHECKING:
+    import pytest
 
 EFFECTS = "battery_effects"
 LEDGER = "charter_ledger_entries"
@@ -388,6 +392,18 @@ class Observer:
     async def aclose(self) -> None:
         """Dispose of the engine."""
         await self.engine.dispose()
+
+
+CALLERS = 64
+"""Callers in a burst: reliability.md's N."""
+ITERATIONS = 20
+"""Bursts per concurrency test: one lucky run proves nothing (reliability.md §6.1)."""
+
+
+def no_errors_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """The host logs every internal error (a raw IntegrityError, 'database is locked')."""
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
 
 
 async def burst(

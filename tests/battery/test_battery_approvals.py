@@ -23,9 +23,11 @@ from battery_support import (
     APPROVALS,
     APPROVER,
     BORIS,
+    CALLERS,
     EFFECTS,
     GLOBEX_ADMIN,
     GLOBEX_APPROVER,
+    ITERATIONS,
     LEDGER,
     SCOPES,
     Battery,
@@ -52,9 +54,6 @@ from charter.policy import command_fingerprint
 from charter.store import SqlStore
 
 pytestmark = pytest.mark.anyio
-
-CALLERS = 64
-ITERATIONS = 20
 
 
 def denied(outcome: object, reason: str) -> Failed:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 import test_battery_approvals as approvals_battery
-import test_battery_ledger as ledger_battery
+import test_battery_ledger_races as ledger_races
 from battery_support import (
     ADMIN,
     ALICE,
@@ -315,7 +315,7 @@ async def test_L19_check_then_act_is_caught_by_L01(
         return await make_variant_env(CheckThenActStore, pool_size=min(pool_size, 16), **options)
 
     await fails(
-        ledger_battery.test_L01_concurrent_same_key_single_execution(make_env, observer, caplog)
+        ledger_races.test_L01_concurrent_same_key_single_execution(make_env, observer, caplog)
     )
     # The defect: callers that all saw "no row" all ran the handler.
     assert await observer.count(EFFECTS) > 1

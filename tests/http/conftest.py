@@ -77,8 +77,13 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh page in a 1280x860 window, waiting at most 10 s for anything."""
+    from playwright.sync_api import expect
+
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     page = context.new_page()
     page.set_default_timeout(10_000)
+    # `expect` has its own wait (5 s by default): the same 10 s, since these tests run beside
+    # the rest of the suite on a machine that may be busy.
+    expect.set_options(timeout=10_000)
     yield page
     context.close()

@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page, expect
 from charter import RateLimit
 from charter.http import create_app
 
-pytestmark = [pytest.mark.browser, pytest.mark.serial]
+pytestmark = pytest.mark.browser
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
 
