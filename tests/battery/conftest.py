@@ -48,7 +48,11 @@ async def make_env(make_sql_store: SqlStoreFactory) -> EnvFactory:
     """
 
     async def make(*, pool_size: int = 10, **options: Any) -> Env:
-        store = await make_sql_store(pool_size=pool_size)
+        # The store's own writes (audit events) wait for a lock as long as the host's calls
+        # do: the battery judges exactly-once, not the machine's speed, and on a loaded
+        # machine a burst can hold SQLite's write lock past the default 5 s.
+        busy_timeout = options.get("in_progress_wait", 5.0)
+        store = await make_sql_store(pool_size=pool_size, busy_timeout=busy_timeout)
         clock = options.pop("clock", None) or Clock()
         battery, host = await battery_host(store, clock=clock, **options)
         return Env(store=store, battery=battery, host=host, clock=clock)

@@ -115,7 +115,7 @@ async def test_L12_loser_never_masks_winner(
 ) -> None:
     async with (
         large_pool_lock(store_url, CALLERS + 2),
-        BlindStore(store_url, pool_size=CALLERS + 2) as store,
+        BlindStore(store_url, pool_size=CALLERS + 2, busy_timeout=60) as store,
     ):
         battery, host = await battery_host(store, in_progress_wait=60)
         request_id = rid()

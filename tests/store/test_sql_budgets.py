@@ -186,10 +186,16 @@ async def test_64_concurrent_ledgered_writes_on_two_hosts_run_exactly_10(
     make_sql_store: SqlStoreFactory,
 ) -> None:
     # A ledgered call's transaction spends its budget: still one statement, no lost update.
+    # Every call may wait its turn for the lock (on a loaded machine SQLite's queue can pass
+    # the default 5 s wait, which would answer REQUEST_IN_PROGRESS instead).
     ran: list[str] = []
     limits = [RateLimit(calls=10, per=60)]
     hosts = [
-        Host(refund_registry(ran, limits=limits), store=await make_sql_store(pool_size=8))
+        Host(
+            refund_registry(ran, limits=limits),
+            store=await make_sql_store(pool_size=8, busy_timeout=60),
+            in_progress_wait=60,
+        )
         for _ in range(2)
     ]
     outcomes: list[object] = []
