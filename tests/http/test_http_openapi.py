@@ -8,14 +8,8 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-import schemathesis
 from http_support import Live, serve_standard_app
 from hypothesis import HealthCheck, Phase, given, settings
-from openapi_spec_validator import validate
-from schemathesis import checks as generic_checks
-from schemathesis.core.failures import FailureGroup
-from schemathesis.generation import GenerationMode
-from schemathesis.specs.openapi import checks as openapi_checks
 
 
 def document(live: Live, token: str | None = None) -> dict[str, Any]:
@@ -30,6 +24,9 @@ def document(live: Live, token: str | None = None) -> dict[str, Any]:
     "token", [None, "agent-token", "approver-token", "admin-token", "lab-token"]
 )
 def test_the_document_validates_for_every_kind_of_caller(live: Live, token: str | None) -> None:
+    # Imported here, as schemathesis below: every pytest worker imports this module, one runs it.
+    from openapi_spec_validator import validate
+
     validate(document(live, token))
 
 
@@ -142,17 +139,6 @@ def test_live_answers_match_their_documented_schemas(live: Live, agent: httpx.Cl
 
 # -- schemathesis -----------------------------------------------------------------------------
 
-CHECKS = [
-    generic_checks.not_a_server_error,
-    openapi_checks.status_code_conformance,
-    openapi_checks.content_type_conformance,
-    openapi_checks.response_headers_conformance,
-    openapi_checks.response_schema_conformance,
-    openapi_checks.negative_data_rejection,
-    # Not positive_data_acceptance: a schema-valid call may still be refused for its
-    # state (a write without a request id, or a reused Idempotency-Key -> 422).
-]
-
 
 @pytest.fixture(scope="module")
 def fuzzed() -> Iterator[Live]:
@@ -165,6 +151,22 @@ def fuzzed() -> Iterator[Live]:
 def test_schemathesis_finds_no_server_errors_and_no_schema_violations(
     fuzzed: Live, token: str
 ) -> None:
+    import schemathesis
+    from schemathesis import checks as generic_checks
+    from schemathesis.core.failures import FailureGroup
+    from schemathesis.generation import GenerationMode
+    from schemathesis.specs.openapi import checks as openapi_checks
+
+    checks = [
+        generic_checks.not_a_server_error,
+        openapi_checks.status_code_conformance,
+        openapi_checks.content_type_conformance,
+        openapi_checks.response_headers_conformance,
+        openapi_checks.response_schema_conformance,
+        openapi_checks.negative_data_rejection,
+        # Not positive_data_acceptance: a schema-valid call may still be refused for its
+        # state (a write without a request id, or a reused Idempotency-Key -> 422).
+    ]
     headers = {"Authorization": f"Bearer {token}"}
     schema = schemathesis.openapi.from_url(fuzzed.url + "/v1/openapi.json", headers=headers)
     failures: list[str] = []
@@ -183,7 +185,7 @@ def test_schemathesis_finds_no_server_errors_and_no_schema_violations(
             )
             @given(case=operation.as_strategy(generation_mode=mode))
             def exchange(case: Any) -> None:
-                case.call_and_validate(base_url=fuzzed.url, headers=headers, checks=CHECKS)
+                case.call_and_validate(base_url=fuzzed.url, headers=headers, checks=checks)
 
             try:
                 exchange()
