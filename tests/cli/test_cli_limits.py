@@ -71,19 +71,32 @@ def target(write_target: Callable[[str], str]) -> str:
     return f"{write_target(TARGET)}:registry"
 
 
+RETRIES = 20
+"""Tries of a call answered 503 (``call_concurrently``)."""
+
+
 async def call_concurrently(
     urls: list[str], key: str, calls: int, path: str = SEARCH
 ) -> list[httpx.Response]:
-    """``calls`` REST calls at once, spread over ``urls`` in turn (each its own request id)."""
+    """``calls`` REST calls at once, spread over ``urls`` in turn (each its own request id).
+
+    A call answered 503 is retried with its request id, as a client does with a retryable
+    answer: on a loaded machine a budget's spend can wait past the store's busy timeout
+    (PROVIDER_UNAVAILABLE, nothing spent, nothing run). The answers returned are the final ones.
+    """
     headers = {"Authorization": f"Bearer {key}"}
 
-    def body(i: int) -> dict[str, object]:
-        return {"destination": f"d{i}", "_charter": {"requestId": str(uuid.uuid4())}}
+    async def call(http: httpx.AsyncClient, i: int) -> httpx.Response:
+        body = {"destination": f"d{i}", "_charter": {"requestId": str(uuid.uuid4())}}
+        for _ in range(RETRIES):
+            response = await http.post(urls[i % len(urls)] + path, json=body)
+            if response.status_code != 503:
+                break
+            await asyncio.sleep(0.1)
+        return response
 
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-        return await asyncio.gather(
-            *(http.post(urls[i % len(urls)] + path, json=body(i)) for i in range(calls))
-        )
+        return await asyncio.gather(*(call(http, i) for i in range(calls)))
 
 
 async def call_over_mcp(url: str, key: str) -> tuple[bool, dict[str, object]]:
