@@ -6,13 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run run-gateway setup test test-serial test-browser lint typecheck bench clean
 
-# Parallel pytest workers for `make test` (pytest-xdist): six per core of a 2-core machine.
+# Parallel pytest workers for `make test` (pytest-xdist): four per core of a 2-core machine.
 # Most tests wait on servers and subprocesses, and beside other CPU-bound processes more
-# workers get the suite a larger share of the CPU (with two `yes` beside it, 2026-12-07: the
-# parallel run 352 s with 12 workers, 378 s with 8; on 2026-12-06, 4 workers were slower
-# than 8 by a minute). Each worker collects the whole suite (about 5 s of CPU), which caps the gain.
+# workers get the suite a larger share of the CPU, but each worker collects the whole suite
+# (about 5 s of CPU). In three runs one after another beside two `yes` (2026-12-07), the parallel run
+# took 381 s with 8 workers and 462 s with 12 (collecting alone took 23 s and 39 s), and 442 s
+# with 8 in xdist's own order rather than the slowest files first (tests/conftest.py).
 # `TEST_WORKERS=0` runs in one process.
-TEST_WORKERS ?= 12
+TEST_WORKERS ?= 8
 
 # pytest caches bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (cleared here):
 # each worker and the serial run import and assertion-rewrite every test module, about 6 s
