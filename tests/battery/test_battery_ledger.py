@@ -1,4 +1,5 @@
-"""Reliability battery, ledger core (reliability.md §5.1, L01-L18), on SQLite and PostgreSQL.
+"""Reliability battery, ledger core (reliability.md §5.1, L01-L18), on SQLite and PostgreSQL;
+its races (L01, L06, L12, L15, L16) are in test_battery_ledger_races.py.
 
 Each test names its row. The tool is real: its handler inserts one ``battery_effects`` row
 through ``ctx.db``, so "effects" are committed rows, counted from outside charter by an
