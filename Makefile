@@ -7,12 +7,9 @@ STAMP := $(VENV)/.installed
 .PHONY: run run-gateway setup test test-serial test-browser lint typecheck bench clean
 
 # Parallel pytest workers for `make test` (pytest-xdist): four per core of a 2-core machine.
-# Most tests wait on servers and subprocesses, and beside other CPU-bound processes more
-# workers get the suite a larger share of the CPU, but each worker collects the whole suite
-# (about 5 s of CPU). In three runs one after another beside two `yes` (2026-12-07), the
-# parallel run took 381 s with 8 workers and 462 s with 12 (collecting alone took 23 s and
-# 39 s), and 442 s with 8 in xdist's own order rather than the slowest files first
-# (tests/conftest.py).
+# Most tests wait on servers and subprocesses, so more workers than cores get the suite a
+# larger share of a busy machine, but each worker collects the whole suite first; twelve
+# were slower than eight (README "Running the tests" has the measurements).
 # `TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 8
 

@@ -64,8 +64,11 @@ def lab_client(live: Live) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Debian's headless Chromium, driven by Playwright (the console tests)."""
-    from playwright.sync_api import sync_playwright  # only the browser tests need it
+    from playwright.sync_api import expect, sync_playwright  # only the browser tests need it
 
+    # `expect` has a wait of its own (5 s by default): the pages' 10 s, since these tests run
+    # beside the rest of the suite on a machine that may be busy.
+    expect.set_options(timeout=10_000)
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
     with sync_playwright() as playwright:
@@ -77,13 +80,8 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh page in a 1280x860 window, waiting at most 10 s for anything."""
-    from playwright.sync_api import expect
-
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     page = context.new_page()
     page.set_default_timeout(10_000)
-    # `expect` has its own wait (5 s by default): the same 10 s, since these tests run beside
-    # the rest of the suite on a machine that may be busy.
-    expect.set_options(timeout=10_000)
     yield page
     context.close()
