@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from http_support import Lab, Live, build_host, serve
@@ -11,6 +12,9 @@ from charter import RateLimit
 from charter.http import create_app
 
 SEARCH = "/v1/tools/trips.search:call"
+NOW = datetime(2026, 12, 7, 12, tzinfo=UTC)
+"""The host's clock stands still: a budget's use drains with time (50 a minute frees a unit
+every 1.2 s), and a loaded machine can take that long between the calls and the reading."""
 
 
 @pytest.fixture(scope="module")
@@ -18,6 +22,7 @@ def limited() -> Iterator[Live]:
     lab = Lab()
     host = build_host(
         lab,
+        clock=lambda: NOW,
         rate_limits=[
             RateLimit(calls=5, per=60, name="calls per agent"),
             RateLimit(calls=50, per=60, key="tenant", name="calls per tenant"),
