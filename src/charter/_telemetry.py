@@ -18,6 +18,7 @@ __all__ = (
     "RATE_LIMITED_METRIC",
     "UNKNOWN_TOOL",
     "Telemetry",
+    "tracing_installed",
 )
 
 INVOCATIONS_METRIC = "charter.tool.invocations"
@@ -78,6 +79,25 @@ class _Installed:
         return True
 
 
+def tracing_installed() -> Callable[[], bool]:
+    """A check, asked per call, of whether an OpenTelemetry tracer provider that records is set.
+
+    Always False without the OpenTelemetry API.
+    """
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return lambda: False
+    # get_tracer_provider() looks its environment variable up in os.environ on every call
+    # until a provider is set, which costs more than the rest of an untraced call's
+    # telemetry. Called once here, it installs a provider the environment names; after
+    # that, the module global the reader returns answers without the lookup.
+    trace.get_tracer_provider()
+    return _Installed(
+        tracer_provider_reader(trace), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+    )
+
+
 class Telemetry:
     """One span per invocation (GenAI ``execute_tool`` conventions), a counter and a histogram."""
 
@@ -96,18 +116,11 @@ class Telemetry:
         self._tracer = trace.get_tracer("charter")
         # Without an installed tracer provider a span records nothing, yet starting one
         # still costs a context switch per call, so a span is started only once one is.
-        # get_tracer_provider() looks its environment variable up in os.environ on every
-        # call until a provider is set, which costs more than the rest of an untraced
-        # call's telemetry. Called once here, it installs a provider the environment
-        # names; after that, the module global it returns answers without the lookup.
-        trace.get_tracer_provider()
-        self._tracing = _Installed(
-            tracer_provider_reader(trace), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-        )
+        self._tracing = tracing_installed()
         # Until an application installs a meter provider, the instruments are proxies
         # that drop every measurement, yet building a call's attributes and making the
         # two calls would cost more than the rest of its telemetry: checked the same way.
-        # (get_meter, like get_tracer_provider above, installs one the environment names.)
+        # (get_meter, like get_tracer_provider, installs one the environment names.)
         self._metering = _Installed(meter_provider_reader(metrics), (metrics.NoOpMeterProvider,))
         meter = metrics.get_meter("charter")
         self._calls = meter.create_counter(

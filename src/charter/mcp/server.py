@@ -37,6 +37,7 @@ from ._interact import Ask, ConnectionState
 from ._listen import Listening
 from ._listing import ToolListing, status_tool
 from ._render import Presenter, completed_wire, render_outcome
+from ._tracing import trace_only_when_recording
 
 __all__ = ("create_server",)
 
@@ -122,6 +123,7 @@ def create_server(
     keys = list(request_state_keys) if request_state_keys else [secrets.token_bytes(32)]
     security = RequestStateSecurity(keys=keys, bind_principal=adapter.principal_key)
     server.middleware.append(RequestStateBoundary(security, default_audience=name))
+    trace_only_when_recording(server.middleware)
     return server
 
 
