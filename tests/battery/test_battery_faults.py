@@ -303,6 +303,22 @@ def postmaster_started() -> str:
     return str(row[0])
 
 
+class Phases:
+    """Seconds each step of K04 took, for its output: on a loaded machine it can be slow."""
+
+    def __init__(self) -> None:
+        self.started = self.last = time.monotonic()
+        self.steps: list[str] = []
+
+    def mark(self, step: str) -> None:
+        now = time.monotonic()
+        self.steps.append(f"{step} +{now - self.last:.1f} s")
+        self.last = now
+
+    def __str__(self) -> str:
+        return f"{', '.join(self.steps)} ({self.last - self.started:.1f} s in all)"
+
+
 @dataclass
 class Answer:
     index: int
@@ -389,9 +405,12 @@ def test_K04_restart_under_load_every_request_ends_with_exactly_one_effect(
     with postgres_schema() as url:
         keys = asyncio.run(prepare_travel(url, tmp_path / "keys.json"))
         before = postmaster_started()
+        phases = Phases()
         cluster.checkpoint()
+        phases.mark("checkpoint")
         try:
             with travel_site(url, keys) as site:
+                phases.mark("server started")
                 load = Load(site.url, keys[AGENT])
                 deadline = time.monotonic() + K04_DEADLINE
                 try:
@@ -399,8 +418,11 @@ def test_K04_restart_under_load_every_request_ends_with_exactly_one_effect(
                         futures = [pool.submit(load.call, i, deadline) for i in range(K04_REQUESTS)]
                         for threshold in (K04_REQUESTS // 4, K04_REQUESTS // 2):
                             load.wait_for(threshold)
+                            phases.mark(f"{threshold} answered")
                             cluster.restart()
+                            phases.mark("restarted")
                         answers = [future.result() for future in futures]
+                        phases.mark("all answered")
                 finally:
                     load.close()
         finally:
@@ -415,7 +437,7 @@ def test_K04_restart_under_load_every_request_ends_with_exactly_one_effect(
     for answer in answers:
         assert rows[f"k04-{answer.index}"] == [answer.trip_id], answer
     assert ledger == K04_REQUESTS
-    print(f"K04: {len(load.refusals)} refused attempts during the restarts")
+    print(f"K04: {len(load.refusals)} refused attempts during the restarts; {phases}")
 
 
 async def trips_by_name(url: str, pattern: str) -> dict[str, list[str]]:
