@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from mcp.client import Client
 from mcp.server.lowlevel import Server
-from opentelemetry.trace import SpanKind
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, format_trace_id
 
 from charter.host import Host
 from charter.mcp import ConnectionState, create_server
@@ -29,7 +30,19 @@ class Recorder:
 
 
 class Context:
+    """What the SDK's span middleware reads of a message's context."""
+
     method = "tools/call"
+    protocol_version = "2026-07-28"
+    request_id = 7
+
+    def __init__(self, meta: dict[str, Any] | None = None) -> None:
+        self.params = {"name": "echo"}
+        self.meta = meta
+
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 
 
 async def test_the_sdk_span_middleware_is_found_and_wrapped(host: Host) -> None:
@@ -53,6 +66,24 @@ async def test_without_a_recording_provider_the_message_skips_the_sdk_span() -> 
     assert inner.seen == []
     assert await traced(Context(), handler) == {"handled": "tools/call"}  # type: ignore[arg-type]
     assert inner.seen == ["tools/call"]
+
+
+async def test_a_message_carrying_a_trace_passes_it_on_even_when_nothing_records(
+    host: Host,
+) -> None:
+    # Without a provider the SDK's middleware still makes the caller's traceparent current,
+    # so what the handler calls next (an upstream MCP server, through the SDK's client)
+    # carries it on. Skipping the middleware must not break that chain.
+    [wrapped] = [m for m in create_server(host).middleware if isinstance(m, WhenTracing)]
+    untraced = WhenTracing(wrapped.inner, tracing=lambda: False)
+    seen: list[str] = []
+
+    async def handler(ctx: Any) -> None:
+        seen.append(format_trace_id(trace.get_current_span().get_span_context().trace_id))
+
+    await untraced(Context({"traceparent": TRACEPARENT}), handler)  # type: ignore[arg-type]
+    await untraced(Context({"io.modelcontextprotocol/clientInfo": {}}), handler)  # type: ignore[arg-type]
+    assert seen == [TRACE_ID, format_trace_id(0)]
 
 
 async def test_with_a_provider_the_sdk_span_parents_charters_execute_tool_span(
