@@ -93,7 +93,8 @@ class Capability(Generic[StateT]):
 
     Each tool of a capability sees the capability's state as ``ctx.state``; the state is
     created by ``state_factory`` (sync or async) the first time one of its tools is called in a
-    session, and lives as long as that session does in this process.
+    session, and lives as long as the harness keeps that session in this process (until
+    it is stopped, or forgotten as one of the least recently run: ``charter.harness.live``).
     """
 
     id: str

@@ -16,7 +16,7 @@ from ..auth import Principal
 from ..errors import ConfigurationError
 from ..host import Host
 from .definitions import BoundToolDefinition, Capability, bind_tools
-from .live import LiveSessions
+from .live import DEFAULT_MAX_LIVE_SESSIONS, LiveSessions
 from .messages import Model
 from .seal import CallMiddleware
 from .session import Session
@@ -42,6 +42,7 @@ class Harness:
         max_steps: int = 16,
         audience: str | None = None,
         lease: timedelta = timedelta(minutes=5),
+        max_live_sessions: int = DEFAULT_MAX_LIVE_SESSIONS,
         clock: Callable[[], datetime] | None = None,
         new_id: Callable[[], str] | None = None,
     ) -> None:
@@ -61,12 +62,16 @@ class Harness:
             audience: the audience calls are made for (defaults to the principal's).
             lease: how long a run holds a session before another process may take over
                 (only matters after a crash).
+            max_live_sessions: how many sessions keep their in-process state
+                (capability state) here; beyond it the least recently run idle ones are
+                forgotten, and start with fresh state when run or resumed again. A
+                session whose run is in progress is always kept.
             clock: the current UTC time (injected by tests).
             new_id: makes turn, step and invocation ids (injected by tests).
 
         Raises:
             ConfigurationError: a capability's tool is not registered, or ``max_steps``
-                is not positive.
+                or ``max_live_sessions`` is not positive.
         """
         if max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
@@ -82,8 +87,8 @@ class Harness:
         self.lease = lease
         self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self.new_id: Callable[[], str] = new_id or (lambda: uuid.uuid4().hex)
-        self.live = LiveSessions()
-        """What each session keeps in this process: its cancel signal, capability state."""
+        self.live = LiveSessions(max_live_sessions)
+        """What sessions keep in this process: cancel signals, capability state."""
         # Fail at construction when a capability's tools are not registered.
         bind_tools(host.registry, host.registry.tools(), self.capabilities, ())
 

@@ -3,17 +3,30 @@
 Neither is in the session record: a cancel signal reaches only a run in this process,
 and capability state (``Capability.state_factory``) lives as long as the session does
 here. A resume in another process starts with fresh state.
+
+The harness forgets a session's state here when the session is stopped
+(``Session.stop``), and when more than ``max_sessions`` sessions are kept, the least
+recently run idle ones (paused sessions included): a later run or resume of a forgotten
+session starts with fresh capability state, as a resume in another process does. A
+session whose run or resume is in progress here is never forgotten, so its cancel
+signal keeps working; while more runs than ``max_sessions`` are in progress, more
+sessions are kept, until their runs end.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Any
 
 from ..context import CancelSignal
+from ..errors import ConfigurationError
 from .definitions import Capability
 
-__all__ = ("LiveSession", "LiveSessions")
+__all__ = ("DEFAULT_MAX_LIVE_SESSIONS", "LiveSession", "LiveSessions")
+
+DEFAULT_MAX_LIVE_SESSIONS = 1000
+"""How many sessions' state a harness keeps here by default (``Harness(max_live_sessions=)``)."""
 
 
 class LiveSession:
@@ -25,7 +38,14 @@ class LiveSession:
         """The cancel signal of the run or resume in progress here (None between runs)."""
         self.states: dict[str, object] = {}
         """Capability state by capability id."""
+        self.stopped = False
+        """The session was stopped while a run was in progress: forget it when the run ends."""
         self.lock = asyncio.Lock()
+
+    @property
+    def running(self) -> bool:
+        """True while a run or resume of the session is in progress here."""
+        return self.cancel is not None
 
     async def state(self, capability: Capability[Any] | None) -> object:
         """The state of ``capability`` in this session, created on first use (None if none)."""
@@ -38,19 +58,70 @@ class LiveSession:
 
 
 class LiveSessions:
-    """The in-process state of every session of one harness, by session id."""
+    """The in-process state of a harness's sessions, by session id, least recently run first."""
 
-    def __init__(self) -> None:
-        """Start with no sessions."""
-        self._sessions: dict[str, LiveSession] = {}
+    def __init__(self, max_sessions: int = DEFAULT_MAX_LIVE_SESSIONS) -> None:
+        """Start with no sessions; keep at most ``max_sessions`` idle ones.
+
+        Raises:
+            ConfigurationError: ``max_sessions`` is not positive.
+        """
+        if max_sessions < 1:
+            raise ConfigurationError("max_live_sessions must be at least 1")
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, LiveSession] = OrderedDict()
+
+    def __len__(self) -> int:
+        """How many sessions' state is kept."""
+        return len(self._sessions)
+
+    def __contains__(self, session_id: object) -> bool:
+        """True when the session's state is kept."""
+        return session_id in self._sessions
 
     def get(self, session_id: str) -> LiveSession | None:
-        """The session's state, or None when no run of it happened in this process."""
+        """The session's state, or None when none is kept here."""
         return self._sessions.get(session_id)
 
-    def open(self, session_id: str) -> LiveSession:
-        """The session's state, created on first use."""
+    def start(self, session_id: str, cancel: CancelSignal) -> LiveSession:
+        """Mark a run of the session in progress with ``cancel``; its state, made on first use."""
+        live = self._sessions.get(session_id)
+        if live is None or live.stopped:
+            # A stopped session's run is still ending: this run starts afresh beside it.
+            live = self._sessions[session_id] = LiveSession()
+        self._sessions.move_to_end(session_id)
+        live.cancel = cancel
+        self._trim()
+        return live
+
+    def finish(self, session_id: str, live: LiveSession, cancel: CancelSignal) -> None:
+        """The run with ``cancel`` ended: forget the session if it was stopped, then trim."""
+        if live.cancel is cancel:
+            live.cancel = None
+        if live.stopped and not live.running and self._sessions.get(session_id) is live:
+            del self._sessions[session_id]
+        self._trim()
+
+    def forget(self, session_id: str) -> None:
+        """Forget the session's state: now, or when the run in progress here ends."""
         live = self._sessions.get(session_id)
         if live is None:
-            live = self._sessions[session_id] = LiveSession()
-        return live
+            return
+        if live.running:
+            live.stopped = True
+        else:
+            del self._sessions[session_id]
+
+    def _trim(self) -> None:
+        """Forget the least recently run idle sessions beyond ``max_sessions``."""
+        excess = len(self._sessions) - self.max_sessions
+        if excess <= 0:
+            return
+        idle: list[str] = []
+        for session_id, live in self._sessions.items():  # oldest first
+            if not live.running:
+                idle.append(session_id)
+                if len(idle) == excess:
+                    break
+        for session_id in idle:
+            del self._sessions[session_id]

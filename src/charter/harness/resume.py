@@ -56,16 +56,20 @@ async def resume_turn(
     calls[index] = updated
     claimed = await lease.claim(record, pending=pending.model_copy(update={"calls": tuple(calls)}))
     turn = Turn(runtime, lease=lease, principal=principal, record=claimed, turn_id=pending.turn_id)
-    await turn.emit(
-        "interaction.resumed",
-        step_id=pending.step_id,
-        call=updated,
-        data={"decision": type(decision).__name__.lower()},
-    )
-    if settled is not None and isinstance(decision, Settle):
-        # The ledger's deferred record ends as the call did: the validated output, or
-        # the INVALID_OUTPUT failure the model was given.
-        await runtime.host.settle(decision.invocation_id, settled)
+    try:
+        await turn.emit(
+            "interaction.resumed",
+            step_id=pending.step_id,
+            call=updated,
+            data={"decision": type(decision).__name__.lower()},
+        )
+        if settled is not None and isinstance(decision, Settle):
+            # The ledger's deferred record ends as the call did: the validated output, or
+            # the INVALID_OUTPUT failure the model was given.
+            await runtime.host.settle(decision.invocation_id, settled)
+    except BaseException:
+        turn.end()  # the turn will not run: the session must not look busy here forever
+        raise
     return turn
 
 

@@ -69,23 +69,30 @@ class Session:
         """Stop the session, settling what is open as ``tool.cancelled``.
 
         A run in this process is cancelled; a paused step's open calls are settled as
-        ``tool.cancelled`` without calling the model.
+        ``tool.cancelled`` without calling the model. The session's capability state in
+        this process is forgotten (once a run in progress has ended): a later run of it
+        starts with fresh state.
         """
         live = self.harness.live.get(self.id)
         if live is not None and live.cancel is not None and not live.cancel.is_set():
             # The run in progress here ends itself as cancelled, settling its calls.
             live.cancel.set()
+            self.harness.live.forget(self.id)
             return TurnResult(status="cancelled", session_id=self.id)
         try:
             record = await self._lease.load_owned()
             if record.pending is None:
+                self.harness.live.forget(self.id)
                 return TurnResult(status="cancelled", session_id=self.id)
             # Paused, or left running by a process that died (once its lease is over).
             claimed = await self._lease.claim(record)
         except Rejected as rejected:
             return rejected.result(self.id)
         turn = self._turn(claimed, claimed.pending.turn_id if claimed.pending else None)
-        return await turn.cancel_open(claimed.pending)
+        result = await turn.cancel_open(claimed.pending)
+        if result.status == "cancelled":
+            self.harness.live.forget(self.id)
+        return result
 
     def cancel(self) -> None:
         """Cancel the run or resume in progress in this process (tools see ``ctx.cancel``)."""

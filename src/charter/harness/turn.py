@@ -81,9 +81,8 @@ class Turn:
         self.turn_id = turn_id or "trn_" + runtime.new_id()
         self.messages: list[Message] = list(record.messages)
         self.settled: list[ToolResult] = []
-        self.live = runtime.live.open(self.session_id)
         self.cancel = CancelSignal()
-        self.live.cancel = self.cancel
+        self.live = runtime.live.start(self.session_id, self.cancel)
         self.tools = runtime.bound_tools(principal)
         # The same every step of the turn: computed once, not for each model request.
         self.names = bound_names(self.tools)
@@ -108,6 +107,10 @@ class Turn:
         """End the turn as cancelled, settling the step's open calls as ``tool.cancelled``."""
         assert pending is not None
         return await self._guarded(self._cancel_open(pending))
+
+    def end(self) -> None:
+        """Give up the session in this process (its cancel signal no longer reaches it)."""
+        self.runtime.live.finish(self.session_id, self.live, self.cancel)
 
     async def emit(
         self,
@@ -143,8 +146,7 @@ class Turn:
         except Rejected as rejected:
             return rejected.result(self.session_id)
         finally:
-            if self.live.cancel is self.cancel:
-                self.live.cancel = None
+            self.end()
 
     async def _advance_then_loop(self, pending: PendingStep) -> TurnResult:
         paused = await self._advance(pending)
