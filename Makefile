@@ -28,17 +28,25 @@ $(STAMP): pyproject.toml
 setup:
 	PYTHON=$(PYTHON) scripts/setup
 
+# More `charter serve` options for `make run` and `make run-gateway` (`SERVE_OPTIONS='--port 8800'`).
+SERVE_OPTIONS ?=
+
 # The travel back office on SQLite in .charter/: print its demo API keys, then serve it.
 run: $(STAMP)
 	$(BIN)/python -m examples.travel
-	$(BIN)/charter serve examples.travel:host
+	$(BIN)/charter serve examples.travel:host $(SERVE_OPTIONS)
 
 # The same demo in front of the official filesystem MCP server (npm), serving a temporary
-# folder as the fs.* tools under charter's policy (docs/gateway.md).
+# folder as the fs.* tools under charter's policy (docs/gateway.md). The folder is removed
+# when the server stops: Ctrl-C reaches the server and this shell alike; the shell runs its
+# INT trap once the server has exited (it waits for its foreground command), and exiting
+# runs the EXIT trap. TERM and HUP (a closed terminal) end the same way.
 run-gateway: $(STAMP)
 	$(BIN)/python -m examples.travel
-	@dir="$$(mktemp -d)" && $(BIN)/python -m examples.gateway "$$dir" \
-		&& $(BIN)/charter serve examples.travel:host --upstreams "$$dir/upstreams.toml"
+	@dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && trap 'exit 130' INT TERM HUP \
+		&& $(BIN)/python -m examples.gateway "$$dir" \
+		&& $(BIN)/charter serve examples.travel:host --upstreams "$$dir/upstreams.toml" \
+			$(SERVE_OPTIONS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench
