@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -25,7 +25,6 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
 from ..context import ToolContext
@@ -72,7 +71,10 @@ DEFAULT_BACKOFF = Backoff()
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class UpstreamHealth:
-    """An upstream's connection as ``/readyz``, the console and ``charter tools`` show it."""
+    """An upstream's connection as ``/readyz``, ``GET /v1/upstreams`` and the console show it.
+
+    Their JSON is ``charter.http``'s ``UpstreamBody``, built from these fields.
+    """
 
     name: str
     """The upstream's name in the configuration."""
@@ -89,12 +91,6 @@ class UpstreamHealth:
     """Connections made after the first."""
     last_error: str | None
     """Why the latest connection attempt or connection failed (the exception's type and text)."""
-
-    def as_json(self) -> dict[str, Any]:
-        """The health as JSON data: every field, camelCase, ``since`` in ISO 8601."""
-        data = {to_camel(name): value for name, value in asdict(self).items()}
-        data["since"] = self.since.isoformat()
-        return data
 
 
 class Upstream:
