@@ -13,11 +13,20 @@ from pydantic import BaseModel
 from tests.builders import Clock, tiered_tool
 
 from charter import Completed, ErrorCode, Failed, Registry, ToolContext
-from charter.auth import AuthenticationFailed, Authenticator, Credentials
+from charter.auth import (
+    AuthenticationFailed,
+    Authenticator,
+    Credentials,
+    Principal,
+    StaticAuthenticator,
+)
 from charter.host import Host
+from charter.jwt import JwtAuthenticator
 from charter.store import API_KEY_PREFIX, ApiKeyAuthenticator, ApiKeyRecord, SqlStore
 
 pytestmark = pytest.mark.anyio
+
+ALICE = Principal(subject="alice", tenant_id="acme", scopes=frozenset())
 
 
 async def stored_hashes(store: SqlStore) -> list[str]:
@@ -105,6 +114,22 @@ async def test_sending_both_a_key_and_a_bearer_token_is_refused(sql_store: SqlSt
     key, _ = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
     with pytest.raises(AuthenticationFailed, match="either"):
         await ApiKeyAuthenticator(sql_store).authenticate(Credentials(api_key=key, bearer=key))
+
+
+async def test_every_authenticator_refuses_a_key_and_a_bearer_token_with_the_same_words(
+    sql_store: SqlStore,
+) -> None:
+    # Catches the one-credential rule drifting between the authenticators that apply it
+    # (charter.auth.presented_token): same error, same message for the caller.
+    key, _ = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    both = Credentials(api_key=key, bearer=key)
+    jwt = JwtAuthenticator(issuer="https://issuer.test", audience="charter", secret="s" * 32)
+    refusals = []
+    for authenticator in (StaticAuthenticator({key: ALICE}), ApiKeyAuthenticator(sql_store), jwt):
+        with pytest.raises(AuthenticationFailed) as refused:
+            await authenticator.authenticate(both)
+        refusals.append(str(refused.value))
+    assert refusals == ["send either a bearer token or an API key, not both"] * 3
 
 
 async def test_keys_are_listed_per_tenant(sql_store: SqlStore) -> None:

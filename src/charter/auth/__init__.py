@@ -19,8 +19,9 @@ Import every name from ``charter.auth``; the modules behind it are private:
   audience-pool rule (``enforce_audience``).
 - ``_tenancy``: the tenant a call acts on and delegation (``resolve_tenant``,
   ``TenantDecision``).
-- ``_authenticators``: what a transport received (``Credentials``), the ``Authenticator``
-  protocol and the ``StaticAuthenticator`` table.
+- ``_authenticators``: what a transport received (``Credentials``) and its one token
+  (``presented_token``), the ``Authenticator`` protocol and the ``StaticAuthenticator``
+  table.
 - ``_errors``: ``AuthenticationFailed`` and ``AuthenticationUnavailable``.
 - ``_trim``: ``js_trim``, JavaScript's trim, applied to ids as the original did.
 """
@@ -32,6 +33,7 @@ from ._audience import enforce_audience as enforce_audience
 from ._authenticators import Authenticator as Authenticator
 from ._authenticators import Credentials as Credentials
 from ._authenticators import StaticAuthenticator as StaticAuthenticator
+from ._authenticators import presented_token as presented_token
 from ._errors import AuthenticationFailed as AuthenticationFailed
 from ._errors import AuthenticationUnavailable as AuthenticationUnavailable
 from ._modes import AuthDecision as AuthDecision
@@ -73,6 +75,7 @@ __all__ = (
     "js_trim",
     "missing_scopes",
     "parse_scopes",
+    "presented_token",
     "principal_key",
     "resolve_tenant",
     "split_principal_key",

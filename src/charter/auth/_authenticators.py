@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 from ._errors import AuthenticationFailed
 from ._principal import Principal
 
-__all__ = ("Authenticator", "Credentials", "StaticAuthenticator")
+__all__ = ("Authenticator", "Credentials", "StaticAuthenticator", "presented_token")
 
 
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -65,6 +65,29 @@ class Authenticator(Protocol):
             AuthenticationFailed: If credentials were sent but are not valid.
         """
         ...
+
+
+def presented_token(credentials: Credentials) -> str | None:
+    """The one token the caller sent, as a bearer token or as an API key.
+
+    Charter's authenticators accept one credential per request; each reads it through
+    this function, so they refuse two the same way.
+
+    Args:
+        credentials: What the transport received.
+
+    Returns:
+        The bearer token or the API key, whichever was sent; None when neither was.
+
+    Raises:
+        AuthenticationFailed: Both a bearer token and an API key were sent.
+    """
+    bearer, api_key = credentials.bearer, credentials.api_key
+    if bearer is None:
+        return api_key
+    if api_key is not None:
+        raise AuthenticationFailed("send either a bearer token or an API key, not both")
+    return bearer
 
 
 def _digest(token: str) -> bytes:
@@ -120,12 +143,9 @@ class StaticAuthenticator:
             AuthenticationFailed: If the token is unknown, or both a bearer token and an API
                 key were sent.
         """
-        bearer, api_key = credentials.bearer, credentials.api_key
-        token = bearer if bearer is not None else api_key
+        token = presented_token(credentials)
         if token is None:
             return None
-        if bearer is not None and api_key is not None:
-            raise AuthenticationFailed("send either a bearer token or an API key, not both")
         digest = _digest(token)
         found: Principal | None = None
         for candidate, principal in self._table:

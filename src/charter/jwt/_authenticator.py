@@ -10,7 +10,7 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from ..auth import Credentials, Principal
+from ..auth import AuthenticationFailed, Credentials, Principal, presented_token
 from ..errors import ConfigurationError
 from ._checks import check_identity_characters, check_numeric_dates
 from ._claims import ClaimMapping, ClaimsMapper
@@ -165,15 +165,14 @@ class JwtAuthenticator:
             TokenRejected: The token is not valid (``reason`` says why), or an API key was
                 sent; see ``TokenFailure``.
         """
-        token = credentials.bearer
+        try:
+            token = presented_token(credentials)
+        except AuthenticationFailed as both:
+            raise reject("unsupported_credentials", str(both)) from None
         if token is None:
-            if credentials.api_key is None:
-                return None
-            raise reject("unsupported_credentials")
-        if credentials.api_key is not None:
-            raise reject(
-                "unsupported_credentials", "send either a bearer token or an API key, not both"
-            )
+            return None
+        if credentials.bearer is None:
+            raise reject("unsupported_credentials")  # an API key
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ..auth import AuthenticationFailed, Credentials, Principal, PrincipalKind
+from ..auth import AuthenticationFailed, Credentials, Principal, PrincipalKind, presented_token
 
 __all__ = ("API_KEY_PREFIX", "ApiKeyAuthenticator", "ApiKeyRecord", "ApiKeyVerifier")
 
@@ -60,7 +60,8 @@ class ApiKeyVerifier(Protocol):
 class ApiKeyAuthenticator:
     """An ``Authenticator`` over the API keys in a ``SqlStore``.
 
-    Reads ``Credentials.api_key``, or else ``Credentials.bearer``. An unknown, malformed,
+    Reads the one key sent, as an API key or a bearer token (``presented_token``: both
+    are refused, as ``StaticAuthenticator`` refuses them). An unknown, malformed,
     revoked or expired key fails with one message, so a caller cannot tell which.
 
     A key the store verified is remembered for ``cache_seconds`` (5 by default), so a
@@ -116,21 +117,19 @@ class ApiKeyAuthenticator:
             AuthenticationFailed: The key is unknown, malformed, revoked or expired, or
                 both an API key and a bearer token were sent.
         """
-        presented = [c for c in (credentials.api_key, credentials.bearer) if c is not None]
-        if not presented:
+        presented = presented_token(credentials)
+        if presented is None:
             return None
-        if len(presented) > 1:
-            raise AuthenticationFailed("send either a bearer token or an API key, not both")
         now = self._clock()
         # Keyed by a digest, so the cache holds no usable key.
-        digest = hashlib.sha256(presented[0].encode("utf-8", "surrogatepass")).digest()
+        digest = hashlib.sha256(presented.encode("utf-8", "surrogatepass")).digest()
         cached = self._verified.get(digest)
         if cached is not None:
             remembered, principal, verified_at = cached
             if verified_at <= now < verified_at + self._cache_for and remembered.active(now):
                 return principal
             del self._verified[digest]
-        record = await self._check(digest, presented[0], now)
+        record = await self._check(digest, presented, now)
         if record is None:
             raise AuthenticationFailed(_INVALID)
         principal = self._principal(record)
