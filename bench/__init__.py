@@ -56,11 +56,14 @@ operations return it; ``baseline`` runs first, then ``run`` on the same server).
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Load:
-    """What one load run measured: throughput and latency percentiles."""
+    """What one load run measured: throughput, latency percentiles and the server's CPU."""
 
     requests_per_second: float
     p50_ms: float
     p99_ms: float
+    cpu_ms: float
+    """CPU time the server processes spent per answered request, in milliseconds: how much
+    work a request costs them, however much of a CPU they got while loaded."""
 
     @staticmethod
     def median(loads: list[Load]) -> Load:
@@ -69,6 +72,7 @@ class Load:
             requests_per_second=statistics.median(x.requests_per_second for x in loads),
             p50_ms=statistics.median(x.p50_ms for x in loads),
             p99_ms=statistics.median(x.p99_ms for x in loads),
+            cpu_ms=statistics.median(x.cpu_ms for x in loads),
         )
 
 
@@ -188,6 +192,18 @@ class Result:
     def ratio(self) -> float:
         """charter median / baseline median."""
         return self.charter / self.baseline
+
+    @property
+    def cpu_ratio(self) -> float | None:
+        """``throughput``: the baseline's CPU time per request over charter's.
+
+        What the throughput ratio would be if each server had a CPU of its own: on a shared
+        machine, requests per second also move with how much of a CPU each server got.
+        """
+        if self.loads is None:
+            return None
+        mine, theirs = self.loads
+        return theirs.cpu_ms / mine.cpu_ms if mine.cpu_ms else None
 
     @property
     def within_target(self) -> bool:

@@ -244,8 +244,12 @@ def _throughput(results: Sequence[Result]) -> list[str]:
         "is charter's requests per second over the baseline's, and the target is the "
         "least it should reach. wrk and the server share the machine's CPUs, and so does "
         "anyone else working on it: absolute numbers move with the load, the ratio much "
-        "less. `python -m bench --load-only` runs these cases alone and rewrites this "
-        "section only."
+        "less. The CPU columns are the CPU time the server process spent per answered "
+        "request (median over the rounds, from `/proc`; the database's own processes are "
+        "not counted), and the CPU ratio is the baseline's over charter's: what the ratio "
+        "would be if each server had a CPU to itself, steadier than requests per second "
+        "when other work takes a varying share of the CPUs. `python -m bench --load-only` "
+        "runs these cases alone and rewrites this section only."
     )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
@@ -259,8 +263,8 @@ def _throughput(results: Sequence[Result]) -> list[str]:
         "work competing with them).",
         "",
         "| Case | Baseline | charter | baseline | charter p50 / p99 | baseline p50 / p99 "
-        "| ratio | target | met |",
-        "|---|---|---:|---:|---:|---:|---:|---:|:---:|",
+        "| CPU per request, charter / baseline | CPU ratio | ratio | target | met |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for r in results:
         assert r.loads is not None
@@ -269,10 +273,15 @@ def _throughput(results: Sequence[Result]) -> list[str]:
         lines.append(
             f"| {r.case.name} | {r.case.baseline_name} | {shown(r.charter, r.unit)} | "
             f"{shown(r.baseline, r.unit)} | {mine.p50_ms:.1f} / {mine.p99_ms:.1f} ms | "
-            f"{theirs.p50_ms:.1f} / {theirs.p99_ms:.1f} ms | {r.ratio:.2f}x | "
-            f"≥ {r.case.target:g}x | {met} |"
+            f"{theirs.p50_ms:.1f} / {theirs.p99_ms:.1f} ms | "
+            f"{mine.cpu_ms:.2f} / {theirs.cpu_ms:.2f} ms | {_times(r.cpu_ratio)} | "
+            f"{r.ratio:.2f}x | ≥ {r.case.target:g}x | {met} |"
         )
     return lines
+
+
+def _times(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.2f}x"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -317,7 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{case.name}: {shown(result.charter, result.unit)} vs "
                 f"{shown(result.baseline, result.unit)} "
                 f"({result.ratio:.2f}x, target {'≥' if case.measure == 'throughput' else '≤'}"
-                f" {case.target:g}x)",
+                f" {case.target:g}x"
+                + (f"; CPU ratio {_times(result.cpu_ratio)}" if result.loads else "")
+                + ")",
                 file=sys.stderr,
             )
             results.append(result)

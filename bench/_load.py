@@ -4,9 +4,10 @@ A ``Server`` is one command (``python -m bench.load_servers …`` or ``charter s
 started on 127.0.0.1 at a free port and waited for until it accepts connections; ``wrk``
 runs Debian's wrk (a C load generator, ``make bench`` installs it when missing) against
 one or more servers with ``bench/load.lua`` and returns a ``Load``: requests per second,
-p50 and p99 latency. Every answer is checked (status 200 and an expected string in the
-body); a run with a bad answer or a socket error raises, so a case never measures a fast
-failure.
+p50 and p99 latency, and the CPU time the server process spent per request (from
+``/proc``, read before and after the run). Every answer is checked (status 200 and an
+expected string in the body); a run with a bad answer or a socket error raises, so a case
+never measures a fast failure.
 
 ``CHARTER_BENCH_LOAD_SECONDS`` (default 5) is the length of one wrk run and
 ``CHARTER_BENCH_LOAD_CONNECTIONS`` (default 16) its connections, for quicker runs.
@@ -129,6 +130,11 @@ class Server:
         assert self.process is not None, f"{self.label} is not running"
         return rss_bytes(self.process.pid)
 
+    def cpu_seconds(self) -> float:
+        """The CPU time (user and system) the process has spent so far, in seconds."""
+        assert self.process is not None, f"{self.label} is not running"
+        return cpu_seconds(self.process.pid)
+
 
 def rss_bytes(pid: int) -> int:
     """Resident set size of process ``pid`` in bytes (Linux ``/proc``)."""
@@ -136,6 +142,17 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far, in seconds (Linux ``/proc``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name (field 2) may hold spaces: fields are counted after its ")".
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +215,7 @@ async def wrk(
         argv.append(server.url + request.path)
         done = Path(body.name + ".done")
         env["CHARTER_WRK_DONE"] = str(done)
+        cpu_before = server.cpu_seconds()
         process = await asyncio.create_subprocess_exec(
             *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
@@ -211,6 +229,7 @@ async def wrk(
                     break
                 await asyncio.sleep(0.2)
         out, err = await finished
+        cpu = server.cpu_seconds() - cpu_before
         done.unlink(missing_ok=True)
     lines = [line for line in out.decode().splitlines() if line.startswith("{")]
     if process.returncode != 0 or not lines:
@@ -222,11 +241,12 @@ async def wrk(
             f"socket errors in {summary['requests']} requests"
         )
     if not summary["requests"]:
-        return Load(requests_per_second=0, p50_ms=0, p99_ms=0)
+        return Load(requests_per_second=0, p50_ms=0, p99_ms=0, cpu_ms=0)
     return Load(
         requests_per_second=summary["requests"] / (summary["duration_us"] / 1e6),
         p50_ms=summary["p50_us"] / 1000,
         p99_ms=summary["p99_us"] / 1000,
+        cpu_ms=cpu * 1000 / summary["requests"],
     )
 
 
@@ -238,7 +258,7 @@ async def wrk_together(
     warmup: bool = False,
 ) -> Load:
     """One wrk per server at once, ``connections`` shared out: the summed throughput, the
-    slowest server's latencies."""
+    slowest server's latencies, the servers' CPU time per request over all of them."""
     share = max(1, connections // len(pairs))
     loads = await asyncio.gather(
         *(
@@ -246,10 +266,13 @@ async def wrk_together(
             for server, request in pairs
         )
     )
+    rate = sum(load.requests_per_second for load in loads)
     return Load(
-        requests_per_second=sum(load.requests_per_second for load in loads),
+        requests_per_second=rate,
         p50_ms=max(load.p50_ms for load in loads),
         p99_ms=max(load.p99_ms for load in loads),
+        # Weighted by each server's share of the requests (their runs last as long).
+        cpu_ms=sum(load.cpu_ms * load.requests_per_second for load in loads) / rate if rate else 0,
     )
 
 
