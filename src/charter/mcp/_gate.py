@@ -16,7 +16,7 @@ before, is the same policy for less.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 import jiter
 from starlette.responses import JSONResponse
@@ -135,7 +135,13 @@ class Body(Bounded):
 
 
 class _Replay:
-    """A ``receive`` that returns ``first`` once, then what ``receive`` returns."""
+    """A ``receive`` that returns ``first`` once, then what ``receive`` returns.
+
+    Not a coroutine function: a later read is the server's own ``receive()``, handed over
+    without a frame of ours around it. The SDK keeps one read waiting for a disconnect
+    while it answers and cancels it at the end; a frame of ours in that read would be one
+    more object in the garbage cycle the cancellation leaves behind.
+    """
 
     __slots__ = ("_first", "_receive")
 
@@ -143,12 +149,16 @@ class _Replay:
         self._first: Message | None = first
         self._receive = receive
 
-    async def __call__(self) -> Message:
+    def __call__(self) -> Awaitable[Message]:
         first = self._first
-        if first is not None:
-            self._first = None
-            return first
-        return await self._receive()
+        if first is None:
+            return self._receive()
+        self._first = None
+        return _given(first)
+
+
+async def _given(message: Message) -> Message:
+    return message
 
 
 def _check_unique_keys(body: bytes) -> None:
