@@ -4,12 +4,17 @@ A run or resume claims the session by writing ``status="running"`` with a lease;
 the lease lasts, another run or resume gets a conflict. A lease that ran out means the
 process holding it died, and the session may be taken over. Every write is a
 compare-and-set on the record's revision, so of two writers one wins.
+
+A session is its owner's: the record names the subject and tenant of the principal that
+created it, and only a principal with the same subject *and* tenant may read, run,
+resume or stop it (without a principal: ``anonymous`` in tenant ``""``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .live import Owner
 from .runtime import Runtime
 from .store import RECORD_VERSION, SessionRecord
 from .turns import Rejected, ResumeCodes
@@ -29,6 +34,12 @@ class SessionLease:
         self.session_id = session_id
         self.subject = subject
         self.tenant_id = tenant_id
+        self.owner: Owner = (subject, tenant_id)
+        """Whose the session must be: its record's subject and tenant, compared whole."""
+
+    def owns(self, record: SessionRecord) -> bool:
+        """True when ``record`` belongs to the owner (same subject and same tenant)."""
+        return (record.subject, record.tenant_id) == self.owner
 
     async def load_owned(self) -> SessionRecord:
         """The session's record, checked to exist, be readable, and belong to the owner."""
@@ -41,9 +52,19 @@ class SessionLease:
                 f"Session {self.session_id!r} has record version {record.version}; this "
                 f"harness reads version {RECORD_VERSION}.",
             )
-        if (record.subject, record.tenant_id) != (self.subject, self.tenant_id):
+        if not self.owns(record):
             raise Rejected(ResumeCodes.FORBIDDEN, f"Session {self.session_id!r} is not yours.")
         return record
+
+    async def read(self) -> SessionRecord | None:
+        """The session's record for reading: None when none is stored, or it is not the owner's.
+
+        Another principal's session reads as a missing one, revealing neither its
+        transcript nor that it exists. The record's version is not checked: an owner may
+        inspect a record this harness cannot continue.
+        """
+        record = await self.runtime.store.load(self.session_id)
+        return record if record is not None and self.owns(record) else None
 
     async def acquire(self, *, for_turn: bool) -> SessionRecord:
         """Create the session's record, or claim the existing one.

@@ -11,29 +11,38 @@ session starts with fresh capability state, as a resume in another process does.
 session whose run or resume is in progress here is never forgotten, so its cancel
 signal keeps working; while more runs than ``max_sessions`` are in progress, more
 sessions are kept, until their runs end.
+
+A session's state here is its owner's, as its record is: every look-up by session id
+names the owner (``Owner``), and finds nothing kept for another principal.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..context import CancelSignal
 from ..errors import ConfigurationError
 from .definitions import Capability
 
-__all__ = ("DEFAULT_MAX_LIVE_SESSIONS", "LiveSession", "LiveSessions")
+__all__ = ("DEFAULT_MAX_LIVE_SESSIONS", "LiveSession", "LiveSessions", "Owner")
 
 DEFAULT_MAX_LIVE_SESSIONS = 1000
 """How many sessions' state a harness keeps here by default (``Harness(max_live_sessions=)``)."""
+
+Owner: TypeAlias = tuple[str, str]
+"""Whose a session is: ``(subject, tenant_id)`` of its principal (``("anonymous", "")``
+without one), compared whole, as ``SessionLease`` compares it with the record's."""
 
 
 class LiveSession:
     """One session's in-process state: the running turn's cancel signal, capability state."""
 
-    def __init__(self) -> None:
-        """Start with no run in progress and no capability state."""
+    def __init__(self, owner: Owner) -> None:
+        """Start ``owner``'s session with no run in progress and no capability state."""
+        self.owner = owner
+        """The principal whose run started the session here."""
         self.cancel: CancelSignal | None = None
         """The cancel signal of the run or resume in progress here (None between runs)."""
         self.states: dict[str, object] = {}
@@ -79,16 +88,21 @@ class LiveSessions:
         """True when the session's state is kept."""
         return session_id in self._sessions
 
-    def get(self, session_id: str) -> LiveSession | None:
-        """The session's state, or None when none is kept here."""
-        return self._sessions.get(session_id)
-
-    def start(self, session_id: str, cancel: CancelSignal) -> LiveSession:
-        """Mark a run of the session in progress with ``cancel``; its state, made on first use."""
+    def get(self, session_id: str, owner: Owner) -> LiveSession | None:
+        """The session's state, or None when none is kept here for ``owner``."""
         live = self._sessions.get(session_id)
-        if live is None or live.stopped:
+        return live if live is not None and live.owner == owner else None
+
+    def start(self, session_id: str, cancel: CancelSignal, owner: Owner) -> LiveSession:
+        """Mark ``owner``'s run of the session in progress with ``cancel``; its state, kept or new.
+
+        The caller has checked that the session's record is ``owner``'s (or created it).
+        """
+        live = self._sessions.get(session_id)
+        if live is None or live.stopped or live.owner != owner:
             # A stopped session's run is still ending: this run starts afresh beside it.
-            live = self._sessions[session_id] = LiveSession()
+            # Another owner's state (its record since gone from the store) is not handed on.
+            live = self._sessions[session_id] = LiveSession(owner)
         self._sessions.move_to_end(session_id)
         live.cancel = cancel
         self._trim()
@@ -102,9 +116,9 @@ class LiveSessions:
             del self._sessions[session_id]
         self._trim()
 
-    def forget(self, session_id: str) -> None:
-        """Forget the session's state: now, or when the run in progress here ends."""
-        live = self._sessions.get(session_id)
+    def forget(self, session_id: str, owner: Owner) -> None:
+        """Forget ``owner``'s session state: now, or when the run in progress here ends."""
+        live = self.get(session_id, owner)
         if live is None:
             return
         if live.running:

@@ -5,6 +5,11 @@
 saved in the ``SessionStore``, and ``Session.resume`` continues it (``resume.py``), in
 this process or another. Every run and resume first claims the session's record
 (``lease.py``), so two of them never run the same session at once.
+
+A session is its principal's: every method acts only on a session whose record has the
+handle's subject and tenant (``SessionLease``). On another principal's session, ``run``,
+``resume`` and ``stop`` are rejected with ``execution.forbidden``, ``cancel`` does
+nothing, and ``messages`` and ``record`` read it as a session that does not exist.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ __all__ = ("Session",)
 
 
 class Session:
-    """One conversation of one principal; its record lives in the harness's store."""
+    """One conversation of one principal; its record lives in the harness's store.
+
+    A handle acts only on a session its principal owns: same subject and same tenant as
+    the stored record (no principal: ``anonymous`` in tenant ``""``). Another principal's
+    session is rejected (``run``, ``resume``, ``stop``), left alone (``cancel``) or read
+    as missing (``messages``, ``record``).
+    """
 
     def __init__(self, harness: Runtime, principal: Principal | None, session_id: str) -> None:
         """Bind a session id to its principal (use ``Harness.session``)."""
@@ -72,17 +83,21 @@ class Session:
         ``tool.cancelled`` without calling the model. The session's capability state in
         this process is forgotten (once a run in progress has ended): a later run of it
         starts with fresh state.
+
+        Another principal's session is left as it is (its run goes on, its pause stays
+        resumable): the result is ``rejected`` with ``execution.forbidden``, as ``run``'s.
         """
-        live = self.harness.live.get(self.id)
+        owner = self._lease.owner
+        live = self.harness.live.get(self.id, owner)
         if live is not None and live.cancel is not None and not live.cancel.is_set():
             # The run in progress here ends itself as cancelled, settling its calls.
             live.cancel.set()
-            self.harness.live.forget(self.id)
+            self.harness.live.forget(self.id, owner)
             return TurnResult(status="cancelled", session_id=self.id)
         try:
             record = await self._lease.load_owned()
             if record.pending is None:
-                self.harness.live.forget(self.id)
+                self.harness.live.forget(self.id, owner)
                 return TurnResult(status="cancelled", session_id=self.id)
             # Paused, or left running by a process that died (once its lease is over).
             claimed = await self._lease.claim(record)
@@ -91,23 +106,27 @@ class Session:
         turn = self._turn(claimed, claimed.pending.turn_id if claimed.pending else None)
         result = await turn.cancel_open(claimed.pending)
         if result.status == "cancelled":
-            self.harness.live.forget(self.id)
+            self.harness.live.forget(self.id, owner)
         return result
 
     def cancel(self) -> None:
-        """Cancel the run or resume in progress in this process (tools see ``ctx.cancel``)."""
-        live = self.harness.live.get(self.id)
+        """Cancel the run or resume in progress in this process (tools see ``ctx.cancel``).
+
+        Does nothing when no run of the session is in progress here, and to another
+        principal's run: ``stop`` says which (``execution.forbidden``).
+        """
+        live = self.harness.live.get(self.id, self._lease.owner)
         if live is not None and live.cancel is not None:
             live.cancel.set()
 
     async def messages(self) -> tuple[Message, ...]:
-        """The transcript so far."""
-        record = await self.harness.store.load(self.id)
+        """The transcript so far; empty for a new session and for another principal's."""
+        record = await self._lease.read()
         return record.messages if record is not None else ()
 
     async def record(self) -> SessionRecord | None:
-        """The stored record (for inspection and tests)."""
-        return await self.harness.store.load(self.id)
+        """The stored record (for inspection and tests); None if not stored, or not yours."""
+        return await self._lease.read()
 
     def _turn(self, record: SessionRecord, turn_id: str | None) -> Turn:
         return Turn(

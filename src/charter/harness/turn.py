@@ -82,7 +82,7 @@ class Turn:
         self.messages: list[Message] = list(record.messages)
         self.settled: list[ToolResult] = []
         self.cancel = CancelSignal()
-        self.live = runtime.live.start(self.session_id, self.cancel)
+        self.live = runtime.live.start(self.session_id, self.cancel, lease.owner)
         self.tools = runtime.bound_tools(principal)
         # The same every step of the turn: computed once, not for each model request.
         self.names = bound_names(self.tools)
