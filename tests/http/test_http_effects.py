@@ -1,6 +1,6 @@
-"""``GET /v1/effects`` on a live server: the outbox of the caller's tenant, approvers and
+"""``/v1/effects`` on a live server: the outbox of the caller's tenant, approvers and
 admins see all of it, other callers what their own calls staged, and only the admin scope
-names another tenant; documented in the OpenAPI document."""
+names another tenant, in the list and by key; documented in the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -126,6 +126,148 @@ def test_the_openapi_document_describes_the_route(live: tuple[str, Host, dict[st
     assert schema["properties"]["effects"]["items"] == {"$ref": "#/components/schemas/Effect"}
     effect = document["components"]["schemas"]["Effect"]["properties"]
     assert effect["status"]["enum"] == ["pending", "delivered", "dead", "discarded"]
+
+
+# -- GET /v1/effects/{key} ---------------------------------------------------------------------
+
+
+def read(url: str, token: str | None, path: str, **params: str) -> httpx.Response:
+    """``GET /v1/effects/<path>``; ``path`` is sent as written (percent-encoding included)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(f"{url}/v1/effects/{path}", params=params, headers=headers, timeout=10)
+
+
+def keys(url: str, ids: dict[str, str]) -> dict[str, str]:
+    """The key of each staged effect ("mine", "theirs", "foreign"), from the list."""
+    listed = [
+        *get(url, "admin").json()["effects"],
+        *get(url, "admin", tenant="globex").json()["effects"],
+    ]
+    by_request = {e["requestId"]: e["key"] for e in listed}
+    return {name: by_request[request_id] for name, request_id in ids.items()}
+
+
+def assert_no_such_effect(response: httpx.Response, key: str) -> None:
+    """The 404 of an unknown key: an effect the caller may not see answers exactly this."""
+    assert response.status_code == 404, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert (body["code"], body["reason"]) == ("NOT_FOUND", "effect_not_found")
+    assert body["detail"] == f"No effect {key!r} in the outbox."
+
+
+def test_a_caller_reads_its_own_effect_by_key_as_the_list_shows_it(
+    live: tuple[str, Host, dict[str, str]],
+) -> None:
+    url, _, _ = live
+    [listed] = get(url, "agent").json()["effects"]
+    one = read(url, "agent", listed["key"])
+    assert one.status_code == 200, one.text
+    assert one.json() == listed
+    # Approvers and admins see every effect of their tenant, as in the list.
+    for token in ("approver", "admin"):
+        assert read(url, token, listed["key"]).json() == listed
+
+
+def test_an_effect_the_list_hides_is_404_exactly_like_an_unknown_key(
+    live: tuple[str, Host, dict[str, str]],
+) -> None:
+    url, _, ids = live
+    key = keys(url, ids)
+    # Another agent of the tenant did not stage it, nor did a wildcard grant holder.
+    assert read(url, "other-agent", key["theirs"]).status_code == 200
+    assert_no_such_effect(read(url, "other-agent", key["mine"]), key["mine"])
+    assert_no_such_effect(read(url, "wild *", key["mine"]), key["mine"])
+    unknown = "eff_" + "0" * 64
+    assert_no_such_effect(read(url, "agent", unknown), unknown)
+    hidden = read(url, "other-agent", key["mine"]).json()
+    missing = read(url, "other-agent", unknown).json()
+    assert hidden == {**missing, "detail": missing["detail"].replace(unknown, key["mine"])}
+
+
+def test_the_same_subject_in_another_tenant_reads_only_its_own_tenants_effect(
+    live: tuple[str, Host, dict[str, str]],
+) -> None:
+    url, _, ids = live
+    key = keys(url, ids)
+    assert read(url, "globex-agent", key["foreign"]).json()["requestId"] == ids["foreign"]
+    assert_no_such_effect(read(url, "globex-agent", key["mine"]), key["mine"])
+    assert_no_such_effect(read(url, "agent", key["foreign"]), key["foreign"])
+    # Naming another tenant is the admin scope's alone, as in the list (before any key).
+    for token, tenant in (("globex-agent", "acme"), ("approver", "globex")):
+        refused = read(url, token, key["mine"], tenant=tenant)
+        assert refused.status_code == 403 and refused.json()["reason"] == "tenant_forbidden"
+
+
+def test_an_admin_reads_another_tenants_effect_only_naming_the_tenant(
+    live: tuple[str, Host, dict[str, str]],
+) -> None:
+    url, _, ids = live
+    key = keys(url, ids)
+    # Like the list: the admin's own tenant unless it names another.
+    assert_no_such_effect(read(url, "admin", key["foreign"]), key["foreign"])
+    named = read(url, "admin", key["foreign"], tenant="globex")
+    assert named.status_code == 200, named.text
+    assert named.json() == get(url, "admin", tenant="globex").json()["effects"][0]
+    assert_no_such_effect(read(url, "admin", key["mine"], tenant="globex"), key["mine"])
+    assert read(url, "admin", key["mine"], tenant="acme").json()["requestId"] == ids["mine"]
+
+
+def test_reading_an_effect_without_credentials_is_the_lists_401(
+    live: tuple[str, Host, dict[str, str]],
+) -> None:
+    url, _, ids = live
+    key = keys(url, ids)
+    anonymous = read(url, None, key["mine"])
+    listing = get(url, None)
+    assert anonymous.status_code == listing.status_code == 401
+    assert anonymous.json() == listing.json()
+    assert anonymous.headers["WWW-Authenticate"] == listing.headers["WWW-Authenticate"]
+
+
+def test_a_percent_encoded_key_reads_the_same_effect(
+    live: tuple[str, Host, dict[str, str]],
+) -> None:
+    url, _, ids = live
+    key = keys(url, ids)["mine"]
+    encoded = "".join(f"%{byte:02X}" for byte in key.encode())
+    one = read(url, "agent", encoded)
+    assert one.status_code == 200, one.text
+    assert one.json()["key"] == key
+
+
+def test_a_get_of_a_key_ending_in_an_action_reads_that_key_and_changes_nothing(
+    dead: tuple[str, FakeProvider, str],
+) -> None:
+    url, provider, key = dead
+    provider.failures = 0
+    for suffix in (":retry", "%3Aretry", ":discard", "%3adiscard"):
+        asked = key + suffix.replace("%3A", ":").replace("%3a", ":")
+        assert_no_such_effect(read(url, "admin", key + suffix), asked)
+    assert read(url, "admin", key).json()["status"] == "dead"
+    changes = {"effect.retry", "effect.discard"}
+    assert not [e for e in get_audit(url, "admin") if e["action"] in changes]
+    # Any other method there is still the action's path: 405, allowing POST.
+    wrong = httpx.put(
+        f"{url}/v1/effects/{key}:retry", headers={"Authorization": "Bearer admin"}, timeout=10
+    )
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    # And a POST there still acts.
+    assert post(url, "admin", f"{key}:retry").json()["status"] == "pending"
+
+
+def test_the_openapi_document_describes_reading_one_effect(
+    live: tuple[str, Host, dict[str, str]],
+) -> None:
+    url, _, _ = live
+    document = httpx.get(f"{url}/v1/openapi.json", timeout=10).json()
+    operation = document["paths"]["/v1/effects/{key}"]["get"]
+    assert operation["operationId"] == "getEffect"
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/Effect"}
+    assert {"401", "403", "404"} <= set(operation["responses"])
+    parameters = {(p["name"], p["in"]) for p in operation["parameters"]}
+    assert parameters == {("key", "path"), ("tenant", "query")}
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ GET_ONLY = [
     "/v1/approvals",
     "/v1/approvals/apr_0123456789abcdef",
     "/v1/actions/0b7f2c52-3d4e-4d33-9f1c-1f4a3a0e7a10",
+    "/v1/effects/eff_0123456789abcdef",
     "/v1/whoami",
 ]
 

@@ -368,9 +368,36 @@ class Effects:
             )
         except (StoreUnavailable, StoreBusy):
             return unreadable("effects")
-        if not self._oversees(principal):
-            found = [e for e in found if e.principal_id == principal.key]
+        found = [e for e in found if self._shows(principal, e)]
         return EffectListing(tenant=where, effects=found)
+
+    async def read(
+        self, principal: Principal, key: str, *, tenant: str | None = None
+    ) -> EffectRecord | Failed:
+        """One effect the caller may see (what ``GET /v1/effects/{key}`` answers), or why not.
+
+        Exactly what ``visible`` would list for the same ``tenant``: an effect of another
+        tenant, or one a caller who does not oversee the tenant did not stage, is
+        ``effect_not_found`` like an unknown key, so no caller learns another's keys.
+        """
+        where = readable_tenant(principal, tenant, admin_scope=self._admin_scope, what="effects")
+        if isinstance(where, Failed):
+            return where
+        try:
+            record = await self.store.get_effect(key)
+        except (StoreUnavailable, StoreBusy):
+            return unreadable("effect")
+        if record is None or record.tenant_id != where or not self._shows(principal, record):
+            return _no_effect(key)
+        return record
+
+    def _shows(self, principal: Principal, record: EffectRecord) -> bool:
+        """Whether a listing of the effect's tenant shows it to ``principal``.
+
+        Approvers and admins see every effect of the tenant; other callers those their own
+        calls staged.
+        """
+        return self._oversees(principal) or record.principal_id == principal.key
 
     async def get(self, key: str) -> EffectRecord | None:
         """One effect by key."""

@@ -1,8 +1,8 @@
 """Where a tenant's requests stand, as a caller may read them: audit events and budgets.
 
 The caller's own tenant by default; only the admin scope may name another
-(``readable_tenant``, shared with ``Effects.visible``). Approvers and admins see all of
-the tenant; other callers what is theirs.
+(``readable_tenant``, shared with ``Effects.visible`` and ``Effects.read``). Approvers and
+admins see all of the tenant; other callers what is theirs.
 """
 
 from __future__ import annotations

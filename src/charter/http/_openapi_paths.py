@@ -111,9 +111,13 @@ def _effect_action(operation_id: str, summary: str) -> dict[str, Any]:
             tag="operations",
             ok="Effect",
             problems=(401, 403, 404, 422, 503),
-            parameters=[_path_param("key", "The effect's key (eff_…).")],
+            parameters=[_effect_key()],
         )
     }
+
+
+def _effect_key() -> dict[str, Any]:
+    return _path_param("key", "The effect's key (eff_…).")
 
 
 def _approval_decision(operation_id: str, summary: str) -> dict[str, Any]:
@@ -309,6 +313,18 @@ def fixed_paths() -> dict[str, Any]:
                     ),
                     _query_limit(100),
                 ],
+            )
+        },
+        "/v1/effects/{key}": {
+            "get": _operation(
+                "getEffect",
+                "One effect of the outbox, by key, as the list shows it: approvers and admins "
+                "see every effect of the tenant, other callers those their own calls staged; "
+                "any other key is 404.",
+                tag="operations",
+                ok="Effect",
+                problems=(401, 403, 404, 503),
+                parameters=[_effect_key(), _query_tenant()],
             )
         },
         "/v1/effects/{key}:retry": _effect_action(

@@ -154,6 +154,18 @@ class OpsRoutes:
             )
         )
 
+    async def get_effect(self, request: Request) -> Response:
+        """``GET /v1/effects/{key}?tenant=``: one effect, 404 unless the list would show it."""
+        caller = required_caller(request)
+        if isinstance(caller, Response):
+            return caller
+        found = await self.host.effects.read(
+            caller, request.path_params["key"], tenant=request.query_params.get("tenant")
+        )
+        if isinstance(found, Failed):
+            return failed_problem(found)
+        return json_response(EffectBody.from_record(found))
+
     async def retry_effect(self, request: Request) -> Response:
         """``POST /v1/effects/{key}:retry``: a dead or discarded effect pending again (admin)."""
         return await self._change_effect(request, "retry")

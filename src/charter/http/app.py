@@ -173,6 +173,9 @@ def create_app(
         get("/v1/effects", ops.effects),
         post("/v1/effects/{key}:retry", ops.retry_effect, body=False),
         post("/v1/effects/{key}:discard", ops.discard_effect, body=False),
+        # A plain Route, after the actions: a GET reads the key it names, even one ending
+        # in ':retry', while another method on such a path is the action's 405 (Allow: POST).
+        Route("/v1/effects/{key}", ops.get_effect, methods=["GET"], middleware=signed),
         get("/v1/whoami", ops.whoami),
         get("/v1/upstreams", ops.upstreams),
         get("/v1/openapi.json", ops.openapi_json),
