@@ -6,6 +6,7 @@ another principal, as is another subject in the same tenant (and no principal at
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import anyio
@@ -44,6 +45,30 @@ def waiting_model() -> ScriptedModel:
     return ScriptedModel([calls(("wait_for", "c1", {"name": "g"})), ModelResponse(text="done")])
 
 
+async def run_while(
+    world: World, owner: Session, during: Callable[[], Awaitable[None]], *, release: bool = True
+) -> TurnResult:
+    """Run ``owner`` on ``waiting_model``; once its tool waits, await ``during``.
+
+    Then open the tool's gate (unless ``release`` is False: ``during`` ended the run) and
+    return the run's result.
+    """
+    outcome: list[TurnResult] = []
+
+    async def run() -> None:
+        outcome.append(await owner.run("wait"))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await world.entered_event("g").wait()
+            await during()
+            if release:
+                world.gate("g").set()
+    (result,) = outcome
+    return result
+
+
 async def interfere(intruder: Session, action: Literal["cancel", "stop"]) -> None:
     """Call ``cancel()`` or ``stop()`` on another principal's handle."""
     if action == "cancel":
@@ -61,20 +86,11 @@ async def test_another_principals_cancel_or_stop_leaves_a_run_in_progress_runnin
     # Catches cancel() and stop() acting on the session id alone: the owner's run would
     # end "cancelled" with wait_for failed instead of completing.
     harness = world.harness(waiting_model())
-    owner = harness.session(ALICE, "s1")
-    outcome: list[TurnResult] = []
 
-    async def run() -> None:
-        outcome.append(await owner.run("wait"))
+    result = await run_while(
+        world, harness.session(ALICE, "s1"), lambda: interfere(harness.session(other, "s1"), action)
+    )
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            await world.entered_event("g").wait()
-            await interfere(harness.session(other, "s1"), action)
-            world.gate("g").set()
-
-    (result,) = outcome
     assert (result.status, result.text) == ("completed", "done")
     assert [(r.tool_name, r.kind) for r in result.results] == [("wait_for", "completed")]
     assert world.count("wait_for") == 1
@@ -117,24 +133,20 @@ async def test_the_owner_stops_a_run_another_principal_could_not_stop(
     # The owner is a subject in a tenant, not a handle: a new handle of the same subject
     # and tenant (other scopes) stops the run, and reads the transcript.
     harness = world.harness(waiting_model())
-    owner = harness.session(ALICE, "s1")
-    outcome: list[TurnResult] = []
 
-    async def run() -> None:
-        outcome.append(await owner.run("wait"))
+    async def refused_then_stopped_by_the_owner() -> None:
+        intruder = harness.session(other, "s1")
+        refused = await intruder.stop()
+        intruder.cancel()
+        assert (refused.status, refused.code) == ("rejected", ResumeCodes.FORBIDDEN)
+        assert (await harness.session(ALICE_AGAIN, "s1").stop()).status == "cancelled"
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            await world.entered_event("g").wait()
-            intruder = harness.session(other, "s1")
-            refused = await intruder.stop()
-            intruder.cancel()
-            assert (refused.status, refused.code) == ("rejected", ResumeCodes.FORBIDDEN)
-            assert (await harness.session(ALICE_AGAIN, "s1").stop()).status == "cancelled"
+    result = await run_while(
+        world, harness.session(ALICE, "s1"), refused_then_stopped_by_the_owner, release=False
+    )
 
-    assert outcome[0].status == "cancelled"
-    assert [(r.tool_name, r.kind) for r in outcome[0].results] == [("wait_for", "failed")]
+    assert result.status == "cancelled"
+    assert [(r.tool_name, r.kind) for r in result.results] == [("wait_for", "failed")]
     assert "s1" not in harness.live
     assert [m.role for m in await harness.session(ALICE_AGAIN, "s1").messages()] == [
         "user",
