@@ -25,6 +25,10 @@ class SqlAccess:
         """A write connection waiting ``wait`` seconds for locks, or a read one (None)."""
         raise NotImplementedError  # SqlStore's
 
+    def _statement(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection for one write statement that commits on its own (``action``: errors)."""
+        raise NotImplementedError  # SqlStore's
+
     async def _read(
         self, statement: sa.Executable, parameters: dict[str, Any] | None = None
     ) -> list[sa.Row[Any]]:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import functools
-from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..audit import AuditEvent
 from ._access import SqlAccess
@@ -26,10 +24,6 @@ class SqlAuditLog(SqlAccess):
 
     _audit_batches: AuditBatches
     """Set by ``SqlStore``: ``AuditBatches(self._write_audit_events)``."""
-
-    def _statement(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
-        """A connection for one write statement that commits on its own."""
-        raise NotImplementedError  # SqlStore's
 
     async def record(self, event: AuditEvent) -> None:
         """Store an audit event; the events recorded meanwhile share one statement and commit.

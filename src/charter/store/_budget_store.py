@@ -28,10 +28,6 @@ __all__ = ("SqlBudgets",)
 class SqlBudgets(SqlAccess):
     """The rate-limit half of ``SqlStore``: spend, refund, read, list and prune buckets."""
 
-    def _statement(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
-        """A connection for one write statement that commits on its own."""
-        raise NotImplementedError  # SqlStore's
-
     def _transaction_after(
         self, wait: float, prelude: Prelude
     ) -> AbstractAsyncContextManager[SqlTransaction]:

@@ -45,14 +45,17 @@ class SqlEffectOutbox(SqlAccess):
         error: str | None,
         at: datetime,
     ) -> bool:
-        """Record an attempt's result if ``worker`` still holds the effect's lease."""
+        """Record an attempt's result if ``worker`` still holds the effect's lease.
+
+        One statement that commits on its own: on PostgreSQL one round trip, without the
+        ``BEGIN`` and ``COMMIT`` of a transaction around it.
+        """
         if not is_storable(key, worker):
             return False
         error = None if error is None else _storable(error)
         fields = changes.finished(status, next_attempt_at=next_attempt_at, error=error, at=at)
-        async with self._connection(self.busy_timeout) as conn:
-            with translated("recording an effect attempt"):
-                return await rows.finish(conn, key, worker, fields)
+        async with self._statement("recording an effect attempt") as conn:
+            return await rows.finish(conn, key, worker, fields)
 
     @run_to_completion
     async def get_effect(self, key: str) -> EffectRecord | None:
