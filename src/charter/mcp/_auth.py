@@ -18,6 +18,7 @@ __all__ = (
     "HostBearerBackend",
     "HostTokenVerifier",
     "PrincipalAccessToken",
+    "bearer_token",
     "principal_from_scope",
 )
 
@@ -77,16 +78,29 @@ class HostBearerBackend(BearerAuthBackend):
         self, conn: HTTPConnection
     ) -> tuple[AuthCredentials, AuthenticatedUser] | None:
         """The request's credentials and user, or None when it carries no valid token."""
-        for name, value in conn.scope["headers"]:
-            if name == b"authorization":
-                header = value.decode("latin-1")
-                break
-        else:
+        token = bearer_token(conn.scope)
+        if token is None:
             return None
-        if header[:7].lower() != "bearer ":
-            return None
-        principal = await self._verifier.principal(header[7:])
+        principal = await self._verifier.principal(token)
         return None if principal is None else _authenticated(principal)
+
+
+def bearer_token(scope: Any) -> str | None:
+    """The bearer token an ASGI scope's request sent, read as the SDK's bearer backend reads it.
+
+    The first ``Authorization`` header, its ``Bearer`` prefix in any case, the rest the
+    token; None when there is no such header or it names another scheme. Read from the
+    ASGI headers, without building Starlette's ``Headers``.
+    """
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            header: str = value.decode("latin-1")
+            break
+    else:
+        return None
+    if header[:7].lower() != "bearer ":
+        return None
+    return header[7:]
 
 
 # The authenticator decided who this is; the token only carries it to the SDK, so one built

@@ -37,6 +37,7 @@ from ..resources import (
     ResourceContents,
     TextContents,
 )
+from ._reauth import Caller, Standing, caller_of
 from ._render import OUTCOME_META_KEY
 
 __all__ = ("NO_SESSION", "RESOURCE_NOT_FOUND", "ContentHandlers", "content_error")
@@ -55,9 +56,9 @@ Context = ServerRequestContext[Any, Any]
 
 @dataclass(kw_only=True, slots=True)
 class _Subscriber:
-    """One session's subscriptions: who subscribed, and how to reach them."""
+    """One session's subscriptions: who subscribed (and with what), and how to reach them."""
 
-    principal: Principal | None
+    caller: Caller
     session: ServerSession
     uris: set[str] = field(default_factory=set)
 
@@ -119,13 +120,15 @@ class ContentHandlers:
                 message="Subscriptions need a session: connect over stateful streamable HTTP "
                 "or stdio, or read the resource again when you need it.",
             )
+        caller = caller_of(ctx, principal)
         subscriber = self._subscribers.get(key)
         if subscriber is None:
-            subscriber = _Subscriber(principal=principal, session=ctx.session)
+            subscriber = _Subscriber(caller=caller, session=ctx.session)
             self._subscribers[key] = subscriber
-        # The newest request's handle on the connection (stdio and in-memory connections
-        # share one key per server, so the newest connection wins there).
-        subscriber.principal = principal
+        # The newest request's caller, credential and handle on the connection (stdio and
+        # in-memory connections share one key per server, so the newest connection wins
+        # there).
+        subscriber.caller = caller
         subscriber.session = ctx.session
         self._subscribers.move_to_end(key)
         subscriber.uris.add(params.uri)
@@ -143,22 +146,39 @@ class ContentHandlers:
         return types.EmptyResult()
 
     async def updated(self, uri: str, tenant_id: str | None) -> None:
-        """Tell each session subscribed to ``uri`` (of ``tenant_id``) that may still read it."""
-        content = self.host.content
+        """Tell each session subscribed to ``uri`` (of ``tenant_id``) that may still read it.
+
+        Its credential is checked again first (``_reauth``): a caller whose credential no
+        longer authenticates it loses every subscription of its session.
+        """
         for key, subscriber in list(self._subscribers.items()):
-            if uri not in subscriber.uris:
-                continue
-            if content.check_read(uri, subscriber.principal) is not None:
-                subscriber.uris.discard(uri)
-                continue
-            reads_for = content.reader_tenant(uri, subscriber.principal)
-            if tenant_id is not None and reads_for != tenant_id:
-                continue  # the same URI names another tenant's resource for this caller
-            try:
-                await subscriber.session.send_resource_updated(uri)
-            except Exception:
-                # The session is gone (closed stream, ended session): forget it.
-                self._subscribers.pop(key, None)
+            if uri in subscriber.uris:
+                await self._tell(key, subscriber, uri, tenant_id)
+
+    async def _tell(
+        self, key: str | None, subscriber: _Subscriber, uri: str, tenant_id: str | None
+    ) -> None:
+        caller = subscriber.caller
+        standing = await caller.standing(self.host)
+        if standing is Standing.REVOKED:
+            # Unless the session subscribed again meanwhile, with another credential.
+            if self._subscribers.get(key) is subscriber and subscriber.caller is caller:
+                del self._subscribers[key]
+            return
+        if standing is Standing.UNCHECKED or uri not in subscriber.uris:
+            return
+        content = self.host.content
+        if content.check_read(uri, caller.principal) is not None:
+            subscriber.uris.discard(uri)
+            return
+        reads_for = content.reader_tenant(uri, caller.principal)
+        if tenant_id is not None and reads_for != tenant_id:
+            return  # the same URI names another tenant's resource for this caller
+        try:
+            await subscriber.session.send_resource_updated(uri)
+        except Exception:
+            # The session is gone (closed stream, ended session): forget it.
+            self._subscribers.pop(key, None)
 
     # -- prompts ------------------------------------------------------------------------------
 

@@ -150,7 +150,7 @@ class _Adapter:
         self.presenters = presenters
         self.listing = ToolListing()
         self.status = status_tool()
-        self.changes = ToolListChanges()
+        self.changes = ToolListChanges(host)
 
     # -- who is calling -----------------------------------------------------------------
 
@@ -179,7 +179,7 @@ class _Adapter:
         principal = self.principal(ctx)
         key = _session_key(ctx)
         if key != _NO_SESSION:  # stateless HTTP has no channel to notify on
-            self.changes.remember(ctx, key)
+            self.changes.remember(ctx, key, principal)
         tools = [self.listing.tool(t) for t in self.host.callable_tools(principal)]
         if principal is not None:
             tools.append(self.status)
