@@ -4,9 +4,10 @@ Options: ``--rounds N`` and ``--iterations N`` per case, ``--clock cpu|wall`` (d
 ``cpu``: the process's CPU time), ``--output PATH`` (default ``docs/benchmarks.md``),
 ``--no-write`` to print the table only, ``--only SUBSTRING`` to run the cases whose name
 contains it, ``--load-only`` to run the load cases alone (servers under wrk,
-``bench/bench_load.py``) and rewrite only the page's load section (with ``--only``, only
-the rows of the cases run). ``CHARTER_BENCH_LOAD_SECONDS``, ``CHARTER_BENCH_LOAD_CONNECTIONS``
-and ``CHARTER_BENCH_RSS_CALLS`` shorten the load cases for a quick run.
+``bench/bench_load.py``) and rewrite only the page's load section. With ``--only``, only the
+rows and notes of the cases run change on the page; the others stay as they were measured.
+``CHARTER_BENCH_LOAD_SECONDS``, ``CHARTER_BENCH_LOAD_CONNECTIONS`` and
+``CHARTER_BENCH_RSS_CALLS`` shorten the load cases for a quick run.
 """
 
 from __future__ import annotations
@@ -192,6 +193,32 @@ def splice(page: str, section: Sequence[str], *, replace: bool = True) -> str:
     return head + "\n\n" + "\n".join(merged) + "\n"
 
 
+def with_rows_of(page: str, fresh: str) -> str:
+    """``page`` with the rows and notes of ``fresh``'s cases (above the load section) in it.
+
+    A case ``page`` lacks gets its row at the end of the table and its note at the end of
+    the notes; every other case keeps its line.
+    """
+    head, heading, load = page.partition(f"\n{_LOAD_HEADING}\n")
+    new_head = fresh.partition(f"\n{_LOAD_HEADING}\n")[0]
+    lines = head.splitlines()
+    replacing = {key: line for line in new_head.splitlines() if (key := _key(line)) is not None}
+    for index, line in enumerate(lines):
+        key = _key(line)
+        if key is not None and key in replacing:
+            lines[index] = replacing.pop(key)
+    for key, line in replacing.items():  # cases the page has no line for yet
+        kind = key.partition(":")[0]
+        last = max(
+            (i for i, old in enumerate(lines) if (_key(old) or "").startswith(kind)), default=None
+        )
+        if last is None:
+            lines.append(line)
+        else:
+            lines.insert(last + 1, line)
+    return "\n".join(lines) + ("\n" + heading + load if heading else "\n")
+
+
 def _key(line: str) -> str | None:
     """What identifies a case's line in a table, the notes or the failures."""
     if line.startswith("| ") and not line.startswith("| Case |"):
@@ -335,11 +362,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         logging.disable(logging.NOTSET)
     page = render(results, failures)
-    if args.load_only and args.output.exists():
-        page = splice(
-            args.output.read_text(encoding="utf-8"),
-            load_section(results, failures),
-            replace=not args.only,
+    if args.output.exists() and (args.load_only or args.only):
+        old = args.output.read_text(encoding="utf-8")
+        if not args.load_only:  # --only: this run's rows and notes, the others kept
+            old = with_rows_of(old, page)
+        loaded = [r for r in results if r.case.measure in _LOAD]
+        load_failures = [(c, e) for c, e in failures if c.measure in _LOAD]
+        page = (
+            splice(old, load_section(loaded, load_failures), replace=not args.only)
+            if args.load_only or loaded or load_failures
+            else old
         )
     if args.no_write:
         print(page)
