@@ -550,6 +550,21 @@ def test_tools_sharing_a_model_share_its_closed_copy_and_a_subclass_gets_its_own
     assert vars(Narrower)[CLOSED_MODEL_ATTRIBUTE] is third.validator
 
 
+def test_tools_sharing_a_model_share_its_json_schema_made_once() -> None:
+    # A thousand tools with one output model keep one output schema, not a thousand.
+    class Shared(BaseModel):
+        text: str
+
+    first = define(input_schema=Shared, output_schema=Shared)
+    second = define(name="echo.second", input_schema=Shared, output_schema=Shared)
+    assert first.output_schema is second.output_schema
+    assert first.input_schema is second.input_schema
+    assert first.output_schema == {
+        "$schema": JSON_SCHEMA_DIALECT,
+        **Shared.model_json_schema(mode="serialization"),
+    }
+
+
 def test_the_closed_copy_cache_relies_on_pydantic_as_pinned_here() -> None:
     class Base(BaseModel):
         model_config = ConfigDict(str_strip_whitespace=True)

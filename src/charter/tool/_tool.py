@@ -85,7 +85,10 @@ class Tool(Generic[InT, OutT, CtxT]):
     output_validator: type[BaseModel] = field(init=False)
     """The model that validates output, closed to unknown fields so nothing extra leaks."""
     input_schema: dict[str, Any] = field(init=False)
+    """The JSON Schema of the input (of ``validator``); shared by the tools of one model:
+    read it, copy it to change it."""
     output_schema: dict[str, Any] = field(init=False)
+    """The JSON Schema of the output, as serialized; shared like ``input_schema``."""
 
     def __post_init__(self) -> None:
         check_declaration(
