@@ -92,6 +92,7 @@ def create_app(
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     mcp_session_limits: SessionLimits | None = None,
     mcp_request_state_keys: Sequence[bytes | str] | None = None,
+    mcp_quiet_json: bool = True,
     gateway: Gateway | None = None,
 ) -> Starlette:
     """Build the HTTP app for a host: ``/v1`` REST, ``/console``, and MCP at ``/mcp``.
@@ -118,6 +119,9 @@ def create_app(
             timeout (``charter.mcp.SessionLimits``; default: its defaults).
         mcp_request_state_keys: secrets that seal MCP ``requestState`` (see
             ``charter.mcp.create_server``); give every replica the same ones.
+        mcp_quiet_json: answer a 2026-07-28 request that asks for no progress and no log
+            messages with one JSON body (``charter.mcp.streamable_http_app``'s
+            ``quiet_json``); False sends every request through the SDK's streaming mode.
         gateway: the running ``charter.gateway.Gateway`` whose tools the host serves:
             ``/readyz`` needs its upstreams connected, ``/v1/upstreams`` shows them.
 
@@ -199,6 +203,7 @@ def create_app(
             allowed_hosts=allowed_hosts,
             session_limits=mcp_session_limits,
             request_state_keys=mcp_request_state_keys,
+            quiet_json=mcp_quiet_json,
             max_body_bytes=limit,
         )
         if mcp and find_spec("mcp") is not None
@@ -317,6 +322,7 @@ class _LazyMcp:
         allowed_hosts: Sequence[str] | None,
         session_limits: SessionLimits | None,
         request_state_keys: Sequence[bytes | str] | None,
+        quiet_json: bool,
         max_body_bytes: int,
     ) -> None:
         # What building it would refuse, refused now: the app is not built otherwise.
@@ -328,6 +334,7 @@ class _LazyMcp:
             "allowed_hosts": list(allowed_hosts) if allowed_hosts is not None else None,
             "session_limits": session_limits,
             "request_state_keys": request_state_keys,
+            "quiet_json": quiet_json,
             "max_body_bytes": max_body_bytes,
         }
         self._mounted: McpMount | None = None

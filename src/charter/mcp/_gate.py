@@ -32,7 +32,7 @@ from .._credentials import (
 from .._limits import PayloadRejected, check_unique_keys
 from ..auth import AuthenticationUnavailable
 
-__all__ = ("Admission", "Body")
+__all__ = ("Admission", "Body", "Replay")
 
 
 class Admission(Bounded):
@@ -108,7 +108,7 @@ class Body(Bounded):
                     detail = f"The request body was rejected: {exc}."
                     await _malformed(scope, receive, send, detail, exc.reason)
                     return
-        await self.app(scope, _Replay(message, receive), send)
+        await self.app(scope, Replay(message, receive), send)
 
     async def _rest_of(self, first: Message, receive: Receive) -> Message | None:
         """The whole body as one message, or None once it passes the limit.
@@ -134,7 +134,7 @@ class Body(Bounded):
         return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
 
-class _Replay:
+class Replay:
     """A ``receive`` that returns ``first`` once, then what ``receive`` returns.
 
     Not a coroutine function: a later read is the server's own ``receive()``, handed over

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypedDict
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -29,6 +29,7 @@ from ._auth import HostBearerBackend, HostTokenVerifier
 from ._events import MemoryEventStore, Resumability, SessionEventStore
 from ._gate import Admission, Body
 from ._interact import ConnectionState
+from ._quiet import QuietRequests
 from ._render import Presenter
 from ._sessions import SessionLimiter, SessionLimits
 from ._stored_events import SqlEventStore, StreamEventStorage
@@ -53,10 +54,12 @@ class StreamableHTTPApp:
         session_manager: StreamableHTTPSessionManager,
         app: ASGIApp,
         limiter: SessionLimiter | None = None,
+        others: Sequence[StreamableHTTPSessionManager] = (),
     ) -> None:
         """Wrap a prepared ASGI app; build one with ``streamable_http_app``."""
         self.server = server
         self.session_manager = session_manager
+        self._others = tuple(others)
         self._app = app
         self._limiter = limiter
 
@@ -73,7 +76,10 @@ class StreamableHTTPApp:
     async def run(self) -> AsyncIterator[None]:
         """Run the session manager; enter it once, for as long as the app serves."""
         try:
-            async with self.session_manager.run():
+            async with AsyncExitStack() as managers:
+                await managers.enter_async_context(self.session_manager.run())
+                for other in self._others:
+                    await managers.enter_async_context(other.run())
                 yield
         finally:
             # The sessions are over: their events will never be replayed.
@@ -99,6 +105,7 @@ class _StreamableHTTPOptions(TypedDict, total=False):
     allowed_hosts: Sequence[str] | None
     allowed_origins: Sequence[str] | None
     json_response: bool
+    quiet_json: bool
     require_auth: bool | None
     resource_metadata_url: str | None
     name: str
@@ -117,6 +124,7 @@ def streamable_http_app(
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
     json_response: bool = False,
+    quiet_json: bool = True,
     require_auth: bool | None = None,
     resource_metadata_url: str | None = None,
     name: str = "charter",
@@ -138,6 +146,11 @@ def streamable_http_app(
         allowed_origins: ``Origin`` values to accept; default: ``http://`` and
             ``https://`` forms of the allowed hosts.
         json_response: answer with JSON bodies instead of SSE streams.
+        quiet_json: answer a 2026-07-28 request that asks for no progress and no log
+            messages with one JSON body, in the request's own task, instead of through
+            the SDK's streaming machinery (``charter.mcp._quiet``); a client that leaves
+            still cancels the call. False: the SDK's streaming mode for every request,
+            with its keep-alive pings for calls silent past 15 seconds.
         require_auth: answer requests without a valid bearer token with 401. Default:
             when the host has an authenticator. False lets anonymous callers reach
             public tools while tokens still authenticate.
@@ -196,9 +209,21 @@ def streamable_http_app(
         event_store=_event_store(resume, host),
         retry_interval=None if resume is None else resume.retry_ms,
     )
+    managers: list[StreamableHTTPSessionManager] = [manager]
+    answers: ASGIApp = StreamableHTTPASGIApp(manager)
+    if quiet_json and not json_response:
+        # Only 2026-07-28 requests reach it, and those have no session to keep.
+        quiet = StreamableHTTPSessionManager(
+            app=server,
+            json_response=True,
+            stateless=True,
+            security_settings=manager.security_settings,
+        )
+        managers.append(quiet)
+        answers = QuietRequests(answers, StreamableHTTPASGIApp(quiet))
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
     # Innermost: the body is read only once the caller is known (as on REST).
-    app: ASGIApp = Body(StreamableHTTPASGIApp(manager), max_bytes=limit)
+    app: ASGIApp = Body(answers, max_bytes=limit)
     limiter: SessionLimiter | None = None
     if not stateless and limits.per_principal is not None:
         # Inside the bearer middleware below, so it sees who each request is from.
@@ -218,7 +243,9 @@ def streamable_http_app(
             "require_auth=True needs a host with an authenticator (Host(authenticator=...))"
         )
     app = Admission(app, max_bytes=limit)
-    return StreamableHTTPApp(server=server, session_manager=manager, app=app, limiter=limiter)
+    return StreamableHTTPApp(
+        server=server, session_manager=manager, app=app, limiter=limiter, others=managers[1:]
+    )
 
 
 def _event_store(resume: Resumability | None, host: Host) -> EventStore | None:
