@@ -282,6 +282,7 @@ def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in
         allowed_hosts: list[str] | None = None,
         session_limits: object = None,
         request_state_keys: list[bytes | str] | None = None,
+        quiet_json: bool = True,
         max_body_bytes: int | None = None,
     ) -> Mounted:
         seen.update(
@@ -290,6 +291,7 @@ def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in
             allowed_hosts=allowed_hosts,
             session_limits=session_limits,
             request_state_keys=request_state_keys,
+            quiet_json=quiet_json,
             max_body_bytes=max_body_bytes,
         )
         return Mounted()
@@ -306,6 +308,7 @@ def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in
         allowed_hosts=["charter.local:*", "127.0.0.1:*"],
         mcp_session_limits=limits,  # type: ignore[arg-type]
         mcp_request_state_keys=["k" * 32],
+        mcp_quiet_json=False,
         max_body_bytes=4096,
     )
     with serve(app) as url:
@@ -321,5 +324,6 @@ def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in
         "allowed_hosts": ["charter.local:*", "127.0.0.1:*"],
         "session_limits": limits,
         "request_state_keys": ["k" * 32],
+        "quiet_json": False,
         "max_body_bytes": 4096,  # the body limit is MCP's own, as REST's
     }
