@@ -98,7 +98,10 @@ async def _answer_unless_left(
     """Run ``app`` on the request; a client that leaves first cancels it, as a stream would.
 
     One read waits for the disconnect while ``app`` answers. A later read by ``app``
-    shares it rather than racing it for the server's next message.
+    shares it rather than racing it for the server's next message. uvicorn answers that
+    read with ``http.disconnect`` as soon as the response is complete too; its callback
+    runs only after ``app`` has returned (the task that read must run first, and nothing
+    between the last ``send`` and the return awaits), when ``running`` is already False.
     """
     task = asyncio.current_task()
     assert task is not None
