@@ -43,8 +43,9 @@ class StreamableHTTPApp:
 
     Serve ``app`` (or this object: it is the same ASGI callable) at ``/mcp`` and enter
     ``run()`` for the life of the application: it runs the SDK's
-    ``StreamableHTTPSessionManager``, which can run only once; build a new one to serve
-    again.
+    ``StreamableHTTPSessionManager`` (and the second one, in JSON mode, that answers quiet
+    2026-07-28 requests: ``charter.mcp._quiet``), which can run only once; build a new one
+    to serve again.
     """
 
     def __init__(
@@ -54,12 +55,12 @@ class StreamableHTTPApp:
         session_manager: StreamableHTTPSessionManager,
         app: ASGIApp,
         limiter: SessionLimiter | None = None,
-        others: Sequence[StreamableHTTPSessionManager] = (),
+        quiet_manager: StreamableHTTPSessionManager | None = None,
     ) -> None:
         """Wrap a prepared ASGI app; build one with ``streamable_http_app``."""
         self.server = server
         self.session_manager = session_manager
-        self._others = tuple(others)
+        self._quiet_manager = quiet_manager
         self._app = app
         self._limiter = limiter
 
@@ -74,12 +75,12 @@ class StreamableHTTPApp:
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Run the session manager; enter it once, for as long as the app serves."""
+        """Run the session managers; enter this once, for as long as the app serves."""
         try:
             async with AsyncExitStack() as managers:
                 await managers.enter_async_context(self.session_manager.run())
-                for other in self._others:
-                    await managers.enter_async_context(other.run())
+                if self._quiet_manager is not None:
+                    await managers.enter_async_context(self._quiet_manager.run())
                 yield
         finally:
             # The sessions are over: their events will never be replayed.
@@ -209,8 +210,8 @@ def streamable_http_app(
         event_store=_event_store(resume, host),
         retry_interval=None if resume is None else resume.retry_ms,
     )
-    managers: list[StreamableHTTPSessionManager] = [manager]
     answers: ASGIApp = StreamableHTTPASGIApp(manager)
+    quiet: StreamableHTTPSessionManager | None = None
     if quiet_json and not json_response:
         # Only 2026-07-28 requests reach it, and those have no session to keep.
         quiet = StreamableHTTPSessionManager(
@@ -219,7 +220,6 @@ def streamable_http_app(
             stateless=True,
             security_settings=manager.security_settings,
         )
-        managers.append(quiet)
         answers = QuietRequests(answers, StreamableHTTPASGIApp(quiet))
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
     # Innermost: the body is read only once the caller is known (as on REST).
@@ -244,7 +244,7 @@ def streamable_http_app(
         )
     app = Admission(app, max_bytes=limit)
     return StreamableHTTPApp(
-        server=server, session_manager=manager, app=app, limiter=limiter, others=managers[1:]
+        server=server, session_manager=manager, app=app, limiter=limiter, quiet_manager=quiet
     )
 
 
