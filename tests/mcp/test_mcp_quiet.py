@@ -25,6 +25,7 @@ from tests.live_server import serve
 from charter import Registry, ToolContext, tool
 from charter.host import Host
 from charter.mcp import create_asgi_app
+from charter.mcp._quiet import WATCH_AFTER
 
 pytestmark = pytest.mark.anyio
 
@@ -193,7 +194,12 @@ async def test_progress_a_quiet_call_did_not_ask_for_is_not_sent(quiet: Server) 
     assert response.json()["result"]["structuredContent"] == {"text": "counted"}
 
 
-async def test_a_client_that_leaves_a_quiet_call_cancels_it(quiet: Server) -> None:
+@pytest.mark.parametrize(
+    "stays",
+    [0.0, WATCH_AFTER + 0.3],
+    ids=["leaves-before-the-watch-starts", "leaves-while-watched"],
+)
+async def test_a_client_that_leaves_a_quiet_call_cancels_it(quiet: Server, stays: float) -> None:
     probe = quiet.probe
     probe.started.clear()
     probe.cancelled.clear()
@@ -203,6 +209,7 @@ async def test_a_client_that_leaves_a_quiet_call_cancels_it(quiet: Server) -> No
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: http.post(quiet.mcp, json=body, headers=headers))
                 assert await anyio.to_thread.run_sync(probe.started.wait, 5)
+                await anyio.sleep(stays)
                 tg.cancel_scope.cancel()  # the request's connection closes
             assert await anyio.to_thread.run_sync(probe.cancelled.wait, 5)
         # The server goes on answering.
