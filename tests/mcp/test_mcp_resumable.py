@@ -6,6 +6,7 @@ uvicorn on 127.0.0.1 and the official MCP client, which reconnects by itself.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -137,6 +138,30 @@ async def test_each_sessions_view_of_a_memory_store_replays_only_its_own_streams
     assert await a.replay_events_after(primed, send) == "1"
     assert [(e.event_id, e.message) for e in sent] == [(mine, ping)]
     assert await b.replay_events_after(primed, send) is None
+
+
+async def test_the_memory_event_store_keeps_nothing_the_garbage_collector_tracks() -> None:
+    """Ten thousand kept responses must not make the collector walk them all, again and again."""
+    store = MemoryEventStore(max_events=100)
+    for n in range(100):
+        response = types.JSONRPCResponse(
+            jsonrpc="2.0",
+            id=n,
+            result={"content": [{"type": "text", "text": "3"}], "structuredContent": {"n": n}},
+        )
+        await store.store_event(str(n), response)
+    gc.collect()
+    kept = gc.get_referents(*store._events.values())
+    assert kept and not [value for value in kept if gc.is_tracked(value)]
+    sent: list[EventMessage] = []
+
+    async def send(event: EventMessage) -> None:
+        sent.append(event)
+
+    first = await store.store_event("last", None)
+    await store.store_event("last", response)
+    await store.replay_events_after(first, send)
+    assert [e.message for e in sent] == [response]
 
 
 def test_resumability_refuses_negative_settings() -> None:

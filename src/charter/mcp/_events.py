@@ -20,11 +20,17 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
-from mcp.types import JSONRPCMessage
+from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
 from ..errors import ConfigurationError
 
-__all__ = ("MemoryEventStore", "Resumability", "SessionEventStore")
+__all__ = (
+    "MemoryEventStore",
+    "Resumability",
+    "SessionEventStore",
+    "event_message",
+    "event_text",
+)
 
 _UNBOUND = ""
 """The session of events stored through the plain ``EventStore`` methods."""
@@ -110,12 +116,28 @@ class _BoundEvents(EventStore):
         )
 
 
+def event_text(message: JSONRPCMessage) -> str:
+    """How a store keeps an event's message: its JSON, as the SDK would send it."""
+    return message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+def event_message(text: str) -> JSONRPCMessage:
+    """The message ``event_text`` kept, for a replay."""
+    return jsonrpc_message_adapter.validate_json(text, by_name=False)
+
+
 class MemoryEventStore(SessionEventStore):
     """The newest ``max_events`` SSE events of this process, for ``Last-Event-ID`` replays.
 
     Event ids are unguessable (a random prefix per store, then a counter), and replay
     needs the session the SDK checked before it asks the store. The oldest events are
     dropped past the bound, so a client that reconnects too late gets nothing replayed.
+
+    Messages are kept as their JSON text (``event_text``), not as the SDK's models: a
+    kept model is half a dozen objects the garbage collector tracks, and ten thousand of
+    them made the collector go through the whole heap every few thousand requests; a
+    tuple of strings it stops tracking, and it is a few hundred bytes instead of a few
+    kilobytes.
     """
 
     def __init__(self, max_events: int = 10_000) -> None:
@@ -125,14 +147,15 @@ class MemoryEventStore(SessionEventStore):
         self.max_events = max_events
         self._prefix = secrets.token_hex(8)
         self._counter = itertools.count(1)
-        self._events: OrderedDict[str, tuple[str, str, JSONRPCMessage | None]] = OrderedDict()
+        self._events: OrderedDict[str, tuple[str, str, str | None]] = OrderedDict()
 
     async def store_session_event(
         self, session_id: str, stream_id: str, message: JSONRPCMessage | None
     ) -> str:
         """Keep one event of a session's stream (None: a priming event); its new id."""
         event_id = f"{self._prefix}-{next(self._counter)}"
-        self._events[event_id] = (session_id, stream_id, message)
+        text = None if message is None else event_text(message)
+        self._events[event_id] = (session_id, stream_id, text)
         while len(self._events) > self.max_events:
             self._events.popitem(last=False)
         return event_id
@@ -146,12 +169,12 @@ class MemoryEventStore(SessionEventStore):
             return None
         stream = found[:2]
         after = False
-        for event_id, (session, stream_id, message) in list(self._events.items()):
+        for event_id, (session, stream_id, text) in list(self._events.items()):
             if event_id == last_event_id:
                 after = True
                 continue
-            if after and (session, stream_id) == stream and message is not None:
-                await send_callback(EventMessage(message, event_id))
+            if after and (session, stream_id) == stream and text is not None:
+                await send_callback(EventMessage(event_message(text), event_id))
         return stream[1]
 
     @property

@@ -25,11 +25,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from mcp.server.streamable_http import EventCallback, EventMessage
-from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
+from mcp.types import JSONRPCMessage
 
 from .._safe_log import log_exception
 from ..errors import ConfigurationError
-from ._events import SessionEventStore
+from ._events import SessionEventStore, event_message, event_text
 
 __all__ = ("SqlEventStore", "StreamEventStorage")
 
@@ -112,9 +112,7 @@ class SqlEventStore(SessionEventStore):
             event_id=secrets.token_hex(16),
             session_id=session_id,
             stream_id=stream_id,
-            message=None
-            if message is None
-            else message.model_dump_json(by_alias=True, exclude_unset=True),
+            message=None if message is None else event_text(message),
             expires_at=self._clock() + self.retention,
         )
         self._unwritten.append(event)
@@ -141,7 +139,7 @@ class SqlEventStore(SessionEventStore):
             return None
         stream_id, written = found
         for event_id, text in written:
-            await send_callback(EventMessage(_message(text), event_id))
+            await send_callback(EventMessage(event_message(text), event_id))
         # What was still unwritten before the read and is not in it, then what came since.
         seen = {event_id for event_id, _ in written}
         later = [
@@ -170,7 +168,7 @@ class SqlEventStore(SessionEventStore):
     async def _send(self, events: list[_Event], stream_id: str, send: EventCallback) -> None:
         for event in events:
             if event.stream_id == stream_id and event.message is not None:
-                await send(EventMessage(_message(event.message), event.event_id))
+                await send(EventMessage(event_message(event.message), event.event_id))
 
     async def _write(self) -> None:
         """Write the unwritten events in batches, retrying while the database refuses."""
@@ -194,7 +192,3 @@ class SqlEventStore(SessionEventStore):
                 self._unwritten.popleft()
             self._writing = 0
             wait = _RETRY_SECONDS[0]
-
-
-def _message(text: str) -> JSONRPCMessage:
-    return jsonrpc_message_adapter.validate_json(text, by_name=False)
