@@ -445,7 +445,13 @@ def _replica_case() -> Case:
         "of a statement per call) leaves more of the second CPU to the second replica "
         "(1.81x measured 2026-12-02 at a load of 1). On a busy machine the ratio moves "
         "either way with the scheduler (2.30x once with the machine 100% busy at a load of "
-        "6). What the case checks is that replicas share nothing but the database (no lock "
+        "6). The cheaper a replica's request, the lower that ceiling: wrk's and "
+        "PostgreSQL's cost per request stays, so their share of the 2 CPUs grows as the "
+        "replicas get faster (2026-12-07: 1.76x in the morning, each replica at 0.74-0.76 "
+        "ms of CPU per request; 1.63x later, after quiet 2026-07-28 requests stopped going "
+        "through the SDK's streaming machinery, at 0.87-0.92 ms on a machine about 1.5x "
+        "slower, where the same replica would have spent about 1.1 ms before). "
+        "What the case checks is that replicas share nothing but the database (no lock "
         "or row every request waits on); on a machine with more CPUs the ratio is the "
         "better test of that.",
     )
