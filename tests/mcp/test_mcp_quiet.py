@@ -244,3 +244,15 @@ async def test_a_request_this_cannot_classify_gets_the_sdks_own_answer(
         sdks.headers["content-type"],
     )
     assert ours.text == sdks.text
+
+
+async def test_a_client_that_does_not_accept_streams_is_refused_as_before(
+    quiet: Server, streaming: Server
+) -> None:
+    """The JSON mode would answer it; the streaming mode refuses it, quiet or not."""
+    headers, body = _call("count_up")
+    headers["Accept"] = "application/json"
+    async with httpx.AsyncClient(timeout=10) as http:
+        ours = await http.post(quiet.mcp, json=body, headers=headers)
+        sdks = await http.post(streaming.mcp, json=body, headers=headers)
+    assert ours.status_code == sdks.status_code == 406

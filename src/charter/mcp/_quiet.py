@@ -19,8 +19,8 @@ connections sooner than its longest tool runs asks for progress (then the answer
 streams); ``quiet_json=False`` (``streamable_http_app``) turns this routing off.
 
 Anything else (the handshake era, a listen stream, a request that asked for progress or
-log messages, one whose body this cannot read as a JSON-RPC request) goes to the
-streaming manager unchanged.
+log messages, one whose body this cannot read as a JSON-RPC request, a client that does
+not accept a stream) goes to the streaming manager unchanged.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 
 import jiter
+from mcp.server.streamable_http import check_accept_headers
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._gate import Replay
@@ -56,7 +58,12 @@ class QuietRequests:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one request through the manager its body asks for."""
-        if scope["type"] != "http" or scope["method"] != "POST" or not _modern(scope):
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or not _modern(scope)
+            or not _takes_streams(scope)
+        ):
             await self.streaming(scope, receive, send)
             return
         message = await receive()
@@ -72,6 +79,17 @@ def _modern(scope: Scope) -> bool:
         if name == _VERSION_HEADER:
             return value not in _HANDSHAKE_VERSIONS
     return False
+
+
+def _takes_streams(scope: Scope) -> bool:
+    """Whether the client accepts an SSE answer, by the SDK's own reading of ``Accept``.
+
+    The streaming mode refuses a client that does not (406); the JSON mode would answer
+    it. Such a client goes to the streaming mode, so it is refused as it always was, not
+    answered only while its requests happen to be quiet.
+    """
+    _, takes_streams = check_accept_headers(Request(scope))
+    return takes_streams
 
 
 def _asks_nothing_streamed(message: Message) -> bool:
