@@ -142,7 +142,7 @@ async def _session_round(app: Any, request_id: int) -> None:
         raise SystemExit(f"DELETE answered {sent[0]['status']}")
 
 
-async def _between_requests() -> None:
+async def between_requests() -> None:
     """Let the event loop run what a request left to it, as a server's loop would.
 
     An app answered in process may never suspend, so without this the callbacks and task
@@ -175,13 +175,13 @@ async def run(kind: str, era: str, calls: int) -> None:
             _mark()
         if era == SESSION:
             await _session_round(app, index + 10)
-            await _between_requests()
+            await between_requests()
             continue
         body = _call(era, index + 10)
         status, _, answer = await _post(app, _headers(era, body, session), body)
         if status != 200 or b'"result":3' not in answer.replace(b" ", b""):
             raise SystemExit(f"unexpected answer {status}: {answer[:300]!r}")
-        await _between_requests()
+        await between_requests()
     _mark()
     await lifespan.__aexit__(None, None, None)
 

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from bench.load_servers import KINDS, TOKEN, post_scope
+from bench.profile_mcp import between_requests
 
 BODY = b'{"a": 1, "b": 2}'
 HEADERS = [
@@ -71,6 +72,7 @@ async def run(kind: str, n: int, profiler: Any = None) -> None:
             profiler.enable()
         for _ in range(n):
             await _call(app)
+            await between_requests()
         if profiler is not None:
             profiler.disable()
         os.getppid()  # callgrind: the loop ended
