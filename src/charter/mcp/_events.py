@@ -133,11 +133,10 @@ class MemoryEventStore(SessionEventStore):
     needs the session the SDK checked before it asks the store. The oldest events are
     dropped past the bound, so a client that reconnects too late gets nothing replayed.
 
-    Messages are kept as their JSON text (``event_text``), not as the SDK's models: a
-    kept model is half a dozen objects the garbage collector tracks, and ten thousand of
-    them made the collector go through the whole heap every few thousand requests; a
-    tuple of strings it stops tracking, and it is a few hundred bytes instead of a few
-    kilobytes.
+    Messages are kept as their JSON text (``event_text``), not as the SDK's models. A kept
+    model is half a dozen objects the garbage collector tracks, and ten thousand of them
+    made it go through the whole heap every few thousand requests; the collector stops
+    tracking a tuple of strings, which is also a few hundred bytes, not a few kilobytes.
     """
 
     def __init__(self, max_events: int = 10_000) -> None:

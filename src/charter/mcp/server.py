@@ -44,9 +44,9 @@ __all__ = ("create_server",)
 Context = ServerRequestContext[ConnectionState, Any]
 
 _MAX_ROUNDS = 4
+"""Elicitation rounds one ``tools/call`` may take (a confirmation, then a question)."""
 _HEADER_ANNOTATION = "x-mcp-header"
 """The JSON Schema annotation that binds a tool argument to an ``Mcp-Param-*`` header."""
-"""Elicitation rounds one ``tools/call`` may take (a confirmation, then a question)."""
 
 
 def create_server(
