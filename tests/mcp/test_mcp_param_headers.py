@@ -16,11 +16,11 @@ import pytest
 from mcp_types import HEADER_MISMATCH
 from pydantic import BaseModel, Field
 from tests.builders import MCP_HEADERS
-from tests.live_server import serve
 
 from charter import Registry, tool
 from charter.host import Host
 from charter.mcp import create_asgi_app
+from live_server import serve
 
 pytestmark = pytest.mark.anyio
 

@@ -20,12 +20,12 @@ import mcp.server._streamable_http_modern as modern
 import pytest
 from pydantic import BaseModel
 from tests.builders import MCP_HEADERS
-from tests.live_server import serve
 
 from charter import Registry, ToolContext, tool
 from charter.host import Host
 from charter.mcp import create_asgi_app
 from charter.mcp._quiet import WATCH_AFTER
+from live_server import serve
 
 pytestmark = pytest.mark.anyio
 
