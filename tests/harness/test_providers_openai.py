@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 from harness_support import ALICE, World
 from provider_tools import COMPLETED_SEARCH, SEARCH, SearchIn

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import anyio
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import mcp.types as types
 import pytest
 from mcp.client import Client

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import httpx
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import mcp.types as types
 import pytest
 from mcp.client.session import ClientRequestContext

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 from mcp.client import Client
 from mcp.server.lowlevel import Server
