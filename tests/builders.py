@@ -59,7 +59,8 @@ def tiered_tool(
     **options: Any,
 ) -> Tool[Any, Any, Any]:
     """A tool at ``tier`` (a write gets ``WRITE_RISK`` unless ``options`` give a risk policy)."""
-    if RiskTier(tier) is not RiskTier.READ:
+    tier = RiskTier(tier)
+    if tier is not RiskTier.READ:
         options.setdefault("risk_policy", WRITE_RISK)
     options.setdefault("description", f"The {name} tool.")
     options.update(input_schema=input_schema, output_schema=output_schema)

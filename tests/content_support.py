@@ -6,12 +6,15 @@ Two tenants hold trips with their own ids; agents in each read ``trip://{trip_id
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TypedDict
+
 from pydantic import BaseModel, Field
 
 from charter import ErrorCode, Registry, ToolContext, ToolError, tool
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
-from charter.resources import PromptMessage, PromptText, prompt, resource
+from charter.resources import Completer, PromptMessage, PromptText, prompt, resource
 
 TRIPS = {
     "acme": {"T-1": "Lisbon offsite", "T-2": "Lima sales trip"},
@@ -62,7 +65,14 @@ def _trip_ids(typed: str, ctx: ToolContext) -> list[str]:
     return sorted(t for t in TRIPS.get(ctx.tenant_id, {}) if t.startswith(typed))
 
 
-TRIP_READER = {"required_scopes": ("trips:read",), "complete": {"trip_id": _trip_ids}}
+class ReaderOptions(TypedDict):
+    """The options ``@resource`` and ``@prompt`` share here."""
+
+    required_scopes: Sequence[str]
+    complete: Mapping[str, Completer]
+
+
+TRIP_READER: ReaderOptions = {"required_scopes": ("trips:read",), "complete": {"trip_id": _trip_ids}}
 """Who may read a trip, and how its ``trip_id`` argument completes."""
 
 

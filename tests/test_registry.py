@@ -21,6 +21,7 @@ from charter import (
     Denied,
     Failed,
     PreparedAction,
+    RegisteredTool,
     Registry,
     Tool,
     ToolBinding,
@@ -897,7 +898,7 @@ class OwnRecords:
     ``ctx.handler_action_policy``) its handler saw."""
 
     registry: Registry
-    tool: Tool[Any, Any, Any]
+    tool: RegisteredTool
     seen: list[object]
 
     @classmethod

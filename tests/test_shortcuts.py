@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, computed_field
+from pydantic import BaseModel, JsonValue, computed_field
 
 from charter import Host, Principal, Registry, RiskPolicy, tool
 from charter._shortcuts import built, computed_fields, meter_provider_reader, tracer_provider_reader
@@ -17,7 +17,7 @@ from charter.outcome import Completed, outcome_adapter
 
 
 def test_a_built_completed_is_the_instance_model_construct_makes() -> None:
-    output = {"trip_id": "trp_1", "nights": [1, 2]}
+    output: dict[str, JsonValue] = {"trip_id": "trp_1", "nights": [1, 2]}
     fast = built(Completed, {"kind": "completed", "output": output, "replayed": False}, {"output"})
     slow = Completed.model_construct(output=output)
     assert fast == slow == Completed(output=output)
@@ -26,7 +26,7 @@ def test_a_built_completed_is_the_instance_model_construct_makes() -> None:
     assert outcome_adapter.dump_json(fast) == outcome_adapter.dump_json(slow)
     assert fast.model_copy(update={"replayed": True}).replayed is True
     with pytest.raises(Exception, match="frozen"):
-        fast.replayed = True  # type: ignore[misc]
+        fast.replayed = True
 
 
 def test_a_built_audit_event_is_the_instance_model_construct_makes() -> None:

@@ -129,7 +129,7 @@ class Database:
         wanted: sa.BindParameter[Any] = sa.bindparam("ids", expanding=True)
         async with self.engine.connect() as conn:
 
-            async def of_the_run(sql: str) -> Sequence[sa.Row[Any]]:
+            async def of_the_run(sql: str) -> Sequence[sa.Row[*tuple[Any, ...]]]:
                 """The rows of ``sql``, whose ``:ids`` are the run's request ids."""
                 statement = sa.text(sql).bindparams(wanted)
                 return (await conn.execute(statement, {"ids": list(ids)})).all()

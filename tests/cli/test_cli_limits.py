@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -99,7 +100,7 @@ async def call_concurrently(
         return await asyncio.gather(*(call(http, i) for i in range(calls)))
 
 
-async def call_over_mcp(url: str, key: str) -> tuple[bool, dict[str, object]]:
+async def call_over_mcp(url: str, key: str) -> tuple[bool, dict[str, Any]]:
     async with mcp_http_client(url + "/mcp", key) as client:
         result = await client.call_tool("trips.search", {"destination": "Porto"})
     return bool(result.is_error), dict((result.meta or {}).get("charter/error") or {})
