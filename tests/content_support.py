@@ -72,7 +72,10 @@ class ReaderOptions(TypedDict):
     complete: Mapping[str, Completer]
 
 
-TRIP_READER: ReaderOptions = {"required_scopes": ("trips:read",), "complete": {"trip_id": _trip_ids}}
+TRIP_READER: ReaderOptions = {
+    "required_scopes": ("trips:read",),
+    "complete": {"trip_id": _trip_ids},
+}
 """Who may read a trip, and how its ``trip_id`` argument completes."""
 
 
