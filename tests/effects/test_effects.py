@@ -104,6 +104,7 @@ async def test_an_effect_key_already_in_the_outbox_fails_the_call_and_rolls_it_b
     store.effects[key] = held
     outcome = await refund(host, request_id=rid)
     assert isinstance(outcome, Failed) and outcome.code == ErrorCode.IDEMPOTENCY_CONFLICT
+    assert outcome.meta is not None
     assert outcome.meta["reason"] == "effect_key_in_use"
     assert outcome.meta["effectKey"] == key
     assert store.entries == {}  # rolled back: the request id is free
@@ -266,7 +267,7 @@ async def test_secret_fields_are_stored_masked() -> None:
     async with host.effects.transaction() as batch:
         record = await batch.enqueue(
             "payments.refund",
-            SecretPayload(card="4242424242424242"),  # type: ignore[arg-type]
+            SecretPayload(card="4242424242424242"),
             tenant_id="acme",
             key=("secret",),
         )

@@ -73,7 +73,9 @@ async def test_the_request_id_to_ask_approval_for_is_a_uuid_in_schema_and_valida
     refund = {"booking_id": "bkg_hotel001", "amount_cents": 100}
     asked = await ask_approval(travel, "bookings.refund", refund, "0")
     assert isinstance(asked, Failed) and asked.code is ErrorCode.INVALID_INPUT
-    assert [issue["loc"] for issue in asked.meta["issues"]] == [["request_id"]]
+    assert asked.meta is not None
+    issues: Any = asked.meta["issues"]
+    assert [issue["loc"] for issue in issues] == [["request_id"]]
     assert await ledger_rows(travel) == before
 
 
