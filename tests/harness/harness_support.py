@@ -18,6 +18,7 @@ from charter import (
     InteractionRequired,
     Principal,
     Registry,
+    Tool,
     ToolContext,
     ToolError,
     define_tool,
@@ -248,9 +249,9 @@ def build_world() -> World:
         description: str,
         input_schema: type[BaseModel],
         output_schema: type[BaseModel] = AddOut,
-        tier: RiskTier = "read",
+        tier: RiskTier | str = "read",
         **options: Any,
-    ) -> Any:
+    ) -> Tool[Any, Any, Any]:
         """Tool ``name`` whose handler is the world's handler of that name."""
         options["description"] = description
         return tiered_tool(name, tier, h[name], input_schema, output_schema, **options)

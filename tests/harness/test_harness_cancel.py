@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -15,9 +16,9 @@ from charter.harness.testing import FunctionModel, ScriptedModel
 pytestmark = pytest.mark.anyio
 
 
-async def wait_in_thread(event: object, timeout: float = 5.0) -> bool:
+async def wait_in_thread(event: threading.Event, timeout: float = 5.0) -> bool:
     """Wait for a ``threading.Event`` without blocking the event loop."""
-    return bool(await anyio.to_thread.run_sync(event.wait, timeout))  # type: ignore[attr-defined]
+    return await anyio.to_thread.run_sync(event.wait, timeout)
 
 
 async def cancelled_turn(session: Session, started: Callable[[], Awaitable[None]]) -> TurnResult:
@@ -30,7 +31,8 @@ async def cancelled_turn(session: Session, started: Callable[[], Awaitable[None]
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(cancel_once_started)
-            return await session.run("go")
+            result = await session.run("go")
+    return result
 
 
 async def test_cancelling_a_session_reaches_an_async_handler(world: World) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -113,7 +114,7 @@ def colliding_registry() -> Registry:
 def test_two_tools_that_map_to_one_name_fail_every_export_naming_both() -> None:
     registry = colliding_registry()
     host = Host(registry)
-    exports = [
+    exports: list[Callable[[], object]] = [
         lambda: openai_tools(registry.tools()),
         lambda: openai_tools(registry.tools(), api="responses"),
         lambda: anthropic_tools(registry.tools()),

@@ -23,7 +23,7 @@ import pytest
 from harness_support import recording_tool
 from pydantic import BaseModel
 
-from charter import Principal, Registry
+from charter import Principal, RegisteredTool, Registry
 from charter.harness import (
     Harness,
     ModelRequest,
@@ -189,7 +189,7 @@ TRAVEL_READS: dict[str, dict[str, Any]] = {
 def test_the_travel_tools_are_named_and_shaped_as_every_provider_documents() -> None:
     tools = build_registry().tools()
     for api in ("chat", "responses"):
-        for entry in openai_tools(tools, api=api):  # type: ignore[arg-type]
+        for entry in openai_tools(tools, api=api):
             function = entry["function"] if api == "chat" else entry
             assert OPENAI_NAME.fullmatch(function["name"])
             check_openai_strict(function["parameters"])
@@ -209,7 +209,7 @@ def test_pathological_names_are_all_valid_and_distinct_on_every_provider() -> No
     hand_built = ToolSchema(
         name="réserver.vol", description="Book.", parameters={"type": "object", "properties": {}}
     )
-    every = [*tools, hand_built]
+    every: list[RegisteredTool | ToolSchema] = [*tools, hand_built]
     chat = [e["function"]["name"] for e in openai_tools(every)]
     anthropic = [e["name"] for e in anthropic_tools(every)]
     gemini = [d["name"] for d in gemini_tools(every)[0]["functionDeclarations"]]
@@ -564,13 +564,13 @@ async def test_langchain_chat_openai_binds_model_names_and_each_tool_runs_once()
     names = model_names(registry.tools())
     calls = [(names.model_name(t.name), {"text": "x"}) for t in registry.tools()]
     wire = Wire([lambda body: _chat_calls(calls)])
-    chat = ChatOpenAI(model="gpt-4.1", api_key="test", http_async_client=wire.client())  # type: ignore[arg-type]
+    chat = ChatOpenAI(model="gpt-4.1", api_key="test", http_async_client=wire.client())
     message = await chat.bind_tools(tools).ainvoke("go")
     for tool in wire.requests[0]["tools"]:
         assert OPENAI_NAME.fullmatch(tool["function"]["name"])
     assert sorted(_wire_names(wire.requests[0])) == sorted(c[0] for c in calls)
     by_name = {t.name: t for t in tools}
-    for call in message.tool_calls:  # type: ignore[attr-defined]
+    for call in message.tool_calls:
         await by_name[call["name"]].ainvoke(call)
     assert sorted(runs) == sorted(t.name for t in registry.tools())
     events = await host.audit.events(tenant="acme")
