@@ -270,7 +270,8 @@ async def test_a_daily_quota_counts_the_cost_of_the_validated_input() -> None:
 
 
 async def test_a_cost_function_returning_no_whole_number_fails_the_call_clearly() -> None:
-    quota = RateLimit(calls=10, per=60, cost=lambda args: 1.5)
+    # A float cost on purpose (mypy refuses it too): the host refuses it when the call runs.
+    quota = RateLimit(calls=10, per=60, cost=lambda args: 1.5)  # type: ignore[arg-type, return-value]
     ran: list[str] = []
     host = Host(registry(refund_limits=[quota], ran=ran))
     outcome = await host.invoke("bookings.refund", refund_args(100), agent())
@@ -320,13 +321,14 @@ async def test_rate_limited_refusals_are_audited_aggregated_per_caller_and_tool(
 
 
 async def test_malformed_limits_are_configuration_errors_naming_the_problem() -> None:
+    # The "user" key and the lone RateLimit are ill-typed on purpose (mypy refuses them too).
     bad: list[tuple[Callable[[], object], str]] = [
         (lambda: registry(search_limits=[RateLimit(calls=0, per=60)]), "calls > 0"),
         (lambda: registry(search_limits=[RateLimit(calls=5, per=0)]), "per > 0"),
-        (lambda: registry(search_limits=[RateLimit(calls=5, per=60, key="user")]), "'user'"),
+        (lambda: registry(search_limits=[RateLimit(calls=5, per=60, key="user")]), "'user'"),  # type: ignore[arg-type]
         (lambda: registry(search_limits=[InFlight(limit=0)]), "limit > 0"),
         (lambda: registry(search_limits=["10/min"]), "got str"),
-        (lambda: Host(registry(), rate_limits=RateLimit(calls=1, per=1)), "must be a list"),
+        (lambda: Host(registry(), rate_limits=RateLimit(calls=1, per=1)), "must be a list"),  # type: ignore[arg-type]
     ]
     for build, words in bad:
         with pytest.raises(ConfigurationError, match=words):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
 from tests.builders import Clock, risk, tiered_tool
 
 from charter import ActionPolicy, Principal, Registry, Tool, ToolContext
+from charter.audit import MemoryAuditSink
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Completed, Failed
@@ -27,7 +28,7 @@ class Found(BaseModel):
     tenant: str
 
 
-def build(**options: object) -> tuple[Host, list[str]]:
+def build(**options: Any) -> tuple[Host, list[str]]:
     seen: list[str] = []
 
     async def lookup(args: Lookup, ctx: ToolContext) -> Found:
@@ -60,7 +61,7 @@ def build(**options: object) -> tuple[Host, list[str]]:
             ),
         ]
     )
-    return Host(registry, **options), seen  # type: ignore[arg-type]
+    return Host(registry, **options), seen
 
 
 async def test_an_anonymous_caller_cannot_name_a_tenant_in_a_public_tools_tenant_field() -> None:
@@ -121,6 +122,6 @@ async def test_anonymous_audit_events_are_pruned_apart_from_the_others() -> None
     await host.invoke("no.such.tool", {}, None)
     await host.invoke("no.such.tool", {}, sam)
     clock.now += timedelta(days=8)
-    prune = host.audit.prune_audit
+    prune = cast(MemoryAuditSink, host.audit).prune_audit  # the host's default sink
     assert await prune(clock.now - timedelta(days=7), anonymous_only=True) == 1
     assert [e.subject for e in await host.audit.events()] == ["sam"]

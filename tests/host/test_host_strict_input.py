@@ -157,12 +157,14 @@ async def test_raw_json_text_is_validated_as_strictly(host: Host) -> None:
 async def test_a_model_that_says_strict_false_keeps_lax_coercion(host: Host) -> None:
     outcome = await call(host, "trips.search_lax", {"limit": "7"})
     assert isinstance(outcome, Completed), outcome
+    assert isinstance(outcome.output, dict)
     assert outcome.output["limit"] == 7
 
 
 async def test_a_lax_field_coerces_while_the_rest_of_the_tool_stays_strict(host: Host) -> None:
     outcome = await call(host, "trips.page", {"limit": 3, "page": "2"})
     assert isinstance(outcome, Completed), outcome
+    assert isinstance(outcome.output, dict)
     assert outcome.output["limit"] == 302
     strict = await call(host, "trips.page", {"limit": "3", "page": 2})
     assert isinstance(strict, Failed) and strict.code == ErrorCode.INVALID_INPUT
