@@ -219,9 +219,9 @@ class Lab:
 
 def build_registry(lab: Lab) -> Registry:
     write_risk = risk("data-write")
-    trip = {"target_type": "trip", "command_target_field": "trip_id"}
-    booking = {"target_type": "booking", "command_target_field": "booking_id"}
-    gated = {"approval": "required", "confirmation": "required"}
+    trip: dict[str, Any] = {"target_type": "trip", "command_target_field": "trip_id"}
+    booking: dict[str, Any] = {"target_type": "booking", "command_target_field": "booking_id"}
+    gated: dict[str, Any] = {"approval": "required", "confirmation": "required"}
 
     @tool(name="catalog.ping", tier="read", auth="public")
     def ping(arguments: Empty) -> Pong:

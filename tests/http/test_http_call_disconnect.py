@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from starlette.types import Message
 
 from charter import Registry, ToolContext, tool
 from charter.auth import Principal, StaticAuthenticator
@@ -48,7 +49,7 @@ class _Client:
     def __init__(self, label: str) -> None:
         self.body = json.dumps({"label": label}).encode()
         self.gone = asyncio.Event()
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[Message] = []
         self._read = False
 
     def scope(self) -> dict[str, Any]:
@@ -79,7 +80,7 @@ class _Client:
         await self.gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Message) -> None:
         self.sent.append(message)
 
     def answer(self) -> tuple[int, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from starlette.types import Message
+
 from charter._asgi import DEFAULT_ALLOWED_HOSTS, HostCheck
 
 
@@ -15,12 +17,12 @@ async def _ok(scope: Any, receive: Any, send: Any) -> None:
 
 def _status(check: HostCheck, *hosts: bytes) -> int:
     """The status ``check`` answers a GET carrying these ``Host`` headers with."""
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     scope = {"type": "http", "path": "/v1/tools", "headers": [(b"host", h) for h in hosts]}

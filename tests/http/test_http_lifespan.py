@@ -204,6 +204,7 @@ def test_plain_uvicorn_opens_the_store_it_was_handed_and_records_every_audit_eve
 
 
 def test_plain_uvicorn_serves_the_mcp_asgi_app_on_the_store_it_opened(tmp_path: Path) -> None:
+    import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -212,7 +213,7 @@ def test_plain_uvicorn_serves_the_mcp_asgi_app_on_the_store_it_opened(tmp_path: 
 
     async def call(url: str) -> dict[str, object]:
         async with (
-            httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as client,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as client,
             streamable_http_client(url + "/mcp", http_client=client) as (read, write, *_),
             ClientSession(read, write) as session,
         ):
@@ -226,7 +227,7 @@ def test_plain_uvicorn_serves_the_mcp_asgi_app_on_the_store_it_opened(tmp_path: 
                 },
             )
             assert not result.is_error, result.content
-            assert result.structured_content is not None
+            assert isinstance(result.structured_content, dict)
             return result.structured_content
 
     with uvicorn_process(tmp_path, "mcp", db_url) as (url, log):

@@ -154,6 +154,7 @@ def test_schemathesis_finds_no_server_errors_and_no_schema_violations(
     import schemathesis
     from schemathesis import checks as generic_checks
     from schemathesis.core.failures import FailureGroup
+    from schemathesis.core.result import Ok
     from schemathesis.generation import GenerationMode
     from schemathesis.specs.openapi import checks as openapi_checks
 
@@ -170,7 +171,10 @@ def test_schemathesis_finds_no_server_errors_and_no_schema_violations(
     headers = {"Authorization": f"Bearer {token}"}
     schema = schemathesis.openapi.from_url(fuzzed.url + "/v1/openapi.json", headers=headers)
     failures: list[str] = []
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = []
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result  # else the schema has an invalid operation
+        operations.append(result.ok())
     assert len(operations) > 10
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):

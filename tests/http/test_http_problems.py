@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
@@ -118,7 +119,7 @@ def test_a_tool_that_times_out_is_504_and_retryable(lab_client: httpx.Client) ->
 def test_a_duplicate_while_the_first_still_runs_is_409_with_retry_after(live: Live) -> None:
     gate = live.lab.gate("busy")
     request_id = str(uuid.uuid4())
-    call = {"json": {"key": "busy"}, "headers": {"Idempotency-Key": request_id}}
+    call: dict[str, Any] = {"json": {"key": "busy"}, "headers": {"Idempotency-Key": request_id}}
     with (
         live.client("lab-token") as first_client,
         live.client("lab-token") as second_client,
