@@ -211,7 +211,7 @@ def _action_tools(probe: Probe) -> list[AnyTool]:
         options.update(name=name, description=description, required_scopes=("trips:write",))
         return tool(**options)(handler)
 
-    def on_trip(**gates: str) -> ActionPolicy:
+    def on_trip(**gates: Any) -> ActionPolicy:
         return ActionPolicy(target_type="trip", command_target_field="trip_id", **gates)
 
     rename_trip = trip_tool(

@@ -36,9 +36,9 @@ async def test_a_completed_call_returns_structured_output_valid_for_its_schema_a
         result = await client.call_tool("echo", {"text": "ab", "times": 2})
     assert result.is_error is False
     assert result.structured_content == {"text": "abab", "times": 2}
-    jsonschema.Draft202012Validator(listed["echo"].output_schema).validate(
-        result.structured_content
-    )
+    schema = listed["echo"].output_schema
+    assert schema is not None
+    jsonschema.Draft202012Validator(schema).validate(result.structured_content)
     assert json.loads(text_of(result)) == result.structured_content
 
 

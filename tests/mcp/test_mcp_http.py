@@ -81,7 +81,9 @@ async def test_list_then_call_with_structured_output_valid_for_its_schema(
     assert tools["rename_trip"].meta is not None
     assert tools["rename_trip"].meta["charter/tool"]["requiredScopes"] == ["trips:write"]
     assert result.structured_content == {"text": "hihihi", "times": 3}
-    jsonschema.Draft202012Validator(tools["echo"].output_schema).validate(result.structured_content)
+    schema = tools["echo"].output_schema
+    assert schema is not None
+    jsonschema.Draft202012Validator(schema).validate(result.structured_content)
     # The principal comes from the bearer token.
     assert who.structured_content == {"subject": "alice", "tenant_id": "acme"}
 

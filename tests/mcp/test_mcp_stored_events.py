@@ -56,7 +56,6 @@ class Done(BaseModel):
 
 
 def build_registry(gate: threading.Event) -> Registry:
-    @tool(tier="read", auth="public")
     async def two_steps(args: Step, ctx: ToolContext) -> Done:
         """Log, wait for the gate when the label says "held", log again, answer."""
         await ctx.log("info", f"{args.label}: first")
@@ -68,10 +67,10 @@ def build_registry(gate: threading.Event) -> Registry:
     @tool(tier="write", risk_policy=WRITE_RISK)
     async def ledgered_steps(args: Step, ctx: ToolContext) -> Done:
         """The same, as a ledgered write: its log messages are sent inside its transaction."""
-        return await two_steps.handler(args, ctx)
+        return await two_steps(args, ctx)
 
     registry = Registry()
-    registry.register(two_steps)
+    registry.register(tool(tier="read", auth="public")(two_steps))
     registry.register(ledgered_steps)
     return registry
 

@@ -134,5 +134,6 @@ async def test_the_bearer_backend_hands_one_principal_the_same_user() -> None:
     bob = await backend.authenticate(_connection((b"authorization", b"Bearer bob-token")))
     assert first is not None and again is not None and bob is not None
     assert again[1] is first[1] and isinstance(first[1], AuthenticatedUser)
-    assert first[1].access_token.principal is ALICE
+    token = first[1].access_token
+    assert isinstance(token, PrincipalAccessToken) and token.principal is ALICE
     assert bob[1] is not first[1]
