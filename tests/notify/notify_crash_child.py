@@ -13,11 +13,12 @@ import os
 import signal
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from notify_support import ADA, ALICE, SECRET, approval_id_of, refund, registry
 
 from charter.host import Host
-from charter.notify import ApprovalEvent, Webhook
+from charter.notify import ApprovalChange, ApprovalEvent, Webhook
 from charter.outcome import Failed
 from charter.store import SqlStore
 
@@ -37,7 +38,7 @@ class Clock:
         return self.now
 
 
-async def main(db: str, url: str, request_id: str, kind: str) -> None:
+async def main(db: str, url: str, request_id: str, kind: ApprovalChange) -> None:
     clock = Clock()
     async with SqlStore(db) as store:
         host = Host(
@@ -61,4 +62,5 @@ async def main(db: str, url: str, request_id: str, kind: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:]))
+    db, url, request_id, kind = sys.argv[1:]
+    asyncio.run(main(db, url, request_id, cast(ApprovalChange, kind)))  # the test passes a kind

@@ -86,8 +86,8 @@ def test_a_notify_file_reads_every_secret_from_the_environment(tmp_path: Path) -
         {"A_SECRET": SECRET, "SLACK_URL": "https://hooks.slack.com/services/T/B/tok"},
     )
     webhook, slack = notifiers
-    assert isinstance(webhook, Webhook) and webhook.events == {"requested", "expired"}
-    assert isinstance(slack, Slack) and slack.tenants == {"acme", "globex"}
+    assert isinstance(webhook, Webhook) and webhook.events == frozenset({"requested", "expired"})
+    assert isinstance(slack, Slack) and slack.tenants == frozenset({"acme", "globex"})
 
 
 @pytest.mark.parametrize(
