@@ -79,9 +79,9 @@ typecheck: $(STAMP)
 # Lint first (seconds); then every test but the `serial` ones in parallel, the browser
 # tests included (their servers keep their data in memory); then the `serial` ones, the
 # PostgreSQL fault tests (restarts, ended connections), which no other test may run beside,
-# with mypy beside them: they mostly wait on the server's restarts, which hides much of
-# mypy's 45 s of CPU when its cache is cold (30 s for src/ and examples/, 15 s for tests/;
-# 3 s warm), and not earlier, where tests/test_typing.py runs mypy on the same cache. Any
+# with mypy beside them (not earlier, where tests/test_typing.py runs mypy on the same
+# cache): they mostly wait on the server's restarts, which hides much of mypy's 45 s of CPU
+# when its cache is cold (30 s for src/ and examples/, 15 s for tests/; 3 s warm). Any
 # failure fails `make test` (make waits for the other job, then exits non-zero), including
 # pytest's exit 5 (no test collected). README "Running the tests".
 test: setup lint
