@@ -29,7 +29,6 @@ __all__ = (
     "outcome_adapter",
 )
 
-_frozen = ConfigDict(frozen=True, extra="forbid")
 
 Gate: TypeAlias = Literal["confirmation", "approval", "handler"]
 """What paused a call: the host's confirmation gate, its approval gate, or the handler."""
@@ -45,7 +44,7 @@ revoked) the approval, or the approval expired before anyone decided or it was u
 class Interaction(BaseModel):
     """A request for a person's approval or answer before a tool can continue."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     """Stable id; for approvals it is the ``approvalId`` an approver grants."""
@@ -60,7 +59,7 @@ class Interaction(BaseModel):
 class Completed(BaseModel):
     """The tool ran and produced output that matches its output schema."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["completed"] = "completed"
     output: JsonValue
@@ -76,7 +75,7 @@ class Denied(BaseModel):
     again. To try once more, make a new request (a new request id).
     """
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["denied"] = "denied"
     reason: str
@@ -97,7 +96,7 @@ class Denied(BaseModel):
 class Failed(BaseModel):
     """The call failed with a coded error a caller (or model) can act on."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["failed"] = "failed"
     code: ErrorCode
@@ -139,7 +138,7 @@ class InteractionRequired(BaseModel):
     transport needs to read ``interaction.metadata``.
     """
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["interaction-required"] = "interaction-required"
     interaction: Interaction
@@ -164,7 +163,7 @@ class InteractionRequired(BaseModel):
 class Deferred(BaseModel):
     """The work continues elsewhere; the host settles it later."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["deferred"] = "deferred"
     token: JsonValue = None

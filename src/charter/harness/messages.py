@@ -25,13 +25,11 @@ __all__ = (
     "result_text",
 )
 
-_frozen = ConfigDict(frozen=True, extra="forbid")
-
 
 class ToolCall(BaseModel):
     """A tool call exactly as a model produced it, before sealing."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     call_id: str
     name: str
@@ -48,7 +46,7 @@ class ToolCall(BaseModel):
 class ToolResult(BaseModel):
     """What the model gets back for one tool call: completed, denied or failed."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["completed", "denied", "failed"]
     call_id: str
@@ -84,7 +82,7 @@ def result_text(result: ToolResult) -> str:
 class UserMessage(BaseModel):
     """Text from the person (or the application) driving the session."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: Literal["user"] = "user"
     content: str
@@ -93,7 +91,7 @@ class UserMessage(BaseModel):
 class AssistantMessage(BaseModel):
     """One model step: its text and the tool calls it made, in its order."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: Literal["assistant"] = "assistant"
     text: str | None = None
@@ -103,7 +101,7 @@ class AssistantMessage(BaseModel):
 class ToolResultsMessage(BaseModel):
     """The results of one step's tool calls, in the model's call order."""
 
-    model_config = _frozen
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: Literal["tool"] = "tool"
     results: tuple[ToolResult, ...]

@@ -36,13 +36,11 @@ RECORD_VERSION = 2
 Version 2 keeps the host's pause (``CallRecord.paused``) instead of the controls to send.
 """
 
-_record = ConfigDict(frozen=True, extra="forbid")
-
 
 class ResumeRecord(BaseModel):
     """The decision or answer a paused call resumes with (``ctx.resume``)."""
 
-    model_config = _record
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     interaction_id: str
     kind: Literal["approval", "response"]
@@ -54,7 +52,7 @@ class ResumeRecord(BaseModel):
 class CallRecord(BaseModel):
     """One tool call of the step in flight, in the model's order."""
 
-    model_config = _record
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     call: ToolCall
     """The call as the model made it."""
@@ -82,7 +80,7 @@ class CallRecord(BaseModel):
 class PendingStep(BaseModel):
     """The model step whose tool calls are not all settled yet."""
 
-    model_config = _record
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     turn_id: str
     step_id: str
@@ -94,7 +92,7 @@ class PendingStep(BaseModel):
 class SessionRecord(BaseModel):
     """Everything a harness needs to continue a session, in any process."""
 
-    model_config = _record
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     version: int = RECORD_VERSION
     session_id: str
