@@ -124,6 +124,7 @@ def render(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ())
 
 _LOAD = ("throughput", "rss")
 _LOAD_HEADING = "## Throughput under load"
+_FAILED_HEADING = "### Load cases that did not run"
 
 
 def load_section(results: Sequence[Result], failures: Sequence[tuple[Case, str]] = ()) -> list[str]:
@@ -145,7 +146,7 @@ def load_section(results: Sequence[Result], failures: Sequence[tuple[Case, str]]
         results,
         failures,
         "### What each load case measures",
-        "### Load cases that did not run",
+        _FAILED_HEADING,
     )
 
 
@@ -229,31 +230,95 @@ def _key(line: str) -> str | None:
 
 
 def _merged(old: list[str], new: list[str]) -> list[str]:
-    """The new section, keeping the old one's lines of cases the new one lacks."""
-    fresh = {_key(line) for line in new} - {None}
-    kept: dict[str, list[str]] = {}  # the old lines to keep, by the heading they were under
-    tables: dict[str, list[str]] = {}  # each old heading's table head, if it has a table
-    heading = _LOAD_HEADING
-    for line in old:
-        if line.startswith("#"):
-            heading = line
-        if line.startswith(("| Case |", "|---")):
-            tables.setdefault(heading, []).append(line)
-        key = _key(line)
-        if key is not None and key not in fresh:
-            kept.setdefault(heading, []).append(line)
-    result: list[str] = []
-    heading = _LOAD_HEADING
-    for index, line in enumerate(new):
-        if line.startswith("#"):
-            heading = line
+    """The old section in its order, with the new one's method and its cases' lines.
+
+    ``new`` (from its heading) gives the method paragraph and the machine-load line, which
+    replace the old ones; each of its cases' rows and items replaces the old line of the
+    same case under the same heading, where it stands. A line the old section lacks goes
+    after the last line of its kind under its heading, or under that heading added at the
+    end (with its table's head). A case that ran drops its old "did not run" item.
+    """
+    fresh = new[1:]  # without the heading, which ``old`` does not hold
+    start = next((i for i, line in enumerate(old) if line.startswith("| Case |")), None)
+    if start is None:
+        return new
+    stop = next((i for i, line in enumerate(fresh) if line.startswith("| Case |")), len(fresh))
+    ran = {_case_of(line) for heading, _, line in _keyed(fresh) if heading != _FAILED_HEADING}
+    body = [
+        line
+        for heading, line in _with_headings(old[start:])
+        if not (heading == _FAILED_HEADING and _key(line) and _case_of(line) in ran)
+    ]
+    if _FAILED_HEADING in body and not any(h == _FAILED_HEADING for h, _, _ in _keyed(body)):
+        body = body[: body.index(_FAILED_HEADING)]
+        while body and not body[-1]:
+            body.pop()
+    result = [*fresh[:stop], *body]
+    placed = _placed(result)
+    pending: list[tuple[str, str, str]] = []  # (heading, key, line) the old section lacks
+    for heading, key, line in _keyed(fresh):
+        index = placed.get((heading, key))
+        if index is None:
+            pending.append((heading, key, line))
+        else:
+            result[index] = line
+    for heading, key, line in pending:
+        kind = key.partition(":")[0]
+        same = [i for (h, k), i in _placed(result).items() if h == heading and k.startswith(kind)]
+        if same:
+            result.insert(max(same) + 1, line)
+            continue
+        if heading not in result:
+            result += ["", heading, "", *_table_head(fresh, heading)]
         result.append(line)
-        following = new[index + 1] if index + 1 < len(new) else ""
-        if _key(line) is not None and _key(following) is None:
-            result += kept.pop(heading, [])
-    for heading, lines in kept.items():
-        result += ["", heading, "", *tables.get(heading, []), *lines]
-    return result
+    return [new[0], *result]
+
+
+def _case_of(line: str) -> tuple[str, str]:
+    """The case (its name and baseline) a table row or an item is about."""
+    if line.startswith("| "):
+        name, baseline = line.split("|")[1:3]
+        return name.strip(), baseline.strip()
+    name, _, rest = line.removeprefix("- **").partition("** (vs ")
+    return name, rest.partition("): ")[0]
+
+
+def _with_headings(lines: Sequence[str]) -> list[tuple[str, str]]:
+    """Each line of a section with the heading it stands under."""
+    heading = _LOAD_HEADING
+    out = []
+    for line in lines:
+        if line.startswith("#"):
+            heading = line
+        out.append((heading, line))
+    return out
+
+
+def _keyed(lines: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Each case line of a section with the heading it stands under and its key."""
+    return [
+        (heading, key, line)
+        for heading, line in _with_headings(lines)
+        if (key := _key(line)) is not None
+    ]
+
+
+def _placed(lines: Sequence[str]) -> dict[tuple[str, str], int]:
+    """Where each case line of a section stands, by its heading and key."""
+    return {
+        (heading, key): index
+        for index, (heading, line) in enumerate(_with_headings(lines))
+        if (key := _key(line)) is not None
+    }
+
+
+def _table_head(lines: Sequence[str], heading: str) -> list[str]:
+    """The table head (``| Case |`` and its rule) under ``heading`` in ``lines``, if any."""
+    return [
+        line
+        for current, line in _with_headings(lines)
+        if current == heading and line.startswith(("| Case |", "|---"))
+    ]
 
 
 def _throughput(results: Sequence[Result]) -> list[str]:
