@@ -450,7 +450,8 @@ def _replica_case() -> Case:
         "replicas get faster (2026-12-07: 1.76x in the morning, each replica at 0.74-0.76 "
         "ms of CPU per request; 1.63x later, after quiet 2026-07-28 requests stopped going "
         "through the SDK's streaming machinery, at 0.87-0.92 ms on a machine about 1.5x "
-        "slower, where the same replica would have spent about 1.1 ms before). "
+        "slower, where the same replica would have spent about 1.1 ms before; 1.73x run "
+        "alone again half an hour later). "
         "What the case checks is that replicas share nothing but the database (no lock "
         "or row every request waits on); on a machine with more CPUs the ratio is the "
         "better test of that.",
