@@ -5,7 +5,8 @@ Options: ``--rounds N`` and ``--iterations N`` per case, ``--clock cpu|wall`` (d
 ``--no-write`` to print the table only, ``--only SUBSTRING`` to run the cases whose name
 contains it, ``--load-only`` to run the load cases alone (servers under wrk,
 ``bench/bench_load.py``) and rewrite only the page's load section. With ``--only``, only the
-rows and notes of the cases run change on the page; the others stay as they were measured.
+rows and notes of the cases run change on the page, where they stand; the others stay as
+they were measured.
 ``CHARTER_BENCH_LOAD_SECONDS``, ``CHARTER_BENCH_LOAD_CONNECTIONS`` and
 ``CHARTER_BENCH_RSS_CALLS`` shorten the load cases for a quick run.
 """
