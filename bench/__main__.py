@@ -20,6 +20,7 @@ import logging
 import os
 import pkgutil
 import platform
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -254,7 +255,10 @@ def _merged(old: list[str], new: list[str]) -> list[str]:
         body = body[: body.index(_FAILED_HEADING)]
         while body and not body[-1]:
             body.pop()
-    result = [*fresh[:stop], *body]
+    preamble = fresh[:stop]
+    if any(_case_of(line) not in ran for _, _, line in _keyed(body)):
+        preamble = _measured_again(preamble, old[:start], ran)
+    result = [*preamble, *body]
     placed = _placed(result)
     pending: list[tuple[str, str, str]] = []  # (heading, key, line) the old section lacks
     for heading, key, line in _keyed(fresh):
@@ -273,6 +277,28 @@ def _merged(old: list[str], new: list[str]) -> list[str]:
             result += ["", heading, "", *_table_head(fresh, heading)]
         result.append(line)
     return [new[0], *result]
+
+
+_MEASURED = re.compile(r"^Measured (?P<when>.+? UTC) on .*? load average of (?P<load>[\d., ]+?) \(")
+
+
+def _measured_again(
+    preamble: list[str], old_preamble: list[str], ran: set[tuple[str, str]]
+) -> list[str]:
+    """A partial run's preamble: the page's own time and load line, saying what ran again.
+
+    The other rows were measured at the time the old line gives, so it stays, with a
+    sentence naming the cases run now, when and under what load.
+    """
+    old_line = next((line for line in old_preamble if _MEASURED.match(line)), None)
+    index = next((i for i, line in enumerate(preamble) if _MEASURED.match(line)), None)
+    if old_line is None or index is None:
+        return preamble
+    now = _MEASURED.match(preamble[index])
+    assert now is not None
+    names = "; ".join(sorted({name for name, _ in ran}))
+    again = f" Run again alone at {now['when']} (load average {now['load']}): {names}."
+    return [*preamble[:index], old_line + again, *preamble[index + 1 :]]
 
 
 def _case_of(line: str) -> tuple[str, str]:

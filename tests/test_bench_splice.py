@@ -111,3 +111,30 @@ def test_the_last_failure_gone_takes_its_heading_with_it() -> None:
     page = splice(HEAD + "\n" + OLD_SECTION, fresh, replace=False)
     assert "did not run" not in page
     assert page.endswith("- **Replicas** (vs one): what replicas measure.\n")
+
+
+def test_a_partial_run_keeps_the_pages_time_and_says_what_ran_again() -> None:
+    def measured(when: str, load: str) -> str:
+        return (
+            f"Measured {when} UTC on 2 CPUs with a load average of {load} (1, 5, 15 minutes) "
+            "when the last case ended (wrk and the server under load account for about 2)."
+        )
+
+    old = OLD_SECTION.replace("Measured yesterday.", measured("2026-12-06 07:41", "1.1, 1.3, 1.6"))
+    fresh = [
+        "## Throughput under load",
+        "",
+        "New method.",
+        "",
+        measured("2026-12-07 08:18", "2.0, 3.9, 2.8"),
+        "",
+        *TABLE_HEAD,
+        "| Replicas | one | 31 | 1.8x |",
+    ]
+    lines = splice(HEAD + "\n" + old, fresh, replace=False).splitlines()
+    assert measured("2026-12-07 08:18", "2.0, 3.9, 2.8") not in lines
+    assert (
+        measured("2026-12-06 07:41", "1.1, 1.3, 1.6")
+        + " Run again alone at 2026-12-07 08:18 UTC (load average 2.0, 3.9, 2.8): Replicas."
+    ) in lines
+    assert "New method." in lines
