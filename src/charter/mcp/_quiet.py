@@ -31,16 +31,14 @@ from collections.abc import Awaitable, Mapping
 import jiter
 from mcp.server.streamable_http import check_accept_headers
 from mcp_types import LOG_LEVEL_META_KEY
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._gate import Replay
+from ._sessions import VERSION_HEADER, sessionless
 
 __all__ = ("QuietRequests",)
 
-_VERSION_HEADER = b"mcp-protocol-version"
-_HANDSHAKE_VERSIONS = frozenset(v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
 _STREAMED_KEYS = ("progressToken", LOG_LEVEL_META_KEY)
 WATCH_AFTER = 0.25
 """Seconds a quiet call runs before a departed client is looked for (then at once)."""
@@ -76,8 +74,8 @@ class QuietRequests:
 def _modern(scope: Scope) -> bool:
     """Whether the SDK serves this request as 2026-07-28 (its own header test)."""
     for name, value in scope["headers"]:
-        if name == _VERSION_HEADER:
-            return value not in _HANDSHAKE_VERSIONS
+        if name == VERSION_HEADER:
+            return sessionless(value)
     return False
 
 

@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._mcp_config import SessionLimits
 from ._auth import principal_from_scope
 
-__all__ = ("Owner", "SessionLimiter", "SessionLimits")
+__all__ = ("VERSION_HEADER", "Owner", "SessionLimiter", "SessionLimits", "sessionless")
 
 logger = logging.getLogger("charter.mcp")
 
@@ -39,7 +39,8 @@ Owner = str | None
 anonymous callers (one owner)."""
 
 _SESSION_HEADER = b"mcp-session-id"
-_VERSION_HEADER = b"mcp-protocol-version"
+VERSION_HEADER = b"mcp-protocol-version"
+_HANDSHAKE_VERSIONS = frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)
 _CLOSING_HEADERS = frozenset({b"host", b"origin"})
 """The opening request's headers a closing ``DELETE`` repeats (the SDK's DNS-rebinding check)."""
 _CLOSING_SCOPE_KEYS = (
@@ -75,6 +76,14 @@ class _Table:
     timeout is one constant, so insertion order is deadline order)."""
 
 
+def sessionless(version: bytes) -> bool:
+    """Whether the SDK serves a request of this ``MCP-Protocol-Version`` without a session.
+
+    Its own routing rule: any value but a handshake era's goes to its 2026-07-28 entry.
+    """
+    return version not in _HANDSHAKE_VERSIONS
+
+
 class SessionLimiter:
     """ASGI middleware in front of the SDK's session manager: a session cap per principal.
 
@@ -103,13 +112,13 @@ class SessionLimiter:
             await self.app(scope, receive, send)
             return
         named: str | None = None
-        version: str | None = None
+        version: bytes | None = None
         for key, value in scope["headers"]:
             if key == _SESSION_HEADER and named is None:
                 named = value.decode("latin-1")
-            elif key == _VERSION_HEADER and version is None:
-                version = value.decode("latin-1")
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            elif key == VERSION_HEADER and version is None:
+                version = value
+        if version is not None and sessionless(version):
             # A request of a sessionless era (2026-07-28): the SDK routes it by this
             # header, as here, and it neither opens nor uses a session.
             await self.app(scope, receive, send)
