@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,48 +57,12 @@ class BodyDeadline:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._serve_on(loop)
-        due = loop.time() + self.seconds
-        complete = False
-        started = False
-
-        async def read() -> Message:
-            # Timed while it waits (``_expire`` cancels it past ``due``); inline, not a
-            # coroutine of its own: most requests read their whole body once, here.
-            nonlocal complete
-            if complete or started:
-                return await receive()
-            task = asyncio.current_task(loop)
-            assert task is not None
-            waiting, overdue = self._waiting, self._overdue
-            waiting[task] = due
-            if self._timer is None:
-                self._timer = loop.call_at(due, self._expire)
-            try:
-                message = await receive()
-            except asyncio.CancelledError:
-                self._raise_if_overdue(task)
-                raise
-            finally:
-                waiting.pop(task, None)
-                if overdue:
-                    overdue.discard(task)
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                complete = True  # the whole body, or the client left
-            return message
-
-        async def answer(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start" and not started:
-                started = True
-                if not complete:
-                    message = _closing(message)
-            await send(message)
-
+        timed = _TimedRequest(self, receive, send, loop.time() + self.seconds)
         try:
-            await self.app(scope, read, answer)
+            await self.app(scope, timed.read, timed.answer)
         except (_TooSlow, BaseExceptionGroup) as exc:
             # The clock stops when the answer starts, so a started answer is not ours.
-            if started or not _only_too_slow(exc):
+            if timed.started or not _only_too_slow(exc):
                 raise
             await self._timed_out(scope, receive, send)
 
@@ -143,6 +108,66 @@ class BodyDeadline:
             del self._waiting[task]
             self._overdue.add(task)
             task.cancel()
+
+
+class _TimedRequest:
+    """One request's ``receive`` and ``send`` as the app sees them.
+
+    Its reads are timed until the body is complete; its answer's start is noted.
+
+    One object with plain methods, not two closures: each read or send after the body
+    hands the app the server's own awaitable, with no frame of ours around it. The SDK
+    keeps one read waiting for a disconnect and cancels it at the end; frames and closure
+    cells in that read would join the garbage cycle its cancellation leaves behind.
+    """
+
+    __slots__ = ("_deadline", "_due", "_receive", "_send", "complete", "started")
+
+    def __init__(self, deadline: BodyDeadline, receive: Receive, send: Send, due: float) -> None:
+        self._deadline = deadline
+        self._receive = receive
+        self._send = send
+        self._due = due
+        self.complete = False
+        self.started = False
+
+    def read(self) -> Awaitable[Message]:
+        """The next message; timed while the body is incomplete and nothing is answered."""
+        if self.complete or self.started:
+            return self._receive()
+        return self._timed_read()
+
+    async def _timed_read(self) -> Message:
+        # Timed while it waits (``_expire`` cancels it past the deadline); inline, not a
+        # task of its own: most requests read their whole body once, here.
+        deadline = self._deadline
+        loop = deadline._loop
+        task = asyncio.current_task(loop)
+        assert loop is not None and task is not None
+        waiting, overdue = deadline._waiting, deadline._overdue
+        waiting[task] = self._due
+        if deadline._timer is None:
+            deadline._timer = loop.call_at(self._due, deadline._expire)
+        try:
+            message = await self._receive()
+        except asyncio.CancelledError:
+            deadline._raise_if_overdue(task)
+            raise
+        finally:
+            waiting.pop(task, None)
+            if overdue:
+                overdue.discard(task)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self.complete = True  # the whole body, or the client left
+        return message
+
+    def answer(self, message: Message) -> Awaitable[None]:
+        """Send ``message``; an answer started before the whole body closes the connection."""
+        if message["type"] == "http.response.start" and not self.started:
+            self.started = True
+            if not self.complete:
+                message = _closing(message)
+        return self._send(message)
 
 
 class _TooSlow(Exception):

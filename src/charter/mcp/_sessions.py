@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -125,23 +125,13 @@ class SessionLimiter:
             return
         self._expire()
         principal = principal_from_scope(scope)
-        owner: Owner = None if principal is None else principal.key
-        held: str | None = None
-
-        async def watch(message: Message) -> None:
-            nonlocal held
-            if message["type"] == "http.response.start":
-                session_id = named or _header(message.get("headers", ()), _SESSION_HEADER)
-                if session_id is not None:
-                    held = self._observe(session_id, owner, scope, message["status"])
-            await send(message)
-
+        watched = _Watched(self, scope, send, named, None if principal is None else principal.key)
         try:
-            await self.app(scope, receive, watch)
+            await self.app(scope, receive, watched)
         finally:
-            if held is not None:
-                self._release(held)
-        await self._enforce(owner)
+            if watched.held is not None:
+                self._release(watched.held)
+        await self._enforce(watched.owner)
 
     # -- the table ------------------------------------------------------------------------
 
@@ -245,6 +235,37 @@ def _closing_scope(scope: Scope, session_id: str) -> Scope:
     headers = [(n, v) for n, v in scope["headers"] if n in _CLOSING_HEADERS]
     headers.append((_SESSION_HEADER, session_id.encode("latin-1")))
     return {**closing, "method": "DELETE", "query_string": b"", "headers": headers}
+
+
+class _Watched:
+    """One request's ``send`` through the limiter: it notes the session its answer names.
+
+    A plain method handing on the server's own ``send(message)``, not a closure: no frame
+    of ours per message, and no closure cells in the garbage cycle the SDK's cancelled
+    disconnect read leaves behind (``charter.http._body_deadline._TimedRequest``).
+    """
+
+    __slots__ = ("_limiter", "_named", "_scope", "_send", "held", "owner")
+
+    def __init__(
+        self, limiter: SessionLimiter, scope: Scope, send: Send, named: str | None, owner: Owner
+    ) -> None:
+        self._limiter = limiter
+        self._scope: Scope | None = scope
+        self._send = send
+        self._named = named
+        self.owner = owner
+        self.held: str | None = None
+        """The session this request holds (counted in flight) once its answer started."""
+
+    def __call__(self, message: Message) -> Awaitable[None]:
+        scope = self._scope
+        if scope is not None and message["type"] == "http.response.start":
+            self._scope = None  # an answer starts once; the scope need not live on with us
+            session_id = self._named or _header(message.get("headers", ()), _SESSION_HEADER)
+            if session_id is not None:
+                self.held = self._limiter._observe(session_id, self.owner, scope, message["status"])
+        return self._send(message)
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
