@@ -51,6 +51,15 @@ _MCP_QUIET = (
     "([mcp.md](mcp.md#quiet-requests-are-answered-as-plain-json))."
 )
 
+_RESUMABLE_LABEL = "SDK MCPServer with the same event store"
+_MCP_RESUMABLE = (
+    " Its streams resume as charter's do by default (`Resumability()`): the same "
+    "`MemoryEventStore` and `retry_interval=1000`, so the SDK keeps every event and starts "
+    "each SSE answer with a priming event (an id, empty data, `retry: 1000`), one more "
+    "event per call through its stream machinery. The plain MCPServer row has no store; "
+    "this is the like-for-like comparison for what charter adds over the SDK."
+)
+
 
 _MCP_BEARER = (
     "behind the SDK's own bearer check (`MCPServer(token_verifier=..., auth=AuthSettings("
@@ -229,11 +238,16 @@ def _mcp_cases() -> list[Case]:
         suffix = "-stateless" if stateless else ""
         mode = "stateless" if stateless else "stateful"
         prepare = _legacy_session if era == _LEGACY and not stateless else None
-        for kind, label, target in (
+        baselines = [
             ("sdk-mcp", "SDK MCPServer", 0.95),
             ("sdk-mcp-bearer", "SDK MCPServer with the same bearer check", 0.95),
             ("fastmcp", "FastMCP (standalone)", 2.0),
-        ):
+        ]
+        if prepare is not None:
+            # Only a session's SSE streams resume: the one mode where charter's default
+            # differs from the SDK's in what goes on the wire.
+            baselines.insert(2, ("sdk-mcp-resumable", _RESUMABLE_LABEL, 0.95))
+        for kind, label, target in baselines:
             charter = _Side(
                 servers=[_served(f"charter-mcp{suffix}")],
                 request=_mcp_request(era),
@@ -261,6 +275,7 @@ def _mcp_cases() -> list[Case]:
                     f"the bearer token on every request; the baseline, {label}, serves the "
                     "same tool from its own streamable HTTP app "
                     + (_MCP_BEARER if kind == "sdk-mcp-bearer" else "without authentication.")
+                    + (_MCP_RESUMABLE if kind == "sdk-mcp-resumable" else "")
                     + (_MCP_QUIET if era == _MODERN and kind == "sdk-mcp" else "")
                     + (_MCP_PROFILE if kind == "sdk-mcp" else ""),
                 )

@@ -145,11 +145,13 @@ class _OneToken:
         return self._access if token == TOKEN else None
 
 
-def sdk_app(*, stateless: bool = False, bearer: bool = False) -> Starlette:
+def sdk_app(*, stateless: bool = False, bearer: bool = False, resumable: bool = False) -> Starlette:
     """The SDK's ``MCPServer`` serving ``add`` from its own streamable HTTP app.
 
     ``bearer``: behind the SDK's bearer middleware, accepting ``TOKEN`` only and requiring
-    the scope charter's ``add`` requires (``math:read``).
+    the scope charter's ``add`` requires (``math:read``). ``resumable``: with the event
+    store and reconnection delay charter's streams have by default (``MemoryEventStore``,
+    ``retry: 1000``), so every SSE answer starts with a priming event, as charter's do.
     """
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
@@ -172,6 +174,12 @@ def sdk_app(*, stateless: bool = False, bearer: bool = False) -> Starlette:
     async def add_tool(a: int, b: int) -> int:
         return a + b
 
+    if resumable:
+        from charter.mcp import MemoryEventStore
+
+        return server.streamable_http_app(
+            stateless_http=stateless, event_store=MemoryEventStore(), retry_interval=1000
+        )
     return server.streamable_http_app(stateless_http=stateless)
 
 
@@ -248,6 +256,7 @@ KINDS: dict[str, Callable[[], ASGIApp]] = {
     "sdk-mcp-stateless": lambda: sdk_app(stateless=True),
     "sdk-mcp-bearer": lambda: sdk_app(bearer=True),
     "sdk-mcp-bearer-stateless": lambda: sdk_app(stateless=True, bearer=True),
+    "sdk-mcp-resumable": lambda: sdk_app(resumable=True),
     "fastmcp": fastmcp_app,
     "fastmcp-stateless": lambda: fastmcp_app(stateless=True),
     "charter-rest": charter_app,
