@@ -22,12 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from live_server import serve
 from mcp_support import Probe, build_host
 from tests.builders import MCP_HEADERS, MCP_INITIALIZE
 
 import charter
 from charter.http import create_app
+from live_server import serve
 
 CHARTER_SOURCE = str(Path(charter.__file__).parent)
 CALLS = 20
