@@ -57,7 +57,7 @@ _MCP_RESUMABLE = (
     "`MemoryEventStore` and `retry_interval=1000`, so the SDK keeps every event and starts "
     "each SSE answer with a priming event (an id, empty data, `retry: 1000`), one more "
     "event per call through its stream machinery. The plain MCPServer row has no store; "
-    "this is the like-for-like comparison for what charter adds over the SDK."
+    "against this one the difference is charter's own work, the bearer check included."
 )
 
 
