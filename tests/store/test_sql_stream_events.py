@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import mcp.types as types
 import pytest
+import sqlalchemy as sa
 from mcp.server.streamable_http import EventMessage
 
 from charter.mcp import SqlEventStore
@@ -73,6 +74,41 @@ async def test_a_stream_keeps_its_newest_events_and_others_are_untouched(
         "get",
         [],
     )
+
+
+async def test_one_batch_trims_each_of_its_streams_with_one_statement(
+    sql_store: SqlStore,
+) -> None:
+    # Handshake-era calls: one stream per request id, the same ids in two sessions.
+    deletes: list[str] = []
+
+    @sa.event.listens_for(sql_store.engine.sync_engine, "before_cursor_execute")
+    def _count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.startswith("DELETE FROM charter_stream_events"):
+            deletes.append(statement)
+
+    # A stream the next batch does not touch, though its session and id both occur there.
+    [untouched, *_] = await append(sql_store, *(Row("s1", "2", f"u{i}") for i in range(3)), keep=5)
+    deletes.clear()
+    streams = [(session, stream) for session in ("s1", "s2") for stream in ("1", "get")]
+    streams.append(("s2", "2"))
+    first = await append(sql_store, *(Row(s, t, "old") for s, t in streams), keep=2)
+    newer = await append(
+        sql_store, *(Row(s, t, f"new{i}") for s, t in streams for i in range(2)), keep=2
+    )
+    assert len(deletes) == 2  # one per batch, not one per stream
+    for index, (session, stream) in enumerate(streams):
+        # The oldest event of each stream is gone; the newest two are kept.
+        assert (
+            await sql_store.stream_events_after(session_id=session, event_id=first[index], now=NOW)
+            is None
+        )
+        oldest_kept = newer[2 * index]
+        assert await sql_store.stream_events_after(
+            session_id=session, event_id=oldest_kept, now=NOW
+        ) == (stream, [(newer[2 * index + 1], "new1")])
+    replay = await sql_store.stream_events_after(session_id="s1", event_id=untouched, now=NOW)
+    assert replay is not None and [text for _, text in replay[1]] == ["u1", "u2"]
 
 
 async def test_expired_events_replay_nothing_and_prune_deletes_only_them(

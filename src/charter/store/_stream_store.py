@@ -86,12 +86,19 @@ class SqlStreamEvents(SqlAccess):
         ]
         if not rows:
             return 0
-        streams = {(row["session_id"], row["stream_id"]) for row in rows}
+        streams = list({(row["session_id"], row["stream_id"]) for row in rows})
         async with self._connection(self.busy_timeout) as conn:
             with translated("storing stream events"):
                 await conn.execute(sa.insert(stream_events), rows)
-                for session_id, stream_id in streams:
-                    await conn.execute(_trim(str(session_id), str(stream_id), keep))
+                await conn.execute(
+                    _TRIM,
+                    {
+                        "sessions": list({session for session, _ in streams}),
+                        "stream_ids": list({stream for _, stream in streams}),
+                        "streams": streams,
+                        "keep": keep,
+                    },
+                )
         return len(rows)
 
     @run_to_completion
@@ -140,16 +147,32 @@ async def prune_stream_events(conn: AsyncConnection, before: datetime, batch_siz
     return result.rowcount
 
 
-def _trim(session_id: str, stream_id: str, keep: int) -> sa.Delete:
-    """Delete the stream's events older than its newest ``keep``."""
-    same_stream = sa.and_(_t.session_id == session_id, _t.stream_id == stream_id)
-    # The ``keep``-th newest event's seq: NULL while the stream has fewer (deletes none).
-    oldest_kept = (
-        sa.select(_t.seq)
-        .where(same_stream)
-        .order_by(_t.seq.desc())
-        .offset(keep - 1)
-        .limit(1)
-        .scalar_subquery()
+def _trim() -> sa.Delete:
+    """Delete, in each stream of ``:streams``, the events older than its newest ``:keep``.
+
+    One statement for a whole batch, however many streams it touches (a handshake-era call
+    is a stream of its own, so a statement per stream was one more per call). The two
+    plain ``IN`` lists are there for SQLite, which looks up ``(session_id, stream_id)``
+    pairs in the index only through them (it scans the whole index for a row-value
+    ``IN``); the row-value ``IN`` then keeps exactly the batch's pairs.
+    """
+    pair = sa.tuple_(_t.session_id, _t.stream_id)
+    newest_first = (
+        sa.select(
+            _t.seq,
+            sa.func.row_number()
+            .over(partition_by=(_t.session_id, _t.stream_id), order_by=_t.seq.desc())
+            .label("place"),
+        )
+        .where(
+            _t.session_id.in_(sa.bindparam("sessions", expanding=True)),
+            _t.stream_id.in_(sa.bindparam("stream_ids", expanding=True)),
+            pair.in_(sa.bindparam("streams", expanding=True)),
+        )
+        .subquery()
     )
-    return sa.delete(stream_events).where(same_stream, _t.seq < oldest_kept)
+    older = sa.select(newest_first.c.seq).where(newest_first.c.place > sa.bindparam("keep"))
+    return sa.delete(stream_events).where(_t.seq.in_(older))
+
+
+_TRIM = _trim()
