@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
+import importlib
 import socket
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -265,6 +267,7 @@ async def _serve_http(
     from charter._serve_protocol import guarded_protocol
     from charter.http import create_app
 
+    _import_mcp()
     async with AsyncExitStack() as stack:
         opened = await notifying.open(target, upstreams, db, stack)
         app = create_app(
@@ -294,13 +297,40 @@ async def _serve_http(
         )
         base = base_url(address, sock.getsockname()[1])
         keys = await _key_count(opened)
-        server = _reporting_server(
-            config,
-            lambda: _print_banner(
-                console(), _served(target, upstreams), opened, base, http.stateless, keys
-            ),
-        )
-        await server.serve(sockets=[sock])
+
+        def started() -> None:
+            _print_banner(console(), _served(target, upstreams), opened, base, http.stateless, keys)
+            _freeze_startup_heap()
+
+        await _reporting_server(config, started).serve(sockets=[sock])
+
+
+def _import_mcp() -> None:
+    """Import the MCP stack now, before the heap is frozen, not on the first ``/mcp`` call.
+
+    ``create_app`` builds ``/mcp`` on its first request (a library's app may never serve
+    MCP); ``charter serve`` always does, and half a second of imports is better spent
+    before it listens than in a client's first call. Without the ``mcp`` extra ``/mcp``
+    answers its own error, as before.
+    """
+    try:
+        importlib.import_module("charter.mcp")
+    except ImportError:
+        pass
+
+
+def _freeze_startup_heap() -> None:
+    """Leave what startup built out of the cycle collector's way from now on (``gc.freeze``).
+
+    A server's heap is mostly what it built to start: modules, the app, the host, the
+    store's engine. CPython walks all of it in every full collection, which under load
+    comes every second or so and stalls every request in flight (docs/performance.md,
+    "The startup heap"). Frozen objects are still freed by reference counting; only cycles
+    among them would stay, so what startup left in cycles is collected first. ``charter
+    serve`` owns its process; an app served in someone else's is theirs to tune.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _checked_keys(keys: list[str]) -> list[str]:
