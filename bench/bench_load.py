@@ -466,7 +466,11 @@ def _replica_case() -> Case:
         "ms of CPU per request; 1.63x later, after quiet 2026-07-28 requests stopped going "
         "through the SDK's streaming machinery, at 0.87-0.92 ms on a machine about 1.5x "
         "slower, where the same replica would have spent about 1.1 ms before; 1.73x run "
-        "alone again half an hour later). "
+        "alone again half an hour later; 1.50x to 1.61x in three runs once `charter "
+        "serve` froze its startup heap, the one replica then at 0.79 to 0.83 ms and "
+        "saturating its CPU at 1,210 to 1,260 req/s, so wrk's, PostgreSQL's and the "
+        "kernel's 0.15 to 0.2 ms a request left the two about 2,000: "
+        "[performance.md](performance.md#the-startup-heap)). "
         "What the case checks is that replicas share nothing but the database (no lock "
         "or row every request waits on); on a machine with more CPUs the ratio is the "
         "better test of that.",
