@@ -267,7 +267,6 @@ async def _serve_http(
     from charter._serve_protocol import guarded_protocol
     from charter.http import create_app
 
-    _import_mcp()
     async with AsyncExitStack() as stack:
         opened = await notifying.open(target, upstreams, db, stack)
         app = create_app(
@@ -297,6 +296,7 @@ async def _serve_http(
         )
         base = base_url(address, sock.getsockname()[1])
         keys = await _key_count(opened)
+        _import_mcp()  # last: a bad target, database or port is reported without waiting on it
 
         def started() -> None:
             _print_banner(console(), _served(target, upstreams), opened, base, http.stateless, keys)
@@ -310,7 +310,7 @@ def _import_mcp() -> None:
 
     ``create_app`` builds ``/mcp`` on its first request (a library's app may never serve
     MCP); ``charter serve`` always does, and half a second of imports is better spent
-    before it listens than in a client's first call. Without the ``mcp`` extra ``/mcp``
+    before it serves than in a client's first call. Without the ``mcp`` extra ``/mcp``
     answers its own error, as before.
     """
     try:
