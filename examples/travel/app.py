@@ -94,8 +94,10 @@ async def build_host(store: SqlStore) -> Host:
     """
     await create_tables(store.engine)
     await seed_demo_data(store.engine)
-    trips = TripService(store.engine)
-    memories = MemoryService(store.engine)
+    # Reads outside a call go through the store's reader: on SQLite they then take no lock
+    # and never queue behind the write lock a ledgered call holds.
+    trips = TripService(store.reader)
+    memories = MemoryService(store.reader)
     payments = PaymentProvider(store.engine)
 
     def context(

@@ -90,7 +90,7 @@ class TripService:
     """Reads and writes the travel tables for one tenant at a time."""
 
     def __init__(self, engine: AsyncEngine) -> None:
-        """Use ``engine`` for reads made outside a ledger transaction."""
+        """Use ``engine`` (the store's ``reader``) for reads made outside a call."""
         self.engine = engine
 
     @asynccontextmanager
@@ -236,7 +236,7 @@ class MemoryService:
     """Key/value memories per tenant (the delegable tools' data)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
-        """Use ``engine`` for reads made outside a ledger transaction."""
+        """Use ``engine`` (the store's ``reader``) for reads made outside a call."""
         self.engine = engine
 
     async def recall(self, tenant_id: str, key: str | None) -> dict[str, str]:

@@ -105,6 +105,55 @@ async def test_trips_search_finds_the_callers_trips_by_name_or_destination(
     assert [t["id"] for t in offsite["trips"]] == ["trp_lisbon01"]
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("trips.search", {"text": "kyoto"}),
+        ("trips.get", {"trip_id": "trp_kyoto001"}),
+        ("memory.recall", {}),
+        ("admin.tenants.list", {}),
+    ],
+)
+async def test_read_tools_query_their_tables_without_taking_the_write_lock(
+    travel: Travel, tool: str, arguments: dict[str, Any]
+) -> None:
+    # On SQLite a write transaction (BEGIN IMMEDIATE) holds the database's one write lock:
+    # a read made in one would wait for every ledgered call, and each of them for it. The
+    # read tools query through the store's reader instead; only their audit event writes.
+    log: list[tuple[str, int]] = []
+    engine = travel.store.engine.sync_engine
+
+    def executed(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        log.append((statement, id(conn.connection.dbapi_connection)))
+
+    def ended(conn: Any) -> None:
+        log.append(("END", id(conn.connection.dbapi_connection)))
+
+    sa.event.listen(engine, "before_cursor_execute", executed)
+    sa.event.listen(engine, "commit", ended)
+    sa.event.listen(engine, "rollback", ended)
+    try:
+        principal = ADMIN if tool.startswith("admin.") else AGENT
+        output(await call(travel, tool, principal, **arguments))
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", executed)
+        sa.event.remove(engine, "commit", ended)
+        sa.event.remove(engine, "rollback", ended)
+    writing: set[int] = set()
+    queried = []
+    for statement, connection in log:
+        if statement == "BEGIN IMMEDIATE":
+            writing.add(connection)
+        elif statement == "END":
+            writing.discard(connection)
+        elif re.search(r"\bFROM travel_", statement):
+            queried.append(connection not in writing)
+    assert queried == [True], log
+    assert [s for s, _ in log if s.startswith("INSERT")] == [
+        s for s, _ in log if s.startswith("INSERT INTO charter_audit_events")
+    ]
+
+
 async def test_the_deprecated_alias_trips_find_runs_trips_search(travel: Travel) -> None:
     found = await call(travel, "trips.find", AGENT, text="lisbon")
     searched = await call(travel, "trips.search", AGENT, text="lisbon")

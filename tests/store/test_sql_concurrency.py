@@ -124,6 +124,35 @@ async def test_every_sqlite_write_transaction_begins_immediate(sql_store: SqlSto
     assert not [s for s in statements if s.upper().startswith("BEGIN")]
 
 
+async def test_the_reader_reads_committed_rows_while_a_call_holds_the_write_lock(
+    make_sql_store: SqlStoreFactory, store_backend: str
+) -> None:
+    # An application's read outside a call (a read-only tool's query) must not wait for
+    # the write lock a ledgered call holds. On SQLite a connection of ``store.engine``
+    # begins BEGIN IMMEDIATE and so waits for that lock until its busy timeout gives up;
+    # one of ``store.reader`` begins nothing, reads the last commit and goes.
+    store = await make_sql_store(busy_timeout=0.3)
+    await create_side_effects(store)
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.insert(side_effects).values(request_id="committed"))
+
+    async def write_uncommitted(tx: Any) -> None:
+        await tx.connection.execute(sa.insert(side_effects).values(request_id="uncommitted"))
+
+    async def read(engine: Any) -> list[str]:
+        async with engine.connect() as conn:
+            rows = await conn.execute(sa.select(side_effects.c.request_id))
+            return [row.request_id for row in rows]
+
+    async with holding(store, write_uncommitted):
+        with anyio.fail_after(5):  # the lock is held until the block ends: no waiting
+            assert await read(store.reader) == ["committed"]
+        if store_backend == "sqlite":
+            with pytest.raises(sa.exc.OperationalError, match="database is locked"):
+                await read(store.engine)
+    assert sorted(await read(store.reader)) == ["committed", "uncommitted"]
+
+
 async def test_concurrent_read_then_write_transactions_serialize_without_database_is_locked(
     make_sql_store: SqlStoreFactory, store_backend: str
 ) -> None:

@@ -112,6 +112,19 @@ class SqlStore(
         """The SQLAlchemy engine, for the application's own tables and for tests."""
         return self._engine
 
+    @property
+    def reader(self) -> AsyncEngine:
+        """The engine for the application's own reads outside a call (the same pool).
+
+        On SQLite its connections begin no transaction: each statement reads a consistent
+        snapshot of its own, takes no lock and never waits for a writer, where a
+        connection of ``engine`` begins ``BEGIN IMMEDIATE`` and so waits for the write
+        lock a ledgered call holds. Read what must agree in one statement, or inside a
+        call through ``ctx.db``. On PostgreSQL it is ``engine``'s pool as it is (a reader
+        never waits for writers there). Write through ``engine`` or ``ctx.db``.
+        """
+        return self._reader
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
