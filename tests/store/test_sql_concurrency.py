@@ -7,6 +7,7 @@ the transaction; PostgreSQL's meet inside it, so their statements race for the s
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable
@@ -33,6 +34,7 @@ from tests.store.store_records import (
 from charter.errors import StoreBusy
 from charter.ledger import ApprovalRecord, DeferredRecord, LedgerEntry
 from charter.store import SqlStore
+from charter.store._connections import WriteQueue
 
 pytestmark = pytest.mark.anyio
 
@@ -210,6 +212,81 @@ async def test_writers_of_one_sqlite_store_take_the_write_lock_in_arrival_order(
                 await wait_all_tasks_blocked()  # it is in line before the next one comes
             release.set()
     assert order == list(range(CALLERS))
+
+
+@SQLITE_ONLY
+async def test_an_audit_event_of_its_own_goes_before_the_writers_waiting_in_line(
+    sql_store: SqlStore,
+) -> None:
+    # A read tool's audit event is written in a transaction of its own, and its call waits
+    # for it to answer: in arrival order it would wait for every ledgered call ahead of it.
+    # It goes first instead, one short INSERT; the writers keep their own order.
+    order: list[object] = []
+    holding = anyio.Event()
+    release = anyio.Event()
+
+    def executed(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if statement.startswith("INSERT INTO charter_audit_events"):
+            order.append("audit")
+
+    async def holder() -> None:
+        async with sql_store.transaction(wait=30):
+            holding.set()
+            await release.wait()
+
+    async def writer(index: int) -> None:
+        async with sql_store.transaction(wait=30):
+            order.append(index)
+
+    sa.event.listen(sql_store.engine.sync_engine, "before_cursor_execute", executed)
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(holder)
+                await holding.wait()
+                for index in range(3):
+                    tg.start_soon(writer, index)
+                    await wait_all_tasks_blocked()
+                tg.start_soon(sql_store.record, audit_event())
+                await wait_all_tasks_blocked()
+                tg.start_soon(writer, 3)
+                await wait_all_tasks_blocked()
+                release.set()
+    finally:
+        sa.event.remove(sql_store.engine.sync_engine, "before_cursor_execute", executed)
+    assert order == ["audit", 0, 1, 2, 3]
+
+
+async def test_a_turn_given_to_a_writer_cancelled_at_that_moment_passes_to_the_next() -> None:
+    # The turn is handed over by setting the next waiter's future; when that waiter is
+    # cancelled in the same moment it must hand the turn on, or every writer after it
+    # would wait for ever. Cancelled and timed-out waiters leave the line.
+    queue = WriteQueue()
+    release, _ = await queue.enter(5)
+    first = asyncio.ensure_future(queue.enter(5))
+    timed_out = asyncio.ensure_future(queue.enter(0.01))
+    second = asyncio.ensure_future(queue.enter(5, urgent=True))
+    third = asyncio.ensure_future(queue.enter(5))
+    await asyncio.sleep(0.05)
+    with pytest.raises(StoreBusy):
+        await timed_out
+    # The urgent writer is next: its turn comes just as it is cancelled.
+    release()
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    # The turn went on to the oldest writer in line, then to the next.
+    with anyio.fail_after(5):
+        release, _ = await first
+    assert not third.done()
+    release()
+    with anyio.fail_after(5):
+        release, _ = await third
+    release()
+    # Free again: the next writer takes it at once.
+    release, rest = await queue.enter(5)
+    assert rest == 5
+    release()
 
 
 # -- lock waits -----------------------------------------------------------------------------

@@ -25,8 +25,13 @@ class SqlAccess:
         """A write connection waiting ``wait`` seconds for locks, or a read one (None)."""
         raise NotImplementedError  # SqlStore's
 
-    def _statement(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
-        """A connection for one write statement that commits on its own (``action``: errors)."""
+    def _statement(
+        self, action: str, *, urgent: bool = False
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection for one write statement that commits on its own (``action``: errors).
+
+        ``urgent``: on SQLite it goes before the write transactions waiting in the process.
+        """
         raise NotImplementedError  # SqlStore's
 
     async def _read(

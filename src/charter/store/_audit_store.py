@@ -35,7 +35,8 @@ class SqlAuditLog(SqlAccess):
     async def _write_audit_events(self, events: list[AuditEvent]) -> None:
         """Insert ``events`` in one statement that commits on its own (``AuditBatches``)."""
         action = "recording an audit event" if len(events) == 1 else "recording audit events"
-        async with self._statement(action) as conn:
+        # Urgent: the calls waiting for these events to answer have nothing else to write.
+        async with self._statement(action, urgent=True) as conn:
             insert = statements(conn.dialect.name).insert_audit
             if len(events) == 1:
                 await conn.execute(insert, audit_values(events[0]))

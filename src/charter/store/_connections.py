@@ -11,8 +11,8 @@ inside one (a store method's connection, its statements, its commit) run in that
 directly, since nothing can cancel them there but their own timeouts.
 
 SQLite write transactions of one store also queue in the process (``WriteQueue``) before
-``BEGIN IMMEDIATE``, so they take the database's write lock in arrival order instead of
-polling for it in SQLite's busy handler.
+``BEGIN IMMEDIATE``, so they take the database's write lock in arrival order (audit events
+written on their own first) instead of polling for it in SQLite's busy handler.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import asyncio
 import contextvars
 import functools
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
@@ -88,46 +89,83 @@ def run_to_completion(
     return run
 
 
+class _Turns:
+    """One event loop's write turn: whether it is held, and who waits for it."""
+
+    __slots__ = ("held", "urgent", "waiting")
+
+    def __init__(self) -> None:
+        self.held = False
+        # Futures of the waiting writers, oldest first; set when the turn passes to one.
+        self.urgent: deque[asyncio.Future[None]] = deque()
+        self.waiting: deque[asyncio.Future[None]] = deque()
+
+    def release(self) -> None:
+        """Pass the turn to the next writer still waiting (urgent first), or free it."""
+        for line in (self.urgent, self.waiting):
+            while line:
+                granted = line.popleft()
+                if not granted.done():  # not cancelled meanwhile
+                    granted.set_result(None)
+                    return
+        self.held = False
+
+
 class WriteQueue:
-    """The in-process line of one SQLite store's write transactions, first come first served.
+    """The in-process line of one SQLite store's write transactions, in order of arrival.
 
     SQLite lets one writer in at a time, and a writer that finds the lock taken sleeps
     and polls (1, 2, 5, … 100 ms) in the busy handler: under contention the lock sits
     idle between polls and goes to whoever polls first. Writers of the same store in this
     process instead wait here, in order, and are woken the moment the previous one
     commits or rolls back; only writers of other processes (or other engines) meet in
-    the busy handler. One ``asyncio.Lock`` per event loop, since a lock belongs to one.
+    the busy handler. One line per event loop, since a future belongs to one.
+
+    An ``urgent`` writer goes before the writers already waiting (after the other urgent
+    ones): the audit events of calls that wrote nothing else, one short INSERT whose calls
+    are waiting to answer, which would otherwise wait for every ledgered call ahead.
     """
 
     def __init__(self) -> None:
         """Create an empty queue."""
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = (
             weakref.WeakKeyDictionary()
         )
 
-    async def enter(self, wait: float) -> tuple[asyncio.Lock, float]:
-        """Wait for this loop's turn at most ``wait`` seconds; return the lock and the rest.
+    async def enter(self, wait: float, *, urgent: bool = False) -> tuple[Callable[[], None], float]:
+        """Wait for this loop's turn at most ``wait`` seconds; return its release and the rest.
 
-        The caller releases the lock once its transaction ended. Cancellation while waiting
+        The caller releases the turn once its transaction ended. Cancellation while waiting
         leaves the queue as it was.
 
         Raises:
             StoreBusy: The turn did not come within ``wait``.
         """
         loop = asyncio.get_running_loop()
-        lock = self._locks.get(loop)
-        if lock is None:
-            lock = self._locks.setdefault(loop, asyncio.Lock())
+        turns = self._turns.get(loop)
+        if turns is None:
+            turns = self._turns.setdefault(loop, _Turns())
+        if not turns.held:
+            turns.held = True
+            return turns.release, wait
         started = loop.time()
+        granted: asyncio.Future[None] = loop.create_future()
+        (turns.urgent if urgent else turns.waiting).append(granted)
         try:
             async with asyncio.timeout(wait):
-                await lock.acquire()
-        except TimeoutError:
-            raise StoreBusy(
-                "the database stayed locked by this process's other writers while waiting "
-                "for the write lock"
-            ) from None
-        return lock, max(0.0, wait - (loop.time() - started))
+                await granted
+        except BaseException as exc:
+            if granted.done() and not granted.cancelled():
+                turns.release()  # the turn came just as the wait ended: pass it on
+            else:
+                granted.cancel()  # skipped when the turn is passed on
+            if isinstance(exc, TimeoutError):
+                raise StoreBusy(
+                    "the database stayed locked by this process's other writers while "
+                    "waiting for the write lock"
+                ) from None
+            raise
+        return turns.release, max(0.0, wait - (loop.time() - started))
 
 
 Prelude = Callable[[AsyncConnection], Awaitable[None]]
@@ -178,7 +216,16 @@ class ConnectionScope(Scope[AsyncConnection]):
         StoreUnavailable: The database cannot be reached, or the connection was lost.
     """
 
-    __slots__ = ("_conn", "_deferred", "_engine", "_prelude", "_queue", "_turn", "_wait")
+    __slots__ = (
+        "_conn",
+        "_deferred",
+        "_engine",
+        "_prelude",
+        "_queue",
+        "_release",
+        "_urgent",
+        "_wait",
+    )
 
     def __init__(
         self,
@@ -188,28 +235,30 @@ class ConnectionScope(Scope[AsyncConnection]):
         prelude: Prelude | None = None,
         *,
         deferred: bool = False,
+        urgent: bool = False,
     ) -> None:
         """Describe the transaction; it begins on entry."""
         self._engine = engine
         self._deferred = deferred
         self._wait = wait
         self._queue = queue if wait is not None else None
+        self._urgent = urgent
         self._prelude = prelude
-        self._turn: asyncio.Lock | None = None
+        self._release: Callable[[], None] | None = None
         self._conn: AsyncConnection | None = None
 
     async def __aenter__(self) -> AsyncConnection:
         wait = self._wait
         if self._queue is not None:
             assert wait is not None
-            self._turn, wait = await self._queue.enter(wait)
+            self._release, wait = await self._queue.enter(wait, urgent=self._urgent)
         try:
             self._conn = await to_completion(
                 _open(self._engine, wait, self._prelude, deferred=self._deferred),
                 on_cancel=_discard,
             )
         except BaseException:
-            self._release()
+            self._give_back()
             raise
         return self._conn
 
@@ -220,12 +269,12 @@ class ConnectionScope(Scope[AsyncConnection]):
         try:
             await to_completion(_commit(conn) if failed is None else _discard(conn))
         finally:
-            self._release()
+            self._give_back()
 
-    def _release(self) -> None:
-        if self._turn is not None:
-            self._turn.release()
-            self._turn = None
+    def _give_back(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
 
 
 async def _commit(conn: AsyncConnection) -> None:

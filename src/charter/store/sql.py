@@ -233,14 +233,19 @@ class SqlStore(
         return TransactionScope(self._engine, wait, self._queue, prelude)
 
     @asynccontextmanager
-    async def _statement(self, action: str) -> AsyncIterator[AsyncConnection]:
+    async def _statement(
+        self, action: str, *, urgent: bool = False
+    ) -> AsyncIterator[AsyncConnection]:
         """A connection for one write statement that commits on its own.
 
         PostgreSQL: autocommit, one round trip. SQLite: a write transaction (its commit is
-        cheap, and its writers must queue for the lock anyway).
+        cheap, and its writers must queue for the lock anyway), ``urgent`` ones ahead of
+        the others waiting (``WriteQueue``).
         """
         if self._autocommit is None:
-            async with self._connection(self.busy_timeout) as conn:
+            self._require_open()
+            scope = ConnectionScope(self._engine, self.busy_timeout, self._queue, urgent=urgent)
+            async with scope as conn:
                 with translated(action):
                     yield conn
             return
