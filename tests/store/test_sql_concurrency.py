@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -184,33 +184,48 @@ async def test_concurrent_read_then_write_transactions_serialize_without_databas
     assert await count_side_effects(store) == CALLERS * ITERATIONS
 
 
+async def in_line_behind_a_writer(
+    store: SqlStore, arrivals: Sequence[Callable[[], Awaitable[object]]]
+) -> None:
+    """Hold the write lock while ``arrivals`` start, each in line before the next; let go."""
+    holding = anyio.Event()
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with store.transaction(wait=30):
+            holding.set()
+            await release.wait()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await holding.wait()
+            for arrival in arrivals:
+                tg.start_soon(arrival)
+                await wait_all_tasks_blocked()  # it is in line before the next one comes
+            release.set()
+
+
+def writing(store: SqlStore, order: list[object], index: int) -> Callable[[], Awaitable[None]]:
+    """A write transaction that notes ``index`` in ``order`` once it has the lock."""
+
+    async def write() -> None:
+        async with store.transaction(wait=30):
+            order.append(index)
+
+    return write
+
+
 @SQLITE_ONLY  # PostgreSQL locks rows: writers of different keys do not wait at all
 async def test_writers_of_one_sqlite_store_take_the_write_lock_in_arrival_order(
     sql_store: SqlStore,
 ) -> None:
     # SQLite's busy handler polls, so waiters would get the lock in whatever order they
     # happen to poll; the store's own queue hands it over in the order they asked.
-    order: list[int] = []
-    holding = anyio.Event()
-    release = anyio.Event()
-
-    async def holder() -> None:
-        async with sql_store.transaction(wait=30):
-            holding.set()
-            await release.wait()
-
-    async def writer(index: int) -> None:
-        async with sql_store.transaction(wait=30):
-            order.append(index)
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(holder)
-            await holding.wait()
-            for index in range(CALLERS):
-                tg.start_soon(writer, index)
-                await wait_all_tasks_blocked()  # it is in line before the next one comes
-            release.set()
+    order: list[object] = []
+    await in_line_behind_a_writer(
+        sql_store, [writing(sql_store, order, index) for index in range(CALLERS)]
+    )
     assert order == list(range(CALLERS))
 
 
@@ -222,36 +237,16 @@ async def test_an_audit_event_of_its_own_goes_before_the_writers_waiting_in_line
     # for it to answer: in arrival order it would wait for every ledgered call ahead of it.
     # It goes first instead, one short INSERT; the writers keep their own order.
     order: list[object] = []
-    holding = anyio.Event()
-    release = anyio.Event()
 
     def executed(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
         if statement.startswith("INSERT INTO charter_audit_events"):
             order.append("audit")
 
-    async def holder() -> None:
-        async with sql_store.transaction(wait=30):
-            holding.set()
-            await release.wait()
-
-    async def writer(index: int) -> None:
-        async with sql_store.transaction(wait=30):
-            order.append(index)
-
+    arrivals = [writing(sql_store, order, index) for index in range(4)]
+    arrivals.insert(3, lambda: sql_store.record(audit_event()))
     sa.event.listen(sql_store.engine.sync_engine, "before_cursor_execute", executed)
     try:
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(holder)
-                await holding.wait()
-                for index in range(3):
-                    tg.start_soon(writer, index)
-                    await wait_all_tasks_blocked()
-                tg.start_soon(sql_store.record, audit_event())
-                await wait_all_tasks_blocked()
-                tg.start_soon(writer, 3)
-                await wait_all_tasks_blocked()
-                release.set()
+        await in_line_behind_a_writer(sql_store, arrivals)
     finally:
         sa.event.remove(sql_store.engine.sync_engine, "before_cursor_execute", executed)
     assert order == ["audit", 0, 1, 2, 3]
