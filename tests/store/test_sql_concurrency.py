@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -185,7 +185,7 @@ async def test_concurrent_read_then_write_transactions_serialize_without_databas
 
 
 async def in_line_behind_a_writer(
-    store: SqlStore, arrivals: Sequence[Callable[[], Awaitable[object]]]
+    store: SqlStore, arrivals: Sequence[Callable[[], Coroutine[Any, Any, object]]]
 ) -> None:
     """Hold the write lock while ``arrivals`` start, each in line before the next; let go."""
     holding = anyio.Event()
@@ -206,7 +206,9 @@ async def in_line_behind_a_writer(
             release.set()
 
 
-def writing(store: SqlStore, order: list[object], index: int) -> Callable[[], Awaitable[None]]:
+def writing(
+    store: SqlStore, order: list[object], index: int
+) -> Callable[[], Coroutine[Any, Any, None]]:
     """A write transaction that notes ``index`` in ``order`` once it has the lock."""
 
     async def write() -> None:
