@@ -21,8 +21,13 @@ class SqlAccess:
     busy_timeout: float
     """Seconds a write outside the gate waits for a lock."""
 
-    def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
-        """A write connection waiting ``wait`` seconds for locks, or a read one (None)."""
+    def _connection(
+        self, wait: float | None, *, urgent: bool = False
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A write connection waiting ``wait`` seconds for locks, or a read one (None).
+
+        ``urgent``: on SQLite it goes before the write transactions waiting in the process.
+        """
         raise NotImplementedError  # SqlStore's
 
     def _statement(
@@ -30,7 +35,7 @@ class SqlAccess:
     ) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection for one write statement that commits on its own (``action``: errors).
 
-        ``urgent``: on SQLite it goes before the write transactions waiting in the process.
+        ``urgent`` as for ``_connection``.
         """
         raise NotImplementedError  # SqlStore's
 

@@ -120,8 +120,8 @@ class SqlStore(
         snapshot of its own, takes no lock and never waits for a writer, where a
         connection of ``engine`` begins ``BEGIN IMMEDIATE`` and so waits for the write
         lock a ledgered call holds. Read what must agree in one statement, or inside a
-        call through ``ctx.db``. On PostgreSQL it is ``engine``'s pool as it is (a reader
-        never waits for writers there). Write through ``engine`` or ``ctx.db``.
+        call through ``ctx.db``. On PostgreSQL it behaves as ``engine`` does: readers never
+        wait for writers there. Write through ``engine`` or ``ctx.db``.
         """
         return self._reader
 
@@ -193,11 +193,13 @@ class SqlStore(
 
     # -- connections ----------------------------------------------------------------------
 
-    def _connection(self, wait: float | None) -> AbstractAsyncContextManager[AsyncConnection]:
+    def _connection(
+        self, wait: float | None, *, urgent: bool = False
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
         self._require_open()
         if wait is None:
             return ConnectionScope(self._reader, None)
-        return ConnectionScope(self._engine, wait, self._queue)
+        return ConnectionScope(self._engine, wait, self._queue, urgent=urgent)
 
     def transaction(self, *, wait: float) -> AbstractAsyncContextManager[SqlTransaction]:
         """A write transaction for the gate, to enter with ``async with``.
@@ -243,9 +245,7 @@ class SqlStore(
         the others waiting (``WriteQueue``).
         """
         if self._autocommit is None:
-            self._require_open()
-            scope = ConnectionScope(self._engine, self.busy_timeout, self._queue, urgent=urgent)
-            async with scope as conn:
+            async with self._connection(self.busy_timeout, urgent=urgent) as conn:
                 with translated(action):
                     yield conn
             return
