@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -383,6 +384,60 @@ async def test_a_created_target_claim_commits_with_the_handlers_row(sql_store: S
         claim = await tx.get_claim("acme", ALICE.key, request_id)
     assert claim is not None and claim.result_reference == f"note:{first.output['note_id']}"
     assert await rows(sql_store, "app_notes") == 1
+
+
+async def test_a_created_target_call_does_not_look_for_a_claim_its_new_row_cannot_have(
+    sql_store: SqlStore,
+) -> None:
+    # A claim lives and dies with its ledger row, so a call that has just inserted its row
+    # knows there is no claim yet: its claim costs the INSERT and the result's UPDATE, not
+    # a SELECT before them.
+    application, host = await app_host(sql_store)
+    executed: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if "charter_claims" in statement:
+            executed.append(statement.split()[0])
+
+    sa.event.listen(sql_store.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        first = await host.invoke("import_note", call("imported"), ALICE)
+    finally:
+        sa.event.remove(sql_store.engine.sync_engine, "before_cursor_execute", record)
+    assert isinstance(first, Completed) and not first.replayed
+    assert executed == ["INSERT", "UPDATE"]
+    assert application.runs == 1 and await rows(sql_store, "app_notes") == 1
+
+
+async def test_a_created_target_call_whose_row_expired_creates_anew_with_a_new_claim(
+    sql_store: SqlStore,
+) -> None:
+    # Past the retention the expired row is replaced and its claim dropped with it: the
+    # same request id creates a new target, and the new claim records it.
+    now = [datetime.now(UTC)]
+    application, host = await app_host(sql_store, clock=lambda: now[0])
+    request_id = str(uuid.uuid4())
+    first = await host.invoke("import_note", call("imported", request_id), ALICE)
+    now[0] += timedelta(hours=25)
+    executed: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if "charter_claims" in statement:
+            executed.append(statement.split()[0])
+
+    sa.event.listen(sql_store.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        again = await host.invoke("import_note", call("imported", request_id), ALICE)
+    finally:
+        sa.event.remove(sql_store.engine.sync_engine, "before_cursor_execute", record)
+    assert isinstance(first, Completed) and isinstance(first.output, dict)
+    assert isinstance(again, Completed) and isinstance(again.output, dict)
+    assert not again.replayed and again.output != first.output
+    assert executed == ["DELETE", "INSERT", "UPDATE"]
+    assert application.runs == 2 and await rows(sql_store, "app_notes") == 2
+    async with sql_store.transaction(wait=5) as tx:
+        claim = await tx.get_claim("acme", ALICE.key, request_id)
+    assert claim is not None and claim.result_reference == f"note:{again.output['note_id']}"
 
 
 async def test_a_deferred_call_is_persisted_and_settled_once(sql_store: SqlStore) -> None:

@@ -38,7 +38,7 @@ _CLAIM_ATTEMPTS = 3
 class SqlTransaction(SqlApprovalWrites):
     """A ``LedgerTransaction`` on one SQLAlchemy connection; the store commits or rolls back."""
 
-    __slots__ = ("_audit", "_conn", "_sql")
+    __slots__ = ("_audit", "_conn", "_sql", "_unclaimed")
 
     def __init__(self, conn: AsyncConnection) -> None:
         """Wrap the connection of an open transaction."""
@@ -47,6 +47,11 @@ class SqlTransaction(SqlApprovalWrites):
         # Audit events not written yet: they go with the outcome (``complete``) or, failing
         # that, just before the commit; a rollback drops them with the rest.
         self._audit: list[AuditEvent] = []
+        # The keys this transaction claimed afresh, with no created-target claim inserted
+        # since. A claim lives and dies with its ledger row (the row inserted, or the
+        # expired one replaced with its claim dropped), so ``get_claim`` knows there is
+        # none without asking: a created-target call saves a statement.
+        self._unclaimed: set[tuple[str, str, str]] = set()
 
     @property
     def connection(self) -> AsyncConnection:
@@ -87,9 +92,11 @@ class SqlTransaction(SqlApprovalWrites):
         values = entry.model_dump()
         conn, sql = self._conn, self._sql
         key = key_parameters(entry.tenant_id, entry.principal_id, entry.request_id)
+        claimed = (entry.tenant_id, entry.principal_id, entry.request_id)
         with translated("claiming a request"):
             for _ in range(_CLAIM_ATTEMPTS):
                 if await self._insert_claim(values):
+                    self._unclaimed.add(claimed)
                     return None
                 row = (await conn.execute(sql.read_entry, key)).first()
                 if row is None:
@@ -102,6 +109,7 @@ class SqlTransaction(SqlApprovalWrites):
                 )
                 if replaced.rowcount == 1:
                     await conn.execute(sql.drop_claim, key)
+                    self._unclaimed.add(claimed)
                     return None
         raise StoreBusy("the request's ledger row kept changing; retry the call")
 
@@ -188,11 +196,18 @@ class SqlTransaction(SqlApprovalWrites):
             )
         return result.rowcount == 1
 
-    @run_to_completion
     async def get_claim(
         self, tenant_id: str, principal_id: str, request_id: str
     ) -> ClaimRecord | None:
         """Read a created-target claim, as this transaction sees it."""
+        if (tenant_id, principal_id, request_id) in self._unclaimed:
+            return None  # claimed afresh here: no claim until ``insert_claim``
+        return await self._read_claim(tenant_id, principal_id, request_id)
+
+    @run_to_completion
+    async def _read_claim(
+        self, tenant_id: str, principal_id: str, request_id: str
+    ) -> ClaimRecord | None:
         if not is_storable(tenant_id, principal_id, request_id):
             return None
         with translated("reading a claim"):
@@ -208,6 +223,7 @@ class SqlTransaction(SqlApprovalWrites):
         """Insert a created-target claim (replacing a stale one with the same key)."""
         with translated("inserting a claim"):
             await self._conn.execute(self._sql.insert_claim, claim.model_dump())
+        self._unclaimed.discard((claim.tenant_id, claim.principal_id, claim.request_id))
 
     @run_to_completion
     async def record_claim_result(
