@@ -35,6 +35,7 @@ from charter.errors import StoreBusy
 from charter.ledger import ApprovalRecord, DeferredRecord, LedgerEntry
 from charter.store import SqlStore
 from charter.store._connections import WriteQueue
+from charter.store._dialects import busy_setting
 
 pytestmark = pytest.mark.anyio
 
@@ -252,6 +253,47 @@ async def test_an_audit_event_of_its_own_goes_before_the_writers_waiting_in_line
     finally:
         sa.event.remove(sql_store.engine.sync_engine, "before_cursor_execute", executed)
     assert order == ["audit", 0, 1, 2, 3]
+
+
+@SQLITE_ONLY
+async def test_queued_writers_seldom_set_the_busy_timeout_again(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    # A writer's BEGIN IMMEDIATE waits what is left of its wait after its turn in line, a
+    # few milliseconds different for every writer. Setting SQLite's busy timeout to each
+    # of them was a statement per queued transaction; a setting up to 100 ms below serves.
+    store = await make_sql_store(pool_size=8)
+    pragmas: list[str] = []
+
+    def executed(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if statement.startswith("PRAGMA busy_timeout"):
+            pragmas.append(statement)
+
+    async def write() -> None:
+        async with store.transaction(wait=5) as tx:
+            await tx.claim(entry(), NOW)
+            await anyio.sleep(0.001)  # the others queue meanwhile
+
+    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", executed)
+    try:
+        await all_at_once(write, CALLERS)
+        await all_at_once(lambda: store.record(audit_event()), 8)  # the store's own wait
+        await all_at_once(lambda: store.get_entry("acme", "alice", "none"), 8)  # reads
+    finally:
+        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", executed)
+    assert len(pragmas) <= 8, pragmas  # at most once per pooled connection
+
+
+def test_a_busy_timeout_is_kept_when_close_enough_and_never_above_a_writers_wait() -> None:
+    assert busy_setting(5000, 5000, reading=False) is None
+    assert busy_setting(4900, 4950, reading=False) is None  # up to 100 ms below
+    assert busy_setting(5000, 4950, reading=False) == 4900  # above: down to the grid
+    assert busy_setting(4800, 4950, reading=False) == 4900  # too far below
+    assert busy_setting(5000, 4950, reading=True) is None  # a read may wait longer
+    assert busy_setting(1000, 4950, reading=True) == 4900
+    assert busy_setting(60, 50, reading=False) == 50  # a tenth of a short wait
+    assert busy_setting(46, 50, reading=False) is None
+    assert busy_setting(5, 0, reading=False) == 0  # no wait at all stays none
 
 
 async def test_a_turn_given_to_a_writer_cancelled_at_that_moment_passes_to_the_next() -> None:

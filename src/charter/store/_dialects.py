@@ -99,11 +99,13 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
     def _begin(conn: Connection) -> None:
         options = conn.get_execution_options()
         wanted = int(options.get(BUSY_OPTION, busy_timeout_ms))
+        reading = bool(options.get(READ_ONLY_OPTION))
         info = conn.connection.info
-        if info.get(BUSY_OPTION) != wanted:
-            conn.exec_driver_sql(f"PRAGMA busy_timeout = {wanted:d}")
-            info[BUSY_OPTION] = wanted
-        if not options.get(READ_ONLY_OPTION):
+        setting = busy_setting(info.get(BUSY_OPTION), wanted, reading=reading)
+        if setting is not None:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {setting:d}")
+            info[BUSY_OPTION] = setting
+        if not reading:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         # A read runs its statements in autocommit mode: each SELECT is its own consistent
         # snapshot and takes no lock, and skipping BEGIN saves a round trip to the thread.
@@ -111,6 +113,23 @@ def configure_sqlite(engine: AsyncEngine, *, busy_timeout_ms: int) -> None:
     @sa.event.listens_for(sync_engine, "invalidate")
     def _invalidate(dbapi_connection: Any, connection_record: Any, exception: Any) -> None:
         _release_write_lock(dbapi_connection)
+
+
+def busy_setting(current: int | None, wanted: int, *, reading: bool) -> int | None:
+    """The busy timeout (ms) to set on a connection about to wait ``wanted`` ms; None: keep.
+
+    A write may wait no longer than ``wanted`` (what is left of its wait after its turn in
+    the queue) and should not give up much sooner, so it keeps a setting up to a tenth
+    below (at most 100 ms), and sets one rounded down to that grid: the next writers, whose
+    waits left differ by a few milliseconds, find it good enough. Setting it is a statement
+    through the database's thread, which every queued writer used to pay. A read takes no
+    lock and waits only in rare cases (a WAL recovery): any setting at least as close
+    will do.
+    """
+    slack = max(0, min(100, wanted // 10))
+    if current is not None and wanted - slack <= current and (reading or current <= wanted):
+        return None
+    return wanted - wanted % slack if slack else wanted
 
 
 def _release_write_lock(dbapi_connection: Any) -> None:
