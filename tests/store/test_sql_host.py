@@ -4,6 +4,8 @@ roll back with the ledger, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -386,6 +388,22 @@ async def test_a_created_target_claim_commits_with_the_handlers_row(sql_store: S
     assert await rows(sql_store, "app_notes") == 1
 
 
+@contextmanager
+def claim_statements(store: SqlStore) -> Iterator[list[str]]:
+    """The first word of each statement on created-target claims sent in the block."""
+    executed: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        if "charter_claims" in statement:
+            executed.append(statement.split()[0])
+
+    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield executed
+    finally:
+        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", record)
+
+
 async def test_a_created_target_call_does_not_look_for_a_claim_its_new_row_cannot_have(
     sql_store: SqlStore,
 ) -> None:
@@ -393,17 +411,8 @@ async def test_a_created_target_call_does_not_look_for_a_claim_its_new_row_canno
     # knows there is no claim yet: its claim costs the INSERT and the result's UPDATE, not
     # a SELECT before them.
     application, host = await app_host(sql_store)
-    executed: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        if "charter_claims" in statement:
-            executed.append(statement.split()[0])
-
-    sa.event.listen(sql_store.engine.sync_engine, "before_cursor_execute", record)
-    try:
+    with claim_statements(sql_store) as executed:
         first = await host.invoke("import_note", call("imported"), ALICE)
-    finally:
-        sa.event.remove(sql_store.engine.sync_engine, "before_cursor_execute", record)
     assert isinstance(first, Completed) and not first.replayed
     assert executed == ["INSERT", "UPDATE"]
     assert application.runs == 1 and await rows(sql_store, "app_notes") == 1
@@ -419,17 +428,8 @@ async def test_a_created_target_call_whose_row_expired_creates_anew_with_a_new_c
     request_id = str(uuid.uuid4())
     first = await host.invoke("import_note", call("imported", request_id), ALICE)
     now[0] += timedelta(hours=25)
-    executed: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        if "charter_claims" in statement:
-            executed.append(statement.split()[0])
-
-    sa.event.listen(sql_store.engine.sync_engine, "before_cursor_execute", record)
-    try:
+    with claim_statements(sql_store) as executed:
         again = await host.invoke("import_note", call("imported", request_id), ALICE)
-    finally:
-        sa.event.remove(sql_store.engine.sync_engine, "before_cursor_execute", record)
     assert isinstance(first, Completed) and isinstance(first.output, dict)
     assert isinstance(again, Completed) and isinstance(again.output, dict)
     assert not again.replayed and again.output != first.output
