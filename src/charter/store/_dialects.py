@@ -24,6 +24,7 @@ __all__ = (
     "READ_ONLY_OPTION",
     "begin_deferred",
     "begin_write",
+    "busy_setting",
     "configure_postgresql",
     "configure_sqlite",
     "execution_options",
@@ -123,8 +124,8 @@ def busy_setting(current: int | None, wanted: int, *, reading: bool) -> int | No
     below (at most 100 ms), and sets one rounded down to that grid: the next writers, whose
     waits left differ by a few milliseconds, find it good enough. Setting it is a statement
     through the database's thread, which every queued writer used to pay. A read takes no
-    lock and waits only in rare cases (a WAL recovery): any setting at least as close
-    will do.
+    lock and waits only in rare cases (a WAL recovery): it keeps a setting no more than
+    that below its wait, or any above it.
     """
     slack = max(0, min(100, wanted // 10))
     if current is not None and wanted - slack <= current and (reading or current <= wanted):
