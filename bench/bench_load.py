@@ -1,9 +1,10 @@
 """Throughput under load: charter's servers against the SDK's, FastMCP, FastAPI and Starlette.
 
 Every server runs alone in a process of its own (``bench/load_servers.py``, or ``charter
-serve`` for the replicas) and is loaded by wrk (``bench/_load.py``); a case compares
-requests per second, with p50 and p99 latency beside them. Servers start when a case
-checks them and stop when it closes; each side's first load is a two-second warm-up run.
+serve`` for the replicas and the travel demo) and is loaded by wrk (``bench/_load.py``); a
+case compares requests per second, with p50 and p99 latency beside them. Servers start
+when a case checks them and stop when it closes; each side's first load is a two-second
+warm-up run.
 
 The PostgreSQL cases use ``CHARTER_BENCH_POSTGRES_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``), one temporary schema per server, and are
