@@ -17,8 +17,8 @@ import os
 import sqlite3
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -57,6 +57,7 @@ from battery_support import (
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from tests.store.store_records import statements_sent
 
 from charter import ConfigurationError, ErrorCode, Principal
 from charter.audit import MemoryAuditSink
@@ -644,21 +645,6 @@ async def test_L14_retention_and_reaper(make_env: EnvFactory, observer: Observer
 # -- L17 ------------------------------------------------------------------------------------
 
 
-@contextmanager
-def statements(store: SqlStore) -> Iterator[list[str]]:
-    """Every SQL statement the store's engine sends while the block runs."""
-    sent: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        sent.append(statement)
-
-    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", record)
-
-
 @pytest.mark.parametrize(
     ("request_id", "reason"),
     [
@@ -681,7 +667,7 @@ async def test_L17_request_id_validation(
     arguments: dict[str, Any] = {"name": "w"}
     if request_id is not None:
         arguments["_charter"] = {"requestId": request_id}
-    with statements(env.store) as sent:
+    with statements_sent(env.store) as sent:
         failure(
             await env.host.invoke("create_widget", arguments, ALICE),
             ErrorCode.INVALID_INPUT,

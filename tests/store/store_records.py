@@ -6,12 +6,13 @@ ids where the contract's are fixed, so that a test may build many records on one
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import datetime
 from typing import Any
 
 import anyio
+import sqlalchemy as sa
 
 from charter.audit import AuditEvent
 from charter.ledger import ApprovalRecord, ApprovalStatus, LedgerEntry, LedgerStore
@@ -19,6 +20,21 @@ from charter.store import SqlStore
 from charter.testing import _records as contract
 from charter.testing._records import NOW as NOW  # re-exported, with claim_record
 from charter.testing._records import claim_record as claim_record
+
+
+@contextmanager
+def statements_sent(store: SqlStore) -> Iterator[list[str]]:
+    """Every statement SQLAlchemy sends on ``store``'s engine during the block, in order."""
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        sent.append(statement)
+
+    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", record)
 
 
 def entry(**overrides: Any) -> LedgerEntry:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import sqlalchemy as sa
-from tests.store.store_records import all_at_once, audit_event
+from tests.store.store_records import all_at_once, audit_event, statements_sent
 
 from charter.audit import AuditEvent
 from charter.errors import StoreUnavailable
@@ -20,16 +19,11 @@ pytestmark = pytest.mark.anyio
 async def test_concurrent_events_are_all_stored_with_fewer_statements(
     sql_store: SqlStore,
 ) -> None:
-    inserts: list[int] = []
-
-    @sa.event.listens_for(sql_store.engine.sync_engine, "before_cursor_execute")
-    def _count(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if statement.startswith("INSERT INTO charter_audit_events"):
-            inserts.append(1)
-
     events = [audit_event() for _ in range(20)]
     pending = iter(events)
-    await all_at_once(lambda: sql_store.record(next(pending)), len(events))
+    with statements_sent(sql_store) as sent:
+        await all_at_once(lambda: sql_store.record(next(pending)), len(events))
+    inserts = [s for s in sent if s.startswith("INSERT INTO charter_audit_events")]
     stored = await sql_store.events(limit=100)
     assert sorted(e.id for e in stored) == sorted(e.id for e in events)
     assert 1 <= len(inserts) < len(events)

@@ -29,6 +29,7 @@ from tests.store.store_records import (
     entry,
     holding,
     holding_the_lock,
+    statements_sent,
 )
 
 from charter.errors import StoreBusy
@@ -263,21 +264,13 @@ async def test_writers_whose_waits_left_differ_a_little_do_not_set_the_busy_time
     # few milliseconds different for every queued writer. Setting SQLite's busy timeout
     # to each was a statement per transaction; a setting up to 100 ms below serves.
     store = await make_sql_store(pool_size=1, busy_timeout=5)  # one connection, at 5000 ms
-    pragmas: list[str] = []
-
-    def executed(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        if statement.startswith("PRAGMA busy_timeout"):
-            pragmas.append(statement.rsplit(None, 1)[-1])
-
-    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", executed)
-    try:
+    with statements_sent(store) as sent:
         for wait in (5, 4.95, 4.91, 5, 4.93, 3):
             async with store.transaction(wait=wait):
                 pass
         await store.record(audit_event())  # a write at the store's own 5 s
         await store.get_entry("acme", "alice", "none")  # a read
-    finally:
-        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", executed)
+    pragmas = [s.rsplit(None, 1)[-1] for s in sent if s.startswith("PRAGMA busy_timeout")]
     # Never above a writer's wait left: 4.95 s sets 4900 ms, which serves 4.91 s and 5 s;
     # 3 s sets 3000, then the store's own 5 s sets 5000 again; the read keeps it.
     assert pragmas == ["4900", "3000", "5000"]

@@ -4,8 +4,6 @@ roll back with the ledger, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,7 +16,7 @@ from tests.builders import DESTRUCTIVE_RISK, tiered_tool
 from tests.builders import request_id as new_request_id
 from tests.store.conftest import SqlStoreFactory
 from tests.store.round_trips import wire
-from tests.store.store_records import all_at_once
+from tests.store.store_records import all_at_once, statements_sent
 
 from charter import ActionPolicy, Principal, Registry, ToolContext
 from charter.errors import ErrorCode, ToolError
@@ -388,20 +386,9 @@ async def test_a_created_target_claim_commits_with_the_handlers_row(sql_store: S
     assert await rows(sql_store, "app_notes") == 1
 
 
-@contextmanager
-def claim_statements(store: SqlStore) -> Iterator[list[str]]:
-    """The first word of each statement on created-target claims sent in the block."""
-    executed: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        if "charter_claims" in statement:
-            executed.append(statement.split()[0])
-
-    sa.event.listen(store.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        yield executed
-    finally:
-        sa.event.remove(store.engine.sync_engine, "before_cursor_execute", record)
+def on_claims(sent: list[str]) -> list[str]:
+    """The first word of each statement ``sent`` on created-target claims."""
+    return [statement.split()[0] for statement in sent if "charter_claims" in statement]
 
 
 async def test_a_created_target_call_does_not_look_for_a_claim_its_new_row_cannot_have(
@@ -411,10 +398,10 @@ async def test_a_created_target_call_does_not_look_for_a_claim_its_new_row_canno
     # knows there is no claim yet: its claim costs the INSERT and the result's UPDATE, not
     # a SELECT before them.
     application, host = await app_host(sql_store)
-    with claim_statements(sql_store) as executed:
+    with statements_sent(sql_store) as sent:
         first = await host.invoke("import_note", call("imported"), ALICE)
     assert isinstance(first, Completed) and not first.replayed
-    assert executed == ["INSERT", "UPDATE"]
+    assert on_claims(sent) == ["INSERT", "UPDATE"]
     assert application.runs == 1 and await rows(sql_store, "app_notes") == 1
 
 
@@ -428,12 +415,12 @@ async def test_a_created_target_call_whose_row_expired_creates_anew_with_a_new_c
     request_id = str(uuid.uuid4())
     first = await host.invoke("import_note", call("imported", request_id), ALICE)
     now[0] += timedelta(hours=25)
-    with claim_statements(sql_store) as executed:
+    with statements_sent(sql_store) as sent:
         again = await host.invoke("import_note", call("imported", request_id), ALICE)
     assert isinstance(first, Completed) and isinstance(first.output, dict)
     assert isinstance(again, Completed) and isinstance(again.output, dict)
     assert not again.replayed and again.output != first.output
-    assert executed == ["DELETE", "INSERT", "UPDATE"]
+    assert on_claims(sent) == ["DELETE", "INSERT", "UPDATE"]
     assert application.runs == 2 and await rows(sql_store, "app_notes") == 2
     async with sql_store.transaction(wait=5) as tx:
         claim = await tx.get_claim("acme", ALICE.key, request_id)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import mcp.types as types
 import pytest
-import sqlalchemy as sa
 from mcp.server.streamable_http import EventMessage
+from tests.store.store_records import statements_sent
 
 from charter.mcp import SqlEventStore
 from charter.store import SqlStore
@@ -80,22 +80,16 @@ async def test_one_batch_trims_each_of_its_streams_with_one_statement(
     sql_store: SqlStore,
 ) -> None:
     # Handshake-era calls: one stream per request id, the same ids in two sessions.
-    deletes: list[str] = []
-
-    @sa.event.listens_for(sql_store.engine.sync_engine, "before_cursor_execute")
-    def _count(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if statement.startswith("DELETE FROM charter_stream_events"):
-            deletes.append(statement)
-
     # A stream the next batch does not touch, though its session and id both occur there.
     [untouched, *_] = await append(sql_store, *(Row("s1", "2", f"u{i}") for i in range(3)), keep=5)
-    deletes.clear()
     streams = [(session, stream) for session in ("s1", "s2") for stream in ("1", "get")]
     streams.append(("s2", "2"))
-    first = await append(sql_store, *(Row(s, t, "old") for s, t in streams), keep=2)
-    newer = await append(
-        sql_store, *(Row(s, t, f"new{i}") for s, t in streams for i in range(2)), keep=2
-    )
+    with statements_sent(sql_store) as sent:
+        first = await append(sql_store, *(Row(s, t, "old") for s, t in streams), keep=2)
+        newer = await append(
+            sql_store, *(Row(s, t, f"new{i}") for s, t in streams for i in range(2)), keep=2
+        )
+    deletes = [s for s in sent if s.startswith("DELETE FROM charter_stream_events")]
     assert len(deletes) == 2  # one per batch, not one per stream
     for index, (session, stream) in enumerate(streams):
         # The oldest event of each stream is gone; the newest two are kept.
