@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'':<16} {key['key']}\n")
     print("Use one in another terminal, e.g.:")
     print("  export AGENT_KEY=$(.venv/bin/python -m examples.travel --key traveller-agent)")
+    # The variable charter's CLI reads for --key, which `charter serve`'s hints name too.
+    print("  export CHARTER_KEY=$AGENT_KEY  # the key charter's CLI and serve's hints use")
     return 0
 
 
