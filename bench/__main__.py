@@ -280,6 +280,8 @@ def _merged(old: list[str], new: list[str]) -> list[str]:
 
 
 _MEASURED = re.compile(r"^Measured (?P<when>.+? UTC) on .*? load average of (?P<load>[\d., ]+?) \(")
+_AGAIN = re.compile(r" Run again alone at [^(]+ \(load average [\d., ]+\): (?P<names>[^.]+)\.")
+"""An earlier partial run's sentence on that line: when, its load, the cases it ran."""
 
 
 def _measured_again(
@@ -288,7 +290,9 @@ def _measured_again(
     """A partial run's preamble: the page's own time and load line, saying what ran again.
 
     The other rows were measured at the time the old line gives, so it stays, with a
-    sentence naming the cases run now, when and under what load.
+    sentence naming the cases run now, when and under what load. An earlier such sentence
+    no longer names the cases that ran again (their numbers on the page are the new ones),
+    and goes when it names none.
     """
     old_line = next((line for line in old_preamble if _MEASURED.match(line)), None)
     index = next((i for i, line in enumerate(preamble) if _MEASURED.match(line)), None)
@@ -296,9 +300,17 @@ def _measured_again(
         return preamble
     now = _MEASURED.match(preamble[index])
     assert now is not None
-    names = "; ".join(sorted({name for name, _ in ran}))
-    again = f" Run again alone at {now['when']} (load average {now['load']}): {names}."
-    return [*preamble[:index], old_line + again, *preamble[index + 1 :]]
+    names = {name for name, _ in ran}
+
+    def superseded(earlier: re.Match[str]) -> str:
+        left = [name for name in earlier["names"].split("; ") if name not in names]
+        start = earlier[0].rpartition("): ")[0]
+        return f"{start}): {'; '.join(left)}." if left else ""
+
+    kept = _AGAIN.sub(superseded, old_line)
+    again = f" Run again alone at {now['when']} (load average {now['load']}): "
+    line = f"{kept}{again}{'; '.join(sorted(names))}."
+    return [*preamble[:index], line, *preamble[index + 1 :]]
 
 
 def _case_of(line: str) -> tuple[str, str]:

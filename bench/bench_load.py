@@ -399,7 +399,11 @@ def _ledger_case() -> Case:
         "outcome); the bare endpoint validates the same body and inserts a completed "
         "ledger row and the effect row in one SQLAlchemy Core transaction on the same "
         "store's engine. Both wait mostly on the database, which other engineers' tests "
-        "share today.",
+        "share today. Where the target is missed, the CPU ratio says why: charter's server "
+        "spends about 1.4 times the bare one's CPU a request, spread over the host "
+        "pipeline, the store's statements, psycopg's pipelines and a task per store "
+        "operation; the pipelines themselves cost less CPU than a round trip a statement "
+        "([performance.md](performance.md#ledgered-writes-on-postgresql)).",
     )
     return _with_schemas(case, schemas)
 

@@ -138,3 +138,39 @@ def test_a_partial_run_keeps_the_pages_time_and_says_what_ran_again() -> None:
         + " Run again alone at 2026-12-07 08:18 UTC (load average 2.0, 3.9, 2.8): Replicas."
     ) in lines
     assert "New method." in lines
+
+
+def test_a_partial_run_again_takes_its_cases_from_the_earlier_runs_sentence() -> None:
+    earlier = (
+        "Measured 2026-12-07 11:56 UTC on 2 CPUs with a load average of 1.2, 1.2, 1.4 "
+        "(1, 5, 15 minutes) when the last case ended."
+        " Run again alone at 2026-12-07 12:02 UTC (load average 1.2, 1.1, 1.3): "
+        "Replicas (2 of them); REST."
+        " Run again alone at 2026-12-07 12:30 UTC (load average 1.0, 1.1, 1.2): "
+        "Replicas (2 of them)."
+    )
+    old = OLD_SECTION.replace("Measured yesterday.", earlier).replace(
+        "| Replicas |", "| Replicas (2 of them) |"
+    )
+    fresh = [
+        "## Throughput under load",
+        "",
+        "New method.",
+        "",
+        "Measured 2026-12-07 13:32 UTC on 2 CPUs with a load average of 1.4, 1.9, 2.1 "
+        "(1, 5, 15 minutes) when the last case ended.",
+        "",
+        *TABLE_HEAD,
+        "| Replicas (2 of them) | one | 31 | 1.8x |",
+    ]
+    lines = splice(HEAD + "\n" + old, fresh, replace=False).splitlines()
+    (line,) = [line for line in lines if line.startswith("Measured ")]
+    # The 12:02 run's REST row is still on the page; its replica row and the 12:30 run's
+    # are not: the sentences say only what the page still shows.
+    assert line == (
+        "Measured 2026-12-07 11:56 UTC on 2 CPUs with a load average of 1.2, 1.2, 1.4 "
+        "(1, 5, 15 minutes) when the last case ended."
+        " Run again alone at 2026-12-07 12:02 UTC (load average 1.2, 1.1, 1.3): REST."
+        " Run again alone at 2026-12-07 13:32 UTC (load average 1.4, 1.9, 2.1): "
+        "Replicas (2 of them)."
+    )
