@@ -32,7 +32,7 @@ from tests.store.store_records import (
     statements_sent,
 )
 
-from charter.errors import StoreBusy
+from charter.errors import StoreBusy, StoreError
 from charter.ledger import ApprovalRecord, DeferredRecord, LedgerEntry
 from charter.store import SqlStore
 from charter.store._connections import WriteQueue
@@ -155,6 +155,38 @@ async def test_the_reader_reads_committed_rows_while_a_call_holds_the_write_lock
             with pytest.raises(sa.exc.OperationalError, match="database is locked"):
                 await read(store.engine)
     assert sorted(await read(store.reader)) == ["committed", "uncommitted"]
+
+
+async def test_the_reader_refuses_writes_and_the_block_writes_nothing(
+    make_sql_store: SqlStoreFactory,
+) -> None:
+    # On SQLite a connection of store.reader begins no transaction: a write through it
+    # would commit on its own, so a block of two whose second failed kept its first. The
+    # store refuses every write it can see there, before it runs, on both databases.
+    store = await make_sql_store()
+    await create_side_effects(store)
+    writes: list[Any] = [
+        sa.insert(side_effects).values(request_id="inserted"),
+        sa.update(side_effects).values(request_id="updated"),
+        sa.delete(side_effects),
+        sa.text("INSERT INTO test_side_effects (request_id) VALUES ('as text')"),
+        sa.text("  delete from test_side_effects"),
+    ]
+    for write in writes:
+        with pytest.raises(StoreError, match=r"store\.reader only reads"):
+            async with store.reader.begin() as conn:
+                await conn.execute(sa.select(side_effects.c.request_id))
+                await conn.execute(write)
+    async with store.reader.connect() as conn:
+        assert (await conn.execute(sa.select(side_effects.c.request_id))).all() == []
+        # Reads, SQL text included, still pass.
+        assert (await conn.execute(sa.text("SELECT count(*) FROM test_side_effects"))).scalar() == 0
+    async with store.engine.begin() as conn:  # the write engine is untouched
+        await conn.execute(writes[0])
+    async with store.reader.connect() as conn:
+        assert (await conn.execute(sa.select(side_effects.c.request_id))).scalars().all() == [
+            "inserted"
+        ]
 
 
 async def test_concurrent_read_then_write_transactions_serialize_without_database_is_locked(

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import await_
 from sqlalchemy.util.concurrency import in_greenlet
 
+from ..errors import StoreError
 from ._pipelined import BEGIN, Raw, defer, install
 
 __all__ = (
@@ -32,6 +33,7 @@ __all__ = (
     "is_busy",
     "is_connection_lost",
     "is_unreachable",
+    "refuse_writes",
 )
 
 READ_ONLY_OPTION = "charter_read_only"
@@ -57,6 +59,8 @@ _LOST_SQLSTATES = frozenset(
         "57P03",  # cannot_connect_now: the server is starting up or shutting down
     }
 )
+_WRITE_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER"})
+"""The first words of the SQL text a reading connection refuses (``refuse_writes``)."""
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 
@@ -192,6 +196,38 @@ def configure_postgresql(engine: AsyncEngine, *, lock_timeout_ms: int) -> None:
     def _checkout(dbapi_connection: Any, connection_record: Any, connection_proxy: Any) -> None:
         if _hung_up(dbapi_connection.driver_connection):
             raise sa.exc.DisconnectionError("the server closed this pooled connection")
+
+
+def refuse_writes(engine: AsyncEngine) -> None:
+    """Refuse the writes a connection marked ``READ_ONLY_OPTION`` (``store.reader``) makes.
+
+    On SQLite such a connection begins no transaction, so each of its writes would commit
+    on its own, outside the store's write queue: a block of them that fails half-way would
+    leave its first half written. The store refuses them before they run, with
+    ``StoreError``: SQLAlchemy's inserts, updates and deletes, and SQL text whose first
+    word writes. It is a guard against a mistake, not a sandbox (a ``WITH`` that writes
+    passes), and it refuses the same on PostgreSQL, so that code written against one
+    database behaves the same on the other.
+    """
+
+    @sa.event.listens_for(engine.sync_engine, "before_cursor_execute")
+    def _refuse(
+        conn: Connection,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        context: Any,
+        executemany: bool,
+    ) -> None:
+        if not conn.get_execution_options().get(READ_ONLY_OPTION):
+            return
+        crud = context is not None and (context.isinsert or context.isupdate or context.isdelete)
+        words = statement.split(None, 1)
+        if crud or (words and words[0].upper() in _WRITE_WORDS):
+            raise StoreError(
+                "store.reader only reads: write through store.engine (outside a call) "
+                "or ctx.db (inside one)"
+            )
 
 
 def hung_up(conn: AsyncConnection) -> bool:

@@ -121,7 +121,9 @@ class SqlStore(
         connection of ``engine`` begins ``BEGIN IMMEDIATE`` and so waits for the write
         lock a ledgered call holds. Read what must agree in one statement, or inside a
         call through ``ctx.db``. On PostgreSQL it behaves as ``engine`` does: readers never
-        wait for writers there. Write through ``engine`` or ``ctx.db``.
+        wait for writers there. Write through ``engine`` or ``ctx.db``: on both databases
+        the writes it can see through this one are refused with ``StoreError`` before they
+        run (``_dialects.refuse_writes``).
         """
         return self._reader
 
