@@ -26,29 +26,19 @@ def test_the_printed_exports_set_the_key_variable_charters_cli_reads(tmp_path: P
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     env.pop("CHARTER_KEY", None)
-    printed = subprocess.run(
-        [sys.executable, "-m", "examples.travel"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+
+    def output(*argv: str) -> str:
+        run = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    printed = output(sys.executable, "-m", "examples.travel")
     exports = [line.strip() for line in printed.splitlines() if line.strip().startswith("export ")]
     assert exports, printed
     (cli_variable,) = [m.envvar for m in KeyOption.__metadata__]  # type: ignore[attr-defined]
     script = "\n".join([*exports, f'printf %s "${cli_variable}"'])
     script = script.replace(".venv/bin/python", sys.executable)
-    value = subprocess.run(
-        ["bash", "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    value = output("bash", "-c", script)
     agent_key = re.search(r"traveller-agent .*?\n\s+scopes: .*?\n\s+(\S+)", printed)
     assert agent_key is not None, printed
     assert value == agent_key.group(1)
