@@ -37,7 +37,8 @@ __all__ = (
 )
 
 READ_ONLY_OPTION = "charter_read_only"
-"""Execution option: this connection only reads, so SQLite may begin it deferred."""
+"""Execution option: this connection only reads: SQLite begins no transaction for it, and
+the writes it can be seen to make are refused (``refuse_writes``)."""
 
 BUSY_OPTION = "charter_busy_timeout_ms"
 """Execution option: how long SQLite waits for the write lock in this transaction."""
