@@ -400,7 +400,7 @@ def _ledger_case() -> Case:
         "ledger row and the effect row in one SQLAlchemy Core transaction on the same "
         "store's engine. Both wait mostly on the database, which other engineers' tests "
         "share today. Where the target is missed, the CPU ratio says why: charter's server "
-        "spends 1.2 to 1.4 times the bare one's CPU a request (runs of 2026-12-07), spread "
+        "spends 1.1 to 1.4 times the bare one's CPU a request (runs of 2026-12-07), spread "
         "over the host pipeline, the store's statements, psycopg's pipelines and a task per "
         "store operation; the pipelines themselves cost less CPU than a round trip a "
         "statement ([performance.md](performance.md#ledgered-writes-on-postgresql)).",
