@@ -304,8 +304,8 @@ def _measured_again(
 
     def superseded(earlier: re.Match[str]) -> str:
         left = [name for name in earlier["names"].split("; ") if name not in names]
-        start = earlier[0].rpartition("): ")[0]
-        return f"{start}): {'; '.join(left)}." if left else ""
+        start = earlier.string[earlier.start() : earlier.start("names")]
+        return f"{start}{'; '.join(left)}." if left else ""
 
     kept = _AGAIN.sub(superseded, old_line)
     again = f" Run again alone at {now['when']} (load average {now['load']}): "

@@ -23,7 +23,6 @@ def test_the_printed_exports_set_the_key_variable_charters_cli_reads(tmp_path: P
         **os.environ,
         "CHARTER_DB": f"sqlite+aiosqlite:///{tmp_path / 'charter.db'}",
         "CHARTER_DEMO_KEYS": str(tmp_path / "keys.json"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     env.pop("CHARTER_KEY", None)
 
