@@ -37,8 +37,8 @@ __all__ = (
 )
 
 READ_ONLY_OPTION = "charter_read_only"
-"""Execution option: this connection only reads: SQLite begins no transaction for it, and
-the writes it can be seen to make are refused (``refuse_writes``)."""
+"""Execution option: this connection only reads, so SQLite begins no transaction for it
+(``store.reader``'s are; that engine also refuses writes: ``refuse_writes``)."""
 
 BUSY_OPTION = "charter_busy_timeout_ms"
 """Execution option: how long SQLite waits for the write lock in this transaction."""
@@ -199,19 +199,20 @@ def configure_postgresql(engine: AsyncEngine, *, lock_timeout_ms: int) -> None:
             raise sa.exc.DisconnectionError("the server closed this pooled connection")
 
 
-def refuse_writes(engine: AsyncEngine) -> None:
-    """Refuse the writes a connection marked ``READ_ONLY_OPTION`` (``store.reader``) makes.
+def refuse_writes(reader: AsyncEngine) -> None:
+    """Refuse the writes made through ``reader`` (``store.reader``), before they run.
 
-    On SQLite such a connection begins no transaction, so each of its writes would commit
-    on its own, outside the store's write queue: a block of them that fails half-way would
-    leave its first half written. The store refuses them before they run, with
-    ``StoreError``: SQLAlchemy's inserts, updates and deletes, and SQL text whose first
-    word writes. It is a guard against a mistake, not a sandbox (a ``WITH`` that writes
-    passes), and it refuses the same on PostgreSQL, so that code written against one
-    database behaves the same on the other.
+    On SQLite its connections (``READ_ONLY_OPTION``) begin no transaction, so each write
+    would commit on its own, outside the store's write queue: a block of them that fails
+    half-way would leave its first half written. Refused with ``StoreError``: SQLAlchemy's
+    inserts, updates and deletes, and SQL text whose first word writes. A guard against a
+    mistake, not a sandbox (a ``WITH`` that writes passes). It refuses the same on
+    PostgreSQL, so that code written against one database behaves the same on the other.
+    The listener belongs to ``reader`` alone (an engine made with ``execution_options``
+    keeps the listeners added to it), so the store's writes never run it.
     """
 
-    @sa.event.listens_for(engine.sync_engine, "before_cursor_execute")
+    @sa.event.listens_for(reader.sync_engine, "before_cursor_execute")
     def _refuse(
         conn: Connection,
         cursor: Any,
@@ -220,8 +221,6 @@ def refuse_writes(engine: AsyncEngine) -> None:
         context: Any,
         executemany: bool,
     ) -> None:
-        if not conn.get_execution_options().get(READ_ONLY_OPTION):
-            return
         crud = context is not None and (context.isinsert or context.isupdate or context.isdelete)
         words = statement.split(None, 1)
         if crud or (words and words[0].upper() in _WRITE_WORDS):

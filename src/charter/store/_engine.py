@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import ConfigurationError
-from ._dialects import configure_postgresql, configure_sqlite, refuse_writes
+from ._dialects import configure_postgresql, configure_sqlite
 
 __all__ = ("make_engine", "sqlite_url")
 
@@ -88,5 +88,4 @@ def make_engine(url: str, *, busy_timeout: float, pool_size: int, echo: bool) ->
         # Survives a server restart: a pooled connection the server closed is replaced
         # at checkout, not handed out (see configure_postgresql).
         configure_postgresql(engine, lock_timeout_ms=busy_timeout_ms)
-    refuse_writes(engine)
     return engine

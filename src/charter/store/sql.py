@@ -18,7 +18,7 @@ from ._audit_batch import AuditBatches
 from ._audit_store import SqlAuditLog
 from ._budget_store import SqlBudgets
 from ._connections import ConnectionScope, Prelude, WriteQueue, run_to_completion, to_completion
-from ._dialects import READ_ONLY_OPTION
+from ._dialects import READ_ONLY_OPTION, refuse_writes
 from ._effect_store import SqlEffectOutbox
 from ._engine import make_engine
 from ._errors import translated
@@ -82,6 +82,7 @@ class SqlStore(
         self._state = _State.NEW
         # The same pool, its connections marked for reading (no BEGIN on SQLite).
         self._reader = self._engine.execution_options(**{READ_ONLY_OPTION: True})
+        refuse_writes(self._reader)
         # PostgreSQL: a statement that commits on its own (rate-limit buckets), same pool.
         self._autocommit = (
             self._engine.execution_options(isolation_level="AUTOCOMMIT")
