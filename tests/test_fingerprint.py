@@ -39,6 +39,8 @@ from pydantic import (
     field_serializer,
     model_serializer,
 )
+from pydantic.alias_generators import to_camel
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from charter import Failed, Registry, RiskPolicy, ToolContext, define_tool
 from charter._canonical import NonCanonicalValueError, canonical_json, sha256_fingerprint
@@ -431,6 +433,52 @@ def test_a_key_starting_with_a_dollar_never_reads_as_a_tag() -> None:
     posing = Loose(value={"$secret": "bound"})
     assert shown_input(posing) == {"value": {"$$secret": "bound"}, "values": {}}
     assert fingerprint(posing) != fingerprint(Loose(value=SecretStr("bound")))
+
+
+class CamelPayout(BaseModel):
+    """A common style: camelCase on the wire, and extra fields kept."""
+
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
+    booking_id: str
+    amount_cents: int
+
+
+@pydantic_dataclass(config=ConfigDict(extra="allow"))
+class OpenNote:
+    text: str
+
+
+class Noted(BaseModel):
+    note: OpenNote
+
+
+def test_a_field_sent_by_alias_and_by_name_binds_both_values_apart() -> None:
+    # Pydantic gives the field the alias's value and keeps the name's as an extra field.
+    # Under one key the extra would replace the value the handler gets, in the hash and
+    # in what the approver is shown.
+    sent = {"bookingId": "bkg_1", "amountCents": 999_999, "amount_cents": 1}
+    spoofed = CamelPayout.model_validate(sent)
+    assert spoofed.amount_cents == 999_999
+    assert shown_input(spoofed) == {
+        "booking_id": "bkg_1",
+        "amount_cents": 999_999,
+        "$extra": {"amount_cents": 1},
+    }
+    honest = CamelPayout.model_validate({"bookingId": "bkg_1", "amountCents": 1})
+    assert fingerprint(spoofed) != fingerprint(honest)
+    assert fingerprint(spoofed) != fingerprint(
+        CamelPayout.model_validate({"bookingId": "bkg_1", "amountCents": 999_999})
+    )
+    # An extra that names no field keeps the form it always had.
+    other = CamelPayout.model_validate({"bookingId": "bkg_1", "amountCents": 1, "memo": "x"})
+    assert canonical_input(other) == {"booking_id": "bkg_1", "amount_cents": 1, "memo": "x"}
+
+
+def test_the_extra_fields_of_a_pydantic_dataclass_are_bound() -> None:
+    # They live on the instance, beside its fields, where the handler can read them.
+    noted = Noted.model_validate({"note": {"text": "hi", "priority": "urgent"}})
+    assert shown_input(noted) == {"note": {"text": "hi", "priority": "urgent"}}
+    assert fingerprint(noted) != fingerprint(Noted.model_validate({"note": {"text": "hi"}}))
 
 
 def test_integers_beyond_two_to_the_53_are_exact_and_distinct_from_doubles() -> None:

@@ -29,8 +29,11 @@ given a form later without changing any stored fingerprint.
 - A ``RootModel``: the form of its root.
 - A ``BaseModel``: an object of every declared field, by its Python name (never its
   alias), whatever its ``exclude``, ``repr`` or serializer, plus any extra fields;
-  computed fields and private attributes are derived, so they are left out.
-- A dataclass: an object of its ``init`` fields, by name.
+  computed fields and private attributes are derived, so they are left out. An extra
+  field named like a declared one (sent under the field's name beside its alias) goes
+  into an object under ``"$extra"``, so it never replaces the declared field's value.
+- A dataclass: an object of its ``init`` fields, by name, plus the extra fields a pydantic
+  dataclass with ``extra="allow"`` keeps on the instance.
 - A mapping whose keys are all ``str``: an object. Here and in models, a key starting
   with ``$`` gets one more ``$`` (``"$x"`` is written ``"$$x"``), so data never reads as
   one of these tags.
@@ -217,8 +220,7 @@ class _Form:
         if isinstance(value, Enum):
             return self.tagged("$enum", value.value)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = dataclasses.fields(value)
-            return self.members([(f.name, getattr(value, f.name)) for f in fields if f.init])
+            return self.dataclass(value)
         if isinstance(value, Mapping):
             return self.mapping(value)
         if isinstance(value, AbstractSet):
@@ -248,12 +250,32 @@ class _Form:
                 raise exc.within(".root") from None
         # The stored values, not attributes: no property or __getattr__ in between.
         stored = model.__dict__
+        declared = type(model).model_fields
         fields = [(name, stored[name]) for name in _field_names(type(model))]
-        if model.__pydantic_extra__:
-            fields.extend(model.__pydantic_extra__.items())
-        return self.members(fields)
+        extra = model.__pydantic_extra__
+        if not extra:
+            return self.members(fields)
+        # A field sent under its alias *and* its name keeps the alias's value and the
+        # name's as an extra. Under one key the extra would replace what the handler gets.
+        fields.extend((name, member) for name, member in extra.items() if name not in declared)
+        form = self.members(fields)
+        clashing = [(name, member) for name, member in extra.items() if name in declared]
+        if clashing:
+            form["$extra"] = self.members(clashing)
+        return form
 
-    def members(self, fields: Iterable[tuple[str, object]]) -> JsonValue:
+    def dataclass(self, value: object) -> dict[str, JsonValue]:
+        fields = dataclasses.fields(value)  # type: ignore[arg-type]
+        members = [(f.name, getattr(value, f.name)) for f in fields if f.init]
+        config = getattr(value, "__pydantic_config__", None)
+        if config is not None and config.get("extra") == "allow":
+            # A pydantic dataclass keeps extra fields as attributes of the instance.
+            names = {f.name for f in fields}
+            stored: dict[str, object] = getattr(value, "__dict__", {})
+            members.extend((name, member) for name, member in stored.items() if name not in names)
+        return self.members(members)
+
+    def members(self, fields: Iterable[tuple[str, object]]) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {}
         for name, member in fields:
             key = name if type(name) is str else str.__str__(name)

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 from tests.builders import HiddenPayout as Payout
 from tests.builders import risk, tiered_tool
 
@@ -130,6 +131,66 @@ async def test_a_retry_that_changes_a_hidden_value_is_a_conflict(change: dict[st
     replay = await bank.call("pay", ORIGINAL, request_id, tags=["b", "a", "a"])
     assert isinstance(replay, Completed) and replay.replayed
     assert bank.paid == [(ORIGINAL, 100, "rent")]
+
+
+class CamelPayout(BaseModel):
+    """camelCase on the wire, extra fields kept: a field can be sent twice, by both names."""
+
+    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
+    account: str
+    amount_cents: int
+
+
+async def test_an_approval_never_covers_a_field_sent_again_by_its_other_name() -> None:
+    # {"amountCents": 999999, "amount_cents": 1}: the handler gets 999999, and the 1 is
+    # kept as an extra field. It must neither pass for the 1-cent call nor hide the 999999.
+    paid: list[int] = []
+
+    async def pay(payout: CamelPayout) -> Sent:
+        paid.append(payout.amount_cents)
+        return Sent(amount=payout.amount_cents)
+
+    registry = Registry()
+    registry.register(
+        tiered_tool(
+            "payouts.send",
+            RiskTier.SENSITIVE,
+            pay,
+            CamelPayout,
+            Sent,
+            risk_policy=risk(reversible=False),
+            required_scopes=["payouts:send"],
+            action_policy=ActionPolicy(target_type="account", approval="required"),
+        )
+    )
+    host = Host(registry)
+
+    async def call(request_id: str, approval_id: str | None = None, **arguments: Any) -> Any:
+        controls = {"requestId": request_id, "confirmed": True}
+        if approval_id is not None:
+            controls["approvalId"] = approval_id
+        return await host.invoke("payouts.send", {**arguments, "_charter": controls}, PAYER)
+
+    honest, spoofed = {"amountCents": 1}, {"amountCents": 999_999, "amount_cents": 1}
+    request_id = str(uuid.uuid4())
+    asked = await call(request_id, account="acc_1", **honest)
+    assert isinstance(asked, InteractionRequired)
+    approval_id = asked.interaction.id
+    assert not isinstance(await host.approvals.grant(approval_id, APPROVER), Failed)
+    denied = await call(request_id, approval_id, account="acc_1", **spoofed)
+    assert isinstance(denied, Failed), denied
+    assert denied.reason == "fingerprint_mismatch"
+    # Asked for in its own right, the approver is shown the value the handler would get.
+    asked = await call(str(uuid.uuid4()), account="acc_1", **spoofed)
+    assert isinstance(asked, InteractionRequired)
+    record = await host.approvals.get(APPROVER, asked.interaction.id)
+    assert record is not None
+    assert record.arguments == {
+        "account": "acc_1",
+        "amount_cents": 999_999,
+        "$extra": {"amount_cents": 1},
+    }
+    assert paid == []
 
 
 class Readings(BaseModel):
