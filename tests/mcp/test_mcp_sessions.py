@@ -26,11 +26,19 @@ from charter.mcp.http import StreamableHTTPApp
 
 ALICE_AT_GLOBEX = Principal(subject="alice", tenant_id="globex", scopes=ALICE.scopes)
 """Alice's subject in another tenant: another principal."""
+ALICE_SECOND_KEY = Principal(
+    subject="alice", tenant_id="acme", scopes=ALICE.scopes, api_key_id="alice-key-2"
+)
+"""Alice again, through another API key: the same principal, another credential."""
 WAIT_SECONDS = 30
 
 
 def _host() -> Host:
-    tokens = {**TOKENS, "alice-globex-token": ALICE_AT_GLOBEX}
+    tokens = {
+        **TOKENS,
+        "alice-globex-token": ALICE_AT_GLOBEX,
+        "alice-second-key": ALICE_SECOND_KEY,
+    }
     return Host(build_registry(Probe()), authenticator=StaticAuthenticator(tokens))
 
 
@@ -105,6 +113,24 @@ def test_a_foreign_credential_cannot_make_the_cap_forget_a_session() -> None:
     assert foreign == 404  # the SDK hides another principal's session
     assert count == 1
     assert statuses == [404, 200]
+
+
+def test_the_same_principals_other_key_cannot_make_the_cap_forget_a_session() -> None:
+    # The SDK binds a session to the credential that opened it (one API key), the cap
+    # counts the principal's: a request from Alice's other key naming a session her first
+    # key opened is answered 404, and the session lives on, so the cap keeps counting it.
+    with served(SessionLimits(per_principal=2)) as (url, mcp), httpx.Client(timeout=30) as http:
+        sessions = []
+        touches = []
+        for _ in range(4):
+            sessions.append(open_session(http, url, "alice-token"))
+            touches.append(ping(http, url, "alice-second-key", sessions[-1]))
+        alive = [ping(http, url, "alice-token", s) for s in sessions]
+        counts = [mcp.open_sessions(p) for p in (ALICE, ALICE_SECOND_KEY)]
+    assert touches == [404, 404, 404, 404]
+    # The cap held: the two oldest were closed, and both keys count as one principal.
+    assert alive == [404, 404, 200, 200]
+    assert counts == [2, 2]
 
 
 def test_a_sessionless_2026_request_neither_opens_nor_ends_a_session() -> None:

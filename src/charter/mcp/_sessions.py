@@ -24,6 +24,11 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    AuthorizationContext,
+    authorization_context,
+)
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -58,9 +63,16 @@ _CLOSING_SCOPE_KEYS = (
 )
 
 
+Binding = AuthorizationContext | None
+"""Whose credential a session is bound to, as the SDK compares it (its
+``authorization_context``): None for a session opened without one."""
+
+
 @dataclass(slots=True)
 class _Session:
     owner: Owner
+    binding: Binding
+    """The credential the SDK bound it to: only a request with the same one reaches it."""
     closing_scope: Scope
     """Enough of one of its requests to send the ``DELETE`` that ends it."""
     in_flight: int = 0
@@ -125,7 +137,8 @@ class SessionLimiter:
             return
         self._expire()
         principal = principal_from_scope(scope)
-        watched = _Watched(self, scope, send, named, None if principal is None else principal.key)
+        owner = None if principal is None else principal.key
+        watched = _Watched(self, scope, send, named, owner, _binding(scope))
         try:
             await self.app(scope, receive, watched)
         finally:
@@ -135,12 +148,16 @@ class SessionLimiter:
 
     # -- the table ------------------------------------------------------------------------
 
-    def _observe(self, session_id: str, owner: Owner, scope: Scope, status: int) -> str | None:
+    def _observe(
+        self, session_id: str, owner: Owner, binding: Binding, scope: Scope, status: int
+    ) -> str | None:
         """Record what an answer says of a session; the id when the request now holds it."""
         table = self._table
         session = table.sessions.get(session_id)
-        if session is not None and session.owner != owner:
-            return None  # the SDK answers a foreign credential 404; the session lives on
+        if session is not None and session.binding != binding:
+            # The SDK answers another credential 404 (even the same principal's other API
+            # key: it binds a session to the key); the session lives on.
+            return None
         ended = status == 404 or (scope["method"] == "DELETE" and status < 300)
         if ended:
             self._forget(session_id)
@@ -151,7 +168,9 @@ class SessionLimiter:
             # A new session, or a live one this table had given up on (its idle deadline
             # passed here a moment before the SDK saw the next request): either way, the
             # owner's newest.
-            session = _Session(owner=owner, closing_scope=_closing_scope(scope, session_id))
+            session = _Session(
+                owner=owner, binding=binding, closing_scope=_closing_scope(scope, session_id)
+            )
             table.sessions[session_id] = session
             table.by_owner.setdefault(owner, OrderedDict())[session_id] = None
         session.in_flight += 1
@@ -230,6 +249,12 @@ class SessionLimiter:
             logger.debug("closing an MCP session answered %s", status)
 
 
+def _binding(scope: Scope) -> Binding:
+    """The credential the SDK binds a session to, read from ``scope`` as the SDK reads it."""
+    user = scope.get("user")
+    return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+
+
 def _closing_scope(scope: Scope, session_id: str) -> Scope:
     closing = {key: scope[key] for key in _CLOSING_SCOPE_KEYS if key in scope}
     headers = [(n, v) for n, v in scope["headers"] if n in _CLOSING_HEADERS]
@@ -245,12 +270,19 @@ class _Watched:
     disconnect read leaves behind (``charter.http._body_deadline._TimedRequest``).
     """
 
-    __slots__ = ("_limiter", "_named", "_scope", "_send", "held", "owner")
+    __slots__ = ("_binding", "_limiter", "_named", "_scope", "_send", "held", "owner")
 
     def __init__(
-        self, limiter: SessionLimiter, scope: Scope, send: Send, named: str | None, owner: Owner
+        self,
+        limiter: SessionLimiter,
+        scope: Scope,
+        send: Send,
+        named: str | None,
+        owner: Owner,
+        binding: Binding,
     ) -> None:
         self._limiter = limiter
+        self._binding = binding
         self._scope: Scope | None = scope
         self._send = send
         self._named = named
@@ -264,7 +296,9 @@ class _Watched:
             self._scope = None  # an answer starts once; the scope need not live on with us
             session_id = self._named or _header(message.get("headers", ()), _SESSION_HEADER)
             if session_id is not None:
-                self.held = self._limiter._observe(session_id, self.owner, scope, message["status"])
+                self.held = self._limiter._observe(
+                    session_id, self.owner, self._binding, scope, message["status"]
+                )
         return self._send(message)
 
 
