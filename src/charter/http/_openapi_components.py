@@ -22,7 +22,8 @@ __all__ = (
 SCHEMAS = "#/components/schemas/"
 
 _PROBLEM_STATUSES: Mapping[int, str] = {
-    400: "Malformed request: the body is not strict JSON, a header is malformed, a "
+    400: "Malformed request: the body is not strict JSON, a header is malformed or "
+    "repeated, a "
     "control was sent twice with different values, or the request carries more than one "
     "credential (ambiguous_credentials).",
     401: "Missing or invalid credentials.",

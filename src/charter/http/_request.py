@@ -37,7 +37,10 @@ CONTROL_HEADERS = {
 }
 """The header that carries each ``_charter`` control."""
 
-_CONTROL_HEADER_NAMES = frozenset(name.lower().encode() for name in CONTROL_HEADERS.values())
+_HEADER_NAMES = {name.lower().encode(): name for name in CONTROL_HEADERS.values()}
+"""Each control header's name as ASGI spells it (lower case), to its display name."""
+
+_CONTROL_HEADER_NAMES = frozenset(_HEADER_NAMES)
 
 
 def credentials_from(scope: Scope) -> Credentials:
@@ -131,12 +134,17 @@ def controls_from_headers(scope: Scope) -> InvocationControls | Response | None:
 
     ``Idempotency-Key`` may be a bare UUID or an RFC 8941 string (``"<uuid>"``).
     ``Charter-Confirm`` is ``true`` or ``false``; ``false`` is the same as not sending it.
+    A control header sent more than once is malformed, whatever its values: taking the
+    first would let the other go unseen (two keys, ``true`` and ``false``), as for two
+    credentials (``charter._credentials``).
     """
     sent: dict[bytes, str] = {}
     # One pass over the raw headers; most calls send none of the three.
     for raw_name, raw_value in scope["headers"]:
-        if raw_name in _CONTROL_HEADER_NAMES and raw_name not in sent:
-            sent[raw_name] = raw_value.decode("latin-1")  # the first value, as Headers.get
+        if raw_name in _CONTROL_HEADER_NAMES:
+            if raw_name in sent:
+                return _bad_header(_HEADER_NAMES[raw_name], "it was sent more than once")
+            sent[raw_name] = raw_value.decode("latin-1")
     if not sent:
         return None
     raw: dict[str, object] = {}
