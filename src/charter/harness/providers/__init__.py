@@ -19,8 +19,9 @@ from ._anthropic import (
 )
 from ._gemini import gemini_contents, gemini_tool_calls, gemini_tool_result, gemini_tools
 from ._models import AnthropicModel, OpenAIChatModel
+from ._nulls import drop_strict_nulls
 from ._openai import OpenAIApi, openai_messages, openai_tool_calls, openai_tool_result, openai_tools
-from ._schema import ToolLike, drop_strict_nulls, inline_refs, strict_schema, tool_schemas
+from ._schema import ToolLike, inline_refs, strict_schema, tool_schemas
 
 __all__ = (
     "AnthropicModel",

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from ..messages import Message, ToolCall, ToolResult, result_text
-from ._schema import ToolLike, drop_strict_nulls, strict_schema, tool_schemas
+from ._nulls import drop_strict_nulls
+from ._schema import ToolLike, strict_schema, tool_schemas
 from ._util import field, schemas_by_name
 
 __all__ = (

@@ -14,8 +14,9 @@ from ..names import ModelNames, model_name_for
 
 __all__ = (
     "ToolLike",
-    "drop_strict_nulls",
+    "allows_null",
     "inline_refs",
+    "resolve_ref",
     "strict_schema",
     "tool_schemas",
 )
@@ -90,7 +91,7 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 def _strict(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = node.get("$ref")
     if isinstance(ref, str) and len(node) > 1:
-        resolved = _resolve(root, ref)
+        resolved = resolve_ref(root, ref)
         merged = {**copy.deepcopy(resolved), **{k: v for k, v in node.items() if k != "$ref"}}
         return _strict(merged, root)
     for key in ("$defs", "definitions"):
@@ -104,7 +105,7 @@ def _strict(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
         for name, prop in properties.items():
             prop = _strict(dict(prop), root)
             if name not in required:
-                prop = _nullable(prop)
+                prop = _nullable(prop, root)
             strict_props[name] = prop
         node["properties"] = strict_props
         node["required"] = list(properties)
@@ -167,10 +168,10 @@ def _noted(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
+def _nullable(prop: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     prop.pop("default", None)
     kind = prop.get("type")
-    if _allows_null(prop):
+    if allows_null(prop, root):
         return prop
     if isinstance(kind, str) and "$ref" not in prop and "enum" not in prop:
         prop["type"] = [kind, "null"]
@@ -185,15 +186,34 @@ def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
     return wrapped
 
 
-def _allows_null(prop: Mapping[str, Any]) -> bool:
-    kind = prop.get("type")
+def allows_null(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``schema`` itself accepts ``null``: by its type or one of its variants.
+
+    With ``root`` (the whole schema), ``$ref``s are followed.
+    """
+    return _accepts_null(schema, root, ())
+
+
+def _accepts_null(
+    node: Mapping[str, Any], root: Mapping[str, Any] | None, seen: tuple[str, ...]
+) -> bool:
+    ref = node.get("$ref")
+    if root is not None and isinstance(ref, str) and ref not in seen:
+        node = {**resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
+        seen = (*seen, ref)
+    kind = node.get("type")
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
         return True
-    variants = prop.get("anyOf") or prop.get("oneOf") or ()
-    return any(isinstance(v, Mapping) and _allows_null(v) for v in variants)
+    variants = node.get("anyOf") or node.get("oneOf") or ()
+    return any(isinstance(v, Mapping) and _accepts_null(v, root, seen) for v in variants)
 
 
-def _resolve(root: Mapping[str, Any], ref: str) -> dict[str, Any]:
+def resolve_ref(root: Mapping[str, Any], ref: str) -> dict[str, Any]:
+    """The schema a local ``$ref`` (``#/$defs/Name``) points at, inside ``root``.
+
+    Raises:
+        ValueError: the reference is not local, or points at no schema.
+    """
     if not ref.startswith("#/"):
         raise ValueError(f"cannot resolve non-local $ref {ref!r}")
     node: Any = root
@@ -221,49 +241,9 @@ def inline_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(ref, str):
             if ref in seen:
                 raise ValueError(f"recursive schema at {ref!r} cannot be inlined")
-            merged = {**_resolve(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
+            merged = {**resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
             return walk(merged, (*seen, ref))
         return {k: walk(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
 
     result: dict[str, Any] = walk(root, ())
     return result
-
-
-def drop_strict_nulls(arguments: Any, schema: Mapping[str, Any]) -> Any:
-    """Undo the strict transform on decoded arguments.
-
-    A ``null`` for an optional property that does not itself allow null means "left
-    out", so the key is removed (then validation applies the property's default).
-    """
-    return _drop(arguments, dict(schema), dict(schema))
-
-
-def _drop(value: Any, node: dict[str, Any], root: dict[str, Any]) -> Any:
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        node = {**_resolve(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
-    if isinstance(value, dict):
-        properties = node.get("properties")
-        if not isinstance(properties, Mapping):
-            return value
-        required = set(node.get("required", ()))
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            prop = properties.get(key)
-            if not isinstance(prop, Mapping):
-                out[key] = item
-                continue
-            if item is None and key not in required and not _allows_null_resolved(prop, root):
-                continue
-            out[key] = _drop(item, dict(prop), root)
-        return out
-    if isinstance(value, list) and isinstance(node.get("items"), Mapping):
-        return [_drop(item, dict(node["items"]), root) for item in value]
-    return value
-
-
-def _allows_null_resolved(prop: Mapping[str, Any], root: dict[str, Any]) -> bool:
-    ref = prop.get("$ref")
-    if isinstance(ref, str):
-        return _allows_null(_resolve(root, ref))
-    return _allows_null(prop)
