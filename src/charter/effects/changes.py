@@ -11,13 +11,43 @@ from typing import Any
 
 from .records import EffectStatus
 
-__all__ = ("DISCARDABLE", "REDRIVABLE", "discarded", "finished", "redriven")
+__all__ = (
+    "DISCARDABLE",
+    "REDRIVABLE",
+    "UNFINISHED",
+    "abandoned",
+    "discarded",
+    "finished",
+    "redriven",
+)
 
 REDRIVABLE: tuple[EffectStatus, ...] = ("dead", "discarded")
 """The statuses a person may re-drive an effect from."""
 
 DISCARDABLE: tuple[EffectStatus, ...] = ("pending", "dead")
 """The statuses a person may discard an effect from."""
+
+
+UNFINISHED = (
+    "The last attempt never finished: the process running it died, or it outlived its lease."
+)
+"""The ``last_error`` of an effect a claim parked dead: its last attempt never reported."""
+
+
+def abandoned(now: datetime) -> dict[str, Any]:
+    """What a claim sets on a due effect whose attempts are used up: dead, no lease.
+
+    Its last attempt started (and counted) but never recorded a result, so its process
+    died or the attempt outlived the lease; running it again would pass ``max_attempts``
+    (an effect that kills its worker would run forever).
+    """
+    return {
+        "status": "dead",
+        "lease_until": None,
+        "leased_by": None,
+        "last_error": UNFINISHED,
+        "updated_at": now,
+    }
 
 
 def finished(

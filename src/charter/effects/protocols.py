@@ -24,6 +24,9 @@ class EffectStore(Protocol):
 
         Due: ``next_attempt_at`` passed and no live lease. Concurrent claimers never get
         the same effect while its lease lasts (``FOR UPDATE SKIP LOCKED`` on PostgreSQL).
+        A due effect whose ``attempts`` already reached ``max_attempts`` (its last attempt
+        started but never recorded a result) is not run again: the claim parks it
+        ``dead`` (``changes.abandoned``) and returns it with that status, to be audited.
         """
         ...
 

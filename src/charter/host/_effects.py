@@ -267,13 +267,20 @@ class Effects:
     # -- workers ----------------------------------------------------------------------------
 
     async def run_due(self, *, worker: str, limit: int = 50, concurrency: int = 8) -> int:
-        """Claim up to ``limit`` due effects for ``worker`` and attempt each; how many."""
+        """Claim up to ``limit`` due effects for ``worker`` and attempt each; how many.
+
+        An effect whose last attempt never finished comes back from the claim parked dead
+        (its process died); it is audited ``effect.dead`` and not run again.
+        """
         now = self._clock()
         claimed = await self.store.claim_effects(
             now=now, lease_until=now + self.lease, worker=worker, limit=limit
         )
         if not claimed:
             return 0
+        for record in claimed:
+            if record.status == "dead":
+                await self._parked_unfinished(record, now)
         gate = asyncio.Semaphore(concurrency)
 
         async def one(record: EffectRecord) -> None:
@@ -282,8 +289,23 @@ class Effects:
 
         async with asyncio.TaskGroup() as group:
             for record in claimed:
-                group.create_task(one(record))
+                if record.status == "pending":
+                    group.create_task(one(record))
         return len(claimed)
+
+    async def _parked_unfinished(self, record: EffectRecord, now: datetime) -> None:
+        """Report an effect the claim parked dead: its last attempt never recorded a result."""
+        logger.warning(
+            "effect %r (key %s) is dead: attempt %d of %d never finished",
+            record.name,
+            record.key,
+            record.attempts,
+            record.max_attempts,
+        )
+        self._telemetry.effect_attempted(
+            None, name=record.name, status="dead", error=record.last_error
+        )
+        await self._record_audit(record, "dead", record.last_error, now)
 
     async def work(
         self,

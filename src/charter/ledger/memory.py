@@ -178,7 +178,10 @@ class MemoryStore(_ApprovalWrites, MemoryAuditSink):
     async def claim_effects(
         self, *, now: datetime, lease_until: datetime, worker: str, limit: int
     ) -> list[EffectRecord]:
-        """Lease up to ``limit`` due pending effects to ``worker``, oldest due first."""
+        """Lease up to ``limit`` due pending effects to ``worker``, oldest due first.
+
+        A due effect whose attempts are used up is parked dead instead (and returned so).
+        """
         due = sorted(
             (
                 e
@@ -191,14 +194,17 @@ class MemoryStore(_ApprovalWrites, MemoryAuditSink):
         )[:limit]
         claimed = []
         for record in due:
-            leased = record.model_copy(
-                update={
-                    "lease_until": lease_until,
-                    "leased_by": worker,
-                    "attempts": record.attempts + 1,
-                    "updated_at": now,
-                }
-            )
+            if record.attempts >= record.max_attempts:
+                leased = record.model_copy(update=changes.abandoned(now))
+            else:
+                leased = record.model_copy(
+                    update={
+                        "lease_until": lease_until,
+                        "leased_by": worker,
+                        "attempts": record.attempts + 1,
+                        "updated_at": now,
+                    }
+                )
             self.effects[record.key] = leased
             claimed.append(leased)
         return claimed

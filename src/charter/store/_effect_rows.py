@@ -83,20 +83,43 @@ def _due(now: datetime) -> sa.ColumnElement[bool]:
 async def claim(
     conn: AsyncConnection, *, now: datetime, lease_until: datetime, worker: str, limit: int
 ) -> list[EffectRecord]:
-    """Lease up to ``limit`` due effects to ``worker``, counting an attempt on each."""
+    """Lease up to ``limit`` due effects to ``worker``, counting an attempt on each.
+
+    A due effect whose attempts are used up (its last attempt never reported) is parked
+    ``dead`` instead (``changes.abandoned``) and returned with that status.
+    """
     picked = sa.select(_e.key).where(_due(now)).order_by(_e.next_attempt_at).limit(limit)
     if conn.dialect.name == "postgresql":
         picked = picked.with_for_update(skip_locked=True)
     # A CTE runs once; a locking subquery under IN may be re-run by the planner and lock
     # (and so hand out) more rows than it returned the first time.
     chosen = picked.cte("chosen")
+    # Each SET reads the row as it was before the UPDATE: a row whose attempts are used up
+    # gets ``changes.abandoned``, any other a lease and one more attempt.
+    spent = _e.attempts >= _e.max_attempts
+    dead = changes.abandoned(now)
+    values: dict[str, Any] = {
+        "status": sa.case((spent, _value("status", dead["status"])), else_=_e.status),
+        "attempts": sa.case((spent, _e.attempts), else_=_e.attempts + 1),
+        "lease_until": sa.case((spent, sa.null()), else_=_value("lease_until", lease_until)),
+        "leased_by": sa.case((spent, sa.null()), else_=_value("leased_by", worker)),
+        "last_error": sa.case(
+            (spent, _value("last_error", dead["last_error"])), else_=_e.last_error
+        ),
+        "updated_at": now,
+    }
     statement = (
         sa.update(effects)
         .where(_e.key == chosen.c.key, _due(now))
-        .values(attempts=_e.attempts + 1, lease_until=lease_until, leased_by=worker, updated_at=now)
+        .values(values)
         .returning(*effects.c)
     )
     return [record(row) for row in await conn.execute(statement)]
+
+
+def _value(column: str, value: object) -> sa.BindParameter[Any]:
+    """``value`` bound with ``column``'s type (a ``CASE`` branch gets no type from its column)."""
+    return sa.literal(value, effects.c[column].type)
 
 
 async def finish(conn: AsyncConnection, key: str, worker: str, fields: dict[str, Any]) -> bool:
