@@ -133,7 +133,7 @@ async def test_a_receiver_failing_twice_gets_the_event_on_the_third_attempt(
         await host.notifications.drain()  # the fast path: attempt 1 failed
         (row,) = await host.effects.list(status="pending")
         assert (row.name, row.attempts, row.request_id) == ("charter.notify", 1, row.request_id)
-        assert row.last_error is not None and "503" in row.last_error
+        assert row.last_error is not None and "NotificationFailed" in row.last_error
         clock.advance(timedelta(minutes=11))
         assert await host.effects.run_due(worker="w1") == 1  # attempt 2 fails
         clock.advance(timedelta(minutes=11))
@@ -157,7 +157,7 @@ async def test_a_receiver_that_keeps_failing_parks_the_notification_dead_until_r
         clock.advance(timedelta(minutes=11))
         await host.effects.run_due(worker="w1")
         (dead,) = await host.effects.list(status="dead")
-        assert dead.attempts == 2 and "503" in (dead.last_error or "")
+        assert dead.attempts == 2 and "NotificationFailed" in (dead.last_error or "")
         events = await store.events(tenant="acme", limit=50)
         assert "effect.dead" in {e.action for e in events}
         # Re-driven by a person (charter effects retry KEY): the receiver has recovered.

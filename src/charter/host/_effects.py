@@ -24,6 +24,7 @@ from typing import Literal, TypeAlias
 
 from .._safe_log import log_exception
 from .._telemetry import Telemetry
+from .._wording import new_error_id
 from ..audit import AuditAction, AuditEvent, AuditSink
 from ..auth import Principal
 from ..effects import Effect, EffectRecord, EffectStatus, EffectStore, effect_key
@@ -205,7 +206,7 @@ class Effects:
                     async with asyncio.timeout(registered.timeout.total_seconds()):
                         await registered.call(record.payload, record.key)
                 except Exception as exc:
-                    error = f"{type(exc).__name__}: {exc}"[:_ERROR_LIMIT]
+                    error = _withheld(record, exc)
             status = self._next_status(record, registered, error)
             self._telemetry.effect_attempted(span, name=record.name, status=status, error=error)
         now = self._clock()
@@ -532,6 +533,27 @@ def _effect_event(
         reason=reason,
         note=record.key,
     )
+
+
+def _withheld(record: EffectRecord, exc: Exception) -> str:
+    """The ``last_error`` of an attempt that raised: the exception's class and an error id.
+
+    Like a handler's failure (``charter._redaction``), the exception's text is the
+    operator's: it goes to the ``charter`` log under the error id, never to the row, the
+    audit event or whoever reads the effect (``GET /v1/effects`` shows it to its caller).
+    """
+    error_id = new_error_id()
+    log_exception(
+        logger,
+        "effect %r (key %s) attempt %d failed (error id %s)",
+        record.name,
+        record.key,
+        record.attempts,
+        error_id,
+        exc=exc,
+        level=logging.WARNING,
+    )
+    return f"{type(exc).__name__}. Error id: {error_id}."[:_ERROR_LIMIT]
 
 
 _LIST_EFFECTS = "List the effects (GET /v1/effects, `charter effects list`) and use a key."
