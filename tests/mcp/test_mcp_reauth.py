@@ -401,3 +401,35 @@ async def test_a_burst_of_changes_checks_a_listeners_key_once(served: Served) ->
             heard = [await anext(aiter(stream)) for _ in range(2)]
     assert heard == [ResourceUpdated(uri="trip://T-1"), ResourceUpdated(uri="trip://T-2")]
     assert served.authenticator.checks[key] == checks + 1
+
+
+async def test_a_session_made_with_an_x_api_key_is_checked_again_and_its_revoked_key_told_nothing(
+    served: Served,
+) -> None:
+    # /mcp reads X-API-Key as REST does (charter._credentials); the subscription keeps that
+    # credential, so a key revoked afterwards is refused at the next change like a bearer's.
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    revoked_key, revoked_id = await served.key("ada")
+    valid_key, _ = await served.key("bob")
+    revoked, valid = Told(), Told()
+    async with (
+        httpx2.AsyncClient(headers={"X-API-Key": revoked_key}, timeout=30) as http,
+        Client(
+            streamable_http_client(served.url, http_client=http),
+            mode="legacy",
+            message_handler=revoked,
+        ) as ada,
+        mcp_http_client(served.url, valid_key, mode="legacy", message_handler=valid) as bob,
+    ):
+        for client in (ada, bob):
+            await client.subscribe_resource("trip://T-1")  # ada's key let her in
+        await served.revoke(revoked_id)
+        await touch(bob, "trip://T-1")
+        with anyio.fail_after(10):
+            await valid.updated.wait()
+        with anyio.move_on_after(NEGATIVE_WAIT):
+            await revoked.updated.wait()
+    assert revoked.uris == []
+    assert valid.uris == ["trip://T-1"]

@@ -1,4 +1,10 @@
-"""The SDK's ``TokenVerifier`` hook and bearer backend, backed by the host's ``Authenticator``."""
+"""The SDK's ``TokenVerifier`` hook and bearer backend, backed by the host's ``Authenticator``.
+
+The backend reads a request's credentials as REST does (``charter._credentials``): an
+``Authorization: Bearer`` token or an ``X-API-Key``, so the same headers authenticate the
+same caller on both doors; the SDK's bearer middleware, which answers 401 with its
+``WWW-Authenticate`` challenge, stays the one in front of MCP.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from pydantic import ConfigDict
 from starlette.authentication import AuthCredentials
 from starlette.requests import HTTPConnection
 
+from .._credentials import AmbiguousCredentials, read_credentials
 from ..auth import AuthenticationFailed, Credentials, Principal, principal_key
 from ..host import Host
 
@@ -18,8 +25,8 @@ __all__ = (
     "HostBearerBackend",
     "HostTokenVerifier",
     "PrincipalAccessToken",
-    "bearer_token",
     "principal_from_scope",
+    "request_credentials",
 )
 
 
@@ -50,22 +57,26 @@ class HostTokenVerifier:
 
     async def principal(self, token: str) -> Principal | None:
         """The principal ``token`` authenticates, or None when it is not valid."""
+        return await self.authenticate(Credentials(bearer=token))
+
+    async def authenticate(self, credentials: Credentials) -> Principal | None:
+        """The principal ``credentials`` authenticate, or None when they are not valid."""
         try:
-            return await self._host.authenticate(Credentials(bearer=token))
+            return await self._host.authenticate(credentials)
         except AuthenticationFailed:
             return None
 
 
 class HostBearerBackend(BearerAuthBackend):
-    """The SDK's ``BearerAuthBackend`` over ``HostTokenVerifier``, for less per request.
+    """The SDK's ``BearerAuthBackend`` slot, reading credentials as REST reads them.
 
-    It answers as the SDK's does (the first ``Authorization`` header, its ``Bearer``
-    prefix in any case, the rest the token; no token or a refused one: anonymous, so
-    ``RequireAuthMiddleware`` answers 401), and the SDK's middleware does the rest.
-    What it saves: the header is found in the ASGI headers without building Starlette's
-    ``Headers`` (the SDK's backend looks every header up again by name), and the access
-    token, credentials and user it hands the SDK are built once per principal. A
-    charter access token never expires on its own and names no resource (the host's
+    A request's credentials are ``request_credentials``: a bearer token or an API key,
+    read by ``charter._credentials.read_credentials`` as REST reads them; none, empty
+    ones, or refused ones: anonymous, so ``RequireAuthMiddleware`` answers 401 with the
+    SDK's challenge, and the SDK's middleware does the rest. The headers are read from
+    the ASGI scope without building Starlette's ``Headers``, and the access token,
+    credentials and user it hands the SDK are built once per principal. A charter
+    access token never expires on its own and names no resource (the host's
     authenticator decided both), so the SDK's checks of those pass by construction.
     """
 
@@ -78,29 +89,44 @@ class HostBearerBackend(BearerAuthBackend):
         self, conn: HTTPConnection
     ) -> tuple[AuthCredentials, AuthenticatedUser] | None:
         """The request's credentials and user, or None when it carries no valid token."""
-        token = bearer_token(conn.scope)
-        if token is None:
+        credentials = request_credentials(conn.scope)
+        if credentials is None:
             return None
-        principal = await self._verifier.principal(token)
+        principal = await self._verifier.authenticate(credentials)
         return None if principal is None else _authenticated(principal)
 
 
-def bearer_token(scope: Any) -> str | None:
-    """The bearer token an ASGI scope's request sent, read as the SDK's bearer backend reads it.
+def request_credentials(scope: Any) -> Credentials | None:
+    """The credentials an ASGI scope's request sent, read as REST reads them.
 
-    The first ``Authorization`` header, its ``Bearer`` prefix in any case, the rest the
-    token; None when there is no such header or it names another scheme. Read from the
-    ASGI headers, without building Starlette's ``Headers``.
+    ``charter._credentials.read_credentials`` over the raw headers (one pass, the first
+    value of each header kept for authenticators that need more): an ``Authorization``
+    header's ``Bearer`` token, stripped, and an ``X-API-Key``. None when there is neither,
+    when one is empty (REST refuses those too), or when they are ambiguous (the
+    ``Admission`` layer has answered such a request 400 before this runs).
     """
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            header: str = value.decode("latin-1")
-            break
-    else:
+    authorization: list[str] = []
+    api_keys: list[str] = []
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope["headers"]:
+        name: str = raw_name.decode("latin-1")
+        value: str = raw_value.decode("latin-1")
+        if name == "authorization":
+            authorization.append(value)
+        elif name == "x-api-key":
+            api_keys.append(value)
+        headers.setdefault(name, value)
+    if not authorization and not api_keys:
         return None
-    if header[:7].lower() != "bearer ":
+    try:
+        credentials = read_credentials(authorization, api_keys, headers)
+    except AmbiguousCredentials:
         return None
-    return header[7:]
+    if credentials.bearer is None and credentials.api_key is None:
+        return None
+    if credentials.bearer == "" or credentials.api_key == "":
+        return None
+    return credentials
 
 
 # The authenticator decided who this is; the token only carries it to the SDK, so one built

@@ -2,7 +2,8 @@
 
 A change notification (``notifications/resources/updated`` to a subscribed session, an
 event on a ``subscriptions/listen`` stream) goes out without a request, so no request
-authenticates it. A subscription made with a bearer token therefore keeps that token, and
+authenticates it. A subscription made with a credential (a bearer token or an API key,
+read as every request's: ``_auth.request_credentials``) therefore keeps it, and
 before the caller is told of a change the host's authenticator checks it again
 (``host.authenticate``, as for every request):
 
@@ -19,7 +20,7 @@ before the caller is told of a change the host's authenticator checks it again
 A valid credential is trusted for ``RECHECK_SECONDS`` before it is checked again, so a
 burst of changes costs one check per caller (plus what the authenticator remembers
 itself: the API-key authenticator remembers a verified key for 5 s). Subscriptions made
-without a bearer token (stdio, in memory, anonymous callers) have nothing to check and
+without a credential (stdio, in memory, anonymous callers) have nothing to check and
 are told as before.
 """
 
@@ -35,7 +36,7 @@ from mcp.server.context import ServerRequestContext
 
 from ..auth import AuthenticationFailed, AuthenticationUnavailable, Credentials, Principal
 from ..host import Host
-from ._auth import bearer_token
+from ._auth import request_credentials
 
 __all__ = ("RECHECK_SECONDS", "Caller", "Standing", "caller_of")
 
@@ -63,7 +64,7 @@ class Caller:
     principal: Principal | None
     """The caller as last authenticated: by the subscribing request, then by each check."""
     credentials: Credentials | None = field(default=None, repr=False)
-    """The bearer token the subscription was made with; None when it was made without one."""
+    """The credentials the subscription was made with; None when it was made without any."""
     checked_at: float | None = field(default=None, repr=False)
     """When the credential was last found valid (``time.monotonic``); None: not since then."""
     revoked: bool = False
@@ -104,12 +105,13 @@ class Caller:
 
 
 def caller_of(ctx: ServerRequestContext[Any, Any], principal: Principal | None) -> Caller:
-    """The caller of a subscribing request: its principal and, over HTTP, its bearer token.
+    """The caller of a subscribing request: its principal and, over HTTP, its credentials.
 
-    Only a token that authenticated someone is kept: an anonymous caller has nothing to
-    lose, and stdio and in-memory connections send no token.
+    Only credentials that authenticated someone are kept: an anonymous caller has nothing
+    to lose, and stdio and in-memory connections send none.
     """
     scope = getattr(ctx.request, "scope", None)
-    token = bearer_token(scope) if principal is not None and isinstance(scope, dict) else None
-    credentials = None if token is None else Credentials(bearer=token)
+    credentials: Credentials | None = None
+    if principal is not None and isinstance(scope, dict):
+        credentials = request_credentials(scope)
     return Caller(principal=principal, credentials=credentials)
