@@ -192,7 +192,12 @@ class Effects:
             await self.attempt(record, worker=self.owner)
 
     async def attempt(self, record: EffectRecord, *, worker: str) -> EffectStatus:
-        """Run one attempt of a leased effect and record its result; never raises."""
+        """Run one attempt of a leased effect and record its result; never raises.
+
+        Only the cancellation of the task running it propagates (its lease runs out and a
+        worker tries again); a ``CancelledError`` the function raises while its task is not
+        being cancelled (it awaited a future someone else cancelled) is a failed attempt.
+        """
         try:
             registered: Effect | None = self.registry.effect(record.name)
         except ConfigurationError:
@@ -205,6 +210,10 @@ class Effects:
                 try:
                     async with asyncio.timeout(registered.timeout.total_seconds()):
                         await registered.call(record.payload, record.key)
+                except asyncio.CancelledError as exc:
+                    if _cancelling():
+                        raise  # this task is being cancelled: not the function's failure
+                    error = _withheld(record, exc)  # it awaited something else cancelled
                 except Exception as exc:
                     error = _withheld(record, exc)
             status = self._next_status(record, registered, error)
@@ -535,7 +544,13 @@ def _effect_event(
     )
 
 
-def _withheld(record: EffectRecord, exc: Exception) -> str:
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (``Task.cancel`` was called on it)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _withheld(record: EffectRecord, exc: BaseException) -> str:
     """The ``last_error`` of an attempt that raised: the exception's class and an error id.
 
     Like a handler's failure (``charter._redaction``), the exception's text is the
