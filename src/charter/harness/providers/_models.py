@@ -15,8 +15,9 @@ __all__ = ("AnthropicModel", "OpenAIChatModel")
 class OpenAIChatModel:
     """A harness ``Model`` over Chat Completions: ``OpenAIChatModel(AsyncOpenAI(), model=...)``.
 
-    Tools go out in strict mode by default (see ``strict_schema``); the nulls strict mode
-    makes the model send for left-out optional arguments are removed before sealing.
+    Tools go out in strict mode by default (see ``strict_schema``; a tool strict mode
+    cannot express goes out with ``strict: false``); the nulls strict mode makes the
+    model send for left-out optional arguments are removed before sealing.
     """
 
     def __init__(
@@ -57,7 +58,7 @@ class OpenAIChatModel:
         message = field(field(response, "choices")[0], "message")
         return ModelResponse(
             text=field(message, "content"),
-            tool_calls=openai_tool_calls(message, tools=request.tools if self.strict else None),
+            tool_calls=openai_tool_calls(message, tools=request.tools, strict=self.strict),
         )
 
 

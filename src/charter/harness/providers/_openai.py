@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ..definitions import ToolSchema
 from ..messages import Message, ToolCall, ToolResult, result_text
 from ._nulls import drop_strict_nulls
-from ._schema import ToolLike, strict_schema, tool_schemas
+from ._schema import ToolLike, strict_or_reason, tool_schemas
 from ._util import field, schemas_by_name
 
 __all__ = (
@@ -18,6 +20,8 @@ __all__ = (
     "openai_tool_result",
     "openai_tools",
 )
+
+logger = logging.getLogger("charter.harness")
 
 OpenAIApi = Literal["chat", "responses"]
 """Which OpenAI API the shapes are for: Chat Completions or Responses."""
@@ -33,46 +37,53 @@ def openai_tools(
     Responses API's flat ``FunctionToolParam``s. With ``strict=True`` (the default) the
     parameters go through ``strict_schema`` and ``strict: true`` is set, so the model's
     arguments always parse; the parsers undo the transform's nulls when given the tools.
+    A tool whose schema strict mode cannot express (``strict_schema`` raises: a
+    ``dict[str, X]`` field, a value of any type, a tuple...) goes out as it is with
+    ``strict: false`` instead of narrowed, and the reason is logged at debug level on the
+    ``charter.harness`` logger.
     """
     out: list[dict[str, Any]] = []
     for schema in tool_schemas(tools):
-        parameters = strict_schema(schema.parameters) if strict else dict(schema.parameters)
-        if api == "chat":
-            out.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": schema.name,
-                        "description": schema.description,
-                        "parameters": parameters,
-                        "strict": strict,
-                    },
-                }
-            )
-        else:
-            out.append(
-                {
-                    "type": "function",
-                    "name": schema.name,
-                    "description": schema.description,
-                    "parameters": parameters,
-                    "strict": strict,
-                }
-            )
+        parameters = _strict_parameters(schema) if strict else None
+        function: dict[str, Any] = {
+            "name": schema.name,
+            "description": schema.description,
+            "parameters": dict(schema.parameters) if parameters is None else parameters,
+            "strict": parameters is not None,
+        }
+        out.append(
+            {"type": "function", "function": function}
+            if api == "chat"
+            else {"type": "function", **function}
+        )
     return out
 
 
+def _strict_parameters(schema: ToolSchema) -> dict[str, Any] | None:
+    """The tool's strict parameters, or None (logged) when strict mode cannot say them."""
+    parameters, reason = strict_or_reason(schema.parameters)
+    if reason is not None:
+        logger.debug(
+            "OpenAI tool %r goes out with strict: false; strict mode cannot express %s",
+            schema.tool_name or schema.name,
+            reason,
+        )
+    return parameters
+
+
 def openai_tool_calls(
-    message: object, *, tools: Iterable[ToolLike] | None = None
+    message: object, *, tools: Iterable[ToolLike] | None = None, strict: bool = True
 ) -> list[ToolCall]:
     """Parse the tool calls of an OpenAI answer into unsealed ``ToolCall``s.
 
     Accepts a Chat Completions message (``ChatCompletionMessage`` or its dict: the
     ``tool_calls`` of type ``function``) or a Responses answer (``Response``, its
-    ``output`` list, or dicts: the items of type ``function_call``). With ``tools``, the
-    nulls strict mode makes the model send for left-out optional arguments are removed.
+    ``output`` list, or dicts: the items of type ``function_call``). With ``tools`` (and
+    ``strict`` as given to ``openai_tools``), the nulls strict mode makes the model send
+    for left-out optional arguments are removed (``drop_strict_nulls``), for the tools
+    that went out strict only: a ``strict: false`` tool's arguments stay as sent.
     """
-    by_name = schemas_by_name(tools)
+    by_name = schemas_by_name(tools) if strict else {}
     raw: list[tuple[str, str, object]] = []
     chat_calls = field(message, "tool_calls")
     if chat_calls is not None or field(message, "role") == "assistant":
@@ -107,7 +118,7 @@ def _tool_call(
     call_id: str, name: str, arguments: object, by_name: Mapping[str, Mapping[str, Any]]
 ) -> ToolCall:
     schema = by_name.get(name)
-    if schema is not None:
+    if schema is not None and strict_or_reason(schema)[1] is None:
         decoded = _decode(arguments)
         if isinstance(decoded, dict):
             return ToolCall(

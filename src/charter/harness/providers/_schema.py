@@ -17,6 +17,7 @@ __all__ = (
     "allows_null",
     "inline_refs",
     "resolve_ref",
+    "strict_or_reason",
     "strict_schema",
     "tool_schemas",
 )
@@ -76,61 +77,171 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
       ``anyOf: [..., {"type": "null"}]``) so the model can still leave it out by sending
       ``null``, and its ``default`` is dropped (strict mode rejects it);
     * ``additionalProperties`` is set to ``false``;
-    * a ``$ref`` with sibling keywords (``{"$ref": ..., "description": ...}``) is
-      inlined, because strict mode takes a ``$ref`` only on its own; lone ``$ref``s and
-      ``$defs`` are kept (strict mode supports them, recursion included).
+    * a ``$ref`` with sibling keywords (``{"$ref": ..., "description": ...}``) and an
+      ``allOf`` of one schema are inlined, because strict mode takes a ``$ref`` only on
+      its own and has no ``allOf``; lone ``$ref``s and ``$defs`` are kept (strict mode
+      supports them, recursion included).
 
     The model then sends ``null`` for an optional argument it leaves out; pass the call's
     arguments through ``drop_strict_nulls`` with the original schema (the parsers do, when
     given the tools) so validation sees the argument as omitted and applies its default.
+
+    Raises:
+        ValueError: the schema has a part strict mode cannot express without narrowing
+            what the tool accepts: an object with keys it does not declare (a
+            ``dict[str, X]`` mapping, ``additionalProperties`` or ``patternProperties``,
+            an object with no properties), a value of any type, a tuple
+            (``prefixItems``), ``not``, ``if``/``then``/``else``, ``dependent*``, an
+            ``allOf`` of several schemas, or a root that is not an object. The message
+            says where. ``openai_tools`` sends such a tool with ``strict: false``.
     """
     root = copy.deepcopy(dict(schema))
-    return _strict(root, root)
+    result = _strict(root, root, "")
+    kind = result.get("type")
+    if (kind != "object" and not (kind is None and "properties" in result)) or "anyOf" in result:
+        raise _NotStrict("the root: strict mode takes only an object schema there")
+    return result
 
 
-def _strict(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def strict_or_reason(schema: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """``(strict_schema(schema), None)``, or ``(None, why)`` when strict mode cannot say it."""
+    try:
+        return strict_schema(schema), None
+    except _NotStrict as exc:
+        return None, str(exc)
+
+
+class _NotStrict(ValueError):
+    """A schema strict mode cannot express; the message says where and why."""
+
+
+_REFUSED = {
+    "not": "'not'",
+    "if": "'if'/'then'/'else'",
+    "then": "'if'/'then'/'else'",
+    "else": "'if'/'then'/'else'",
+    "dependentRequired": "'dependentRequired'",
+    "dependentSchemas": "'dependentSchemas'",
+    "dependencies": "'dependencies'",
+    "prefixItems": "a tuple ('prefixItems')",
+    "patternProperties": "keys matched by pattern ('patternProperties')",
+}
+"""Keywords strict mode has no way to say; a schema using one is not sent strict."""
+
+_SHAPED = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "properties", "items")
+"""Keywords that say what a value is; a schema with none of them accepts anything."""
+
+
+def _strict(node: Any, root: dict[str, Any], where: str) -> dict[str, Any]:
+    if not isinstance(node, Mapping):
+        raise _NotStrict(f"{_at(where)}: the schema {json.dumps(node)}, not an object")
+    node = dict(node)
     ref = node.get("$ref")
     if isinstance(ref, str) and len(node) > 1:
         resolved = resolve_ref(root, ref)
         merged = {**copy.deepcopy(resolved), **{k: v for k, v in node.items() if k != "$ref"}}
-        return _strict(merged, root)
+        return _strict(merged, root, where)
+    members = node.get("allOf")
+    if isinstance(members, list) and len(members) == 1:
+        merged = {**_deref(members[0], root), **{k: v for k, v in node.items() if k != "allOf"}}
+        return _strict(merged, root, where)
+    _refuse(node, where)
     for key in ("$defs", "definitions"):
         defs = node.get(key)
         if isinstance(defs, dict):
-            node[key] = {name: _strict(dict(d), root) for name, d in defs.items()}
+            node[key] = {n: _strict(d, root, f"{where}.{key}.{n}") for n, d in defs.items()}
     properties = node.get("properties")
     if isinstance(properties, dict):
         required = set(node.get("required", ()))
         strict_props: dict[str, Any] = {}
         for name, prop in properties.items():
-            prop = _strict(dict(prop), root)
+            prop = _strict(prop, root, f"{where}.properties.{name}")
             if name not in required:
                 prop = _nullable(prop, root)
             strict_props[name] = prop
         node["properties"] = strict_props
         node["required"] = list(properties)
-    if node.get("type") == "object" or isinstance(properties, dict):
+    if _is_object(node) and not _split_object(node):
         node["additionalProperties"] = False
     items = node.get("items")
-    if isinstance(items, dict):
-        node["items"] = _strict(dict(items), root)
-    if isinstance(node.get("oneOf"), list) and "anyOf" not in node:
+    if items is not None:
+        node["items"] = _strict(items, root, f"{where}.items")
+    if isinstance(node.get("oneOf"), list):
         # Strict mode has no oneOf; anyOf accepts the same arguments here (the host
         # validates them against the real schema).
         node["anyOf"] = node.pop("oneOf")
-    for key in ("anyOf", "allOf"):
-        variants = node.get(key)
-        if isinstance(variants, list):
-            node[key] = [_strict(dict(v), root) for v in variants]
+    variants = node.get("anyOf")
+    if isinstance(variants, list):
+        node["anyOf"] = [_strict(v, root, f"{where}.anyOf.{i}") for i, v in enumerate(variants)]
     node.pop("discriminator", None)
     return _noted(node)
+
+
+def _refuse(node: Mapping[str, Any], where: str) -> None:
+    """Raise ``_NotStrict`` when strict mode cannot express ``node`` without narrowing it."""
+    for key, what in _REFUSED.items():
+        if key in node:
+            raise _NotStrict(f"{_at(where)}: {what}, which strict mode does not support")
+    extra = node.get("additionalProperties", False)
+    if extra is not False:
+        raise _NotStrict(
+            f"{_at(where)}: an object with keys it does not declare (a mapping such as"
+            f" dict[str, X]: additionalProperties {json.dumps(extra)}); strict mode"
+            " closes every object, so the model could send only {}"
+        )
+    if _open_object(node):
+        raise _NotStrict(
+            f"{_at(where)}: an object with no declared properties (a free-form mapping);"
+            " strict mode closes every object, so the model could send only {}"
+        )
+    if not any(key in node for key in _SHAPED):
+        raise _NotStrict(f"{_at(where)}: a value of any type (a schema with no type)")
+    if node.get("type") == "array" and "items" not in node:
+        raise _NotStrict(f"{_at(where)}: an array whose items may be anything")
+    members = node.get("allOf")
+    if isinstance(members, list):
+        raise _NotStrict(f"{_at(where)}: an allOf of {len(members)} schemas")
+    if "anyOf" in node and "oneOf" in node:
+        raise _NotStrict(f"{_at(where)}: both anyOf and oneOf")
+
+
+def _is_object(node: Mapping[str, Any]) -> bool:
+    kind = node.get("type")
+    return (
+        kind == "object" or (isinstance(kind, list) and "object" in kind) or ("properties" in node)
+    )
+
+
+def _open_object(node: Mapping[str, Any]) -> bool:
+    """An object that declares nothing: no properties, no variants, no closing keyword."""
+    return (
+        _is_object(node)
+        and "properties" not in node
+        and "additionalProperties" not in node
+        and not _split_object(node)
+    )
+
+
+def _split_object(node: Mapping[str, Any]) -> bool:
+    """``{"type": "object", "anyOf": [...]}``: the branches declare the properties."""
+    return "properties" not in node and ("anyOf" in node or "oneOf" in node or "$ref" in node)
+
+
+def _deref(node: Any, root: Mapping[str, Any]) -> Any:
+    ref = node.get("$ref") if isinstance(node, Mapping) else None
+    if not isinstance(ref, str):
+        return node
+    return {**resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def _at(where: str) -> str:
+    return where[1:] if where else "the root"
 
 
 _STRICT_UNSUPPORTED = (
     "default",
     "minLength",
     "maxLength",
-    "patternProperties",
     "unevaluatedProperties",
     "unevaluatedItems",
     "propertyNames",
@@ -141,7 +252,7 @@ _STRICT_UNSUPPORTED = (
     "maxContains",
     "uniqueItems",
 )
-"""Keywords strict mode refuses; their values move into the description."""
+"""Keywords strict mode refuses that only constrain; their values move into the description."""
 
 _STRICT_FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
@@ -173,12 +284,14 @@ def _nullable(prop: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     kind = prop.get("type")
     if allows_null(prop, root):
         return prop
-    if isinstance(kind, str) and "$ref" not in prop and "enum" not in prop:
-        prop["type"] = [kind, "null"]
-        return prop
-    if isinstance(kind, list) and "enum" not in prop:
-        prop["type"] = [*kind, "null"]
-        return prop
+    # A null added to the type would still fail an enum, a const or every variant.
+    if not any(key in prop for key in ("$ref", "enum", "const", "anyOf", "oneOf")):
+        if isinstance(kind, str):
+            prop["type"] = [kind, "null"]
+            return prop
+        if isinstance(kind, list):
+            prop["type"] = [*kind, "null"]
+            return prop
     description = prop.pop("description", None)
     wrapped: dict[str, Any] = {"anyOf": [prop, {"type": "null"}]}
     if description is not None:
