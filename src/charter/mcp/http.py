@@ -223,7 +223,7 @@ def streamable_http_app(
         answers = QuietRequests(answers, StreamableHTTPASGIApp(quiet))
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
     # Innermost: the body is read only once the caller is known (as on REST).
-    app: ASGIApp = Body(answers, max_bytes=limit)
+    app: ASGIApp = Body(answers, max_bytes=limit, limits=host.limits)
     limiter: SessionLimiter | None = None
     if not stateless and limits.per_principal is not None:
         # Inside the bearer middleware below, so it sees who each request is from.
