@@ -99,8 +99,14 @@ class ApprovalList(BaseModel):
 _DECISION_RISK = RiskPolicy(
     destructive=False, reversible=False, dry_run_supported=False, side_effects=("data-write",)
 )
+# A decision authorises another call, so the person must confirm it: a model acting for an
+# approver (the harness, an MCP client) pauses for them instead of deciding by itself.
 _DECISION_POLICY = ActionPolicy(
-    kind="execute", target_type="approval", command_target_field="approval_id", ledger="never"
+    kind="execute",
+    target_type="approval",
+    command_target_field="approval_id",
+    ledger="never",
+    confirmation="required",
 )
 
 

@@ -386,7 +386,8 @@ class McpProtocolCaller(_SendsControls):
     async def decide(self, approval_id: str, *, grant: bool, reason: str | None = None) -> Seen:
         client = await self.mcp.client(APPROVER)
         tool = "approve_action_approval" if grant else "deny_action_approval"
-        sent: dict[str, Any] = {"approval_id": approval_id}
+        # The person confirms their decision (the tools require it).
+        sent: dict[str, Any] = {"approval_id": approval_id, "_charter": {"confirmed": True}}
         if reason is not None:
             sent["reason"] = reason
         result = await client.call_tool(tool, sent)

@@ -137,7 +137,11 @@ async def run_x01(caller: Caller, scenario: Scenario) -> tuple[list[tuple[str, S
         "A04 ask", AGENT, "bookings.refund", {**refund, **controls(r["R2"], confirmed=True)}
     )
     approval = asked.approval_id or ""
-    await step("A04 grant", APPROVER, "approve_action_approval", {"approval_id": approval})
+    # A decision authorises another call: unconfirmed, the approver's tool only asks.
+    decision = {"approval_id": approval}
+    await step("A04 grant unconfirmed", APPROVER, "approve_action_approval", decision)
+    confirmed = {"_charter": {"confirmed": True}}
+    await step("A04 grant", APPROVER, "approve_action_approval", {**decision, **confirmed})
     bound = {"confirmed": True, "approvalId": approval}
     more = {**refund, "amount_cents": 1001}
     await step(
@@ -191,6 +195,7 @@ X01_EXPECTED: list[tuple[str, str, str | None, str | None, bool]] = [
     ("L05 other arguments", "failed", "IDEMPOTENCY_CONFLICT", "idempotency_key_reused", False),
     ("L05 other tool", "failed", "IDEMPOTENCY_CONFLICT", "idempotency_key_reused", False),
     ("A04 ask", "interaction-required", "APPROVAL_REQUIRED", None, False),
+    ("A04 grant unconfirmed", "interaction-required", "CONFIRMATION_REQUIRED", None, False),
     ("A04 grant", "completed", None, None, False),
     ("A04 changed amount", "failed", "AUTHORIZATION_DENIED", "fingerprint_mismatch", False),
     ("A04 new id", "failed", "AUTHORIZATION_DENIED", "fingerprint_mismatch", False),

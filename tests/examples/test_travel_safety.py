@@ -11,6 +11,9 @@ from tests.builders import request_id as rid
 from travel_support import AGENT, APPROVER, Travel
 
 from charter import Completed, Denied, ErrorCode, Failed, InteractionRequired, ToolOutcome
+from charter.harness import Approve, Harness, ModelResponse
+from charter.harness.testing import ScriptedModel
+from charter.harness.testing import call as model_call
 from charter.ledger import ApprovalRecord
 from charter.store._schema import ledger_entries
 
@@ -152,6 +155,43 @@ async def test_an_approval_granted_for_one_request_cannot_be_spent_by_another(
     assert await travel.payments.refunds("bkg_hotel001") == 1
     status = await travel.host.action_status(AGENT, first)
     assert status is not None and status.status == "completed"
+
+
+async def test_a_model_acting_for_an_approver_decides_nothing_until_the_person_confirms(
+    travel: Travel,
+) -> None:
+    # The approver's assistant lists approvals (text the requester wrote reaches the model)
+    # and then calls approve_action_approval by itself: the turn pauses for the person.
+    request = rid()
+    arguments = {"booking_id": "bkg_flight01", "amount_cents": 132_500}
+    call = {**arguments, "_charter": {"requestId": request, "confirmed": True}}
+    paused = await travel.host.invoke("bookings.refund", call, AGENT)
+    assert isinstance(paused, InteractionRequired) and paused.approval_id is not None
+    approval_id = paused.approval_id
+    model = ScriptedModel(
+        [
+            ModelResponse(tool_calls=[model_call("list_action_approvals", "c1")]),
+            ModelResponse(
+                tool_calls=[model_call("approve_action_approval", "c2", approval_id=approval_id)]
+            ),
+            ModelResponse(text="Summary: one refund."),
+        ]
+    )
+    session = Harness(travel.host, model).session(APPROVER)
+    turn = await session.run("Summarise my pending approvals.")
+    assert turn.status == "paused", turn
+    (pending,) = turn.interactions
+    assert pending.tool_name == "approve_action_approval"
+    assert pending.interaction.metadata["code"] == "CONFIRMATION_REQUIRED"
+    record = await travel.host.approvals.get(APPROVER, approval_id)
+    assert record is not None and record.status == "pending"
+    assert await travel.payments.refunds("bkg_flight01") == 0
+    # The person confirms the decision: only then is the approval granted.
+    resumed = await session.resume(Approve(interaction_id=pending.interaction.id))
+    assert resumed.status == "completed", resumed
+    record = await travel.host.approvals.get(APPROVER, approval_id)
+    assert record is not None and record.status == "approved"
+    assert record.decided_by == APPROVER.key
 
 
 async def test_a_denied_refund_is_denied_on_every_retry_and_in_its_status(
