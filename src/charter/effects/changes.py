@@ -70,6 +70,11 @@ def finished(
     return fields
 
 
+def renewed(lease_until: datetime, now: datetime) -> dict[str, Any]:
+    """What renewing a held lease sets (only while the effect is pending and still held)."""
+    return {"lease_until": lease_until, "updated_at": now}
+
+
 def redriven(now: datetime) -> dict[str, Any]:
     """What a re-drive sets: pending again, no attempts yet, due now, no lease."""
     return {

@@ -46,6 +46,16 @@ class EffectStore(Protocol):
         """
         ...
 
+    async def renew_effect(
+        self, key: str, *, worker: str, lease_until: datetime, now: datetime
+    ) -> bool:
+        """Extend ``worker``'s lease on a pending effect to ``lease_until``; whether it held it.
+
+        False when the effect is no longer pending or another worker claimed it (its lease
+        ran out first): then ``worker`` must not start an attempt.
+        """
+        ...
+
     async def get_effect(self, key: str) -> EffectRecord | None:
         """Read one effect."""
         ...

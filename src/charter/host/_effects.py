@@ -187,9 +187,38 @@ class Effects:
     # -- delivery ---------------------------------------------------------------------------
 
     async def deliver(self, records: Sequence[EffectRecord]) -> None:
-        """Run committed effects this host leased (the fast path); failures are recorded."""
+        """Run committed effects this host leased (the fast path); failures are recorded.
+
+        They run one after another, so a later one may come up when less of its lease is
+        left than its attempt may take (its ``timeout``): its lease is renewed first, and
+        it is left to the worker that claimed it if the lease ran out and one did.
+        """
         for record in records:
-            await self.attempt(record, worker=self.owner)
+            held = await self._held(record)
+            if held is not None:
+                await self.attempt(held, worker=self.owner)
+
+    async def _held(self, record: EffectRecord) -> EffectRecord | None:
+        """``record`` leased to this host for at least one more attempt; None when it lost it."""
+        try:
+            timeout = self.registry.effect(record.name).timeout
+        except ConfigurationError:
+            timeout = timedelta(0)  # the attempt fails at once
+        now = self._clock()
+        if record.lease_until is not None and record.lease_until - now >= timeout:
+            return record
+        lease_until = now + self.lease
+        try:
+            renewed = await self.store.renew_effect(
+                record.key, worker=self.owner, lease_until=lease_until, now=now
+            )
+        except Exception:
+            # Not run now: a worker takes it when its lease runs out.
+            log_exception(logger, "renewing the lease of effect %r failed", record.name)
+            return None
+        if not renewed:
+            return None  # a worker claimed it once the lease ran out (or a person discarded it)
+        return record.model_copy(update={"lease_until": lease_until})
 
     async def attempt(self, record: EffectRecord, *, worker: str) -> EffectStatus:
         """Run one attempt of a leased effect and record its result; never raises.

@@ -324,10 +324,8 @@ class LedgerGate:
                     )
                 elif not isinstance(outcome, Completed):
                     raise _Rollback(outcome)
-                if staged is not None:
-                    for record in staged.records:
-                        if not await tx.insert_effect(record):
-                            raise _Rollback(effect_key_in_use(record.key))
+                if staged is not None and (taken := await staged.write(tx)) is not None:
+                    raise _Rollback(effect_key_in_use(taken))
                 if self.audit_in_transaction:
                     # Before complete(): a SQL store writes both in one statement.
                     await tx.record_audit(audit(outcome))

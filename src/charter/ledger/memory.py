@@ -228,6 +228,16 @@ class MemoryStore(_ApprovalWrites, MemoryAuditSink):
         )
         return True
 
+    async def renew_effect(
+        self, key: str, *, worker: str, lease_until: datetime, now: datetime
+    ) -> bool:
+        """Extend ``worker``'s lease on a pending effect it still holds; whether it did."""
+        record = self.effects.get(key)
+        if record is None or record.status != "pending" or record.leased_by != worker:
+            return False
+        self.effects[key] = record.model_copy(update=changes.renewed(lease_until, now))
+        return True
+
     async def get_effect(self, key: str) -> EffectRecord | None:
         """Read one effect."""
         return self.effects.get(key)

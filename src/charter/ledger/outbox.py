@@ -1,10 +1,11 @@
 """The effect outbox as the gate sees it: stage a call's effects, write them, hand them on.
 
 A handler's ``ctx.effect(name, payload)`` stages a record here; the gate writes the staged
-records in the call's transaction and, once it committed, hands them to ``deliver`` (the
-host's fast path). Each row is written already leased to this process for ``lease``, so
-no worker takes it while the fast path runs, and any worker does once that lease ran out
-(the process died between commit and delivery).
+records in the call's transaction (``StagedEffects.write``) and, once it committed, hands
+them to ``deliver`` (the host's fast path). Each row is written already leased to this
+process for ``lease`` from the moment it is written, so no worker takes it while the fast
+path runs, and any worker does once that lease ran out (the process died between commit
+and delivery).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -22,6 +23,9 @@ from ..effects import EffectRecord, effect_key
 from ..errors import ConfigurationError
 from ..registry import Registry
 from .records import LedgerEntry
+
+if TYPE_CHECKING:
+    from .protocols import LedgerTransaction
 
 __all__ = ("EffectOutbox", "StagedEffects", "effect_payload")
 
@@ -97,3 +101,23 @@ class StagedEffects:
                 )
             )
         return key
+
+    async def write(self, tx: LedgerTransaction) -> str | None:
+        """Insert the staged effects in the call's transaction, leased from now.
+
+        The lease starts when the rows are written, just before the commit, not when the
+        handler staged them: a handler that worked longer than the lease after
+        ``ctx.effect`` would commit rows a worker takes at once, beside the fast path.
+
+        Returns:
+            None when every row was inserted; else the key of the first that already
+            existed (the call must roll back rather than lose that effect).
+        """
+        now = self.clock()
+        leased = {"lease_until": now + self.outbox.lease, "updated_at": now}
+        with self._lock:
+            self.records = [record.model_copy(update=leased) for record in self.records]
+        for record in self.records:
+            if not await tx.insert_effect(record):
+                return record.key
+        return None

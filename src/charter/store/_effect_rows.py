@@ -29,6 +29,7 @@ __all__ = (
     "listing",
     "record",
     "redrive",
+    "renew",
 )
 
 _e = effects.c
@@ -126,6 +127,22 @@ async def finish(conn: AsyncConnection, key: str, worker: str, fields: dict[str,
     """Set an attempt's result (``changes.finished``) if ``worker`` still holds the lease."""
     parameters = {"effect_key": key, "lease_holder": worker, **fields}
     result = await conn.execute(_finish_statement(conn.dialect.name), parameters)
+    return result.rowcount == 1
+
+
+async def renew(
+    conn: AsyncConnection, key: str, worker: str, lease_until: datetime, now: datetime
+) -> bool:
+    """Extend ``worker``'s lease on a pending effect it still holds; whether it did.
+
+    A claim hands the row to another worker by setting ``leased_by``, so a lease that ran
+    out unclaimed is still this worker's to renew, and a claimed one never is.
+    """
+    result = await conn.execute(
+        sa.update(effects)
+        .where(_e.key == key, _e.status == "pending", _e.leased_by == worker)
+        .values(changes.renewed(lease_until, now))
+    )
     return result.rowcount == 1
 
 

@@ -58,6 +58,16 @@ class SqlEffectOutbox(SqlAccess):
             return await rows.finish(conn, key, worker, fields)
 
     @run_to_completion
+    async def renew_effect(
+        self, key: str, *, worker: str, lease_until: datetime, now: datetime
+    ) -> bool:
+        """Extend ``worker``'s lease on a pending effect it still holds; whether it did."""
+        if not is_storable(key, worker):
+            return False
+        async with self._statement("renewing an effect's lease") as conn:
+            return await rows.renew(conn, key, worker, lease_until, now)
+
+    @run_to_completion
     async def get_effect(self, key: str) -> EffectRecord | None:
         """Read one effect."""
         if not is_storable(key):
