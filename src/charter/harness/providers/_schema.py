@@ -35,6 +35,8 @@ def tool_schemas(tools: Iterable[ToolLike]) -> list[ToolSchema]:
 
     Raises:
         ConfigurationError: two of the tools would have the same model-facing name.
+        TypeError: an item is none of those (a manifest entry from ``registry.list()``
+            or ``host.discover()``: pass ``host.callable_tools(principal)`` instead).
     """
     out: list[ToolSchema] = []
     for item in tools:
@@ -51,7 +53,7 @@ def tool_schemas(tools: Iterable[ToolLike]) -> list[ToolSchema]:
             out.append(item)
         elif isinstance(item, BoundToolDefinition):
             out.append(item.schema)
-        else:
+        elif isinstance(item, RegisteredTool | Tool):
             tool = item.tool if isinstance(item, RegisteredTool) else item
             out.append(
                 ToolSchema(
@@ -61,8 +63,21 @@ def tool_schemas(tools: Iterable[ToolLike]) -> list[ToolSchema]:
                     tool_name=tool.name,
                 )
             )
+        else:
+            raise _not_a_tool(item)
     ModelNames.build((s.tool_name or s.name, s.name) for s in out)
     return out
+
+
+def _not_a_tool(item: object) -> TypeError:
+    what = type(item).__name__
+    if isinstance(item, Mapping):
+        what += " (a manifest entry, as registry.list() and host.discover() return it)"
+    return TypeError(
+        "provider formats take ToolSchema, BoundToolDefinition, RegisteredTool or Tool"
+        f" objects, not {what}; pass host.callable_tools(principal) (the tools a"
+        " principal may call) or registry.tools() instead"
+    )
 
 
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
