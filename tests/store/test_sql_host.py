@@ -19,7 +19,7 @@ from tests.store.round_trips import wire
 from tests.store.store_records import all_at_once, statements_sent
 
 from charter import ActionPolicy, Principal, Registry, ToolContext
-from charter.errors import ErrorCode, ToolError
+from charter.errors import ErrorCode, StoreError, ToolError
 from charter.host import Host
 from charter.outcome import Completed, Deferred, Failed, InteractionRequired
 from charter.policy import CreatedTarget
@@ -272,6 +272,57 @@ async def test_a_failing_handler_leaves_no_row_in_either_table_and_the_id_free(
     assert isinstance(retried, Completed) and not retried.replayed
     assert application.runs == 2
     assert await rows(sql_store, "app_notes") == 1
+
+
+ENDINGS = {
+    "commit": lambda db: db.commit(),
+    "rollback": lambda db: db.rollback(),
+    "close": lambda db: db.close(),
+    "commit in run_sync": lambda db: db.run_sync(lambda sync: sync.commit()),
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+async def test_a_handler_cannot_end_the_calls_transaction_through_ctx_db(
+    sql_store: SqlStore, ending: str
+) -> None:
+    # Committing would commit the claim too and leave the request id in progress after a
+    # failure; rolling back would drop the claim and let later statements run on their own.
+    refusals: list[str] = []
+    swallow = True
+
+    async def write_then_end(note: NoteIn, ctx: ToolContext) -> NoteOut:
+        await ctx.db.execute(sa.insert(notes).values(id=note.text, tenant_id="t", text="x"))
+        try:
+            await ENDINGS[ending](ctx.db)
+        except StoreError as refused:
+            refusals.append(str(refused))
+            if not swallow:
+                raise
+        await ctx.db.execute(sa.insert(notes).values(id=note.text + "-2", tenant_id="t", text="x"))
+        return NoteOut(note_id=note.text)
+
+    await app_host(sql_store)
+    registry = Registry()
+    registry.register(tiered_tool("notes.write", WRITE, write_then_end, NoteIn, NoteOut))
+    host = Host(registry, store=sql_store)
+    principal = Principal(subject="alice", tenant_id="acme", scopes=frozenset())
+    swallow = False
+    request_id = str(uuid.uuid4())
+    failed = await host.invoke("notes.write", call("a", request_id), principal)
+    assert isinstance(failed, Failed), failed
+    assert await rows(sql_store, "app_notes") == 0
+    assert await rows(sql_store, "charter_ledger_entries") == 0
+    # A handler that carries on after the refusal commits all of its work, once, with its
+    # record; the request id was free for it.
+    swallow = True
+    done = await host.invoke("notes.write", call("a", request_id), principal)
+    assert isinstance(done, Completed) and not done.replayed, done
+    assert await rows(sql_store, "app_notes") == 2
+    assert await rows(sql_store, "charter_ledger_entries") == 1
+    assert len(refusals) == 2
+    assert refusals[0].startswith(f"a handler may not {ending.split()[0]} ctx.db")
+    assert "begin_nested()" in refusals[0]
 
 
 async def burst(host: Host, application: App, request_id: str) -> list[object]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -302,11 +303,15 @@ class TransactionScope(Scope[SqlTransaction]):
         self._transaction: SqlTransaction | None = None
 
     async def __aenter__(self) -> SqlTransaction:
-        self._transaction = SqlTransaction(await self._connection.__aenter__())
+        conn = await self._connection.__aenter__()
+        _lend(conn)
+        self._transaction = SqlTransaction(conn)
         return self._transaction
 
     async def _exit(self, failed: BaseException | None) -> None:
         transaction, self._transaction = self._transaction, None
+        if transaction is not None:
+            _take_back(transaction.connection)
         if failed is None and transaction is not None:
             try:
                 await to_completion(transaction._finish())
@@ -314,3 +319,39 @@ class TransactionScope(Scope[SqlTransaction]):
                 await self._connection._exit(unfinished)
                 raise
         await self._connection._exit(failed)
+
+
+# What a handler may not do to ``ctx.db``: end the transaction the ledger's record is in.
+_STORE_ENDS = ("commit", "rollback", "close")
+
+
+def _lend(conn: AsyncConnection) -> None:
+    """Refuse ``commit``, ``rollback`` and ``close`` on ``conn`` until ``_take_back``.
+
+    A handler that committed would commit the claim with its writes, then fail and leave
+    the request id in progress; one that rolled back would drop the claim, and its later
+    statements would run outside any transaction. ``AsyncConnection`` has slots, so the
+    refusal goes on its (unslotted) sync connection, whose methods both reach: a guard
+    against a mistake, not a sandbox (a transaction object's own ``commit`` is not
+    covered).
+    """
+    sync = conn.sync_connection
+    assert sync is not None
+    for name in _STORE_ENDS:
+        setattr(sync, name, functools.partial(_refuse, name))
+
+
+def _take_back(conn: AsyncConnection) -> None:
+    """The store ends the transaction now: undo ``_lend``."""
+    sync = conn.sync_connection
+    if sync is not None:
+        for name in _STORE_ENDS:
+            sync.__dict__.pop(name, None)
+
+
+def _refuse(action: str, *args: object, **kwargs: object) -> NoReturn:
+    raise StoreError(
+        f"a handler may not {action} ctx.db: the call's transaction commits with its ledger "
+        "record, or rolls back when the handler raises; use ctx.db.begin_nested() for a "
+        "part that may fail on its own"
+    )
