@@ -4,7 +4,8 @@
 credentials are 400 (``charter._credentials``), and a key store that cannot be reached
 while the token is checked is 503. ``Body`` runs after it, so that a caller refused there
 is answered without its body being read (as on REST): it reads the body once, bounded
-(413 as soon as it passes the limit), reads it as JSON (``read_message``), refuses a
+(413 as soon as it passes the limit), reads it as JSON (``read_message``, which reads
+each stdio line too: ``charter.mcp.stdio``), refuses a
 JSON-RPC body in which an object repeats a key (400, ``charter._limits.check_unique_keys``'s
 rule, found by jiter first) or that the parsers cannot take for its size or depth (413 or
 422, as REST), and a request whose ``id`` is neither a string nor an integer (400,
