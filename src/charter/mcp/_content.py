@@ -37,6 +37,7 @@ from ..resources import (
     ResourceContents,
     TextContents,
 )
+from ._listing import refuse_cursor
 from ._reauth import Caller, Standing, caller_of
 from ._render import OUTCOME_META_KEY
 
@@ -86,6 +87,7 @@ class ContentHandlers:
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         """``resources/list``: the fixed resources this caller may read."""
+        refuse_cursor(params)
         found = self.host.content.resources(self.principal_of(ctx))
         return types.ListResourcesResult(resources=[_resource(r) for r in found])
 
@@ -93,6 +95,7 @@ class ContentHandlers:
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         """``resources/templates/list``: the resource templates this caller may read."""
+        refuse_cursor(params)
         found = self.host.content.templates(self.principal_of(ctx))
         return types.ListResourceTemplatesResult(resource_templates=[_template(r) for r in found])
 
@@ -186,6 +189,7 @@ class ContentHandlers:
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         """``prompts/list``: the prompts this caller may get."""
+        refuse_cursor(params)
         found = self.host.content.prompts(self.principal_of(ctx))
         return types.ListPromptsResult(prompts=[_prompt(p) for p in found])
 

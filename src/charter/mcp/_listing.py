@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import mcp.types as types
+from mcp.shared.exceptions import MCPError
 
 from .._mcp_config import STATUS_TOOL
 from .._per_registration import PerRegistration
@@ -14,13 +15,31 @@ from ..policy import CONTROL_FIELD, controls_schema
 from ..tool import JSON_SCHEMA_DIALECT
 from ._forwarded import forwarded_output_schema, is_forwarded
 
-__all__ = ("TOOL_META_KEY", "ToolListing", "status_tool")
+__all__ = ("TOOL_META_KEY", "ToolListing", "refuse_cursor", "status_tool")
 
 TOOL_META_KEY = "charter/tool"
 """``_meta`` key of a listed tool: charter's contract data for it."""
 
 # Manifest keys that MCP carries in its own fields, not in ``_meta``.
 _MCP_FIELDS = frozenset({"name", "description", "inputSchema", "outputSchema", "annotations"})
+
+
+def refuse_cursor(params: types.PaginatedRequestParams | None) -> None:
+    """Refuse a ``cursor`` on a ``*/list`` request: charter lists everything on one page.
+
+    No answer of charter's carries a ``nextCursor``, so any cursor is one it never gave
+    out, and the spec asks for ``-32602`` for an invalid cursor (rather than the first
+    page again, which a client that pages would take for the next one).
+
+    Raises:
+        MCPError: ``INVALID_PARAMS`` when the request names a cursor.
+    """
+    if params is not None and params.cursor is not None:
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message="Invalid params: unknown cursor (this server lists everything on one "
+            "page and gives out no cursors)",
+        )
 
 
 class ToolListing:

@@ -35,7 +35,7 @@ from ._content import NO_SESSION, ContentHandlers
 from ._forwarded import forwarded_result, is_forwarded, render_forwarded
 from ._interact import Ask, ConnectionState
 from ._listen import Listening
-from ._listing import ToolListing, status_tool
+from ._listing import ToolListing, refuse_cursor, status_tool
 from ._render import Presenter, completed_wire, render_outcome
 from ._tracing import trace_only_when_recording
 
@@ -191,7 +191,8 @@ class _Adapter:
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """``tools/list``: the tools this caller may call."""
+        """``tools/list``: the tools this caller may call (one page: a cursor is refused)."""
+        refuse_cursor(params)
         principal = self.principal(ctx)
         key = _session_key(ctx)
         if key != _NO_SESSION:  # stateless HTTP has no channel to notify on
