@@ -4,7 +4,8 @@ REST (``charter.http``) and MCP over streamable HTTP (``charter.mcp``) are both 
 these ASGI middlewares, so hostile input gets the same answer whichever door it takes:
 
 - ``HostCheck``: a ``Host`` header outside the allowed ones (DNS-rebinding protection) is
-  421, before anything else runs.
+  421, before anything else runs; given ``allowed_origins``, a present ``Origin`` outside
+  them (a page on another site: cross-site request forgery) is 403 just after.
 - ``BodyLimit``: a body over the limit (by default ``PayloadLimits.max_bytes``, 1 MiB) is
   413, refused by its declared length or as soon as the streamed body passes it.
 - Duplicate JSON object keys: REST hands the raw body to the host, whose parser refuses
@@ -30,6 +31,7 @@ __all__ = (
     "Bounded",
     "HostCheck",
     "content_length",
+    "default_origins",
     "host_allowed",
     "problem",
     "too_large",
@@ -86,10 +88,21 @@ async def problem(
     await send({"type": "http.response.body", "body": body})
 
 
+def default_origins(hosts: Sequence[str]) -> list[str]:
+    """The ``Origin`` values allowed by default: ``http://`` and ``https://`` forms of ``hosts``.
+
+    A page served by the app itself (the console) sends one of them, since its ``Host`` is
+    allowed; ``name:*`` stays a pattern (``http://127.0.0.1:*``), as for hosts. MCP's own
+    default (``charter.mcp.streamable_http_app``) is the same list.
+    """
+    return [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+
+
 def host_allowed(host: str, allowed: Sequence[str]) -> bool:
     """Whether a ``Host`` header value is one of ``allowed`` (``name:*``: any port).
 
-    The rule of the MCP SDK's DNS-rebinding protection, which MCP also applies.
+    The rule of the MCP SDK's DNS-rebinding protection, which MCP also applies; ``Origin``
+    values are matched by it too (``http://127.0.0.1:*``).
     """
     if host in allowed:
         return True
@@ -107,48 +120,89 @@ class HostCheck:
     Why: a page on another site can point a name it controls at 127.0.0.1 (DNS
     rebinding) and have the victim's browser call a local server; the ``Host`` header
     still carries the attacker's name.
+
+    Given ``allowed_origins``, a request whose ``Origin`` header is present and not one
+    of them is 403. Why: a page on another site can make its visitor's browser send a
+    POST without asking first (a CORS "simple" request: no custom header, a ``text/plain``
+    body) to a server on 127.0.0.1; the browser then names the page's origin. A request
+    without ``Origin`` (a client that is not a browser, a same-origin ``GET``) passes.
     """
 
     def __init__(
-        self, app: ASGIApp, *, allowed_hosts: Sequence[str], exempt: Sequence[str] = ()
+        self,
+        app: ASGIApp,
+        *,
+        allowed_hosts: Sequence[str],
+        exempt: Sequence[str] = (),
+        allowed_origins: Sequence[str] | None = None,
     ) -> None:
         """Wrap ``app``, accepting only ``allowed_hosts`` (see ``host_allowed``).
 
-        ``exempt`` paths answer any ``Host``: probes (``/healthz``) that an orchestrator
-        sends to the replica's own address, and that tell a page nothing.
+        ``exempt`` paths answer any ``Host`` and ``Origin``: probes (``/healthz``) that an
+        orchestrator sends to the replica's own address, and that tell a page nothing.
+        ``allowed_origins`` (matched as hosts are, ``name:*`` allowing any port): the
+        ``Origin`` values accepted; None checks no ``Origin``.
         """
         self.app = app
         self.allowed_hosts = tuple(allowed_hosts)
+        self.allowed_origins = None if allowed_origins is None else tuple(allowed_origins)
         self.exempt = frozenset(exempt)
-        # Host values already found allowed, as sent: a server hears the same few names
-        # on every request. Bounded, since ``name:*`` allows every port.
+        # Host and Origin values already found allowed, as sent: a server hears the same
+        # few names on every request. Bounded, since ``name:*`` allows every port.
         self._allowed_seen: set[bytes] = set()
+        self._origins_seen: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.exempt:
             await self.app(scope, receive, send)
             return
         raw: bytes | None = None
+        origin: bytes | None = None
+        origins = 0
         for name, value in scope.get("headers", ()):
             if name == b"host":
                 if raw is not None:  # two Host headers: refused
                     raw = None
                     break
                 raw = value
-        if raw is not None and (raw in self._allowed_seen or self._allowed(raw)):
+            elif name == b"origin":
+                origin = value
+                origins += 1
+        if raw is None or not (raw in self._allowed_seen or self._allowed(raw)):
+            await problem(
+                scope,
+                receive,
+                send,
+                status=421,
+                title="Misdirected request",
+                detail="The Host header is not one this server answers to.",
+                reason="host_not_allowed",
+                next_steps=(
+                    "Call the server by a name it serves; its operator lists them "
+                    "(charter serve --allow-host, create_app(allowed_hosts=...)).",
+                ),
+            )
+            return
+        if (
+            origin is None
+            or self.allowed_origins is None
+            or (origins == 1 and (origin in self._origins_seen or self._origin_allowed(origin)))
+        ):
             await self.app(scope, receive, send)
             return
         await problem(
             scope,
             receive,
             send,
-            status=421,
-            title="Misdirected request",
-            detail="The Host header is not one this server answers to.",
-            reason="host_not_allowed",
+            status=403,
+            title="Origin not allowed",
+            detail="The request comes from a web page whose origin this server does not "
+            "accept (the Origin header).",
+            reason="origin_not_allowed",
             next_steps=(
-                "Call the server by a name it serves; its operator lists them "
-                "(charter serve --allow-host, create_app(allowed_hosts=...)).",
+                "Call from a page the server accepts, or from a client that is not a "
+                "browser; its operator lists the origins "
+                "(create_app(allowed_origins=..., cors_origins=...)).",
             ),
         )
 
@@ -159,9 +213,17 @@ class HostCheck:
             self._allowed_seen.add(raw)
         return True
 
+    def _origin_allowed(self, raw: bytes) -> bool:
+        assert self.allowed_origins is not None
+        if not host_allowed(raw.decode("latin-1"), self.allowed_origins):
+            return False
+        if len(self._origins_seen) < _ALLOWED_SEEN_MAX:
+            self._origins_seen.add(raw)
+        return True
+
 
 _ALLOWED_SEEN_MAX = 64
-"""Most allowed ``Host`` values a ``HostCheck`` remembers."""
+"""Most allowed ``Host`` (and, apart, ``Origin``) values a ``HostCheck`` remembers."""
 
 
 class Bounded:

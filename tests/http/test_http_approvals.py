@@ -11,6 +11,7 @@ from http_support import Live, assert_challenged
 from charter import ErrorCode
 
 REFUND = "/v1/tools/bookings.refund:call"
+JSON = {"Content-Type": "application/json"}
 
 
 def request_refund(
@@ -177,7 +178,7 @@ def test_a_decision_body_must_be_a_reason_or_nothing(
 ) -> None:
     _, approval_id = request_refund(agent, "bkg_body")
     path = f"/v1/approvals/{approval_id}:deny"
-    malformed = approver.post(path, content=b'{"reason": ')
+    malformed = approver.post(path, content=b'{"reason": ', headers=JSON)
     assert malformed.status_code == 400
     assert malformed.json()["reason"] == "invalid_json"
     extra = approver.post(path, json={"reason": "x", "why": "y"})

@@ -12,6 +12,8 @@ from http_support import Live, serve_standard_app
 from charter import ErrorCode
 
 RENAME = "/v1/tools/trips.rename:call"
+JSON = {"Content-Type": "application/json"}
+"""A raw body is sent as JSON, as the call route requires (415 otherwise)."""
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def test_a_streamed_body_is_cut_off_at_the_limit(small: Live) -> None:
 
     with small.client("agent-token") as client:
         response = client.post(
-            RENAME, content=chunks(), headers={"Idempotency-Key": str(uuid.uuid4())}
+            RENAME, content=chunks(), headers={"Idempotency-Key": str(uuid.uuid4()), **JSON}
         )
     assert response.status_code == 413
     assert response.json()["reason"] == "input_too_large"
@@ -58,7 +60,9 @@ def test_a_body_at_the_limit_is_accepted(small: Live) -> None:
     body = prefix + b"x" * (1000 - len(prefix) - 2) + b'"}'
     assert len(body) == 1000
     with small.client("agent-token") as client:
-        response = client.post(RENAME, content=body, headers={"Idempotency-Key": str(uuid.uuid4())})
+        response = client.post(
+            RENAME, content=body, headers={"Idempotency-Key": str(uuid.uuid4()), **JSON}
+        )
     # It reaches the tool, whose schema caps the name at 80 characters.
     assert response.status_code == 422
     assert response.json()["reason"] == "validation_failed"
@@ -93,7 +97,7 @@ def test_the_default_limit_is_the_hosts_max_bytes(live: Live, agent: httpx.Clien
 def test_hostile_json_is_a_clean_problem(
     agent: httpx.Client, body: bytes, status: int, reason: str
 ) -> None:
-    response = agent.post("/v1/tools/trips.search:call", content=body)
+    response = agent.post("/v1/tools/trips.search:call", content=body, headers=JSON)
     assert response.status_code == status
     problem = response.json()
     assert problem["code"] == ErrorCode.INVALID_INPUT

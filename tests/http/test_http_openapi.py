@@ -93,6 +93,7 @@ def test_a_tool_operation_carries_the_tools_own_schemas(live: Live) -> None:
         "404",
         "409",
         "413",
+        "415",
         "422",
         "429",
         "500",

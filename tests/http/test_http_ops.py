@@ -149,8 +149,9 @@ SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 
 
 def test_cors_is_off_by_default(anonymous: httpx.Client) -> None:
+    # A page on another origin is not even answered (test_http_origin.py).
     simple = anonymous.get("/v1/tools", headers={"Origin": ORIGIN})
-    assert simple.status_code == 200
+    assert simple.status_code == 403
     assert "access-control-allow-origin" not in simple.headers
     preflight = anonymous.options(
         "/v1/tools/catalog.ping:call",
@@ -280,6 +281,7 @@ def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in
         *,
         stateless: bool = False,
         allowed_hosts: list[str] | None = None,
+        allowed_origins: list[str] | None = None,
         session_limits: object = None,
         request_state_keys: list[bytes | str] | None = None,
         quiet_json: bool = True,
@@ -289,6 +291,7 @@ def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in
             host=host,
             stateless=stateless,
             allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
             session_limits=session_limits,
             request_state_keys=request_state_keys,
             quiet_json=quiet_json,
@@ -322,6 +325,13 @@ def test_the_mcp_endpoint_is_built_on_the_first_request_to_slash_mcp_and_runs_in
         "host": host,
         "stateless": True,
         "allowed_hosts": ["charter.local:*", "127.0.0.1:*"],
+        # The app's one Origin policy: the allowed hosts' http and https forms.
+        "allowed_origins": [
+            "http://charter.local:*",
+            "https://charter.local:*",
+            "http://127.0.0.1:*",
+            "https://127.0.0.1:*",
+        ],
         "session_limits": limits,
         "request_state_keys": ["k" * 32],
         "quiet_json": False,

@@ -46,7 +46,7 @@ def test_reasons_that_override_the_status_belong_to_invalid_input() -> None:
     assert status_for(ErrorCode.INVALID_INPUT, "input_too_large")[0] == 413
     # A reason only refines INVALID_INPUT; other codes keep their status.
     assert status_for(ErrorCode.AUTHORIZATION_DENIED, "invalid_json")[0] == 403
-    assert {status for status, _ in STATUS_BY_REASON.values()} == {400, 413}
+    assert {status for status, _ in STATUS_BY_REASON.values()} == {400, 413, 415}
 
 
 @pytest.mark.parametrize("code", list(ErrorCode))

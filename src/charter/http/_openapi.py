@@ -40,7 +40,7 @@ _CONTROL_PARAMETERS: Mapping[str, str] = {
 }
 """The header parameter of each control, documented for the tools that accept it."""
 
-_CALL_PROBLEMS = (400, 401, 403, 404, 409, 413, 422, 429, 500, 503, 504)
+_CALL_PROBLEMS = (400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503, 504)
 
 
 def _call_problems(tool: Tool[Any, Any, Any]) -> list[int]:

@@ -32,6 +32,8 @@ _PROBLEM_STATUSES: Mapping[int, str] = {
     404: "Unknown, or not visible to the caller.",
     409: "The same request is still running; retry with the same Idempotency-Key.",
     413: "The body, or a string or number in it, is too large.",
+    415: "The body is not declared JSON: send it with Content-Type: application/json "
+    "(unsupported_media_type).",
     422: "Invalid input, a request id reused for a different call, or an effect not in a "
     "state the action applies to.",
     429: "A rate limit or quota is spent (RATE_LIMITED); retry after Retry-After seconds.",

@@ -128,7 +128,7 @@ def _approval_decision(operation_id: str, summary: str) -> dict[str, Any]:
             summary,
             tag="approvals",
             ok="Approval",
-            problems=(400, 401, 403, 404, 413, 422),
+            problems=(400, 401, 403, 404, 413, 415, 422),
             parameters=[_approval_id()],
             request={"required": False, "content": _json_content("Decision")},
         )
@@ -202,7 +202,7 @@ def fixed_paths() -> dict[str, Any]:
                 "A prompt's messages, built from its string arguments.",
                 tag="prompts",
                 ok="PromptResult",
-                problems=(401, 403, 404, 413, 422),
+                problems=(401, 403, 404, 413, 415, 422),
                 parameters=[_path_param("name", "The prompt's name.")],
                 secured=False,
                 request={

@@ -74,6 +74,8 @@ STATUS_BY_REASON: Mapping[str, tuple[int, str]] = {
     "controls_conflict": (400, "Malformed request"),
     # The body, a string or an integer in it is larger than the limits.
     "input_too_large": (413, "Content too large"),
+    # A body that is not declared JSON (``_media_type``).
+    "unsupported_media_type": (415, "Unsupported media type"),
 }
 """Reasons of ``INVALID_INPUT`` that override the code's 422."""
 

@@ -16,6 +16,7 @@ from charter.ledger import ApprovalRecord, ApprovalStatus
 from charter.outcome import Failed, failed, not_found
 
 from ._authentication import required_caller
+from ._media_type import unsupported_body
 from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
 from ._problem import failed_problem, invalid_input
 from ._responses import json_response
@@ -72,6 +73,9 @@ class ApprovalRoutes:
         caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
+        unsupported = unsupported_body(request.scope)
+        if unsupported is not None:
+            return unsupported
         decision = await self._decision(request)
         if isinstance(decision, Failed):
             return failed_problem(decision)

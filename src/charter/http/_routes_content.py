@@ -13,6 +13,7 @@ from charter.host import Host
 from charter.outcome import Failed, failed
 
 from ._authentication import caller_of
+from ._media_type import unsupported_body
 from ._payloads_content import PromptListBody, PromptResultBody, ResourceListBody, ResourceReadBody
 from ._problem import failed_problem
 from ._responses import json_response
@@ -50,6 +51,9 @@ class ContentRoutes:
         """``POST /v1/prompts/{name}:get``: the body is the arguments, an object of strings."""
         caller = caller_of(request)
         name: str = request.path_params["name"]
+        unsupported = unsupported_body(request.scope)
+        if unsupported is not None:
+            return unsupported
         arguments = _arguments(await request.body())
         if isinstance(arguments, Failed):
             return failed_problem(arguments)

@@ -27,6 +27,7 @@ from charter.outcome import (
 from charter.policy import CONTROL_FIELD, InvocationControls
 
 from ._authentication import caller_of
+from ._media_type import unsupported_body
 from ._payloads import AcceptedBody, ToolListBody
 from ._problem import denied_problem, failed_problem
 from ._request import authenticate, controls_from_headers, read_body
@@ -76,8 +77,9 @@ class CallEndpoint:
     Starlette's middleware and ``Request``/``Response`` objects itself, in this order:
     the caller (``authenticate``, as ``_authentication``'s middleware: 400/401/503), a
     declared ``Content-Length`` over ``max_bytes`` (413, as ``BodyLimit``), the controls
-    sent as headers (400), then the body, read up to ``max_bytes`` (413 past it) and
-    passed on unparsed: the host parses it under its payload limits. A completed call's
+    sent as headers (400), a body not declared JSON (415, ``_media_type``), then the
+    body, read up to ``max_bytes`` (413 past it) and passed on unparsed: the host parses
+    it under its payload limits. A completed call's
     answer is sent as bytes, without a ``Response``.
     """
 
@@ -114,6 +116,10 @@ class CallEndpoint:
             # arguments, so answer that without waiting for a body nobody will read.
             refused = await host.invoke(name, {}, None, controls)
             await _answer(refused, scope, receive, send, controls=controls, body=b"")
+            return
+        unsupported = unsupported_body(scope)
+        if unsupported is not None:
+            await unsupported(scope, receive, send)
             return
         body = await read_body(receive, self._max_bytes)
         if body is None:

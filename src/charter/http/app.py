@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from charter._asgi import DEFAULT_ALLOWED_HOSTS, BodyLimit, HostCheck
+from charter._asgi import DEFAULT_ALLOWED_HOSTS, BodyLimit, HostCheck, default_origins
 from charter._mcp_config import SessionLimits, check_request_state_keys, check_reserved_names
 from charter._safe_log import log_exception
 from charter._wording import new_error_id
@@ -89,6 +89,7 @@ def create_app(
     max_body_bytes: int | None = None,
     mcp_stateless: bool = False,
     allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
     body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     mcp_session_limits: SessionLimits | None = None,
     mcp_request_state_keys: Sequence[bytes | str] | None = None,
@@ -112,6 +113,11 @@ def create_app(
         allowed_hosts: ``Host`` headers the app answers (REST, console and MCP; DNS-
             rebinding protection); ``name:*`` allows any port. Default: loopback only
             (``DEFAULT_ALLOWED_HOSTS``); other hosts get 421.
+        allowed_origins: ``Origin`` headers the app answers (REST, console and MCP; a
+            request without one passes); ``scheme://name:*`` allows any port. Default:
+            the ``http://`` and ``https://`` forms of the allowed hosts, so the console's
+            own page is accepted. ``cors_origins`` are accepted too. Others get 403: a
+            page on another site cannot have its visitors' browsers call the app.
         body_timeout: seconds a request's body may take to arrive after its head; later
             it is answered 408 and the connection closed. None: wait as long as the
             client keeps the connection open.
@@ -135,6 +141,10 @@ def create_app(
     if body_timeout is not None and not (math.isfinite(body_timeout) and body_timeout > 0):
         raise ValueError("body_timeout must be a positive, finite number of seconds or None")
     limit = max_body_bytes if max_body_bytes is not None else host.limits.max_bytes
+    hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
+    origins = list(allowed_origins) if allowed_origins is not None else default_origins(hosts)
+    # An origin a browser may call the API from (CORS) may send the request it prepared.
+    origins += [origin for origin in cors_origins if origin not in origins]
     openapi = OpenAPIDocument()
     tools = ToolRoutes(host)
     content = ContentRoutes(host)
@@ -201,6 +211,7 @@ def create_app(
             host,
             stateless=mcp_stateless,
             allowed_hosts=allowed_hosts,
+            allowed_origins=origins,
             session_limits=mcp_session_limits,
             request_state_keys=mcp_request_state_keys,
             quiet_json=mcp_quiet_json,
@@ -215,10 +226,15 @@ def create_app(
         # traffic of an MCP server) is not matched against every REST route before it; no
         # other route's path is /mcp, so the order changes no answer.
         routes.insert(0, Route("/mcp", mounted, methods=["GET", "POST", "DELETE"], name="mcp"))
-    # Outermost: the Host check (DNS rebinding) every route gets, REST and MCP alike.
-    hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
+    # Outermost: the Host check (DNS rebinding) and the Origin check (cross-site
+    # requests) every route gets, REST, console and MCP alike.
     middleware: list[Middleware] = [
-        Middleware(HostCheck, allowed_hosts=hosts, exempt=("/healthz", "/readyz"))
+        Middleware(
+            HostCheck,
+            allowed_hosts=hosts,
+            allowed_origins=origins,
+            exempt=("/healthz", "/readyz"),
+        )
     ]
     if body_timeout is not None:
         middleware.append(Middleware(BodyDeadline, seconds=body_timeout))
@@ -320,6 +336,7 @@ class _LazyMcp:
         *,
         stateless: bool,
         allowed_hosts: Sequence[str] | None,
+        allowed_origins: Sequence[str],
         session_limits: SessionLimits | None,
         request_state_keys: Sequence[bytes | str] | None,
         quiet_json: bool,
@@ -332,6 +349,7 @@ class _LazyMcp:
         self._options: dict[str, object] = {
             "stateless": stateless,
             "allowed_hosts": list(allowed_hosts) if allowed_hosts is not None else None,
+            "allowed_origins": list(allowed_origins),
             "session_limits": session_limits,
             "request_state_keys": request_state_keys,
             "quiet_json": quiet_json,
