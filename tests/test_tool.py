@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import FrozenInstanceError
 from typing import Any
 
@@ -16,7 +17,7 @@ from pydantic import (
     computed_field,
     field_validator,
 )
-from tests.builders import WRITE_RISK
+from tests.builders import WRITE_RISK, risk
 
 from charter import (
     ActionPolicy,
@@ -31,6 +32,7 @@ from charter import (
     define_tool,
     tool,
 )
+from charter.risk import READ_ONLY_RISK
 from charter.tool import JSON_SCHEMA_DIALECT
 from charter.tool._closed_models import CLOSED_MODEL_ATTRIBUTE, closed_model
 
@@ -208,6 +210,41 @@ def test_a_handler_with_three_positional_parameters_is_rejected() -> None:
 
     with pytest.raises(ConfigurationError, match="handler must take"):
         define(handler=handler)
+
+
+def test_a_generator_handler_is_refused_at_definition_not_at_its_first_call() -> None:
+    def steps(args: EchoIn) -> Iterator[EchoOut]:
+        yield EchoOut(text=args.text)
+
+    async def async_steps(args: EchoIn) -> AsyncIterator[EchoOut]:
+        yield EchoOut(text=args.text)
+
+    for handler in (steps, async_steps):
+        with pytest.raises(ConfigurationError, match="generator function"):
+            define(handler=handler)
+        with pytest.raises(ConfigurationError, match="generator function"):
+            tool(tier="read", description="Steps.")(handler)
+
+
+def test_decorator_mistakes_say_how_to_write_the_tool() -> None:
+    with pytest.raises(TypeError, match="required keyword-only argument: 'tier'"):
+        tool(echo_handler)  # type: ignore[call-arg, arg-type]
+    with pytest.raises(ConfigurationError, match=r"write @tool\(tier=...\)"):
+        tool(echo_handler, tier="read")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="'shout': @tool is applied twice"):
+        tool(tier="read")(shout)  # type: ignore[call-overload]
+    with pytest.raises(ConfigurationError, match="register takes a Tool, got function"):
+        Registry().register(echo_handler)  # type: ignore[arg-type]
+
+
+def test_a_read_tool_that_declares_itself_destructive_is_refused() -> None:
+    # A read runs ungated: a risk saying it destroys would gate nothing.
+    for declared in (risk(destructive=True), risk("data-delete", destructive=True)):
+        with pytest.raises(ConfigurationError, match="says destructive=True"):
+            define(risk_policy=declared)
+    # A side effect alone is allowed: the read is then not read-only (its annotations say).
+    assert define(risk_policy=risk("email")).risk_policy.side_effects == ("email",)
+    assert define(risk_policy=READ_ONLY_RISK).risk_policy == READ_ONLY_RISK
 
 
 # -- definition-time checks ------------------------------------------------------------------

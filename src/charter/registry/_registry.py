@@ -67,6 +67,11 @@ class Registry:
             ConfigurationError: a name is taken, a binding disagrees with the definition,
                 or the deployment risk does not fit the tier.
         """
+        if not isinstance(tool, Tool):
+            raise ConfigurationError(
+                f"register takes a Tool, got {type(tool).__name__} {tool!r:.80}: make one "
+                "with @tool(tier=...) on a function, or define_tool(...)"
+            )
         registered = resolve_binding(tool, binding or ToolBinding())
         for name in (registered.name, *registered.aliases):
             if name in self._names:

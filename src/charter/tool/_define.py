@@ -51,6 +51,14 @@ def define_tool(
                 f"tool {name!r}: a {tier.value!r} tool must declare its risk_policy"
             )
         risk_policy = READ_ONLY_RISK
+    elif tier is RiskTier.READ and risk_policy.destructive:
+        # A read runs with no request id, confirmation or approval: a risk that says it
+        # destroys would be shown to clients (destructiveHint) and gate nothing.
+        raise ConfigurationError(
+            f"tool {name!r}: a 'read' tool runs ungated, but its risk_policy says "
+            "destructive=True; declare the tier of what it does ('write', 'sensitive' or "
+            "'destructive'), which decides its gates"
+        )
     for key in ("required_scopes", "aliases", "audience"):
         if key in options and options[key] is not None:
             value = options[key]
@@ -114,6 +122,8 @@ def _coerce_tier(tier: object, name: str) -> RiskTier:
 
 
 def tool(
+    function: None = None,
+    /,
     *,
     tier: RiskTier | Literal["read", "write", "sensitive", "destructive"],
     risk_policy: RiskPolicy | None = None,
@@ -132,8 +142,14 @@ def tool(
     plain function's docstring also describes its parameters). ``@tool`` registers
     nothing: pass the result to ``Registry.register``.
     """
+    if function is not None:
+        raise ConfigurationError(
+            "@tool takes keywords only: write @tool(tier=...) above the function"
+        )
 
     def decorate(func: Callable[..., Any]) -> Tool[Any, Any, Any]:
+        if isinstance(func, Tool):
+            raise ConfigurationError(f"tool {func.name!r}: @tool is applied twice")
         tool_name: str = name or str(getattr(func, "__name__", ""))
         parts = read_function(func, tool_name, description)
         return define_tool(

@@ -36,7 +36,7 @@ from ..errors import ConfigurationError
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired
 from ._docstrings import FunctionDocs, read_docstring
 from ._function_models import RESULT_FIELD, FunctionInput, FunctionOutput
-from ._signature import is_async_callable, positional_arity, type_hints
+from ._signature import is_async_callable, positional_arity, refuse_generators, type_hints
 
 __all__ = ("FunctionParts", "read_function")
 
@@ -68,6 +68,7 @@ def read_function(func: Callable[..., Any], name: str, description: str | None) 
         ConfigurationError: an annotation is missing or cannot be resolved, a parameter
             cannot be an input field, a type has no JSON form, or nothing describes the tool.
     """
+    refuse_generators(func, name)
     hints = type_hints(func, name, include_extras=True)
     if "return" not in hints:
         raise ConfigurationError(

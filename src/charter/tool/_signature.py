@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 
-__all__ = ("is_async_callable", "positional_arity", "type_hints")
+__all__ = ("is_async_callable", "positional_arity", "refuse_generators", "type_hints")
 
 
 def is_async_callable(func: object) -> bool:
@@ -20,6 +20,17 @@ def is_async_callable(func: object) -> bool:
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
         getattr(func, "__call__", None)  # noqa: B004 - callable objects with async __call__
     )
+
+
+def refuse_generators(func: object, name: str) -> None:
+    """``ConfigurationError`` for a generator function: a handler returns its one result."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise ConfigurationError(
+            f"tool {name!r}: the handler is a generator function (it uses yield); a handler "
+            "returns its result (report progress with ctx.report_progress)"
+        )
 
 
 def positional_arity(func: Callable[..., object], name: str) -> int:

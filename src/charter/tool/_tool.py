@@ -19,7 +19,7 @@ from ._checks import check_declaration, check_input_fields
 from ._closed_models import closed_model
 from ._metadata import Deprecation, ToolAnnotations
 from ._schemas import json_schema
-from ._signature import is_async_callable, positional_arity
+from ._signature import is_async_callable, positional_arity, refuse_generators
 
 __all__ = ("CtxT", "Handler", "InT", "Outcome", "OutT", "TargetResolver", "Tool")
 
@@ -107,6 +107,7 @@ class Tool(Generic[InT, OutT, CtxT]):
         )
         set_ = object.__setattr__
         set_(self, "limits", check_limits(f"tool {self.name!r}", self.limits))
+        refuse_generators(self.handler, self.name)
         set_(self, "is_async", is_async_callable(self.handler))
         set_(self, "takes_context", positional_arity(self.handler, self.name) >= 2)
         set_(self, "validator", closed_model(self.input_model))
