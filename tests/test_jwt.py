@@ -595,6 +595,19 @@ async def test_the_claim_mapping_reads_the_configured_claims(
     assert without_actor.reason == "missing_claim"
 
 
+async def test_a_configured_kind_claim_names_the_kind_and_its_absence_refuses_the_token(
+    server: JwksServer, rsa_key: SigningKey
+) -> None:
+    # Only a person decides approvals: a machine token without the claim must not be one.
+    auth = authenticator(server, claims_to_principal=ClaimMapping(kind_claim="kind"))
+    for kind in ("person", "agent", "service"):
+        principal = await auth.authenticate(Credentials(bearer=rsa_key.sign(kind=kind)))
+        assert principal is not None and principal.kind == kind
+    missing = await rejected(auth, rsa_key.sign())
+    assert missing.reason == "missing_claim" and "'kind'" in str(missing)
+    assert (await rejected(auth, rsa_key.sign(kind="robot"))).reason == "invalid_claim"
+
+
 async def test_a_scope_claim_that_is_neither_a_string_nor_a_list_grants_nothing(
     server: JwksServer, rsa_key: SigningKey
 ) -> None:

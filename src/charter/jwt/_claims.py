@@ -44,12 +44,14 @@ class ClaimMapping:
     """The audience of every caller when ``actor_claim`` is None."""
 
     kind: PrincipalKind = "person"
-    """The principal kind of every caller when ``kind_claim`` is None (or the token lacks
-    it). Only a ``person`` may decide approvals."""
+    """The principal kind of every caller when ``kind_claim`` is None. Only a ``person``
+    may decide approvals."""
 
     kind_claim: str | None = None
     """The claim naming the caller's kind (``person``, ``agent`` or ``service``), e.g. for an
-    identity provider that issues tokens to agents; any other value refuses the token."""
+    identity provider that issues tokens to agents. When set, a token without it is
+    refused (``missing_claim``): a machine token that leaves it out must not pass for a
+    person. Any other value refuses the token too."""
 
     display_name_claim: str | None = "name"
     """The claim shown as the principal's display name, when it is a non-blank string."""
@@ -73,7 +75,7 @@ class ClaimMapping:
         """Build the principal from verified claims.
 
         Raises:
-            TokenRejected: The tenant or actor claim is missing (``missing_claim``), or a
+            TokenRejected: The tenant, actor or kind claim is missing (``missing_claim``), or a
                 claim is not a string or is blank or padded (``invalid_claim``).
         """
         tenant = _string_claim(claims, self.tenant_claim)
@@ -81,7 +83,9 @@ class ClaimMapping:
         scopes = [entry for name in self.scope_claims for entry in _scope_entries(claims.get(name))]
         name = claims.get(self.display_name_claim) if self.display_name_claim else None
         kind = self.kind
-        if self.kind_claim is not None and self.kind_claim in claims:
+        if self.kind_claim is not None:
+            if self.kind_claim not in claims:
+                raise reject("missing_claim", f"the token has no '{self.kind_claim}' claim")
             claimed = claims[self.kind_claim]
             if claimed not in get_args(PrincipalKind):
                 raise reject(
