@@ -158,7 +158,7 @@ async def test_the_reader_reads_committed_rows_while_a_call_holds_the_write_lock
 
 
 async def test_the_reader_refuses_writes_and_the_block_writes_nothing(
-    make_sql_store: SqlStoreFactory,
+    make_sql_store: SqlStoreFactory, store_backend: str
 ) -> None:
     # On SQLite a connection of store.reader begins no transaction: a write through it
     # would commit on its own, so a block of two whose second failed kept its first. The
@@ -171,6 +171,20 @@ async def test_the_reader_refuses_writes_and_the_block_writes_nothing(
         sa.delete(side_effects),
         sa.text("INSERT INTO test_side_effects (request_id) VALUES ('as text')"),
         sa.text("  delete from test_side_effects"),
+        # What query-tagging tools put first, and statements beyond INSERT/UPDATE/DELETE.
+        sa.text("/* app:report */ INSERT INTO test_side_effects (request_id) VALUES ('t')"),
+        sa.text("-- tagged\nINSERT INTO test_side_effects (request_id) VALUES ('t')"),
+        sa.text(
+            "WITH gone AS (DELETE FROM test_side_effects RETURNING request_id) "
+            "SELECT count(*) FROM gone"
+            if store_backend == "postgres"
+            else "WITH x AS (SELECT 1) DELETE FROM test_side_effects"
+        ),
+        sa.text(
+            "TRUNCATE test_side_effects"
+            if store_backend == "postgres"
+            else "PRAGMA user_version = 7"
+        ),
     ]
     for write in writes:
         with pytest.raises(StoreError, match=r"store\.reader only reads"):
@@ -181,6 +195,10 @@ async def test_the_reader_refuses_writes_and_the_block_writes_nothing(
         assert (await conn.execute(sa.select(side_effects.c.request_id))).all() == []
         # Reads, SQL text included, still pass.
         assert (await conn.execute(sa.text("SELECT count(*) FROM test_side_effects"))).scalar() == 0
+        tagged = "/* app:report */ SELECT count(*) AS updates FROM test_side_effects"
+        assert (await conn.execute(sa.text(tagged))).scalar() == 0
+        if store_backend == "sqlite":
+            assert (await conn.execute(sa.text("PRAGMA user_version"))).scalar() == 0
     async with store.engine.begin() as conn:  # the write engine is untouched
         await conn.execute(writes[0])
     async with store.reader.connect() as conn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import select
 import sqlite3
 import time
@@ -60,8 +61,22 @@ _LOST_SQLSTATES = frozenset(
         "57P03",  # cannot_connect_now: the server is starting up or shutting down
     }
 )
-_WRITE_WORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER"})
+_WRITE_WORDS = frozenset(
+    {
+        *("INSERT", "UPDATE", "DELETE", "REPLACE", "UPSERT", "MERGE", "TRUNCATE", "COPY"),
+        *("CREATE", "DROP", "ALTER", "COMMENT", "GRANT", "REVOKE", "ATTACH", "DETACH"),
+        *("VACUUM", "REINDEX", "CLUSTER", "REFRESH"),
+    }
+)
 """The first words of the SQL text a reading connection refuses (``refuse_writes``)."""
+_FIRST_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
+"""The statement's first word, past whitespace, comments and opening parentheses."""
+_WRITING_CLAUSE = re.compile(
+    r"\b(?:INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|MERGE\s+INTO)\b", re.IGNORECASE
+)
+"""A write inside a ``WITH`` statement (PostgreSQL's data-modifying CTEs)."""
+_PRAGMA_SET = re.compile(r"PRAGMA\s+[\w.]+\s*=", re.IGNORECASE)
+"""A SQLite ``PRAGMA name = value`` (``name(argument)`` also reads: ``table_info(t)``)."""
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 
@@ -205,11 +220,14 @@ def refuse_writes(reader: AsyncEngine) -> None:
     On SQLite its connections (``READ_ONLY_OPTION``) begin no transaction, so each write
     would commit on its own, outside the store's write queue: a block of them that fails
     half-way would leave its first half written. Refused with ``StoreError``: SQLAlchemy's
-    inserts, updates and deletes, and SQL text whose first word writes. A guard against a
-    mistake, not a sandbox (a ``WITH`` that writes passes). It refuses the same on
-    PostgreSQL, so that code written against one database behaves the same on the other.
-    The listener belongs to ``reader`` alone (an engine made with ``execution_options``
-    keeps the listeners added to it), so the store's writes never run it.
+    inserts, updates and deletes, and SQL text that writes by its first word past comments
+    and parentheses (``writes``), a ``WITH`` holding an ``INSERT INTO``, ``UPDATE … SET``,
+    ``DELETE FROM`` or ``MERGE INTO``, and a ``PRAGMA name = value``. A guard against a
+    mistake, not a sandbox (a function that writes, called from a ``SELECT``, passes). It
+    refuses the same on PostgreSQL, so that code written against one database behaves the
+    same on the other. The listener belongs to ``reader`` alone (an engine made with
+    ``execution_options`` keeps the listeners added to it), so the store's writes never
+    run it.
     """
 
     @sa.event.listens_for(reader.sync_engine, "before_cursor_execute")
@@ -222,12 +240,24 @@ def refuse_writes(reader: AsyncEngine) -> None:
         executemany: bool,
     ) -> None:
         crud = context is not None and (context.isinsert or context.isupdate or context.isdelete)
-        words = statement.split(None, 1)
-        if crud or (words and words[0].upper() in _WRITE_WORDS):
+        if crud or writes(statement):
             raise StoreError(
                 "store.reader only reads: write through store.engine (outside a call) "
                 "or ctx.db (inside one)"
             )
+
+
+def writes(statement: str) -> bool:
+    """Whether SQL text writes, by its first word (``refuse_writes``); a guard's reading."""
+    first = _FIRST_WORD.match(statement)
+    if first is None:
+        return False
+    word = first.group(1).upper()
+    if word == "WITH":
+        return _WRITING_CLAUSE.search(statement) is not None
+    if word == "PRAGMA":
+        return _PRAGMA_SET.match(statement, first.start(1)) is not None
+    return word in _WRITE_WORDS
 
 
 def hung_up(conn: AsyncConnection) -> bool:
