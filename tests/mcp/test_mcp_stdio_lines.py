@@ -128,3 +128,51 @@ def test_a_line_past_the_parsers_limits_is_refused_with_its_reason(stdio: Stdio)
     large = stdio.answer()
     assert (deep["id"], deep["error"]["data"]) == (None, {"reason": "input_too_deep"})
     assert (large["id"], large["error"]["data"]) == (None, {"reason": "input_too_large"})
+
+
+STDIN_READER = """
+import sys, anyio
+from charter import Registry, tool
+from charter.auth import Principal
+from charter.host import Host
+from charter.mcp import serve_stdio
+
+@tool(tier="read", name="stdin.read")
+def read_stdin() -> str:
+    '''Read what is left on stdin.'''
+    return sys.stdin.buffer.read().decode()
+
+registry = Registry()
+registry.register(read_stdin)
+principal = Principal(subject="alice", tenant_id="acme", scopes=frozenset())
+anyio.run(serve_stdio, Host(registry), principal)
+"""
+
+
+def test_a_handler_reading_stdin_gets_eof_not_the_next_protocol_line() -> None:
+    # fd 0 points at the null device while the server reads the protocol from its copy.
+    process = subprocess.Popen(
+        [sys.executable, "-c", STDIN_READER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    served = Stdio(process)
+    try:
+        served.send(
+            '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+            '"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+        )
+        assert served.answer()["id"] == 0
+        served.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        served.send(served.call(1, "stdin.read", "{}"))
+        served.send(served.call(2, "stdin.read", "{}"))
+        first, second = served.answer(), served.answer()
+        for request_id, answer in ((1, first), (2, second)):
+            assert answer["id"] == request_id
+            assert answer["result"]["structuredContent"] == {"result": ""}
+    finally:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.close()
+        process.wait(WAIT_SECONDS)
+        process.stdout.close()

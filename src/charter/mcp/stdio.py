@@ -9,15 +9,18 @@ answered with a JSON-RPC error written to the SDK's write stream, as any answer 
 
 from __future__ import annotations
 
+import io
+import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import BinaryIO, Protocol, TextIO
 
 import anyio
 import jiter
 import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _UnownedTextWrapper, stdio_server
-from mcp.shared._context_streams import ContextSendStream
+from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from .. import __version__
@@ -61,15 +64,10 @@ async def serve_stdio(
     server = create_server(
         host, name=name, version=version, principal=principal, presenters=presenters
     )
-    # The SDK's own claim of fd 0 (stray reads of stdin by handlers and children get
-    # EOF), which it skips for a stdin handed to it. Its helpers are private: should they
-    # move, importing this module fails, and every stdio test with it.
-    buffer, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
     refusals, to_answer = anyio.create_memory_object_stream[types.JSONRPCError](0)
-    lines = _CheckedLines(
-        _UnownedTextWrapper(buffer, encoding="utf-8", errors="replace"), host.limits, refusals
-    )
-    try:
+    with _wire_stdin() as wire:
+        text = io.TextIOWrapper(wire, encoding="utf-8", errors="replace")
+        lines = _CheckedLines(text, host.limits, refusals)
         async with (
             stdio_server(stdin=lines) as (read_stream, write_stream),
             anyio.create_task_group() as answering,
@@ -77,9 +75,42 @@ async def serve_stdio(
             answering.start_soon(_answer, to_answer, write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
             answering.cancel_scope.cancel()
+
+
+@contextmanager
+def _wire_stdin() -> Iterator[BinaryIO]:
+    """The protocol's stdin, with fd 0 on the null device while serving.
+
+    The SDK's ``stdio_server`` does this for the stdin it opens itself and skips it for
+    one handed to it: a handler or a child process that reads stdin gets EOF, never a
+    protocol line. A ``sys.stdin`` not on fd 0 (replaced in process) is served as it is.
+    """
+    try:
+        on_fd_0 = sys.stdin.buffer.fileno() == 0
+    except (AttributeError, OSError, ValueError):
+        on_fd_0 = False
+    if not on_fd_0:
+        yield sys.stdin.buffer
+        return
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
     finally:
-        if release is not None:
-            release()
+        os.close(null)
+    try:
+        # closefd=False: a worker thread may still block reading it after we return.
+        yield os.fdopen(wire, "rb", closefd=False)
+    finally:
+        os.dup2(wire, 0)
+
+
+class _MessageSink(Protocol):
+    """The SDK's write stream, as ``_answer`` uses it."""
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Queue one message for stdout."""
+        ...
 
 
 class _CheckedLines(anyio.AsyncFile[str]):
@@ -91,7 +122,7 @@ class _CheckedLines(anyio.AsyncFile[str]):
 
     def __init__(
         self,
-        fp: _UnownedTextWrapper,
+        fp: TextIO,
         limits: PayloadLimits,
         refusals: MemoryObjectSendStream[types.JSONRPCError],
     ) -> None:
@@ -147,7 +178,7 @@ def _readable_id(raw: bytes) -> str | int | None:
 
 async def _answer(
     refusals: MemoryObjectReceiveStream[types.JSONRPCError],
-    write_stream: ContextSendStream[SessionMessage],
+    write_stream: _MessageSink,
 ) -> None:
     """Write each refused line's error to the SDK's write stream, in the order refused."""
     async with refusals:
