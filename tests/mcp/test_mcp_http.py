@@ -225,7 +225,11 @@ async def test_a_foreign_host_or_origin_is_refused_dns_rebinding(live: Live) -> 
             headers={**auth, "Host": "localhost", "Origin": "http://localhost"},
         )
     assert foreign_host.status_code == 421
+    assert foreign_host.json()["reason"] == "host_not_allowed"
+    # Answered as REST answers it (charter._asgi.HostCheck), not the SDK's plain text.
     assert foreign_origin.status_code == 403
+    assert foreign_origin.headers["content-type"] == "application/problem+json"
+    assert foreign_origin.json()["reason"] == "origin_not_allowed"
     assert local.status_code == 200
 
 

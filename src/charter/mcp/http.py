@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from typing_extensions import Unpack
 
 from .. import __version__
-from .._asgi import DEFAULT_ALLOWED_HOSTS, HostCheck
+from .._asgi import DEFAULT_ALLOWED_HOSTS, HostCheck, default_origins
 from ..auth import Principal
 from ..errors import ConfigurationError
 from ..host import Host
@@ -193,11 +193,7 @@ def streamable_http_app(
         sse_poll_after=resume.poll_after if resume is not None else None,
     )
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
-    origins = (
-        list(allowed_origins)
-        if allowed_origins is not None
-        else [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
-    )
+    origins = list(allowed_origins) if allowed_origins is not None else default_origins(hosts)
     manager = _SessionManager(
         app=server,
         json_response=json_response,
@@ -289,8 +285,9 @@ def create_asgi_app(
 
     The arguments are those of ``streamable_http_app``; ``path`` is where MCP answers.
     Every request first passes the checks REST makes too (``charter._asgi``): its
-    ``Host`` header must be one of ``allowed_hosts``, and its body at most
-    ``max_body_bytes`` (default ``host.limits.max_bytes``, 1 MiB), else 421 or 413.
+    ``Host`` header must be one of ``allowed_hosts``, a present ``Origin`` one of
+    ``allowed_origins``, and its body at most ``max_body_bytes`` (default
+    ``host.limits.max_bytes``, 1 MiB), else 421, 403 or 413.
     The lifespan opens the host's store if it was handed over unopened, and closes it at
     shutdown (``Host.running``), then runs the session manager.
     """
@@ -304,9 +301,12 @@ def create_asgi_app(
 
     allowed_hosts = options.get("allowed_hosts")
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(DEFAULT_ALLOWED_HOSTS)
+    allowed_origins = options.get("allowed_origins")
+    origins = list(allowed_origins) if allowed_origins is not None else default_origins(hosts)
     return Starlette(
         routes=[Route(path, endpoint=mcp_app, methods=["GET", "POST", "DELETE"])],
-        # The Host check every charter HTTP app makes (charter._asgi), before routing.
-        middleware=[Middleware(HostCheck, allowed_hosts=hosts)],
+        # The Host and Origin checks every charter HTTP app makes (charter._asgi), answered
+        # as problems, before routing.
+        middleware=[Middleware(HostCheck, allowed_hosts=hosts, allowed_origins=origins)],
         lifespan=lifespan,
     )
