@@ -75,8 +75,6 @@ _WRITING_CLAUSE = re.compile(
     r"\b(?:INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|MERGE\s+INTO)\b", re.IGNORECASE
 )
 """A write inside a ``WITH`` statement (PostgreSQL's data-modifying CTEs)."""
-_PRAGMA_SET = re.compile(r"PRAGMA\s+[\w.]+\s*=", re.IGNORECASE)
-"""A SQLite ``PRAGMA name = value`` (``name(argument)`` also reads: ``table_info(t)``)."""
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 
@@ -222,8 +220,9 @@ def refuse_writes(reader: AsyncEngine) -> None:
     half-way would leave its first half written. Refused with ``StoreError``: SQLAlchemy's
     inserts, updates and deletes, and SQL text that writes by its first word past comments
     and parentheses (``writes``), a ``WITH`` holding an ``INSERT INTO``, ``UPDATE … SET``,
-    ``DELETE FROM`` or ``MERGE INTO``, and a ``PRAGMA name = value``. A guard against a
-    mistake, not a sandbox (a function that writes, called from a ``SELECT``, passes). It
+    ``DELETE FROM`` or ``MERGE INTO``. A ``PRAGMA`` passes: the store sets the connection's
+    own (``busy_timeout``) with one. A guard against a mistake, not a sandbox (a function
+    that writes, called from a ``SELECT``, passes). It
     refuses the same on PostgreSQL, so that code written against one database behaves the
     same on the other. The listener belongs to ``reader`` alone (an engine made with
     ``execution_options`` keeps the listeners added to it), so the store's writes never
@@ -255,8 +254,6 @@ def writes(statement: str) -> bool:
     word = first.group(1).upper()
     if word == "WITH":
         return _WRITING_CLAUSE.search(statement) is not None
-    if word == "PRAGMA":
-        return _PRAGMA_SET.match(statement, first.start(1)) is not None
     return word in _WRITE_WORDS
 
 
