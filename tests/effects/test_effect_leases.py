@@ -75,9 +75,10 @@ class Mailer:
     async def call(self, **arguments: Any) -> list[str]:
         payload = {**arguments, "_charter": {"requestId": str(uuid.uuid4())}}
         outcome = await self.host.invoke("mail.send_batch", payload, SENDER)
-        assert isinstance(outcome, Completed), outcome
-        keys: list[str] = outcome.output["keys"]
-        return keys
+        assert isinstance(outcome, Completed) and isinstance(outcome.output, dict), outcome
+        keys = outcome.output["keys"]
+        assert isinstance(keys, list)
+        return [str(key) for key in keys]
 
     async def rival_claims(self) -> list[EffectRecord]:
         """What a worker running beside the server claims right now."""

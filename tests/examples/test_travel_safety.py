@@ -182,7 +182,8 @@ async def test_a_model_acting_for_an_approver_decides_nothing_until_the_person_c
     assert turn.status == "paused", turn
     (pending,) = turn.interactions
     assert pending.tool_name == "approve_action_approval"
-    assert pending.interaction.metadata["code"] == "CONFIRMATION_REQUIRED"
+    metadata = pending.interaction.metadata
+    assert metadata is not None and metadata["code"] == "CONFIRMATION_REQUIRED"
     record = await travel.host.approvals.get(APPROVER, approval_id)
     assert record is not None and record.status == "pending"
     assert await travel.payments.refunds("bkg_flight01") == 0

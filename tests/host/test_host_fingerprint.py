@@ -171,7 +171,8 @@ async def test_an_approval_never_covers_a_field_sent_again_by_its_other_name() -
             controls["approvalId"] = approval_id
         return await host.invoke("payouts.send", {**arguments, "_charter": controls}, PAYER)
 
-    honest, spoofed = {"amountCents": 1}, {"amountCents": 999_999, "amount_cents": 1}
+    honest: dict[str, Any] = {"amountCents": 1}
+    spoofed: dict[str, Any] = {"amountCents": 999_999, "amount_cents": 1}
     request_id = str(uuid.uuid4())
     asked = await call(request_id, account="acc_1", **honest)
     assert isinstance(asked, InteractionRequired)
