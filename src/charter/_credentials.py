@@ -11,7 +11,7 @@ authenticator decides (charter's own refuse both with 401).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from .auth import Credentials
 
@@ -83,8 +83,14 @@ def read_credentials(
     return Credentials(bearer=bearer, api_key=api_key, headers=headers or {})
 
 
-def credentials_from_headers(raw: Iterable[tuple[bytes, bytes]]) -> Credentials:
+def credentials_from_headers(
+    raw: Sequence[tuple[bytes, bytes]], *, with_headers: bool = False
+) -> Credentials:
     """``read_credentials`` over an ASGI scope's raw ``headers`` (lower-case names).
+
+    ``with_headers``: the credentials carry every header too (the first value of a
+    repeated one, as Starlette's ``Headers``), for authenticators that need more; REST and
+    MCP both ask for them, so the same headers authenticate the same caller on each door.
 
     Raises:
         AmbiguousCredentials: as ``read_credentials``.
@@ -96,7 +102,11 @@ def credentials_from_headers(raw: Iterable[tuple[bytes, bytes]]) -> Credentials:
             authorization.append(value.decode("latin-1"))
         elif name == b"x-api-key":
             api_keys.append(value.decode("latin-1"))
-    return read_credentials(authorization, api_keys)
+    if not with_headers:
+        return read_credentials(authorization, api_keys)
+    # Built in reverse, so the first value of a repeated header is the one kept.
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in reversed(raw)}
+    return read_credentials(authorization, api_keys, headers)
 
 
 def check_one_credential(raw: Sequence[tuple[bytes, bytes]]) -> None:

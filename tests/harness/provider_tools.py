@@ -3,7 +3,8 @@ the provider format tests."""
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from tests.builders import tiered_tool
@@ -73,3 +74,25 @@ COMPLETED_SEARCH: list[Message] = [
     AssistantMessage(text="One trip."),
 ]
 """A search that completed (parsed arguments, no text beside the call) and the final answer."""
+
+
+class OneCallChat:
+    """The outside world for ``OpenAIChatModel``: a client whose model calls one tool, then
+    answers text."""
+
+    def __init__(self, name: str, arguments: dict[str, Any]) -> None:
+        self.call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+        self.requests: list[dict[str, Any]] = []
+        self.chat = self
+        self.completions = self
+
+    async def create(self, **request: Any) -> dict[str, Any]:
+        """One chat completion: the tool call first, then ``Done.``."""
+        self.requests.append(request)
+        if len(self.requests) > 1:
+            return {"choices": [{"message": {"role": "assistant", "content": "Done."}}]}
+        return {"choices": [{"message": {"role": "assistant", "tool_calls": [self.call]}}]}

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import jsonschema
 import pytest
+from provider_tools import OneCallChat
 from pydantic import BaseModel, Field
 
 from charter import Principal, Registry, tool
@@ -200,35 +201,15 @@ def test_a_value_no_branch_fits_is_left_for_validation_to_report() -> None:
     assert drop_strict_nulls(wrong, book.input_schema) == wrong
 
 
-class FakeChat:
-    """The outside world: an OpenAI client answering one strict call, then text."""
-
-    def __init__(self, arguments: dict[str, Any]) -> None:
-        self.arguments = arguments
-        self.requests: list[dict[str, Any]] = []
-        self.chat = self
-        self.completions = self
-
-    async def create(self, **request: Any) -> dict[str, Any]:
-        self.requests.append(request)
-        if len(self.requests) > 1:
-            return {"choices": [{"message": {"role": "assistant", "content": "Booked."}}]}
-        call = {
-            "id": "call_1",
-            "type": "function",
-            "function": {"name": "trips_book", "arguments": json.dumps(self.arguments)},
-        }
-        return {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]}
-
-
 async def test_the_openai_chat_model_runs_a_strict_call_with_nested_nulls() -> None:
     registry = Registry()
     registry.register(book)
-    client = FakeChat(
+    client = OneCallChat(
+        "trips_book",
         answer(
             billing={"city": "Lisbon", "floor": None, "note": None},
             companions=[{"name": "Ann", "seat": None}],
-        )
+        ),
     )
     harness = Harness(Host(registry), OpenAIChatModel(client, model="gpt-test"))
     ada = Principal(subject="ada", tenant_id="acme", scopes=frozenset())

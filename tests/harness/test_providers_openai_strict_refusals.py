@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from provider_tools import OneCallChat
 from pydantic import BaseModel, ConfigDict, Field
 
 from charter import Principal, Registry, tool
@@ -220,31 +221,11 @@ def test_with_strict_false_no_nulls_are_dropped_even_for_a_strict_capable_tool()
     assert call.arguments == {"text": "Lisbon"}
 
 
-class FakeChat:
-    """The outside world: an OpenAI client answering one call, then text."""
-
-    def __init__(self, name: str, arguments: dict[str, Any]) -> None:
-        self.call = {
-            "id": "call_1",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)},
-        }
-        self.requests: list[dict[str, Any]] = []
-        self.chat = self
-        self.completions = self
-
-    async def create(self, **request: Any) -> dict[str, Any]:
-        self.requests.append(request)
-        if len(self.requests) > 1:
-            return {"choices": [{"message": {"role": "assistant", "content": "Tagged."}}]}
-        return {"choices": [{"message": {"role": "assistant", "tool_calls": [self.call]}}]}
-
-
 async def test_the_openai_chat_model_lets_the_model_send_real_labels() -> None:
     registry = Registry()
     registry.register(search)
     registry.register(tag)
-    client = FakeChat("trips_tag", {"trip_id": "trp_1", "labels": {"mood": "beach"}})
+    client = OneCallChat("trips_tag", {"trip_id": "trp_1", "labels": {"mood": "beach"}})
     harness = Harness(Host(registry), OpenAIChatModel(client, model="gpt-test"))
     ada = Principal(subject="ada", tenant_id="acme", scopes=frozenset())
     result = await harness.session(ada).run("Tag trp_1 as a beach trip")

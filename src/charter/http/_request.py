@@ -11,7 +11,7 @@ from charter._credentials import (
     AMBIGUOUS_CREDENTIALS_NEXT_STEPS,
     AMBIGUOUS_CREDENTIALS_REASON,
     AmbiguousCredentials,
-    read_credentials,
+    credentials_from_headers,
 )
 from charter.auth import AuthenticationFailed, AuthenticationUnavailable, Credentials, Principal
 from charter.errors import ErrorCode
@@ -53,20 +53,7 @@ def credentials_from(scope: Scope) -> Credentials:
         AmbiguousCredentials: two ``Authorization`` or two ``X-API-Key`` headers, or a
             bearer token and an API key that differ (``charter._credentials``).
     """
-    # One pass over the raw headers: Starlette's ``Headers`` finds each name by a scan of
-    # its own, and copying it into a dict would scan once per header.
-    authorization: list[str] = []
-    api_keys: list[str] = []
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in scope["headers"]:
-        name = raw_name.decode("latin-1")
-        value = raw_value.decode("latin-1")
-        if name == "authorization":
-            authorization.append(value)
-        elif name == "x-api-key":
-            api_keys.append(value)
-        headers.setdefault(name, value)  # the first value of a repeated header, as Headers
-    return read_credentials(authorization, api_keys, headers)
+    return credentials_from_headers(scope["headers"], with_headers=True)
 
 
 async def authenticate(host: Host, scope: Scope) -> Principal | Response | None:

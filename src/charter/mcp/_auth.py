@@ -17,7 +17,7 @@ from pydantic import ConfigDict
 from starlette.authentication import AuthCredentials
 from starlette.requests import HTTPConnection
 
-from .._credentials import AmbiguousCredentials, read_credentials
+from .._credentials import AmbiguousCredentials, credentials_from_headers
 from ..auth import AuthenticationFailed, Credentials, Principal, principal_key
 from ..host import Host
 
@@ -105,21 +105,8 @@ def request_credentials(scope: Any) -> Credentials | None:
     when one is empty (REST refuses those too), or when they are ambiguous (the
     ``Admission`` layer has answered such a request 400 before this runs).
     """
-    authorization: list[str] = []
-    api_keys: list[str] = []
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in scope["headers"]:
-        name: str = raw_name.decode("latin-1")
-        value: str = raw_value.decode("latin-1")
-        if name == "authorization":
-            authorization.append(value)
-        elif name == "x-api-key":
-            api_keys.append(value)
-        headers.setdefault(name, value)
-    if not authorization and not api_keys:
-        return None
     try:
-        credentials = read_credentials(authorization, api_keys, headers)
+        credentials = credentials_from_headers(scope["headers"], with_headers=True)
     except AmbiguousCredentials:
         return None
     if credentials.bearer is None and credentials.api_key is None:
