@@ -337,8 +337,8 @@ def _lend(conn: AsyncConnection) -> None:
     """
     sync = conn.sync_connection
     assert sync is not None
-    for name in _STORE_ENDS:
-        setattr(sync, name, functools.partial(_refuse, name))
+    for name, refusal in _REFUSALS.items():
+        setattr(sync, name, refusal)
 
 
 def _take_back(conn: AsyncConnection) -> None:
@@ -355,3 +355,6 @@ def _refuse(action: str, *args: object, **kwargs: object) -> NoReturn:
         "record, or rolls back when the handler raises; use ctx.db.begin_nested() for a "
         "part that may fail on its own"
     )
+
+
+_REFUSALS = {name: functools.partial(_refuse, name) for name in _STORE_ENDS}
