@@ -6,7 +6,10 @@ Serving over HTTP end to end is ``tests/examples/test_travel_tour.py``.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,6 +183,43 @@ async def test_serve_stdio_without_a_key_serves_public_tools_only(
     assert trips.is_error is True
     block = trips.content[0]
     assert isinstance(block, types.TextContent) and block.text.startswith("[UNAUTHENTICATED]")
+
+
+def test_serve_stdio_stops_once_its_principal_key_is_revoked(
+    travel: TravelFiles, keys: dict[str, str]
+) -> None:
+    # A stdio server lives as long as its desktop client; a key revoked meanwhile must stop
+    # it as it stops an HTTP caller, not keep running every call as the key's principal.
+    key = keys["traveller-agent"]
+    process = subprocess.Popen(
+        [CHARTER, "serve", "examples.travel:host", "--stdio", "--db", travel.db,
+         "--principal-key", key],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        env={**os.environ, "CHARTER_DEMO_KEYS": str(travel.keys_file)},
+    )  # fmt: skip
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        initialize = (
+            '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":'
+            '"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+        )
+        process.stdin.write(initialize.encode())
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 0
+        revoked = charter("keys", "revoke", key.split("_")[1], "--db", travel.db)
+        assert revoked.exit_code == 0, revoked.output
+        # Within the time a server remembers a verified key, and one more check.
+        assert process.wait(timeout=30) == 2
+        assert process.stderr is not None
+        told = process.stderr.read().decode()
+        assert "error: --principal-key is no longer accepted" in told, told
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 # -- every command has --help ---------------------------------------------------------------------

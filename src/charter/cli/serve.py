@@ -6,6 +6,7 @@ import asyncio
 import errno
 import gc
 import importlib
+import os
 import socket
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -55,7 +56,9 @@ from charter.cli._serve_options import (
 if TYPE_CHECKING:  # the host loads when the server starts, not for other commands
     import uvicorn
 
+    from charter.auth import Principal
     from charter.cli._host import OpenedHost
+    from charter.host import Host
     from charter.notify import Notifier
 
 __all__ = ("base_url", "bind", "serve")
@@ -376,7 +379,6 @@ async def _serve_stdio(
 ) -> None:
     from charter.auth import AuthenticationFailed
     from charter.cli._host import principal_for
-    from charter.mcp import serve_stdio
 
     notes = error_console()  # stdout carries the protocol
     async with AsyncExitStack() as stack:
@@ -389,7 +391,52 @@ async def _serve_stdio(
         count = len(opened.host.callable_tools(principal))
         served = _served(target, upstreams)
         notes.print(Text(f"charter: serving {served} over MCP stdio as {who} ({_tools(count)})"))
-        await serve_stdio(opened.host, principal)
+        await _serve_while_accepted(opened.host, key, principal)
+
+
+_KEY_CHECK_SECONDS = 5.0
+"""How often a stdio server asks again whether its ``--principal-key`` is accepted: the time
+an HTTP server remembers a verified key, so a revoked key stops both within it."""
+
+
+async def _serve_while_accepted(host: Host, key: str | None, principal: Principal | None) -> None:
+    """Serve MCP on stdio as ``principal`` until the client leaves or ``key`` is refused.
+
+    The process runs every call as the principal its key named at start, and may live for
+    days inside a desktop client: a key revoked or expired since then ends it (exit 2), as
+    it stops an HTTP caller. A key store that cannot be reached for a moment ends nothing.
+    """
+    import anyio
+
+    from charter.mcp import serve_stdio
+
+    async with anyio.create_task_group() as group:
+        if key is not None:
+            group.start_soon(_exit_once_refused, host, key)
+        await serve_stdio(host, principal)
+        group.cancel_scope.cancel()
+
+
+async def _exit_once_refused(host: Host, key: str) -> None:
+    import anyio
+
+    from charter.auth import AuthenticationFailed, AuthenticationUnavailable
+    from charter.cli._host import principal_for
+
+    while True:
+        await anyio.sleep(_KEY_CHECK_SECONDS)
+        try:
+            await principal_for(host, key)
+        except AuthenticationUnavailable:
+            continue
+        except AuthenticationFailed as exc:
+            error_console().print(
+                Text(f"error: --principal-key is no longer accepted ({exc}); stopped serving")
+            )
+            # At once: the SDK reads stdin in a thread that no cancellation stops, so an
+            # orderly exit would wait for the client's next line, served as the old key.
+            # A call cut short here rolls back, as after any crash.
+            os._exit(EXIT_UNUSABLE_INPUT)
 
 
 def _allowed_hosts(extra: list[str]) -> list[str] | None:
