@@ -264,6 +264,10 @@ def test_call_over_url_renders_problems_as_outcomes(notes_url: str) -> None:
 def test_call_over_url_to_nothing_prints_one_line_and_exits_2() -> None:
     result = charter("call", "--url", "http://127.0.0.1:1", "notes.echo")
     assert usage_error(result).startswith("error: cannot reach http://127.0.0.1:1")
+    # A password in the URL is never printed.
+    with_password = charter("call", "--url", "http://ops:CANARY-pw@127.0.0.1:1", "notes.echo")
+    assert usage_error(with_password).startswith("error: cannot reach http://ops:***@127.0.0.1:1")
+    assert "CANARY-pw" not in with_password.output
     bad = charter("call", "--url", "ftp://x", "notes.echo")
     assert error_line(bad) == "error: --url must be an http:// or https:// URL, not 'ftp://x'"
 

@@ -256,7 +256,7 @@ def parse_request_id(value: str | None) -> str | None:
 
 
 def display_url(url: str) -> str:
-    """A database URL with its password replaced, for banners and messages."""
+    """A URL (a database's, a server's) with its password replaced, for banners and messages."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Self
 import typer
 from pydantic import ValidationError
 
-from charter.cli._common import Unusable
+from charter.cli._common import Unusable, display_url
 from charter.cli._outcome import render_outcome
 from charter.errors import ErrorCode
 from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
@@ -44,6 +44,8 @@ class Remote:
         except ImportError as exc:
             raise Unusable("--url needs httpx: pip install 'charter[http]'") from exc
         self.url = url.rstrip("/")
+        self.shown = display_url(self.url)
+        """The URL as messages show it: its password, if it has one, masked."""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(
             base_url=self.url,
@@ -84,7 +86,7 @@ class Remote:
         try:
             return self._client.request(method, path, content=content, headers=sent, params=params)
         except httpx.TransportError as exc:
-            raise Unusable(f"cannot reach {self.url}: {exc or type(exc).__name__}") from exc
+            raise Unusable(f"cannot reach {self.shown}: {exc or type(exc).__name__}") from exc
 
     def json(self, response: httpx.Response) -> Any:
         """The response's JSON body.
@@ -97,7 +99,7 @@ class Remote:
         except ValueError:
             kind = response.headers.get("content-type", "no content type")
             raise Unusable(
-                f"{self.url} answered {response.status_code} with {kind}, not JSON; "
+                f"{self.shown} answered {response.status_code} with {kind}, not JSON; "
                 "is it a charter server?"
             ) from None
 
