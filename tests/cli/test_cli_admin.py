@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -141,6 +142,27 @@ def test_approvals_over_url(notes_url: str) -> None:
     assert shown.exit_code == 0 and "notes.wipe" in shown.stdout
     assert denied.exit_code == 0 and "not today" in denied.stdout
     assert anonymous.exit_code == 1 and anonymous.stdout.startswith("[UNAUTHENTICATED]")
+
+
+def test_a_database_the_cli_creates_is_readable_by_its_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It holds approvals with their arguments, the audit trail and the key that seals MCP
+    # request state: 0600 whatever the umask, its default folder 0700.
+    monkeypatch.chdir(tmp_path)
+    created = charter("keys", "create", "--tenant", "acme", "--subject", "bot")
+    assert created.exit_code == 0, created.output
+    folder = tmp_path / ".charter"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+    assert modes and set(modes.values()) == {0o600}, modes
+    named = tmp_path / "named.db"
+    assert charter("keys", "list", "--db", sqlite(named)).exit_code == 0
+    assert stat.S_IMODE(named.stat().st_mode) == 0o600
+    # A file that exists keeps the mode its owner gave it.
+    named.chmod(0o640)
+    assert charter("keys", "list", "--db", sqlite(named)).exit_code == 0
+    assert stat.S_IMODE(named.stat().st_mode) == 0o640
 
 
 # -- charter keys ---------------------------------------------------------------------------

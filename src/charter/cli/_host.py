@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -246,7 +247,12 @@ async def open_store(url: str) -> AsyncIterator[SqlStore]:
 
 
 def prepare_sqlite_folder(url: str) -> None:
-    """Create the default database's folder; refuse a SQLite file in a folder that is missing.
+    """Create the default database's folder, and a new SQLite file, readable by its owner only.
+
+    The database holds every tenant's approvals with their arguments, the audit trail,
+    stored outcomes and the key that seals MCP request state, so a file the CLI creates is
+    ``0600`` (SQLite gives its WAL files the same mode) and the default `.charter/` folder
+    ``0700``. An existing file keeps its mode.
 
     Raises:
         Unusable: ``url`` names a SQLite file whose folder does not exist.
@@ -255,10 +261,16 @@ def prepare_sqlite_folder(url: str) -> None:
     if not sep or not scheme.startswith("sqlite"):
         return
     path = Path(rest.partition("?")[0])
+    if not str(path) or str(path) == ":memory:":
+        return
     if url == DEFAULT_DB_URL:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    elif str(path) and not path.parent.is_dir():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    elif not path.parent.is_dir():
         raise Unusable(f"cannot open the database {url}: the folder {path.parent} does not exist")
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
 
 
 def driver_reason(exc: BaseException) -> str:
