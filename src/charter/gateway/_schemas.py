@@ -14,12 +14,18 @@ as for a ``SecretStr`` field of charter's own tools. ``sent`` unwraps it for the
 from __future__ import annotations
 
 import copy
+import functools
+import re
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import jsonschema
+import referencing
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Secret, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
+from pydantic_core import SchemaError as SchemaError_
+from pydantic_core import ValidationError as ValidationError_
 
 from ..errors import ConfigurationError
 from ..mcp import ForwardedResult
@@ -94,9 +100,19 @@ def input_model(tool_name: str, schema: dict[str, Any]) -> type[UpstreamInput]:
         raise ConfigurationError(
             f"tool {tool_name!r}: the upstream's input schema is invalid: {exc.message}"
         ) from None
+    remote = _remote_ref(schema)
+    if remote is not None:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: the upstream's input schema refers outside itself "
+            f"($ref {remote[:100]!r}); charter fetches nothing to validate arguments"
+        )
+    checking = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        validator_class, {"pattern": _linear_pattern}
+    )
     namespace = {
         "upstream_schema": copy.deepcopy(schema),
-        "upstream_validator": validator_class(schema),
+        # An empty registry: a $ref is resolved within the schema, never fetched.
+        "upstream_validator": checking(schema, registry=referencing.Registry()),
         "upstream_secrets": _secret_arguments(schema),
         "__doc__": f"Arguments of {tool_name}, checked against the upstream's schema.",
         "__module__": __name__,
@@ -105,16 +121,87 @@ def input_model(tool_name: str, schema: dict[str, Any]) -> type[UpstreamInput]:
 
 
 def _secret_arguments(schema: dict[str, Any]) -> frozenset[str]:
-    """The top-level properties ``schema`` marks secret: ``writeOnly`` or a password format."""
+    """The top-level properties ``schema`` marks secret: ``writeOnly`` or a password format.
+
+    Also through a local ``$ref`` and the branches of ``anyOf``, ``oneOf`` and ``allOf``:
+    pydantic writes an optional ``SecretStr`` as ``anyOf`` of the secret and ``null``.
+    """
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return frozenset()
     return frozenset(
-        name
-        for name, rule in properties.items()
-        if isinstance(rule, dict)
-        and (rule.get("writeOnly") is True or rule.get("format") == "password")
+        name for name, rule in properties.items() if _marks_secret(rule, schema, depth=0)
     )
+
+
+_MAX_SECRET_DEPTH = 8
+
+
+def _marks_secret(rule: object, root: dict[str, Any], *, depth: int) -> bool:
+    if not isinstance(rule, dict) or depth > _MAX_SECRET_DEPTH:
+        return False
+    if rule.get("writeOnly") is True or rule.get("format") == "password":
+        return True
+    ref = rule.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: object = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if _marks_secret(target, root, depth=depth + 1):
+            return True
+    return any(
+        _marks_secret(branch, root, depth=depth + 1)
+        for key in ("anyOf", "oneOf", "allOf")
+        for branch in rule.get(key) or ()
+    )
+
+
+def _remote_ref(schema: object) -> str | None:
+    """The first ``$ref`` in ``schema`` that is not a pointer into it (``#…``), if any."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not ref.startswith("#"):
+                return ref
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern_matcher(pattern: str) -> Callable[[str], bool]:
+    """``pattern``'s search in linear time (pydantic-core's Rust regex), else Python's ``re``.
+
+    Python's backtracking engine takes exponential time on some patterns, and arguments
+    are checked on the event loop: one caller could stall every other. The Rust engine
+    refuses what it cannot run in linear time (lookarounds, backreferences); those
+    patterns keep Python's engine.
+    """
+    try:
+        checker = SchemaValidator(core_schema.str_schema(pattern=pattern))
+    except SchemaError_:
+        compiled = re.compile(pattern)
+        return lambda text: compiled.search(text) is not None
+
+    def matches(text: str) -> bool:
+        try:
+            checker.validate_python(text)
+        except ValidationError_:
+            return False
+        return True
+
+    return matches
+
+
+def _linear_pattern(
+    validator: Any, pattern: str, instance: object, schema: dict[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    """The ``pattern`` keyword of jsonschema, matched by ``_pattern_matcher``."""
+    if isinstance(instance, str) and not _pattern_matcher(pattern)(instance):
+        yield jsonschema.ValidationError("the text does not match the pattern")
 
 
 def result_model(tool_name: str, output_schema: dict[str, Any] | None) -> type[ForwardedResult]:
