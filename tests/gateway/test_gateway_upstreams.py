@@ -8,6 +8,7 @@ MCP server with the SDK's client.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -140,6 +141,30 @@ async def test_hidden_and_renamed_tools_and_a_hidden_default(
         assert sorted(registry.names()) == ["docs.list_directory", "docs.read"]
         read = registry.get("docs.read")
         assert read is not None and read.tool.required_scopes == ("docs:read",)
+
+
+async def test_two_tools_mapped_to_one_name_are_neither_served(
+    npm_servers: dict[str, Path], files: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A rename onto another tool's name: which would run, and under whose policy, would
+    # be the upstream's listing order. Neither runs, and the log names both.
+    config = parse_config(
+        {
+            "upstreams": {
+                "fs": {
+                    "command": ["node", str(npm_servers["filesystem"]), str(files)],
+                    "tools": {"write_file": {"rename": "read_text_file"}},
+                }
+            }
+        }
+    )
+    registry = Registry()
+    with caplog.at_level(logging.WARNING, logger="charter"):
+        async with Gateway(config, registry, backoff=FAST, connect_timeout=60):
+            names = registry.names()
+    assert "fs.read_text_file" not in names and "fs.write_file" not in names
+    assert "fs.list_directory" in names
+    assert "'read_text_file', 'write_file' all map to 'fs.read_text_file'" in caplog.text
 
 
 # -- calls --------------------------------------------------------------------------------------

@@ -139,11 +139,23 @@ class Gateway:
     async def _register(self, upstream: Upstream, listed: list[types.Tool]) -> None:
         """Make the registry hold exactly ``upstream``'s visible tools, as listed now."""
         config = upstream.config
-        wanted: dict[str, _Entry] = {}
+        by_name: dict[str, list[tuple[str, _Entry]]] = {}
         for tool in listed:
             entry = self._entry(upstream, tool)
-            if entry is not None and entry.name not in wanted:
-                wanted[entry.name] = entry
+            if entry is not None:
+                by_name.setdefault(entry.name, []).append((tool.name, entry))
+        wanted: dict[str, _Entry] = {}
+        for name, entries in by_name.items():
+            if len(entries) == 1:
+                wanted[name] = entries[0][1]
+                continue
+            # Which one would run, and under whose policy, would be the listing's order.
+            logger.warning(
+                "upstream %s: tools %s all map to %r; none of them is served: rename one",
+                config.name,
+                ", ".join(repr(tool) for tool, _ in entries),
+                name,
+            )
         current = self._registered[config.name]
         changed = False
         for name, entry in list(current.items()):
