@@ -643,3 +643,29 @@ async def test_an_upstream_password_argument_is_bound_by_the_approval_but_never_
     assert isinstance(swapped, Failed) and swapped.reason == "fingerprint_mismatch"
     assert isinstance(done, Completed)
     assert "14-character password" in json.dumps(done.output)
+
+
+async def test_a_write_the_upstream_did_not_answer_in_time_is_recorded_never_sent_again(
+    tmp_path: Path,
+) -> None:
+    # The upstream may have done the work: a retry under the same requestId replays the
+    # recorded "outcome unknown" instead of sending the write a second time.
+    journal = tmp_path / "journal.txt"
+    slow = UpstreamConfig(
+        name="slow",
+        command=(sys.executable, str(Path(__file__).with_name("slow_server.py"))),
+        env={"JOURNAL": str(journal)},
+        default=ToolPolicy(tier="write"),
+        timeout=1,
+    )
+    request_id = str(uuid.uuid4())
+    call = {"seconds": 3, **controls(request_id, confirmed=True)}
+    async with governed(slow) as (host, _):
+        first = await host.invoke("slow.slow_write", dict(call), ALICE)
+        await anyio.sleep(2.5)  # the upstream finishes the first run meanwhile
+        again = await host.invoke("slow.slow_write", dict(call), ALICE)
+    assert isinstance(first, Failed) and first.code is ErrorCode.UPSTREAM_ERROR, first
+    assert "[OUTCOME_UNKNOWN]" in first.message and "did not answer within 1 s" in first.message
+    assert not first.retryable
+    assert isinstance(again, Failed) and again.replayed and again.message == first.message
+    assert journal.read_text().count("ran") == 1

@@ -110,7 +110,8 @@ class UpstreamConfig(_Strict):
     namespace: str | None = None
     """Prefix of the tools' charter names (``fs`` → ``fs.read_file``); default ``name``."""
     timeout: float = Field(default=60.0, gt=0)
-    """Seconds one call may take upstream; then ``TIMEOUT``, retryable."""
+    """Seconds one call may take upstream; then a read is ``TIMEOUT`` (retryable) and a
+    ledgered call's outcome is recorded as unknown (docs/gateway.md)."""
     default: ToolPolicy = Field(default_factory=ToolPolicy)
     """The policy of every tool not named in ``tools`` (``"hidden"`` hides them)."""
     tools: dict[str, ToolPolicy] = Field(default_factory=dict)

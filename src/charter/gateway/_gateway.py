@@ -22,14 +22,22 @@ from anyio.abc import TaskGroup
 from pydantic_core import to_json
 
 from ..context import ToolContext
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ToolError
 from ..mcp import ForwardedResult
 from ..registry import Registry
+from ..risk import RiskTier
 from ..tool import NAME_PATTERN, Tool, ToolAnnotations, define_tool
 from ._config import GatewayConfig, UpstreamConfig
 from ._policy import govern
 from ._schemas import UpstreamInput, input_model, result_model
-from ._upstream import DEFAULT_BACKOFF, Backoff, Upstream, UpstreamHealth, UpstreamState
+from ._upstream import (
+    DEFAULT_BACKOFF,
+    LOST_MID_CALL,
+    Backoff,
+    Upstream,
+    UpstreamHealth,
+    UpstreamState,
+)
 
 __all__ = ("Gateway",)
 
@@ -240,16 +248,45 @@ def _declare(upstream: Upstream, listed: types.Tool, name: str) -> Tool[Any, Any
         result = await upstream.call(upstream_name, arguments.sent(), ctx)
         return output.from_result(result)
 
+    async def forward_once(arguments: UpstreamInput, ctx: ToolContext) -> ForwardedResult:
+        # A ledgered call reaches the upstream once. A timeout or a broken connection
+        # once it was sent leaves its outcome unknown: that is answered as a result the
+        # ledger keeps, so a retry with the same requestId replays it, not the write.
+        with anyio.move_on_after(config.timeout) as waited:
+            try:
+                return await forward(arguments, ctx)
+            except ToolError as exc:
+                if (exc.meta or {}).get("reason") != LOST_MID_CALL:
+                    raise
+                what = "lost the connection during the call"
+        if waited.cancelled_caught:
+            what = f"did not answer within {config.timeout:g} s"
+        return output.from_result(_unknown_outcome(config.name, upstream_name, what))
+
     output = result_model(name, listed.output_schema)
+    ledgered = governed["tier"] is not RiskTier.READ
     title = listed.title or (listed.annotations.title if listed.annotations else None)
     return define_tool(
         name=name,
         description=policy.description or listed.description or f"{upstream_name} on {config.name}",
         input_schema=input_model(name, dict(listed.input_schema)),
         output_schema=output,
-        handler=forward,
+        handler=forward_once if ledgered else forward,
         **governed,
         owner=config.name,
         annotations=ToolAnnotations(title=title) if title else None,
-        timeout=config.timeout,
+        # A ledgered call bounds its own wait (forward_once), so the host's timeout, which
+        # rolls back and frees the request id, never cuts it short first.
+        timeout=None if ledgered else config.timeout,
     )
+
+
+def _unknown_outcome(upstream: str, tool: str, what: str) -> types.CallToolResult:
+    """The recorded answer of a call the upstream may or may not have run."""
+    text = (
+        f"[OUTCOME_UNKNOWN] The upstream {upstream!r} {what} to {tool!r}; it may have done "
+        "the work. This answer is recorded for this requestId, so a retry with it will not "
+        "call the upstream again: check the upstream's state, then use a new requestId to "
+        "try again."
+    )
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)

@@ -341,7 +341,7 @@ class Upstream:
         except MCPError as exc:
             if exc.code in _CONNECTION_CODES:
                 self._lose()
-                raise _unavailable(self.name, "closed the connection during the call") from exc
+                raise _lost_mid_call(self.name) from exc
             if exc.code == types.INVALID_PARAMS:
                 raise ToolError(
                     ErrorCode.INVALID_INPUT,
@@ -356,16 +356,24 @@ class Upstream:
             ) from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             self._lose()
-            raise _unavailable(self.name, "closed the connection during the call") from exc
+            raise _lost_mid_call(self.name) from exc
 
 
-def _unavailable(name: str, what: str) -> ToolError:
+LOST_MID_CALL = "upstream_lost_mid_call"
+"""The reason of a call whose connection broke once it was under way: it may have run."""
+
+
+def _lost_mid_call(name: str) -> ToolError:
+    return _unavailable(name, "closed the connection during the call", reason=LOST_MID_CALL)
+
+
+def _unavailable(name: str, what: str, *, reason: str = "upstream_unavailable") -> ToolError:
     return ToolError(
         ErrorCode.PROVIDER_UNAVAILABLE,
         f"The upstream MCP server {name!r} {what}; charter is reconnecting. Retry shortly "
         "with the same requestId.",
         retryable=True,
-        meta={"reason": "upstream_unavailable", "upstream": name},
+        meta={"reason": reason, "upstream": name},
     )
 
 
