@@ -151,7 +151,9 @@ async def ensure_demo_keys(store: SqlStore, path: Path | None = None) -> list[di
             name=f"demo {spec['role']}",
         )
         keys.append({**spec, "key_id": record.id, "key": secret})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(keys, indent=2) + "\n")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Created 0600, never readable by others even for a moment; an older file is narrowed.
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        file.write(json.dumps(keys, indent=2) + "\n")
     path.chmod(0o600)
     return keys

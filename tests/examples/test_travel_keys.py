@@ -41,3 +41,5 @@ def test_the_printed_exports_set_the_key_variable_charters_cli_reads(tmp_path: P
     agent_key = re.search(r"traveller-agent .*?\n\s+scopes: .*?\n\s+(\S+)", printed)
     assert agent_key is not None, printed
     assert value == agent_key.group(1)
+    # The keys' file is its owner's alone, as the database is.
+    assert (tmp_path / "keys.json").stat().st_mode & 0o777 == 0o600
