@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._schema import allows_null, resolve_ref
+from ._schema import allows_null, with_ref_target
 
 __all__ = ("drop_strict_nulls",)
 
@@ -158,7 +158,7 @@ def _deref(node: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any
         ref = node.get("$ref")
         if not isinstance(ref, str):
             break
-        node = {**resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
+        node = with_ref_target(node, ref, root)
     return node
 
 

@@ -16,10 +16,10 @@ __all__ = (
     "ToolLike",
     "allows_null",
     "inline_refs",
-    "resolve_ref",
     "strict_or_reason",
     "strict_schema",
     "tool_schemas",
+    "with_ref_target",
 )
 
 ToolLike = ToolSchema | BoundToolDefinition | RegisteredTool | Tool[Any, Any, Any]
@@ -153,9 +153,7 @@ def _strict(node: Any, root: dict[str, Any], where: str) -> dict[str, Any]:
     node = dict(node)
     ref = node.get("$ref")
     if isinstance(ref, str) and len(node) > 1:
-        resolved = resolve_ref(root, ref)
-        merged = {**copy.deepcopy(resolved), **{k: v for k, v in node.items() if k != "$ref"}}
-        return _strict(merged, root, where)
+        return _strict(copy.deepcopy(with_ref_target(node, ref, root)), root, where)
     members = node.get("allOf")
     if isinstance(members, list) and len(members) == 1:
         merged = {**_deref(members[0], root), **{k: v for k, v in node.items() if k != "allOf"}}
@@ -244,9 +242,7 @@ def _split_object(node: Mapping[str, Any]) -> bool:
 
 def _deref(node: Any, root: Mapping[str, Any]) -> Any:
     ref = node.get("$ref") if isinstance(node, Mapping) else None
-    if not isinstance(ref, str):
-        return node
-    return {**resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
+    return with_ref_target(node, ref, root) if isinstance(ref, str) else node
 
 
 def _at(where: str) -> str:
@@ -327,7 +323,7 @@ def _accepts_null(
 ) -> bool:
     ref = node.get("$ref")
     if root is not None and isinstance(ref, str) and ref not in seen:
-        node = {**resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
+        node = with_ref_target(node, ref, root)
         seen = (*seen, ref)
     kind = node.get("type")
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
@@ -336,7 +332,15 @@ def _accepts_null(
     return any(isinstance(v, Mapping) and _accepts_null(v, root, seen) for v in variants)
 
 
-def resolve_ref(root: Mapping[str, Any], ref: str) -> dict[str, Any]:
+def with_ref_target(node: Mapping[str, Any], ref: str, root: Mapping[str, Any]) -> dict[str, Any]:
+    """``node`` with its ``$ref`` (``ref``) replaced by the schema it points at in ``root``.
+
+    The node's own keywords win over the target's (a ``description`` beside the ``$ref``).
+    """
+    return {**_resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def _resolve_ref(root: Mapping[str, Any], ref: str) -> dict[str, Any]:
     """The schema a local ``$ref`` (``#/$defs/Name``) points at, inside ``root``.
 
     Raises:
@@ -369,8 +373,7 @@ def inline_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(ref, str):
             if ref in seen:
                 raise ValueError(f"recursive schema at {ref!r} cannot be inlined")
-            merged = {**resolve_ref(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
-            return walk(merged, (*seen, ref))
+            return walk(with_ref_target(node, ref, root), (*seen, ref))
         return {k: walk(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
 
     result: dict[str, Any] = walk(root, ())
