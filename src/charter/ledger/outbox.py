@@ -94,8 +94,7 @@ class StagedEffects:
                     attempts=1,
                     max_attempts=registered.max_attempts,
                     next_attempt_at=now,
-                    lease_until=now + self.outbox.lease,
-                    leased_by=self.outbox.owner,
+                    leased_by=self.outbox.owner,  # its lease starts when written (``write``)
                     created_at=now,
                     updated_at=now,
                 )
