@@ -168,7 +168,7 @@ class HostCheck:
             elif name == b"origin":
                 origin = value
                 origins += 1
-        if raw is None or not (raw in self._allowed_seen or self._allowed(raw)):
+        if raw is None or not _allowed(raw, self.allowed_hosts, self._allowed_seen):
             await problem(
                 scope,
                 receive,
@@ -186,7 +186,7 @@ class HostCheck:
         if (
             origin is None
             or self.allowed_origins is None
-            or (origins == 1 and (origin in self._origins_seen or self._origin_allowed(origin)))
+            or (origins == 1 and _allowed(origin, self.allowed_origins, self._origins_seen))
         ):
             await self.app(scope, receive, send)
             return
@@ -206,24 +206,20 @@ class HostCheck:
             ),
         )
 
-    def _allowed(self, raw: bytes) -> bool:
-        if not host_allowed(raw.decode("latin-1"), self.allowed_hosts):
-            return False
-        if len(self._allowed_seen) < _ALLOWED_SEEN_MAX:
-            self._allowed_seen.add(raw)
-        return True
-
-    def _origin_allowed(self, raw: bytes) -> bool:
-        assert self.allowed_origins is not None
-        if not host_allowed(raw.decode("latin-1"), self.allowed_origins):
-            return False
-        if len(self._origins_seen) < _ALLOWED_SEEN_MAX:
-            self._origins_seen.add(raw)
-        return True
-
 
 _ALLOWED_SEEN_MAX = 64
 """Most allowed ``Host`` (and, apart, ``Origin``) values a ``HostCheck`` remembers."""
+
+
+def _allowed(raw: bytes, allowed: Sequence[str], seen: set[bytes]) -> bool:
+    """Whether a header value is one of ``allowed`` (``host_allowed``), remembered in ``seen``."""
+    if raw in seen:
+        return True
+    if not host_allowed(raw.decode("latin-1"), allowed):
+        return False
+    if len(seen) < _ALLOWED_SEEN_MAX:
+        seen.add(raw)
+    return True
 
 
 class Bounded:
