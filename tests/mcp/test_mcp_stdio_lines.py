@@ -57,6 +57,7 @@ def stdio() -> Iterator[Stdio]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        bufsize=0,  # unbuffered: select() sees every answer not yet read
         env=env,
     )
     served = Stdio(process)
@@ -156,6 +157,7 @@ def test_a_handler_reading_stdin_gets_eof_not_the_next_protocol_line() -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        bufsize=0,  # unbuffered: select() sees every answer not yet read
     )
     served = Stdio(process)
     try:
