@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -216,6 +217,36 @@ def test_an_upstream_tool_error_over_rest_is_a_502_that_replays_without_calling_
     assert replay.status_code == 502 and replay.headers["Idempotent-Replayed"] == "true"
     assert replay.json()["detail"] == problem["detail"] and replay.json()["replayed"] is True
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_write_whose_rest_client_disconnects_is_recorded_not_sent_again(
+    db: str, keys: dict[str, str], tmp_path: Path
+) -> None:
+    # The client gives up after half a second; the upstream is doing the write meanwhile.
+    # charter lets the call run on and records it, so the retry replays it.
+    journal = tmp_path / "journal.txt"
+    command = json.dumps([sys.executable, str(Path(__file__).with_name("slow_server.py"))])
+    path = tmp_path / "upstreams.toml"
+    path.write_text(
+        f"[upstreams.slow]\ncommand = {command}\nenv = {{ JOURNAL = {json.dumps(str(journal))} }}\n"
+        '[upstreams.slow.tools.slow_write]\nscopes = ["files:write"]\ntier = "write"\n'
+    )
+    headers = {
+        **bearer(keys["agent"]),
+        "Idempotency-Key": str(uuid.uuid4()),
+        "Charter-Confirm": "true",
+    }
+    url = "/v1/tools/slow.slow_write:call"
+    with charter_serve("--upstreams", str(path), "--db", db, cwd=tmp_path, env=ENV) as served:
+        with httpx.Client(base_url=served.url, timeout=0.5) as impatient:
+            with pytest.raises(httpx.ReadTimeout):
+                impatient.post(url, json={"seconds": 2}, headers=headers)
+        with httpx.Client(base_url=served.url, timeout=60) as rest:
+            replay = rest.post(url, json={"seconds": 2}, headers=headers)
+    assert replay.status_code == 200, replay.text
+    assert replay.headers["Idempotent-Replayed"] == "true"
+    assert replay.json()["output"]["structuredContent"] == {"result": "written"}
+    assert journal.read_text().count("ran") == 1
 
 
 @pytest.mark.anyio

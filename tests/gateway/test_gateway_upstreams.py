@@ -29,6 +29,7 @@ from tests.builders import controls
 
 from charter import Completed, ErrorCode, Failed, InteractionRequired, Registry, ToolOutcome
 from charter.auth import Principal
+from charter.context import CancelSignal
 from charter.errors import ConfigurationError
 from charter.gateway import (
     Backoff,
@@ -669,3 +670,65 @@ async def test_a_write_the_upstream_did_not_answer_in_time_is_recorded_never_sen
     assert not first.retryable
     assert isinstance(again, Failed) and again.replayed and again.message == first.message
     assert journal.read_text().count("ran") == 1
+
+
+def slow_upstream(journal: Path) -> UpstreamConfig:
+    """``slow.slow_write`` as a write: ledgered, confirmed, its runs counted in ``journal``."""
+    return UpstreamConfig(
+        name="slow",
+        command=(sys.executable, str(Path(__file__).with_name("slow_server.py"))),
+        env={"JOURNAL": str(journal)},
+        default=ToolPolicy(tier="write"),
+        timeout=30,
+    )
+
+
+async def test_a_write_whose_caller_leaves_runs_on_and_its_retry_replays_it(
+    tmp_path: Path,
+) -> None:
+    # The caller's cancel signal fires (a REST client that disconnected) once the write
+    # was sent: the upstream may be doing it, so the call runs on and is recorded.
+    journal = tmp_path / "journal.txt"
+    request_id = str(uuid.uuid4())
+    call = {"seconds": 1.5, **controls(request_id, confirmed=True)}
+    async with governed(slow_upstream(journal)) as (host, _):
+        cancel = CancelSignal()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_set_later, cancel, 0.5)
+            first = await host.invoke(
+                "slow.slow_write", dict(call), ALICE, call=CallOptions(cancel=cancel)
+            )
+        again = await host.invoke("slow.slow_write", dict(call), ALICE)
+    assert cancel.is_set()
+    assert isinstance(first, Completed), first
+    assert first.output["structuredContent"] == {"result": "written"}
+    assert isinstance(again, Completed) and again.replayed and again.output == first.output
+    assert journal.read_text().count("ran") == 1
+
+
+async def test_a_write_whose_caller_is_cancelled_is_recorded_and_audited_when_it_ends(
+    tmp_path: Path,
+) -> None:
+    # An MCP client's notifications/cancelled cancels the task that called the host: the
+    # caller gets its cancellation, the write runs on, commits and is audited.
+    journal = tmp_path / "journal.txt"
+    request_id = str(uuid.uuid4())
+    call = {"seconds": 1.5, **controls(request_id, confirmed=True)}
+    async with governed(slow_upstream(journal)) as (host, _):
+        with anyio.move_on_after(0.5) as waited:
+            await host.invoke("slow.slow_write", dict(call), ALICE)
+        assert waited.cancelled_caught
+        # A retry at once waits for the call still running (the ledger holds its request
+        # id), then replays what it recorded.
+        again = await host.invoke("slow.slow_write", dict(call), ALICE)
+        await anyio.sleep(0.1)  # the first call's audit event is recorded as it ends
+        events = [e for e in await host.audit.events() if e.request_id == request_id]
+    assert isinstance(again, Completed) and again.replayed, again
+    assert again.output["structuredContent"] == {"result": "written"}
+    assert journal.read_text().count("ran") == 1
+    assert [e.outcome for e in events if not e.replayed] == ["completed"]
+
+
+async def _set_later(signal: CancelSignal, seconds: float) -> None:
+    await anyio.sleep(seconds)
+    signal.set()

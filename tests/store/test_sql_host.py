@@ -68,6 +68,7 @@ class App:
 
     def __init__(self) -> None:
         self.runs = 0
+        self.remote_finished = 0
         self.fail_next = False
         self.winner_may_commit: anyio.Event | None = None
         self.registry = Registry()
@@ -119,6 +120,16 @@ class App:
                 ),
                 # Starts an export that finishes later.
                 tiered_tool("export_notes", WRITE, self.export_notes, NoteIn, NoteOut, **write),
+                # Writes a note, then waits on a remote service its caller must not cut off.
+                tiered_tool(
+                    "remote_note",
+                    WRITE,
+                    self.remote_note,
+                    NoteIn,
+                    NoteOut,
+                    cancellable=False,
+                    **write,
+                ),
             ]
         )
 
@@ -148,6 +159,13 @@ class App:
                 )
             )
         return NoteOut(note_id="slow")
+
+    async def remote_note(self, note: NoteIn, ctx: ToolContext) -> NoteOut:
+        self.runs += 1
+        await ctx.db.execute(sa.insert(notes).values(id="remote", tenant_id="t", text=note.text))
+        await anyio.sleep(0.6)  # the remote service's answer
+        self.remote_finished += 1
+        return NoteOut(note_id="remote")
 
     async def delete_note(self, command: DeleteIn, ctx: ToolContext) -> Deleted:
         self.runs += 1
@@ -372,6 +390,42 @@ async def test_a_call_cancelled_by_its_caller_mid_statement_rolls_back(
             await host.invoke("slow_note", call("slow"), ALICE)
     assert scope.cancelled_caught
     await rolled_back_and_usable(sql_store, host, application)
+
+
+async def test_a_call_its_caller_cannot_cancel_runs_on_commits_and_is_replayed(
+    sql_store: SqlStore,
+) -> None:
+    # cancellable=False: the caller's cancellation (an MCP client's notifications/cancelled)
+    # reaches the caller only; the call commits its work and outcome, and is audited.
+    application, host = await app_host(sql_store)
+    request_id = new_request_id()
+    with anyio.fail_after(30):
+        with anyio.move_on_after(0.2) as scope:
+            await host.invoke("remote_note", call("kept", request_id), ALICE)
+        assert scope.cancelled_caught
+        while application.remote_finished == 0:
+            await anyio.sleep(0.05)
+        await anyio.sleep(0.2)  # its commit and audit event
+        again = await host.invoke("remote_note", call("kept", request_id), ALICE)
+    assert isinstance(again, Completed) and again.replayed, again
+    assert again.output == {"note_id": "remote"}
+    assert application.runs == 1
+    assert await rows(sql_store, "app_notes") == 1
+    events = await sql_store.events(tenant="acme")
+    assert [(e.outcome, e.replayed) for e in events if e.request_id == request_id] == [
+        ("completed", True),
+        ("completed", False),
+    ]
+
+
+async def test_closing_the_host_waits_for_calls_their_callers_left(sql_store: SqlStore) -> None:
+    application, host = await app_host(sql_store)
+    with anyio.fail_after(30):
+        with anyio.move_on_after(0.2) as scope:
+            await host.invoke("remote_note", call("kept"), ALICE)
+        assert scope.cancelled_caught and application.remote_finished == 0
+        await host.aclose()
+    assert application.remote_finished == 1
 
 
 async def test_64_concurrent_callers_with_one_request_id_make_one_effect_and_no_errors(

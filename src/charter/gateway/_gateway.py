@@ -276,8 +276,10 @@ def _declare(upstream: Upstream, listed: types.Tool, name: str) -> Tool[Any, Any
         owner=config.name,
         annotations=ToolAnnotations(title=title) if title else None,
         # A ledgered call bounds its own wait (forward_once), so the host's timeout, which
-        # rolls back and frees the request id, never cuts it short first.
+        # rolls back and frees the request id, never cuts it short first; and a caller who
+        # leaves does not either: once sent, the call runs on and its outcome is recorded.
         timeout=None if ledgered else config.timeout,
+        cancellable=not ledgered,
     )
 
 

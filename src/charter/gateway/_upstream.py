@@ -333,7 +333,11 @@ class Upstream:
         async def forward_progress(
             progress: float, total: float | None, message: str | None
         ) -> None:
-            await ctx.report_progress(progress, total, message)
+            # A caller that left cannot be told; the call goes on (a ledgered one runs on).
+            try:
+                await ctx.report_progress(progress, total, message)
+            except Exception as exc:
+                logger.debug("upstream %s: progress not delivered: %s", self.name, _describe(exc))
 
         self._calls += 1
         try:

@@ -31,6 +31,7 @@ aggregated), and an outcome, never an exception.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -105,6 +106,8 @@ class Pipeline:
         self._telemetry = Telemetry()
         # The calls prepared here and not yet run.
         self._prepared: SingleUse[PreparedCall] = SingleUse()
+        # Calls of tools that are not cancellable, running on after their caller left.
+        self._running_on: set[asyncio.Task[None]] = set()
 
     async def invoke(
         self,
@@ -135,7 +138,10 @@ class Pipeline:
             try:
                 prepared = await self._prepare(name, arguments, principal, controls, call, trace)
                 if isinstance(prepared, PreparedCall):
-                    outcome = await self._execute(prepared)
+                    if prepared.action.tool.tool.cancellable:
+                        outcome = await self._execute(prepared)
+                    else:
+                        outcome = await self._execute_to_end(prepared)
                 else:
                     outcome = prepared
             except Exception as exc:
@@ -184,7 +190,11 @@ class Pipeline:
         """
         trace = prepared.trace
         with self._telemetry.span(trace.tool, prepared.context.call_id) as span:
-            outcome = reported_failure(trace, await self._guarded(trace, self._execute(prepared)))
+            if prepared.action.tool.tool.cancellable:
+                step = self._guarded(trace, self._execute(prepared))
+            else:
+                step = self._guarded(trace, self._execute_to_end(prepared))
+            outcome = reported_failure(trace, await step)
             self._finish(span, trace, outcome)
         await self._audit(trace, outcome)
         return outcome
@@ -382,6 +392,30 @@ class Pipeline:
         await budgets.settle(spent, outcome)
         return outcome
 
+    async def _execute_to_end(self, prepared: PreparedCall) -> ToolOutcome:
+        """``_execute`` for a tool that is not cancellable: its caller cannot cut it short.
+
+        The call runs in a task of its own. A caller cancelled meanwhile (an MCP
+        ``notifications/cancelled``, a task group's cancellation) gets its cancellation,
+        and the call runs on to its end: its ledger transaction commits the outcome, and
+        its audit event is recorded then. ``aclose`` waits for such calls.
+        """
+        trace = prepared.trace
+        call = asyncio.ensure_future(self._guarded(trace, self._execute(prepared)))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            audit = asyncio.ensure_future(self._audit_when_done(trace, call))
+            self._running_on.add(audit)
+            audit.add_done_callback(self._running_on.discard)
+            raise
+
+    async def _audit_when_done(self, trace: Trace, call: asyncio.Future[ToolOutcome]) -> None:
+        """Audit a call its caller left, once it ends (``_execute_to_end``)."""
+        outcome = reported_failure(trace, await call)
+        trace.seconds = trace.elapsed()
+        await self._audit(trace, outcome)
+
     async def _refused_by_budget(self, prepared: PreparedCall, refusal: Failed) -> ToolOutcome:
         """A refused call's answer: the stored outcome when it is a replay (always free)."""
         key = prepared.ledger_key
@@ -429,7 +463,9 @@ class Pipeline:
         ]
 
     async def _drain(self) -> None:
-        """Record the audit counts still pending (the host is closing)."""
+        """Let calls running on after their caller end; record the audit counts pending."""
+        while self._running_on:
+            await asyncio.gather(*self._running_on, return_exceptions=True)
         for refusals in (self._refusals, self._rate_refusals):
             if refusals is not None:
                 for event in refusals.drain():

@@ -42,7 +42,8 @@ class HandlerRunner:
         """The handler's return value, or the ``Failed`` it ended with.
 
         The handler is awaited in this task (a sync one in a worker thread, awaited here)
-        under its timeout, and cancelled when ``ctx.cancel`` fires, from any thread.
+        under its timeout, and cancelled when ``ctx.cancel`` fires, from any thread, unless
+        the tool is not ``cancellable`` (a signal set before it starts still stops it).
         """
         tool = registered.tool
         args = (parsed, ctx) if tool.takes_context else (parsed,)
@@ -61,7 +62,8 @@ class HandlerRunner:
                 raise _CancelledBySignal
             loop = asyncio.get_running_loop()
             watch = _Watch(asyncio.current_task(loop), loop)
-            unsubscribe = signal.subscribe(watch.on_signal)
+            # A tool its caller cannot interrupt runs on when the signal fires.
+            unsubscribe = signal.subscribe(watch.on_signal) if tool.cancellable else _nothing
             try:
                 if timeout is None:
                     result = await awaitable
@@ -115,6 +117,10 @@ class HandlerRunner:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+
+def _nothing() -> None:
+    """Unsubscribe nothing (the handler's task was not subscribed to the signal)."""
 
 
 class _CancelledBySignal(Exception):

@@ -38,7 +38,8 @@ def define_tool(
     Options are the remaining ``Tool`` fields (``required_scopes``, ``capability_id``,
     ``owner``, ``capability_version``, ``aliases``, ``deprecation``, ``audience``,
     ``annotations``, ``auth``, ``delegable``, ``tenant_field``, ``action_policy``,
-    ``enforcement``, ``resolve_action_target``, ``timeout``, ``limits``, ``model_name``).
+    ``enforcement``, ``resolve_action_target``, ``timeout``, ``cancellable``, ``limits``,
+    ``model_name``).
     ``risk_policy`` may be omitted for ``read`` tools only.
 
     Raises:
@@ -106,6 +107,7 @@ _OPTION_NAMES = frozenset(
         "enforcement",
         "resolve_action_target",
         "timeout",
+        "cancellable",
         "limits",
         "model_name",
     }

@@ -72,6 +72,11 @@ class Tool(Generic[InT, OutT, CtxT]):
     enforcement: Literal["generic", "handler"] = "generic"
     resolve_action_target: TargetResolver[InT, CtxT] | None = None
     timeout: float | None = None
+    cancellable: bool = True
+    """False: once the handler starts, a caller that leaves or cancels does not stop it;
+    the call runs to its end (its ``timeout`` still applies) and a ledgered call's outcome
+    is stored, so a retry with the same request id replays it. For handlers that call
+    out of the process and must not be cut off mid-call."""
     limits: tuple[Limit, ...] = ()
     """Budgets spent per tool (``charter.limits``): rate limits, quotas, in-flight caps."""
     model_name: str | None = None
