@@ -700,7 +700,7 @@ async def test_a_write_whose_caller_leaves_runs_on_and_its_retry_replays_it(
             )
         again = await host.invoke("slow.slow_write", dict(call), ALICE)
     assert cancel.is_set()
-    assert isinstance(first, Completed), first
+    assert isinstance(first, Completed) and isinstance(first.output, dict), first
     assert first.output["structuredContent"] == {"result": "written"}
     assert isinstance(again, Completed) and again.replayed and again.output == first.output
     assert journal.read_text().count("ran") == 1
@@ -724,6 +724,7 @@ async def test_a_write_whose_caller_is_cancelled_is_recorded_and_audited_when_it
         await anyio.sleep(0.1)  # the first call's audit event is recorded as it ends
         events = [e for e in await host.audit.events() if e.request_id == request_id]
     assert isinstance(again, Completed) and again.replayed, again
+    assert isinstance(again.output, dict)
     assert again.output["structuredContent"] == {"result": "written"}
     assert journal.read_text().count("ran") == 1
     assert [e.outcome for e in events if not e.replayed] == ["completed"]
