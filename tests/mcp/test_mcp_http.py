@@ -269,6 +269,27 @@ async def test_optional_auth_lets_anonymous_callers_in_and_still_reads_tokens(
     assert "whoami" not in anonymous and "whoami" in alice
 
 
+async def test_optional_auth_still_refuses_a_bad_token_as_rest_does(probe: Probe) -> None:
+    # require_auth=False admits callers who send no credentials. One who sends a revoked
+    # or mistyped key is told so (401 with the challenge), not served as anonymous.
+    with serve(create_asgi_app(build_host(probe), require_auth=False)) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            for credentials in (
+                {"Authorization": "Bearer wrong"},
+                {"X-API-Key": "wrong"},
+                {"X-API-Key": ""},
+            ):
+                refused = await http.post(
+                    url + "/mcp", json=MCP_INITIALIZE, headers={**MCP_HEADERS, **credentials}
+                )
+                assert refused.status_code == 401, credentials
+                assert refused.headers["www-authenticate"].startswith(
+                    'Bearer error="invalid_token"'
+                )
+            anonymous = await http.post(url + "/mcp", json=MCP_INITIALIZE, headers=MCP_HEADERS)
+    assert anonymous.status_code == 200
+
+
 def test_require_auth_without_an_authenticator_is_a_configuration_error(probe: Probe) -> None:
     with pytest.raises(ConfigurationError, match="authenticator"):
         streamable_http_app(build_host(probe, authenticated=False), require_auth=True)

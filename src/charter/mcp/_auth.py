@@ -11,11 +11,16 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+)
 from mcp.server.auth.provider import AccessToken
 from pydantic import ConfigDict
 from starlette.authentication import AuthCredentials
 from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._credentials import AmbiguousCredentials, credentials_from_headers
 from ..auth import AuthenticationFailed, Credentials, Principal, principal_key
@@ -25,6 +30,7 @@ __all__ = (
     "HostBearerBackend",
     "HostTokenVerifier",
     "PrincipalAccessToken",
+    "RefuseBadCredentials",
     "principal_from_scope",
     "request_credentials",
 )
@@ -94,6 +100,36 @@ class HostBearerBackend(BearerAuthBackend):
             return None
         principal = await self._verifier.authenticate(credentials)
         return None if principal is None else _authenticated(principal)
+
+
+class RefuseBadCredentials:
+    """Where anonymous callers are let in (``require_auth=False``): refused credentials are not.
+
+    A request with no credentials goes on as anonymous; one whose credentials the host
+    refused (a revoked key, a mistyped token) gets the SDK's 401 challenge, as REST
+    answers it, instead of being served as anonymous. Sits inside the bearer middleware.
+    """
+
+    def __init__(self, app: ASGIApp, challenge: RequireAuthMiddleware) -> None:
+        """Serve ``app``; answer refused credentials with ``challenge`` (its 401)."""
+        self.app = app
+        self.challenge = challenge
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request."""
+        if isinstance(scope.get("user"), AuthenticatedUser) or not _sent_credentials(scope):
+            await self.app(scope, receive, send)
+        else:
+            await self.challenge(scope, receive, send)
+
+
+def _sent_credentials(scope: Scope) -> bool:
+    """Whether a request sent a bearer token or an API key, even an empty one."""
+    try:
+        credentials = credentials_from_headers(scope["headers"])
+    except AmbiguousCredentials:
+        return True
+    return credentials.bearer is not None or credentials.api_key is not None
 
 
 def request_credentials(scope: Any) -> Credentials | None:

@@ -25,7 +25,7 @@ from .._asgi import DEFAULT_ALLOWED_HOSTS, HostCheck, default_origins
 from ..auth import Principal
 from ..errors import ConfigurationError
 from ..host import Host
-from ._auth import HostBearerBackend, HostTokenVerifier
+from ._auth import HostBearerBackend, HostTokenVerifier, RefuseBadCredentials
 from ._events import MemoryEventStore, Resumability, SessionEventStore
 from ._gate import Admission, Body
 from ._interact import ConnectionState
@@ -153,8 +153,9 @@ def streamable_http_app(
             still cancels the call. False: the SDK's streaming mode for every request,
             with its keep-alive pings for calls silent past 15 seconds.
         require_auth: answer requests without a valid bearer token with 401. Default:
-            when the host has an authenticator. False lets anonymous callers reach
-            public tools while tokens still authenticate.
+            when the host has an authenticator. False lets callers who send no
+            credentials reach public tools as anonymous, while tokens still authenticate
+            and refused ones are still 401.
         resource_metadata_url: the RFC 9728 protected-resource metadata URL to name in
             the ``WWW-Authenticate`` challenge (you serve the document).
         name: the server name announced to clients.
@@ -229,9 +230,11 @@ def streamable_http_app(
             idle_timeout=limits.idle_timeout,
         )
     if host.authenticator is not None:
+        metadata = AnyHttpUrl(resource_metadata_url) if resource_metadata_url else None
         if require_auth is None or require_auth:
-            metadata = AnyHttpUrl(resource_metadata_url) if resource_metadata_url else None
             app = RequireAuthMiddleware(app, [], metadata)
+        else:
+            app = RefuseBadCredentials(app, RequireAuthMiddleware(app, [], metadata))
         app = AuthContextMiddleware(app)
         app = AuthenticationMiddleware(app, backend=HostBearerBackend(HostTokenVerifier(host)))
     elif require_auth:
