@@ -14,13 +14,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import mcp.types as types
 import pytest
 from cli_support import ROOT, TravelFiles, charter, error_line, usage_error
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from charter.cli.serve import _allowed_hosts, base_url, bind
+from charter.cli.serve import _allowed_hosts, _extra_origins, base_url, bind
+from live_server import charter_serve
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
 
@@ -103,6 +105,11 @@ def test_serve_with_a_schema_behind_says_to_run_db_upgrade(tmp_path: Path) -> No
         (["--stdio", "--stateless"], "error: --stateless applies to HTTP"),
         (["--principal-key", "chk_x"], "error: --principal-key applies to --stdio"),
         (["--port", "70000"], None),
+        (
+            ["--allow-origin", "https://tools.example.com/console/"],
+            "error: --allow-origin 'https://tools.example.com/console/' is not an origin",
+        ),
+        (["--allow-origin", "tools.example.com"], "error: --allow-origin 'tools.example.com'"),
     ],
 )
 def test_serve_with_conflicting_options_exits_2(args: list[str], message: str | None) -> None:
@@ -135,6 +142,39 @@ def test_allow_host_adds_a_name_to_the_loopback_hosts_mcp_accepts() -> None:
     allowed = _allowed_hosts(["tools.example.com"])
     assert allowed is not None
     assert {"127.0.0.1:*", "tools.example.com", "tools.example.com:*"} <= set(allowed)
+
+
+def test_allow_origin_and_the_public_urls_origin_are_answered_others_are_403(
+    tmp_path: Path,
+) -> None:
+    # Behind a proxy the console's page has a public origin the server's Host never shows.
+    args = (
+        "examples.travel:host",
+        "--db",
+        f"sqlite+aiosqlite:///{tmp_path / 'charter.db'}",
+        "--allow-origin",
+        "https://tools.example.com",
+    )
+    with (
+        charter_serve(*args, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}) as served,
+        httpx.Client(base_url=served.url, timeout=30) as client,
+    ):
+
+        def status(origin: str) -> int:
+            return client.get("/v1/tools", headers={"Origin": origin}).status_code
+
+        assert status("https://tools.example.com") == 200
+        assert status(served.url) == 200  # the server's own origin stays allowed
+        refused = client.get("/v1/tools", headers={"Origin": "https://evil.example"})
+    assert refused.status_code == 403 and refused.json()["reason"] == "origin_not_allowed"
+
+
+def test_the_public_urls_origin_is_allowed_as_a_browser_writes_it() -> None:
+    public = "https://Console.Example.org:443/charter/"
+    assert _extra_origins([], public) == ["https://console.example.org"]
+    assert _extra_origins([], "http://[::1]:8700/") == ["http://[::1]:8700"]
+    given = ["https://tools.example.com"]
+    assert _extra_origins(given, "https://tools.example.com/") == given
 
 
 # -- MCP over stdio, in a subprocess --------------------------------------------------------------

@@ -74,6 +74,7 @@ class _Http:
 
     stateless: bool
     extra_hosts: list[str]
+    extra_origins: list[str]
     limits: ServeLimits
     sessions_per_principal: int
     session_idle_timeout: float
@@ -167,6 +168,15 @@ def serve(
             "repeatable.",
         ),
     ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            help="An Origin header browsers may send besides the allowed hosts' own, such "
+            "as the console's public origin behind a proxy (e.g. 'https://tools.example.com'); "
+            "repeatable. --public-url's origin is allowed too.",
+        ),
+    ] = None,
     request_state_key: RequestStateKeyOption = None,
     notify: Annotated[
         str | None,
@@ -226,6 +236,7 @@ def serve(
         http = _Http(
             stateless=stateless,
             extra_hosts=allow_host or [],
+            extra_origins=_extra_origins(allow_origin or [], notifying.console_url),
             limits=ServeLimits(
                 head_timeout=timeout_header,
                 body_timeout=timeout_body,
@@ -276,6 +287,7 @@ async def _serve_http(
             opened.host,
             mcp_stateless=http.stateless,
             allowed_hosts=_allowed_hosts(http.extra_hosts),
+            allowed_origins=_allowed_origins(http.extra_hosts, http.extra_origins),
             body_timeout=http.limits.body_timeout,
             mcp_session_limits=http.session_limits(),
             mcp_request_state_keys=await _request_state_keys(opened, http.request_state_keys),
@@ -446,6 +458,45 @@ def _allowed_hosts(extra: list[str]) -> list[str] | None:
     if not extra:
         return None
     return [*DEFAULT_ALLOWED_HOSTS, *extra, *(f"{name}:*" for name in extra)]
+
+
+def _allowed_origins(extra_hosts: list[str], extra: list[str]) -> list[str] | None:
+    """The ``Origin`` headers served: the allowed hosts' own (the default, None) plus ``extra``."""
+    from charter._asgi import DEFAULT_ALLOWED_HOSTS, default_origins
+
+    if not extra:
+        return None
+    return [*default_origins(_allowed_hosts(extra_hosts) or DEFAULT_ALLOWED_HOSTS), *extra]
+
+
+def _extra_origins(given: list[str], public_url: str | None) -> list[str]:
+    """``--allow-origin`` values, checked, and ``--public-url``'s origin.
+
+    Raises:
+        Unusable: a value is not an origin (``scheme://host[:port]``, nothing after).
+    """
+    origins: list[str] = []
+    for origin in given:
+        parts = urlsplit(origin)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.netloc
+            or origin != f"{parts.scheme}://{parts.netloc}"
+        ):
+            raise Unusable(
+                f"--allow-origin {origin!r} is not an origin: write scheme://host[:port], "
+                "as a browser sends it (e.g. 'https://tools.example.com'), nothing after"
+            )
+        origins.append(origin)
+    if public_url is not None:
+        # As a browser writes it: lower case, no default port, no user information.
+        parts = urlsplit(public_url)
+        default = {"http": 80, "https": 443}[parts.scheme]
+        host = (parts.hostname or "").lower()
+        host = f"[{host}]" if ":" in host else host
+        port = "" if parts.port in (None, default) else f":{parts.port}"
+        origins.append(f"{parts.scheme}://{host}{port}")
+    return list(dict.fromkeys(origins))
 
 
 def _reporting_server(config: uvicorn.Config, on_started: Callable[[], None]) -> uvicorn.Server:
