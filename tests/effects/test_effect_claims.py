@@ -78,3 +78,27 @@ async def test_a_claim_parks_only_the_spent_effects_and_runs_the_others(
     after = {r.key: r for r in await host.effects.list()}
     assert after[spent.key].status == "dead" and after[spent.key].attempts == 1
     assert after[fresh.key].status == "delivered" and after[fresh.key].attempts == 1
+
+
+async def test_an_effect_written_under_a_lower_max_attempts_dies_of_its_real_error(
+    outbox_store: LedgerStore,
+) -> None:
+    # The row keeps the limit it was written with; a deploy that raised max_attempts
+    # applies to new rows. Its last attempt's failure is what the dead row says, never
+    # "the last attempt never finished".
+    clock = Clock()
+    failing = FakeProvider(failures=100)
+    old, _ = build(outbox_store, provider=failing, max_attempts=2, clock=clock, lease=LEASE)
+    record = old.effects.record(
+        "payments.refund", {"booking_id": "bk_1", "amount_cents": 5}, tenant_id="acme", key=("p",)
+    )
+    async with outbox_store.transaction(wait=1) as tx:
+        assert await tx.insert_effect(record)
+    clock.advance(LEASE + timedelta(seconds=1))
+    new, _ = build(outbox_store, provider=failing, max_attempts=5, clock=clock, lease=LEASE)
+    # Attempt 1 was the serving process's, which died; attempt 2, the row's last, fails.
+    assert await new.effects.run_due(worker="w1") == 1
+    dead = await new.effects.get(record.key)
+    assert dead is not None and (dead.status, dead.attempts) == ("dead", 2)
+    assert dead.last_error is not None and dead.last_error.startswith("ConnectionError")
+    assert failing.calls == {record.key: 1}

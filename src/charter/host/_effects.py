@@ -245,7 +245,7 @@ class Effects:
                     error = _withheld(record, exc)  # it awaited something else cancelled
                 except Exception as exc:
                     error = _withheld(record, exc)
-            status = self._next_status(record, registered, error)
+            status = _next_status(record, error)
             self._telemetry.effect_attempted(span, name=record.name, status=status, error=error)
         now = self._clock()
         next_at = None
@@ -267,14 +267,6 @@ class Effects:
         if kept:
             await self._record_audit(record, status, error, now)
         return status
-
-    def _next_status(
-        self, record: EffectRecord, registered: Effect | None, error: str | None
-    ) -> EffectStatus:
-        if error is None:
-            return "delivered"
-        limit = registered.max_attempts if registered is not None else record.max_attempts
-        return "dead" if record.attempts >= limit else "pending"
 
     def _backoff(self, registered: Effect, attempts: int) -> timedelta:
         """Exponential, capped, with "equal jitter": between half and all of the step."""
@@ -571,6 +563,15 @@ def _effect_event(
         reason=reason,
         note=record.key,
     )
+
+
+def _next_status(record: EffectRecord, error: str | None) -> EffectStatus:
+    """Where an attempt leaves its effect: delivered, pending another attempt, or dead."""
+    if error is None:
+        return "delivered"
+    # The row's limit, as the claim's: one written before a deploy changed the effect's
+    # max_attempts keeps its own, so the attempt that reaches it parks it with its error.
+    return "dead" if record.attempts >= record.max_attempts else "pending"
 
 
 def _cancelling() -> bool:
