@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 from tests.builders import Clock, risk
@@ -167,3 +168,37 @@ async def test_only_the_holder_of_a_pending_effect_renews_its_lease(
 
 async def _nothing() -> None:
     return None
+
+
+async def test_an_attempt_never_runs_past_its_lease(outbox_store: LedgerStore) -> None:
+    # The effect's timeout (30 s) outlasts the host's lease (half a second): an attempt
+    # still running when its lease ends would overlap the one a worker then starts, so it
+    # is cut off as timed out, and the effect stays pending for its next attempt.
+    finished: list[str] = []
+    registry = Registry()
+
+    @charter.effect("mail.send", max_attempts=5)
+    async def send(payload: dict[str, Any], key: str) -> None:
+        await anyio.sleep(5)
+        finished.append(key)
+
+    @tool(
+        name="mail.send_one", tier="write", risk_policy=risk("email"), required_scopes=["mail:send"]
+    )
+    async def send_one(args: SendBatch, ctx: ToolContext) -> Sent:
+        """Stage one mail."""
+        return Sent(keys=[ctx.effect("mail.send", {"n": 0})])
+
+    registry.register_effect(send)
+    registry.register(send_one)
+    host = Host(registry, store=outbox_store, effect_lease=timedelta(seconds=0.5))
+    payload = {"_charter": {"requestId": str(uuid.uuid4())}}
+    with anyio.fail_after(4):  # the attempt would take 5 s
+        outcome = await host.invoke("mail.send_one", payload, SENDER)
+    assert isinstance(outcome, Completed) and isinstance(outcome.output, dict), outcome
+    keys = outcome.output["keys"]
+    assert isinstance(keys, list) and len(keys) == 1
+    row = await host.effects.get(str(keys[0]))
+    assert row is not None and (row.status, row.attempts) == ("pending", 1)
+    assert row.last_error is not None and row.last_error.startswith("TimeoutError")
+    assert finished == []

@@ -237,7 +237,7 @@ class Effects:
                 error = f"no effect {record.name!r} is registered in this process"
             else:
                 try:
-                    async with asyncio.timeout(registered.timeout.total_seconds()):
+                    async with asyncio.timeout(self._bound(record, registered)):
                         await registered.call(record.payload, record.key)
                 except asyncio.CancelledError as exc:
                     if _cancelling():
@@ -267,6 +267,17 @@ class Effects:
         if kept:
             await self._record_audit(record, status, error, now)
         return status
+
+    def _bound(self, record: EffectRecord, registered: Effect) -> float:
+        """Seconds an attempt may run: the effect's ``timeout``, and never past its lease.
+
+        Past the lease a worker may claim the effect and start another attempt, so one that
+        ran on would overlap it: it fails as timed out when its lease ends instead.
+        """
+        bound = registered.timeout
+        if record.lease_until is not None:
+            bound = min(bound, record.lease_until - self._clock())
+        return max(bound.total_seconds(), 0.0)
 
     def _backoff(self, registered: Effect, attempts: int) -> timedelta:
         """Exponential, capped, with "equal jitter": between half and all of the step."""
