@@ -11,18 +11,23 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import mcp.types as types
 import pytest
-from cli_support import ROOT, TravelFiles, charter, error_line, usage_error
+from cli_support import ROOT, TravelFiles, charter, create_key, error_line, usage_error
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from charter.cli.serve import _allowed_hosts, _extra_origins, base_url, bind
 from live_server import charter_serve
+
+REMOTE_TOOLS = (Path(__file__).parent / "remote_tools.py").read_text(encoding="utf-8")
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
 
@@ -167,6 +172,41 @@ def test_allow_origin_and_the_public_urls_origin_are_answered_others_are_403(
         assert status(served.url) == 200  # the server's own origin stays allowed
         refused = client.get("/v1/tools", headers={"Origin": "https://evil.example"})
     assert refused.status_code == 403 and refused.json()["reason"] == "origin_not_allowed"
+
+
+def test_stopping_the_server_lets_a_call_that_is_not_cancellable_finish(tmp_path: Path) -> None:
+    # remote.send takes 7 s, past the 5 s uvicorn gives open requests when the server
+    # stops: the request is cut off, but the call runs to its end and commits, so the
+    # retry, on the server started again, replays it instead of sending it twice.
+    (tmp_path / "remote_tools_stop.py").write_text(REMOTE_TOOLS, encoding="utf-8")
+    db = f"sqlite+aiosqlite:///{tmp_path / 'charter.db'}"
+    key = create_key(db, "acme", "agent", "remote:send")
+    marks = tmp_path / "marks.txt"
+    env = {"PYTHONPATH": str(tmp_path), "MARKS": str(marks)}
+    target = ("remote_tools_stop:registry", "--db", db)
+    url = "/v1/tools/remote.send:call"
+    body = {"text": "hello", "seconds": 7}
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": str(uuid.uuid4())}
+    with charter_serve(*target, cwd=tmp_path, env=env) as served:
+        sending = threading.Thread(
+            target=lambda: httpx.post(served.url + url, json=body, headers=headers, timeout=60),
+            daemon=True,
+        )
+        sending.start()
+        deadline = time.monotonic() + 30
+        while "start hello" not in (marks.read_text() if marks.exists() else ""):
+            assert time.monotonic() < deadline, "the call never started"
+            time.sleep(0.05)
+    # Stopped (SIGINT) and exited cleanly: the call ran to its end first.
+    assert marks.read_text().splitlines() == ["start hello", "end hello"]
+    with (
+        charter_serve(*target, cwd=tmp_path, env=env) as served,
+        httpx.Client(base_url=served.url, timeout=60) as client,
+    ):
+        replay = client.post(url, json=body, headers=headers)
+    assert replay.status_code == 200, replay.text
+    assert replay.headers["Idempotent-Replayed"] == "true"
+    assert marks.read_text().splitlines() == ["start hello", "end hello"]
 
 
 def test_the_public_urls_origin_is_allowed_as_a_browser_writes_it() -> None:

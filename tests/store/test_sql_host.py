@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel
 from tests.builders import DESTRUCTIVE_RISK, tiered_tool
 from tests.builders import request_id as new_request_id
-from tests.store.conftest import SqlStoreFactory
+from tests.store.conftest import SQLITE_ONLY, SqlStoreFactory
 from tests.store.round_trips import wire
 from tests.store.store_records import all_at_once, statements_sent
 
@@ -69,6 +69,7 @@ class App:
     def __init__(self) -> None:
         self.runs = 0
         self.remote_finished = 0
+        self.remote_saw_cancel: list[bool] = []
         self.fail_next = False
         self.winner_may_commit: anyio.Event | None = None
         self.registry = Registry()
@@ -162,10 +163,12 @@ class App:
 
     async def remote_note(self, note: NoteIn, ctx: ToolContext) -> NoteOut:
         self.runs += 1
-        await ctx.db.execute(sa.insert(notes).values(id="remote", tenant_id="t", text=note.text))
+        note_id = f"remote {note.text}"
+        await ctx.db.execute(sa.insert(notes).values(id=note_id, tenant_id="t", text=note.text))
         await anyio.sleep(0.6)  # the remote service's answer
         self.remote_finished += 1
-        return NoteOut(note_id="remote")
+        self.remote_saw_cancel.append(ctx.cancel.is_set())
+        return NoteOut(note_id=note_id)
 
     async def delete_note(self, command: DeleteIn, ctx: ToolContext) -> Deleted:
         self.runs += 1
@@ -408,7 +411,7 @@ async def test_a_call_its_caller_cannot_cancel_runs_on_commits_and_is_replayed(
         await anyio.sleep(0.2)  # its commit and audit event
         again = await host.invoke("remote_note", call("kept", request_id), ALICE)
     assert isinstance(again, Completed) and again.replayed, again
-    assert again.output == {"note_id": "remote"}
+    assert again.output == {"note_id": "remote kept"}
     assert application.runs == 1
     assert await rows(sql_store, "app_notes") == 1
     events = await sql_store.events(tenant="acme")
@@ -418,14 +421,57 @@ async def test_a_call_its_caller_cannot_cancel_runs_on_commits_and_is_replayed(
     ]
 
 
-async def test_closing_the_host_waits_for_calls_their_callers_left(sql_store: SqlStore) -> None:
+async def test_a_call_its_caller_left_tells_its_handler_through_ctx_cancel(
+    sql_store: SqlStore,
+) -> None:
     application, host = await app_host(sql_store)
     with anyio.fail_after(30):
-        with anyio.move_on_after(0.2) as scope:
+        with anyio.move_on_after(0.2):
             await host.invoke("remote_note", call("kept"), ALICE)
-        assert scope.cancelled_caught and application.remote_finished == 0
-        await host.aclose()
-    assert application.remote_finished == 1
+        while not application.remote_saw_cancel:
+            await anyio.sleep(0.05)
+    assert application.remote_saw_cancel == [True]
+
+
+async def test_closing_the_host_waits_for_the_calls_it_cannot_cancel(sql_store: SqlStore) -> None:
+    # One call's caller left, the other's still waits for the answer: both end before
+    # the store closes.
+    application, host = await app_host(sql_store)
+    answers: list[object] = []
+
+    async def wait_for_answer() -> None:
+        answers.append(await host.invoke("remote_note", call("waited for"), ALICE))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            with anyio.move_on_after(0.2) as scope:
+                await host.invoke("remote_note", call("left"), ALICE)
+            assert scope.cancelled_caught and application.remote_finished == 0
+            tg.start_soon(wait_for_answer)
+            await anyio.sleep(0.2)
+            await host.aclose()
+            assert application.remote_finished == 2
+    assert len(answers) == 1 and isinstance(answers[0], Completed)
+
+
+@SQLITE_ONLY
+async def test_a_call_whose_caller_left_before_its_handler_started_does_not_run(
+    sql_store: SqlStore,
+) -> None:
+    # On SQLite a second write waits for the first's lock before its handler starts; its
+    # caller leaves meanwhile, so it never runs, and its request id stays free.
+    application, host = await app_host(sql_store)
+    second = new_request_id()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(host.invoke, "remote_note", call("first"), ALICE)
+            await anyio.sleep(0.1)
+            with anyio.move_on_after(0.2) as scope:
+                await host.invoke("remote_note", call("second", second), ALICE)
+            assert scope.cancelled_caught
+        assert await sql_store.get_entry("acme", ALICE.key, second) is None
+        await host.aclose()  # waits for whatever still runs
+    assert application.runs == 1
 
 
 async def test_64_concurrent_callers_with_one_request_id_make_one_effect_and_no_errors(

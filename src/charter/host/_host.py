@@ -439,8 +439,9 @@ class Host(Pipeline):
         """Serve with the store open: what an ASGI app's lifespan enters.
 
         A store that must be opened (``SqlStore``) and was handed over unopened is opened
-        here, and closed on the way out, after the pending audit counts are recorded; a
-        store the application opened itself is left as it is (its owner closes it).
+        here, and closed on the way out; a store the application opened itself is left as
+        it is (its owner closes it). Either way the way out first waits for the calls of
+        tools that are not cancellable still running, and records the pending audit counts.
 
         Raises:
             RuntimeError: the store was already closed.

@@ -106,8 +106,8 @@ class Pipeline:
         self._telemetry = Telemetry()
         # The calls prepared here and not yet run.
         self._prepared: SingleUse[PreparedCall] = SingleUse()
-        # Calls of tools that are not cancellable, running on after their caller left.
-        self._running_on: set[asyncio.Task[None]] = set()
+        # Calls of tools that are not cancellable, in flight (``_execute_to_end``).
+        self._running_on: set[asyncio.Future[Any]] = set()
 
     async def invoke(
         self,
@@ -396,19 +396,26 @@ class Pipeline:
         """``_execute`` for a tool that is not cancellable: its caller cannot cut it short.
 
         The call runs in a task of its own. A caller cancelled meanwhile (an MCP
-        ``notifications/cancelled``, a task group's cancellation) gets its cancellation,
-        and the call runs on to its end: its ledger transaction commits the outcome, and
-        its audit event is recorded then. ``aclose`` waits for such calls.
+        ``notifications/cancelled``, a task group's cancellation) gets its cancellation and
+        sets the call's ``ctx.cancel``: a handler not started yet does not start (the
+        call rolls back), one running runs on to its end, its ledger transaction commits
+        the outcome, and its audit event is recorded then. Closing the host waits for
+        every such call (``_drain``).
         """
         trace = prepared.trace
         call = asyncio.ensure_future(self._guarded(trace, self._execute(prepared)))
+        self._track(call)
         try:
             return await asyncio.shield(call)
         except asyncio.CancelledError:
-            audit = asyncio.ensure_future(self._audit_when_done(trace, call))
-            self._running_on.add(audit)
-            audit.add_done_callback(self._running_on.discard)
+            prepared.context.cancel.set()
+            self._track(asyncio.ensure_future(self._audit_when_done(trace, call)))
             raise
+
+    def _track(self, running: asyncio.Future[Any]) -> None:
+        """Keep ``running`` in ``_running_on`` until it is done."""
+        self._running_on.add(running)
+        running.add_done_callback(self._running_on.discard)
 
     async def _audit_when_done(self, trace: Trace, call: asyncio.Future[ToolOutcome]) -> None:
         """Audit a call its caller left, once it ends (``_execute_to_end``)."""
@@ -463,7 +470,7 @@ class Pipeline:
         ]
 
     async def _drain(self) -> None:
-        """Let calls running on after their caller end; record the audit counts pending."""
+        """Let calls of tools that are not cancellable end; record the audit counts pending."""
         while self._running_on:
             await asyncio.gather(*self._running_on, return_exceptions=True)
         for refusals in (self._refusals, self._rate_refusals):

@@ -33,7 +33,9 @@ async def opened(
 ) -> AsyncIterator[None]:
     """Open the unopened ``resources`` that must be opened; on the way out ``drain``, close them.
 
-    A resource the application opened itself is left as it is (its owner closes it).
+    A resource the application opened itself is left as it is (its owner closes it), but
+    ``drain`` runs either way: what it finishes (calls running on, pending audit counts)
+    must reach the store before its owner closes it, whoever that is.
 
     Raises:
         RuntimeError: a resource was already closed.
@@ -48,7 +50,6 @@ async def opened(
     try:
         yield
     finally:
-        if opened_here:
-            await drain()
+        await drain()
         for resource in reversed(opened_here):
             await resource.aclose()
