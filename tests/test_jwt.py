@@ -6,7 +6,9 @@ import asyncio
 import hashlib
 import hmac
 import json
+import http.server
 import re
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -36,7 +39,7 @@ from charter.jwt import (
     TokenRejected,
     discover_jwks_url,
 )
-from live_server import json_server
+from live_server import http_server, json_server
 
 pytestmark = pytest.mark.anyio
 
@@ -525,6 +528,53 @@ async def test_an_unreachable_jwks_url_is_keys_unavailable_and_backs_off(
         again = await unavailable(auth, rsa_key.sign())  # within the cooldown: no second attempt
     assert first.reason == again.reason == "keys_unavailable"
     assert "try again later" in str(first)
+
+
+async def test_a_jwks_that_trickles_in_is_keys_unavailable_once_jwks_timeout_passed(
+    rsa_key: SigningKey,
+) -> None:
+    # Each byte comes within urllib's per-read timeout, so only a deadline on the whole
+    # fetch ends it; the callers waiting behind it get the same answer, and no second
+    # fetch starts while the first still trickles.
+    body = json.dumps(jwks(rsa_key)).encode()
+    started: list[float] = []
+    done = threading.Event()
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            started.append(time.monotonic())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            for index in range(0, len(body), 4):
+                if done.wait(0.3):
+                    return  # the test is over: close the connection
+                self.wfile.write(body[index : index + 4])
+                self.wfile.flush()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with http_server(Trickle) as url:
+        auth = JwtAuthenticator(
+            issuer=ISSUER,
+            audience=AUDIENCE,
+            jwks_url=f"{url}/jwks.json",
+            jwks_timeout=1,
+            jwks_refresh_cooldown=0,
+        )
+        began = time.monotonic()
+        try:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    for _ in range(3):
+                        tg.start_soon(unavailable, auth, rsa_key.sign())
+        finally:
+            done.set()
+        waited = time.monotonic() - began
+    assert waited < 5, waited  # the whole body takes minutes
+    assert len(started) == 1
 
 
 class socket_that_refuses:

@@ -74,7 +74,7 @@ class JwtAuthenticator:
             jwks_cache_seconds: How long a fetched JWKS is used before it is fetched again.
             jwks_refresh_cooldown: The least time between fetches forced by an unknown
                 ``kid`` (and after a failed fetch); 0 refetches for every unknown ``kid``.
-            jwks_timeout: Seconds a JWKS fetch may take.
+            jwks_timeout: Seconds a JWKS fetch may take, in all.
 
         Raises:
             ConfigurationError: Not exactly one key source; a malformed key, JWKS or URL;
