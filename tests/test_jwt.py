@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import http.server
+import json
 import re
 import threading
 import time
