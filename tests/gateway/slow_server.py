@@ -23,5 +23,12 @@ def slow_write(seconds: float) -> str:
     return "written"
 
 
+@server.tool()
+async def busy_read(seconds: float) -> str:
+    """Compute for ``seconds`` without yielding: the server answers nothing meanwhile."""
+    time.sleep(seconds)
+    return "computed"
+
+
 if __name__ == "__main__":
     server.run("stdio")

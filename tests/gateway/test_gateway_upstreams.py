@@ -730,6 +730,27 @@ async def test_a_write_whose_caller_is_cancelled_is_recorded_and_audited_when_it
     assert [e.outcome for e in events if not e.replayed] == ["completed"]
 
 
+async def test_a_call_longer_than_the_ping_interval_keeps_its_connection(
+    tmp_path: Path,
+) -> None:
+    # The upstream computes for 3 s without answering anything, pings included; the
+    # connection is pinged every half second when idle. The call is what shows whether
+    # the connection works, so it is not pinged meanwhile, and nothing is dropped.
+    busy = slow_upstream(tmp_path / "journal.txt").model_copy(
+        update={"default": ToolPolicy(tier="read")}
+    )
+    registry = Registry()
+    async with Gateway([busy], registry, ping_interval=0.5, connect_timeout=60) as gateway:
+        host = Host(registry)
+        try:
+            outcome = await host.invoke("slow.busy_read", {"seconds": 3}, ALICE)
+            [health] = gateway.health()
+        finally:
+            await host.aclose()
+    assert isinstance(outcome, Completed), outcome
+    assert (health.state, health.reconnects) == ("connected", 0)
+
+
 async def _set_later(signal: CancelSignal, seconds: float) -> None:
     await anyio.sleep(seconds)
     signal.set()

@@ -122,6 +122,8 @@ class Upstream:
         self._since = datetime.now(UTC)
         self._tools = 0
         self._calls = 0
+        self._in_flight = 0
+        """Calls sent and not answered yet: while any is, the connection is not pinged."""
         self._connections = 0
         self._last_error: str | None = None
 
@@ -273,13 +275,24 @@ class Upstream:
                 self._changed = False
                 await self._list(client)
                 continue
-            with anyio.fail_after(self._ping_interval):
-                if modern:
-                    # 2026-07-28 has no ping: listing again checks the connection, and
-                    # catches a change a server without a listen stream did not announce.
-                    await self._list(client)
-                else:
-                    await client.send_ping()
+            if self._in_flight:
+                # A call is using the connection, and finds it broken by itself; a ping
+                # would wait behind the call (a long result, a server busy computing) and
+                # take that wait for a dead connection.
+                continue
+            calls = self._calls
+            try:
+                with anyio.fail_after(self._ping_interval):
+                    if modern:
+                        # 2026-07-28 has no ping: listing again checks the connection, and
+                        # catches a change a server without a listen stream did not announce.
+                        await self._list(client)
+                    else:
+                        await client.send_ping()
+            except TimeoutError:
+                if self._in_flight or self._calls != calls:
+                    continue  # a call started meanwhile, which the answer waited behind
+                raise
 
     async def _listen(
         self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -340,6 +353,7 @@ class Upstream:
                 logger.debug("upstream %s: progress not delivered: %s", self.name, _describe(exc))
 
         self._calls += 1
+        self._in_flight += 1
         try:
             return await client.call_tool(tool, arguments, progress_callback=forward_progress)
         except MCPError as exc:
@@ -361,6 +375,8 @@ class Upstream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             self._lose()
             raise _lost_mid_call(self.name) from exc
+        finally:
+            self._in_flight -= 1
 
 
 LOST_MID_CALL = "upstream_lost_mid_call"
