@@ -326,3 +326,34 @@ async def test_requests_presenting_a_key_while_it_is_checked_share_the_check(
     )
     assert all(isinstance(f, AuthenticationFailed) for f in failed)
     assert asked == [key, wrong]
+
+
+async def test_a_request_that_joins_a_check_trusts_the_key_from_when_the_check_began(
+    sql_store: SqlStore,
+) -> None:
+    # The store is slow: a second request arrives 3 s into the first one's check and
+    # shares it. What it learned dates from when the check began, so the key is trusted
+    # 5 s from then, not from when the second request arrived.
+    clock = Clock()
+    key, record = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    answer = asyncio.Event()
+
+    class Slow:
+        async def verify_api_key(self, presented: str, *, now: datetime) -> ApiKeyRecord | None:
+            found = await sql_store.verify_api_key(presented, now=now)
+            await answer.wait()
+            return found
+
+    authenticator = ApiKeyAuthenticator(Slow(), clock=clock, cache_seconds=5)
+    first = asyncio.ensure_future(authenticator.authenticate(Credentials(bearer=key)))
+    await asyncio.sleep(0.01)
+    clock.now += timedelta(seconds=3)
+    second = asyncio.ensure_future(authenticator.authenticate(Credentials(bearer=key)))
+    await asyncio.sleep(0.01)
+    answer.set()
+    principal = await first
+    assert principal is not None and await second == principal
+    assert await sql_store.revoke_api_key(record.id)
+    clock.now += timedelta(seconds=2.5)  # 5.5 s after the check began
+    with pytest.raises(AuthenticationFailed, match="not valid"):
+        await authenticator.authenticate(Credentials(bearer=key))

@@ -97,8 +97,9 @@ class ApiKeyAuthenticator:
         self._cache_for = timedelta(seconds=cache_seconds)
         # SHA-256 of the presented key -> (the record, its principal, when verified).
         self._verified: dict[bytes, tuple[ApiKeyRecord, Principal, datetime]] = {}
-        # SHA-256 of the presented key -> the store's check of it, while in flight.
-        self._checking: dict[bytes, asyncio.Task[ApiKeyRecord | None]] = {}
+        # SHA-256 of the presented key -> the store's check of it, while in flight, and
+        # when it began (what it learns is trusted from then, by whoever shares it).
+        self._checking: dict[bytes, tuple[asyncio.Task[ApiKeyRecord | None], datetime]] = {}
 
     def __repr__(self) -> str:
         return f"ApiKeyAuthenticator({self._store!r})"
@@ -129,30 +130,37 @@ class ApiKeyAuthenticator:
             if verified_at <= now < verified_at + self._cache_for and remembered.active(now):
                 return principal
             del self._verified[digest]
-        record = await self._check(digest, presented, now)
+        record, checked_at = await self._check(digest, presented, now)
         if record is None:
             raise AuthenticationFailed(_INVALID)
         principal = self._principal(record)
         if self._cache_for:
             if len(self._verified) >= _CACHED_KEYS:
                 del self._verified[next(iter(self._verified))]
-            self._verified[digest] = (record, principal, now)
+            self._verified[digest] = (record, principal, checked_at)
         return principal
 
-    async def _check(self, digest: bytes, presented: str, now: datetime) -> ApiKeyRecord | None:
-        """The store's answer for ``presented``, shared with the requests that ask meanwhile."""
+    async def _check(
+        self, digest: bytes, presented: str, now: datetime
+    ) -> tuple[ApiKeyRecord | None, datetime]:
+        """The store's answer for ``presented``, shared with the requests that ask meanwhile.
+
+        With when the check began: a request that joined it later learns nothing newer.
+        """
         if not self._cache_for:
-            return await self._store.verify_api_key(presented, now=now)  # asks every time
-        check = self._checking.get(digest)
-        if check is None or check.get_loop() is not asyncio.get_running_loop():
+            return await self._store.verify_api_key(presented, now=now), now  # asks every time
+        checking = self._checking.get(digest)
+        if checking is None or checking[0].get_loop() is not asyncio.get_running_loop():
             check = asyncio.ensure_future(self._store.verify_api_key(presented, now=now))
-            self._checking[digest] = check
+            checking = self._checking[digest] = (check, now)
             check.add_done_callback(lambda done: self._forget(digest, done))
+        check, began = checking
         # Shielded: one caller's cancellation must not cancel the others' answer.
-        return await asyncio.shield(check)
+        return await asyncio.shield(check), began
 
     def _forget(self, digest: bytes, check: asyncio.Task[ApiKeyRecord | None]) -> None:
-        if self._checking.get(digest) is check:
+        checking = self._checking.get(digest)
+        if checking is not None and checking[0] is check:
             del self._checking[digest]
         if not check.cancelled():
             check.exception()  # retrieved, even when every caller was cancelled meanwhile
