@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ from tests.store.conftest import seed_migrated_sqlite
 from typer.testing import CliRunner
 
 from charter.cli import app
-from live_server import charter_serve
+from live_server import charter_serve, raw_connection
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {"PYTHONPATH": str(ROOT)}
@@ -222,7 +223,7 @@ def test_an_upstream_tool_error_over_rest_is_a_502_that_replays_without_calling_
 def test_a_write_whose_rest_client_disconnects_is_recorded_not_sent_again(
     db: str, keys: dict[str, str], tmp_path: Path
 ) -> None:
-    # The client gives up after half a second; the upstream is doing the write meanwhile.
+    # The client gives up once the upstream is doing the write (its journal says so).
     # charter lets the call run on and records it, so the retry replays it.
     journal = tmp_path / "journal.txt"
     command = json.dumps([sys.executable, str(Path(__file__).with_name("slow_server.py"))])
@@ -237,10 +238,19 @@ def test_a_write_whose_rest_client_disconnects_is_recorded_not_sent_again(
         "Charter-Confirm": "true",
     }
     url = "/v1/tools/slow.slow_write:call"
+    content = json.dumps({"seconds": 2}).encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    request = (
+        f"POST {url} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(content)}\r\n{head}\r\n"
+    ).encode() + content
     with charter_serve("--upstreams", str(path), "--db", db, cwd=tmp_path, env=ENV) as served:
-        with httpx.Client(base_url=served.url, timeout=0.5) as impatient:
-            with pytest.raises(httpx.ReadTimeout):
-                impatient.post(url, json={"seconds": 2}, headers=headers)
+        with raw_connection(served.url, request):
+            deadline = time.monotonic() + 60
+            while "ran" not in (journal.read_text() if journal.exists() else ""):
+                assert time.monotonic() < deadline, "the write never reached the upstream"
+                time.sleep(0.05)
+        # The connection is closed: the client left while the upstream works.
         with httpx.Client(base_url=served.url, timeout=60) as rest:
             replay = rest.post(url, json={"seconds": 2}, headers=headers)
     assert replay.status_code == 200, replay.text

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ._dialects import READ_ONLY_OPTION
+from ._dialects import BUSY_OPTION, READ_ONLY_OPTION
 from ._schema import VERSION_TABLE
 from .errors import SchemaMismatch
 
@@ -109,6 +109,10 @@ def _upgrade_sync(conn: Connection, revision: str) -> None:
     command.upgrade(_config(conn), revision)
 
 
+_MIGRATION_WAIT_MS = 120_000
+"""How long a migration waits on SQLite for another process's to finish."""
+
+
 async def _lock(conn: AsyncConnection) -> None:
     # SQLite's BEGIN IMMEDIATE already excludes other writers. On PostgreSQL, DDL of a
     # concurrent migration is invisible until it commits, so a transaction-scoped
@@ -130,6 +134,10 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     import alembic.config  # noqa: F401
 
     async with engine.connect() as conn:
+        # SQLite's BEGIN IMMEDIATE waits for another process's migration under the store's
+        # busy timeout (5 s by default), which a slow disk or machine outlasts: a migration
+        # waits for the other one, as on PostgreSQL (``_lock``).
+        await conn.execution_options(**{BUSY_OPTION: _MIGRATION_WAIT_MS})
         await conn.begin()
         await _lock(conn)
         await conn.run_sync(_upgrade_sync, revision)
