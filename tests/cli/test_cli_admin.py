@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -240,6 +241,27 @@ def test_db_upgrade_creates_the_schema_and_is_idempotent(tmp_path: Path) -> None
     assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
     assert "is at charter's current schema" in second.stdout
     assert charter("keys", "list", "--db", db).exit_code == 0
+
+
+def test_db_upgrade_of_a_database_a_newer_charter_migrated_says_to_upgrade_charter(
+    tmp_path: Path,
+) -> None:
+    db = sqlite(tmp_path / "c.db")
+    assert charter("db", "upgrade", "--db", db).exit_code == 0
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        conn.execute("UPDATE charter_alembic_version SET version_num = '9999_future'")
+    result = charter("db", "upgrade", "--db", db)
+    message = usage_error(result)
+    assert "at revision 9999_future, which this charter does not know" in message
+    assert "Upgrade charter." in message
+
+
+@pytest.mark.parametrize("folder", ["/proc", "/sys"])
+def test_db_upgrade_where_no_file_can_be_created_prints_one_line_and_exits_2(
+    folder: str,
+) -> None:
+    result = charter("db", "upgrade", "--db", f"sqlite+aiosqlite:///{folder}/charter.db")
+    assert usage_error(result).startswith(f"error: cannot create the database {folder}/charter.db")
 
 
 def test_db_prune_deletes_expired_records(travel: TravelFiles) -> None:

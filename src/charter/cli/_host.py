@@ -255,7 +255,8 @@ def prepare_sqlite_folder(url: str) -> None:
     ``0700``. An existing file keeps its mode.
 
     Raises:
-        Unusable: ``url`` names a SQLite file whose folder does not exist.
+        Unusable: ``url`` names a SQLite file whose folder does not exist, or that cannot
+            be created there (permissions, a read-only or special file system).
     """
     scheme, sep, rest = url.partition(":///")
     if not sep or not scheme.startswith("sqlite"):
@@ -271,6 +272,8 @@ def prepare_sqlite_folder(url: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass
+    except OSError as exc:
+        raise Unusable(f"cannot create the database {path}: {exc.strerror or exc}") from None
 
 
 def driver_reason(exc: BaseException) -> str:

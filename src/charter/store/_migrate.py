@@ -125,9 +125,17 @@ async def _lock(conn: AsyncConnection) -> None:
 
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
-    """Migrate to ``revision`` in one transaction (Alembic is sync: run through ``run_sync``)."""
-    if revision == "head" and (await read_schema(engine)).current:
+    """Migrate to ``revision`` in one transaction (Alembic is sync: run through ``run_sync``).
+
+    Raises:
+        SchemaMismatch: the database was migrated by a newer charter (Alembic would only
+            say it cannot find that revision).
+    """
+    state = await read_schema(engine)
+    if revision == "head" and state.current:
         return  # nothing to apply: no need to import Alembic (``charter db upgrade`` twice)
+    if state.revision is not None and state.revision not in REVISIONS:
+        raise _newer(state)
     # Imported before the lock is taken: the first import is slow, and other processes
     # opening the same database wait for the lock meanwhile.
     import alembic.command
@@ -172,7 +180,12 @@ async def ensure_schema(engine: AsyncEngine) -> None:
             current=state.revision,
             head=state.head,
         )
-    raise SchemaMismatch(
+    raise _newer(state)
+
+
+def _newer(state: SchemaState) -> SchemaMismatch:
+    """The refusal of a schema a newer charter migrated."""
+    return SchemaMismatch(
         f"The charter schema is at revision {state.revision}, which this charter does not "
         f"know (its newest is {state.head}): the database was migrated by a newer charter. "
         "Upgrade charter.",
