@@ -18,8 +18,10 @@ __all__ = (
     "label",
     "mapping",
     "merge",
+    "lookup",
     "names",
     "number",
+    "refs_in",
     "resolve",
     "show",
     "types_of",
@@ -124,7 +126,7 @@ def covers(types: frozenset[str] | None, type_name: str) -> bool:
     return type_name in types or (type_name == "integer" and "number" in types)
 
 
-def _lookup(root: object, ref: str) -> object | None:
+def lookup(root: object, ref: str) -> object | None:
     """Resolve a local JSON pointer (`#/$defs/Name`, `#`) inside `root`; None if absent."""
     if not ref.startswith("#"):
         return None
@@ -138,6 +140,22 @@ def _lookup(root: object, ref: str) -> object | None:
         else:
             return None
     return node
+
+
+def refs_in(value: object) -> set[str]:
+    """Every `$ref` string anywhere inside a JSON value (not followed)."""
+    found: set[str] = set()
+    pending = [value]  # a list, not recursion: the walk must not depend on the nesting
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Mapping):
+            target = node.get("$ref")
+            if isinstance(target, str):
+                found.add(target)
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return found
 
 
 def merge(schema: object, siblings: Mapping[str, object]) -> object:
@@ -184,7 +202,7 @@ def resolve(schema: object, root: object) -> Resolved:
             if target in seen:
                 return Resolved(False, ref, site, f"$ref {target!r} refers to itself")
             seen.add(target)
-            found = _lookup(root, target)
+            found = lookup(root, target)
             if found is None:
                 return Resolved(False, ref, site, f"$ref {target!r} cannot be resolved")
             siblings = {

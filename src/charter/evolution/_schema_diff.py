@@ -9,7 +9,9 @@ fields they do not read: an optional property added is compatible in both positi
 property removed from an output is breaking even though the set of documents grows.
 
 `$ref`s resolve against each document's own `$defs`; a pair of definitions met again while
-it is being compared counts as equal, which is what lets recursive models terminate.
+it is being compared counts as equal, which is what lets recursive models terminate. Two
+subschemas with the same text are equal only when every definition they reach through
+`$ref`s (`items`, `anyOf` members, `additionalProperties`, ...) has the same text too.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from charter.evolution._json_schema import (
     canon,
     covers,
     label,
+    lookup,
     mapping,
     names,
+    refs_in,
     resolve,
     types_of,
 )
@@ -143,12 +147,41 @@ class _Comparator:
         self._cache: dict[_Key, list[Finding]] = {}
         self._active: set[_Key] = set()
         self._reverse: _Comparator | None = None
+        self._same_target: dict[str, bool] = {}
+        self._refs_of_target: dict[str, set[str]] = {}
+
+    def unchanged(self, old: object, new: object) -> bool:
+        """Whether two subschemas are equal, the definitions they refer to included.
+
+        The text alone is not enough: `{"items": {"$ref": "#/$defs/Trip"}}` reads the same
+        in both documents while `Trip` itself may have changed.
+        """
+        if canon(old) != canon(new):
+            return False
+        pending, seen = refs_in(old), set[str]()
+        while pending:  # a worklist, so self-referencing definitions terminate
+            ref = pending.pop()
+            if ref in seen:
+                continue
+            seen.add(ref)
+            if not self._target_unchanged(ref):
+                return False
+            pending |= self._refs_of_target[ref]
+        return True
+
+    def _target_unchanged(self, ref: str) -> bool:
+        """Whether `ref` points at the same text in both documents (both absent included)."""
+        if ref not in self._same_target:
+            before, after = lookup(self._old_root, ref), lookup(self._new_root, ref)
+            self._same_target[ref] = canon(before) == canon(after)
+            self._refs_of_target[ref] = refs_in(before)
+        return self._same_target[ref]
 
     def compare(self, old: object, new: object, path: str) -> list[Finding]:
         """Compare a schema of the old document with one of the new document."""
         ro, rn = resolve(old, self._old_root), resolve(new, self._new_root)
         if ro.error or rn.error:
-            if canon(old) == canon(new):
+            if self.unchanged(old, new):
                 return []
             return [Finding(path, "unresolvable-ref", "unknown", str(ro.error or rn.error))]
         if ro.ref is None and rn.ref is None:
@@ -167,7 +200,7 @@ class _Comparator:
 
     def _compare_resolved(self, ro: Resolved, rn: Resolved, path: str) -> list[Finding]:
         old, new = ro.schema, rn.schema
-        if canon(old) == canon(new):
+        if self.unchanged(old, new):
             return []
         if new is False:
             return [
@@ -246,7 +279,7 @@ class _Comparator:
             *compare_string_rules(old, new, path),
             *self._compare_object(old, new, path),
             *self._compare_array(old, new, path),
-            *compare_others(old, new, path),
+            *compare_others(old, new, path, same=self.unchanged),
         ]
 
     def _compare_object(self, old: _Schema, new: _Schema, path: str) -> list[Finding]:
@@ -295,7 +328,7 @@ class _Comparator:
 
     def _compare_extra(self, old: object, new: object, path: str) -> list[Finding]:
         old_open, new_open = old is True or old == {}, new is True or new == {}
-        if canon(old) == canon(new) or (old_open and new_open):
+        if self.unchanged(old, new) or (old_open and new_open):
             return []
         if old_open and new is False:
             detail = "additionalProperties closed: unknown properties are now rejected"

@@ -363,11 +363,16 @@ _STRING_RULES: tuple[tuple[str, Callable[[str, object, object], Finding]], ...] 
 """The string keywords and how each judges two different values."""
 
 
-def compare_others(old: Schema, new: Schema, path: str) -> list[Finding]:
-    """Keywords charter does not reason about: undecidable when a standard one changes."""
+def compare_others(
+    old: Schema, new: Schema, path: str, *, same: Callable[[object, object], bool]
+) -> list[Finding]:
+    """Keywords charter does not reason about: undecidable when a standard one changes.
+
+    `same` says whether two values are equal, the definitions they refer to included.
+    """
     findings = []
     for key in sorted((set(old) | set(new)) - HANDLED - ANNOTATIONS):
-        if canon(old.get(key)) == canon(new.get(key)):
+        if same(old.get(key), new.get(key)):
             continue
         if key in _STANDARD:
             detail = f"{key!r} changed; charter cannot decide what that does to accepted values"
