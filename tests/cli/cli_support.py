@@ -43,8 +43,8 @@ def charter(*args: str, env: Mapping[str, str] | None = None) -> Result:
 
 def error_line(result: Result) -> str:
     """The one line a failed command printed on stderr (asserting it is one line)."""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
+    lines = result.stderr.rstrip("\n").splitlines()
+    assert len(lines) == 1, repr(result.stderr)
     assert "Traceback" not in result.output
     return lines[0]
 

@@ -226,9 +226,16 @@ def parse_duration(text: str) -> timedelta:
 
 @contextmanager
 def _progress(description: str) -> Iterator[None]:
-    """A spinner with the elapsed time on stderr while long work runs (gone when it ends)."""
+    """A spinner with the elapsed time on stderr while long work runs (gone when it ends).
+
+    Only on a terminal: elsewhere rich would leave an empty line before an error's one.
+    """
+    stderr = error_console()
+    if not stderr.is_terminal:
+        yield
+        return
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=error_console(), transient=True) as progress:
+    with Progress(*columns, console=stderr, transient=True) as progress:
         progress.add_task(description, total=None)
         yield
 
