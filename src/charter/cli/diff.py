@@ -84,6 +84,9 @@ def _fetch(url: str, headers: dict[str, str]) -> object:
         raise ManifestError(f"cannot fetch {url}: {exc}") from exc
     except ValueError as exc:
         raise ManifestError(f"{url} did not return JSON: {exc}") from exc
+    except RecursionError:
+        # The JSON parser recurses per level; a traceback would exit 1, read as "breaking".
+        raise ManifestError(f"{url} returned JSON nested too deeply to read") from None
 
 
 def _parse_headers(values: list[str]) -> dict[str, str]:

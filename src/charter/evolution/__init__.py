@@ -10,6 +10,7 @@ What lives here:
 
 - `_documents`: reading manifests (`read_manifest`, `parse_manifest`), writing lock files
   (`lock_json`), and `ManifestError`.
+- `_entries`: the field types a registry writes; an entry with others is an invalid file.
 - `_diff`: `diff_manifests` (tool by tool: added, removed, renamed, changed) and the
   excuses for a breaking change; `sunset_warnings`.
 - `_versions`: what counts as a major `capabilityVersion` bump.

@@ -14,6 +14,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 
 from charter.evolution._documents import ManifestError
+from charter.evolution._entries import entry_problem
 from charter.evolution._json_schema import mapping
 from charter.evolution._manifest_rules import Entry, alias_path, entry_findings, strings
 from charter.evolution._results import Change, ManifestDiff, ToolDiff
@@ -40,7 +41,8 @@ def diff_manifests(
         The judged differences, with `unversioned_breaking()` for CI.
 
     Raises:
-        ManifestError: An entry has no string `name`.
+        ManifestError: An entry has no string `name`, is one no registry would write (a
+            field of the wrong type, too deep), or has schemas too deep to compare.
     """
     today = today or datetime.date.today()
     old_entries, new_entries = _named(old, "old"), _named(new, "new")
@@ -73,6 +75,8 @@ def _named(entries: Sequence[Mapping[str, object]], side: str) -> list[Entry]:
     for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             raise ManifestError(f"{side} manifest: entry {index} has no string 'name'")
+        if (problem := entry_problem(entry)) is not None:
+            raise ManifestError(f"{side} manifest: tool {entry['name']!r}: {problem}")
     return list(entries)
 
 
@@ -86,9 +90,15 @@ def _version(entry: Entry) -> str | None:
 
 
 def _changes(tool: str, entry_old: Entry, entry_new: Entry) -> list[Change]:
+    try:
+        findings = entry_findings(entry_old, entry_new)
+    except RecursionError:
+        # Schemas recurse once per level, and a chain of definitions each referring to the
+        # next is deep without nesting deeply; a crash would exit 1, read as "breaking".
+        raise ManifestError(f"tool {tool!r}: its schemas nest too deeply to compare") from None
     return [
         Change(tool=tool, path=f.path, kind=f.kind, severity=f.severity, detail=f.detail)
-        for f in entry_findings(entry_old, entry_new)
+        for f in findings
     ]
 
 

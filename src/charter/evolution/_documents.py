@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from charter.errors import ConfigurationError
+from charter.evolution._entries import entry_problem
 
 __all__ = ("LOCK_VERSION", "ManifestError", "lock_json", "parse_manifest", "read_manifest")
 
@@ -34,7 +35,8 @@ def parse_manifest(document: object, *, source: str = "manifest") -> list[dict[s
 
     Raises:
         ManifestError: The document holds no list of named entries, names a tool twice,
-            or is a lock file of another version.
+            has an entry no registry would write (a field of the wrong type, nesting deeper
+            than `MAX_DEPTH`), or is a lock file of another version.
     """
     if isinstance(document, Mapping):
         version = document.get("lockVersion", LOCK_VERSION)
@@ -54,6 +56,8 @@ def parse_manifest(document: object, *, source: str = "manifest") -> list[dict[s
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             raise ManifestError(f"{source}: entry {index} is not an object with a string 'name'")
         name = str(entry["name"])
+        if (problem := entry_problem(entry)) is not None:
+            raise ManifestError(f"{source}: tool {name!r}: {problem}")
         if name in seen:
             raise ManifestError(f"{source}: tool {name!r} appears twice")
         seen.add(name)
@@ -65,7 +69,8 @@ def read_manifest(path: str | os.PathLike[str]) -> list[dict[str, object]]:
     """Read the tool entries of a manifest or lock file.
 
     Raises:
-        ManifestError: The file cannot be read, is not JSON, or holds no tool entries.
+        ManifestError: The file cannot be read, is not JSON, nests too deeply, or holds no
+            valid tool entries.
     """
     try:
         with open(path, encoding="utf-8") as file:
@@ -74,6 +79,9 @@ def read_manifest(path: str | os.PathLike[str]) -> list[dict[str, object]]:
         raise ManifestError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from exc
     except ValueError as exc:
         raise ManifestError(f"{os.fspath(path)} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        # The parser recurses per level; the message must not be a traceback (exit 1).
+        raise ManifestError(f"{os.fspath(path)} nests too deeply to read") from None
     return parse_manifest(document, source=os.fspath(path))
 
 

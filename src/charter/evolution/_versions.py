@@ -15,7 +15,8 @@ class VersionChange:
     """How a tool's `capabilityVersion` changed between two manifests."""
 
     major: bool
-    """Whether it counts as a major bump (an unreadable version does)."""
+    """Whether it counts as a major bump (a change to or from a version without an integer
+    does; a missing version never does)."""
     detail: str
     """The sentence reported for the change."""
     excuse: str
@@ -44,6 +45,9 @@ def version_change(old: str | None, new: str | None) -> VersionChange | None:
     if old == new:
         return None
     shown = f"capabilityVersion {old or '(none)'} → {new or '(none)'}"
+    if old is None or new is None:
+        # A version that is not there bumps nothing; otherwise dropping it excused anything.
+        return VersionChange(False, f"{shown}; a missing version is not a major bump", "")
     before, after = _major(old), _major(new)
     if before is None or after is None:
         detail = f"{shown}; not a readable version, so the change counts as a major bump"
