@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
@@ -21,6 +22,7 @@ from typing import Literal, TypeAlias, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .._safe_log import log_exception
+from .._wording import new_error_id
 from ..audit import AuditAction, AuditEvent, AuditSink
 from ..auth import Principal, resolve_tenant
 from ..context import ToolContext
@@ -100,19 +102,30 @@ class HostContent:
             await self._record("resource.read", uri, principal, tenant, delegated, refused, started)
             return refused
         resource, values = found
-        result: ResourceRead | Failed
+        result = _unusable_values(uri, values) or await self._read(
+            resource, uri, values, principal, tenant, audience, delegated
+        )
+        await self._record("resource.read", uri, principal, tenant, delegated, result, started)
+        return result
+
+    async def _read(
+        self,
+        resource: Resource,
+        uri: str,
+        values: dict[str, str],
+        principal: Principal | None,
+        tenant: str | None,
+        audience: str | None,
+        delegated: bool,
+    ) -> ResourceRead | Failed:
         try:
             params = resource.params(values)
         except ValidationError as exc:
-            result = _invalid(f"The URI {uri!r} does not name a valid {resource.name!r}.", exc)
-        else:
-            ctx = await self._context(principal, tenant, audience, delegated)
-            result = await _guarded(
-                f"resource {resource.name!r}",
-                lambda: _read(resource, uri, params, ctx),
-            )
-        await self._record("resource.read", uri, principal, tenant, delegated, result, started)
-        return result
+            return _invalid(f"The URI {uri!r} does not name a valid {resource.name!r}", exc)
+        ctx = await self._context(principal, tenant, audience, delegated)
+        return await _guarded(
+            f"resource {resource.name!r}", lambda: _read(resource, uri, params, ctx)
+        )
 
     def check_read(
         self, uri: str, principal: Principal | None, *, audience: str | None = None
@@ -121,7 +134,7 @@ class HostContent:
         found, _, _, refusal = self._admit_resource(uri, principal, audience)
         if refusal is not None:
             return refusal
-        return _unknown("resource", uri) if found is None else None
+        return _unknown("resource", uri) if found is None else _unusable_values(uri, found[1])
 
     def reader_tenant(
         self, uri: str, principal: Principal | None, *, audience: str | None = None
@@ -150,21 +163,32 @@ class HostContent:
             refused = refusal or _unknown("prompt", name)
             await self._record("prompt.get", name, principal, tenant, False, refused, started)
             return refused
-        result: PromptResult | Failed
-        try:
-            params = found.params(dict(arguments or {}))
-        except ValidationError as exc:
-            result = _invalid(f"The arguments of prompt {name!r} are not valid.", exc)
-        else:
-            ctx = await self._context(principal, tenant, audience, False)
-
-            async def get() -> PromptResult:
-                messages = await found.messages(params, ctx)
-                return PromptResult(name=name, description=found.description, messages=messages)
-
-            result = await _guarded(f"prompt {name!r}", get)
+        given = dict(arguments or {})
+        result = _surrogate_arguments(name, given) or await self._get(
+            found, given, principal, tenant, audience
+        )
         await self._record("prompt.get", name, principal, tenant, False, result, started)
         return result
+
+    async def _get(
+        self,
+        found: Prompt,
+        arguments: dict[str, str],
+        principal: Principal | None,
+        tenant: str | None,
+        audience: str | None,
+    ) -> PromptResult | Failed:
+        try:
+            params = found.params(arguments)
+        except ValidationError as exc:
+            return _invalid(f"The arguments of prompt {found.name!r} are not valid", exc)
+        ctx = await self._context(principal, tenant, audience, False)
+
+        async def get() -> PromptResult:
+            messages = await found.messages(params, ctx)
+            return PromptResult(name=found.name, description=found.description, messages=messages)
+
+        return await _guarded(f"prompt {found.name!r}", get)
 
     async def complete(
         self,
@@ -333,25 +357,122 @@ async def _read(
 
 
 async def _guarded(what: str, run: Callable[[], Awaitable[_T]]) -> _T | Failed:
-    """Run a handler: its ``ToolError`` becomes ``Failed``; any other error, a generic one."""
+    """Run a handler: its ``ToolError`` becomes ``Failed``; any other error, a generic one.
+
+    What the handler produced (its result, or its ``ToolError``'s text) must be sendable:
+    text holding an unpaired UTF-16 surrogate has no UTF-8 form, so no transport could
+    send it, and it is the handler's failure like an exception.
+    """
     try:
-        return await run()
+        result = await run()
     except ToolError as exc:
-        return failed_from_error(exc)
+        refused = failed_from_error(exc)
+        if _holds_surrogate(refused):
+            # Its text only as a repr: written as is, it would fail the log handler too.
+            return _handler_failed(what, "raised a ToolError with unsendable text %r", exc.message)
+        return refused
     except Exception:
-        log_exception(logger, "the handler of %s failed", what)
+        return _handler_failed(what, "failed", raised=True)
+    if _holds_surrogate(result):
+        return _handler_failed(what, "returned unsendable text (an unpaired surrogate)")
+    return result
+
+
+def _handler_failed(what: str, how: str, *args: object, raised: bool = False) -> Failed:
+    """The ``PROVIDER_ERROR`` of a handler that failed, logged under a new error id.
+
+    ``how`` (a ``%``-format constant with ``args``) says how; ``raised``: with the
+    traceback of the exception being handled.
+    """
+    error_id = new_error_id()
+    message = f"the handler of %s {how} (error id %s)"
+    if raised:
+        log_exception(logger, message, what, *args, error_id)
+    else:
+        logger.error(message, what, *args, error_id)
+    return failed(
+        ErrorCode.PROVIDER_ERROR,
+        f"The {what} could not be produced. Error id: {error_id}.",
+        reason="handler_failed",
+        errorId=error_id,
+    )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point: in a Python string, never half of a pair, so unsendable."""
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""A C0 or C1 control character (NUL, line breaks, ESC, DEL...)."""
+
+
+def _holds_surrogate(value: object) -> bool:
+    """Whether a string in ``value`` (models, dicts, lists of them) holds a surrogate."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii() and _SURROGATE.search(node):
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        elif isinstance(node, BaseModel):
+            stack.extend(node.__dict__.values())
+    return False
+
+
+def _surrogate_arguments(name: str, arguments: Mapping[str, str]) -> Failed | None:
+    """``INVALID_INPUT`` (``lone_surrogate``) for a prompt's arguments no one could store."""
+    if not _holds_surrogate(dict(arguments)):
+        return None
+    return failed(
+        ErrorCode.INVALID_INPUT,
+        f"The arguments of prompt {name!r} were rejected: a string contains an unpaired "
+        "UTF-16 surrogate.",
+        reason="lone_surrogate",
+        issues=[],
+    )
+
+
+def _unusable_values(uri: str, values: Mapping[str, str]) -> Failed | None:
+    """``INVALID_INPUT`` for template variables no handler should be handed.
+
+    A decoded variable holding an unpaired surrogate (``lone_surrogate``) or a control
+    character, NUL included (``invalid_arguments``). Anything else (``/``, ``..``, ``%``)
+    is the handler's to check.
+    """
+    if _holds_surrogate(dict(values)):
         return failed(
-            ErrorCode.PROVIDER_ERROR,
-            f"The {what} could not be produced.",
-            reason="handler_failed",
+            ErrorCode.INVALID_INPUT,
+            f"The URI {uri!r} was rejected: a variable holds an unpaired UTF-16 surrogate.",
+            reason="lone_surrogate",
+            issues=[],
         )
+    bad = sorted(name for name, value in values.items() if _CONTROL.search(value))
+    if not bad:
+        return None
+    return failed(
+        ErrorCode.INVALID_INPUT,
+        f"The URI {uri!r} does not name a valid resource: {', '.join(bad)} holds a control "
+        "character.",
+        reason="invalid_arguments",
+        issues=[{"loc": [name], "msg": "control characters are not allowed"} for name in bad],
+    )
 
 
 def _invalid(message: str, exc: ValidationError) -> Failed:
+    """``INVALID_INPUT``: ``message``, then each field and what is wrong (never its value)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
     issues = [
-        {"loc": [str(p) for p in e["loc"]], "msg": e["msg"]} for e in exc.errors(include_url=False)
+        {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in errors
     ]
-    return failed(ErrorCode.INVALID_INPUT, message, reason="invalid_arguments", issues=issues)
+    said = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors
+    )
+    return failed(
+        ErrorCode.INVALID_INPUT, f"{message}: {said}.", reason="invalid_arguments", issues=issues
+    )
 
 
 _LISTINGS = {

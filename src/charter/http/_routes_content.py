@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
+from charter._limits import PayloadLimits, PayloadRejected, parse_json
 from charter.errors import ErrorCode
 from charter.host import Host
 from charter.outcome import Failed, failed
@@ -54,7 +53,7 @@ class ContentRoutes:
         unsupported = unsupported_body(request.scope)
         if unsupported is not None:
             return unsupported
-        arguments = _arguments(await request.body())
+        arguments = _arguments(await request.body(), self.host.limits)
         if isinstance(arguments, Failed):
             return failed_problem(arguments)
         got = await self.host.content.get_prompt(name, arguments, caller)
@@ -70,14 +69,24 @@ def _sparse(body: BaseModel) -> Response:
     )
 
 
-def _arguments(body: bytes) -> dict[str, str] | Failed:
-    """The prompt's arguments: an empty body is none; anything else a JSON object of strings."""
+def _arguments(body: bytes, limits: PayloadLimits) -> dict[str, str] | Failed:
+    """The prompt's arguments: an empty body is none; anything else a JSON object of strings.
+
+    Read as a tool's arguments are (``parse_json`` under the host's limits), so what a
+    tool call refuses (a lone surrogate, a repeated key, a payload past a limit) is
+    refused here with the same ``reason``.
+    """
     if not body.strip():
         return {}
     try:
-        parsed = json.loads(body)
-    except ValueError:
-        parsed = None
+        parsed = parse_json(body, limits)
+    except PayloadRejected as exc:
+        return failed(
+            ErrorCode.INVALID_INPUT,
+            f"The arguments were rejected: {exc}",
+            reason=exc.reason,
+            issues=[],
+        )
     if isinstance(parsed, dict) and all(isinstance(v, str) for v in parsed.values()):
         return parsed
     return failed(

@@ -14,6 +14,8 @@ only a stream of the session that asks.
 from __future__ import annotations
 
 import itertools
+import json
+import re
 import secrets
 from abc import abstractmethod
 from collections import OrderedDict
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
+from pydantic_core import PydanticSerializationError
 
 from ..errors import ConfigurationError
 
@@ -116,9 +119,22 @@ class _BoundEvents(EventStore):
         )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def event_text(message: JSONRPCMessage) -> str:
-    """How a store keeps an event's message: its JSON, as the SDK would send it."""
-    return message.model_dump_json(by_alias=True, exclude_unset=True)
+    """How a store keeps an event's message: its JSON, as the SDK would send it.
+
+    Never raises: the SDK stores each outgoing message in its session's message router,
+    and an exception there ends the router, so every later request of the session would
+    go unanswered. A message with text UTF-8 cannot encode (an unpaired surrogate, which
+    charter keeps out of what its handlers produce) is kept with U+FFFD in its place.
+    """
+    try:
+        return message.model_dump_json(by_alias=True, exclude_unset=True)
+    except PydanticSerializationError:
+        data = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return _SURROGATE.sub("\ufffd", json.dumps(data, ensure_ascii=False))
 
 
 def event_message(text: str) -> JSONRPCMessage:

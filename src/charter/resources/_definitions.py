@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from ..auth import AuthMode, validate_required_scope
 from ..context import ToolContext
@@ -153,9 +153,17 @@ class Prompt:
     call: _Call = field(repr=False)
 
     def params(self, values: Mapping[str, str]) -> BaseModel | None:
-        """The validated arguments model; raises ``pydantic.ValidationError``."""
+        """The validated arguments model; raises ``pydantic.ValidationError``.
+
+        Closed like a tool's input: an argument the prompt does not declare is refused
+        (``extra_forbidden``), whatever the model's own ``extra`` setting, so a misspelt
+        optional argument is not silently dropped.
+        """
         model = self.call.params_model
-        return None if model is None else model.model_validate(dict(values))
+        if model is None:
+            _NoArguments.model_validate(dict(values))
+            return None
+        return model.model_validate(dict(values), extra="forbid")
 
     async def messages(self, params: BaseModel | None, ctx: ToolContext) -> list[PromptMessage]:
         """Run the handler and turn what it returned into messages."""
@@ -168,6 +176,12 @@ class Prompt:
 
 
 _MESSAGES = TypeAdapter(list[PromptMessage])
+
+
+class _NoArguments(BaseModel):
+    """The arguments of a prompt whose handler takes none: none may be given."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def _contents(uri: str, mime_type: str, result: object) -> list[ResourceContents]:
