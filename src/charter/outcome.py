@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkab
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 from pydantic_core import to_jsonable_python
 
+from ._limits._values import SURROGATE
 from .errors import DEFAULT_NEXT_STEPS, ErrorCode, ToolError
 
 __all__ = (
@@ -223,11 +224,20 @@ def not_found(
 
 
 def failed_from_error(error: ToolError) -> Failed:
-    """Turn a raised ``ToolError`` into a ``Failed`` outcome."""
+    """Turn a raised ``ToolError`` into a ``Failed`` outcome.
+
+    A lone surrogate in its text (a handler quoting a name decoded with surrogateescape)
+    becomes U+FFFD: no transport could encode it, and the caller should still read why.
+    """
     return Failed(
         code=error.code,
-        message=error.message,
+        message=_encodable(error.message),
         retryable=error.retryable,
-        next_steps=error.next_steps or DEFAULT_NEXT_STEPS[error.code],
+        next_steps=tuple(map(_encodable, error.next_steps or DEFAULT_NEXT_STEPS[error.code])),
         meta=to_jsonable_python(error.meta, fallback=str) if error.meta else None,
     )
+
+
+def _encodable(text: str) -> str:
+    """``text`` with any lone surrogate replaced by U+FFFD, so UTF-8 can encode it."""
+    return text if text.isascii() else SURROGATE.sub("\ufffd", text)

@@ -61,6 +61,15 @@ def _not_found(arguments: Empty) -> Done:
     raise ToolError(ErrorCode.NOT_FOUND, "No trip 'trp_1' in your tenant.")
 
 
+class Listing(BaseModel):
+    names: list[str]
+
+
+def _unsendable_output(arguments: Empty) -> Listing:
+    # A name os.listdir decoded with surrogateescape: valid to pydantic, not to UTF-8.
+    return Listing(names=["caf\udce9.txt"])
+
+
 def _forge_by_tool_error(arguments: Empty) -> Done:
     raise ToolError(ErrorCode.PROVIDER_ERROR, f"boom\n{FORGED}")
 
@@ -84,6 +93,7 @@ SERVER_FAULTS = [
     ("lab.raise_unknown_code", ErrorCode.PROVIDER_ERROR),
     ("lab.crash", ErrorCode.PROVIDER_ERROR),
     ("lab.bad_output", ErrorCode.INVALID_OUTPUT),
+    ("lab.unsendable_output", ErrorCode.INVALID_OUTPUT),
 ]
 LOGGED_WITH_THEIR_TEXT = ["lab.raise_provider_error", "lab.raise_unknown_code", "lab.crash"]
 """The failures whose text the log keeps (invalid output is logged without its values)."""
@@ -96,6 +106,16 @@ def url() -> Iterator[str]:
         registry.register(
             tiered_tool(name, "read", handler, Empty, Done, required_scopes=["lab:run"])
         )
+    registry.register(
+        tiered_tool(
+            "lab.unsendable_output",
+            "read",
+            _unsendable_output,
+            Empty,
+            Listing,
+            required_scopes=["lab:run"],
+        )
+    )
     host = Host(registry, authenticator=StaticAuthenticator({"lab-token": CALLER}))
     with serve(create_app(host)) as base:
         yield base

@@ -19,7 +19,7 @@ from mcp_support import serve
 from pydantic import BaseModel
 from tests.builders import mcp_http_client
 
-from charter import ErrorCode, Failed, Registry, ToolContext, ToolError
+from charter import ErrorCode, Failed, Registry, ToolContext, ToolError, tool
 from charter.auth import Principal, StaticAuthenticator
 from charter.host import Host
 from charter.mcp import OUTCOME_META_KEY, MemoryEventStore, create_asgi_app, create_server
@@ -78,8 +78,21 @@ def garbled(args: Topic) -> list[PromptMessage]:
     return [PromptMessage(content=PromptText(text=f"{args.topic} \udfff"))]
 
 
+class Listing(BaseModel):
+    names: list[str]
+
+
+@tool(tier="read", name="files.list", required_scopes=READER)
+def list_files(args: PathRef) -> Listing:
+    """Names as os.listdir gives bytes it cannot decode (surrogateescape)."""
+    if args.path == "missing":
+        raise ToolError(ErrorCode.NOT_FOUND, "No folder caf\udce9.")
+    return Listing(names=["ok.txt", "caf\udce9.txt"])
+
+
 def build_host() -> Host:
     registry = Registry()
+    registry.register(list_files)
     registry.register_content(echo_path, unsendable, refused, brief, garbled)
     return Host(registry, authenticator=StaticAuthenticator({"ada-token": ADA}))
 
@@ -112,7 +125,9 @@ async def test_unsendable_text_from_a_handler_is_its_failure_and_the_session_goe
         # The same session still answers.
         listed = await client.list_resources()
         after = await client.read_resource("file://notes")
-    for raised in (read, got, completed, refusal):
+    # A refusal keeps its code and words; the character no encoding carries is U+FFFD.
+    assert refusal.value.code == -32002 and "No note \ufffd." in refusal.value.message
+    for raised in (read, got, completed):
         assert raised.value.code == types.INTERNAL_ERROR
         failure = _failure(raised)
         assert failure["code"] == "PROVIDER_ERROR"
@@ -122,6 +137,23 @@ async def test_unsendable_text_from_a_handler_is_its_failure_and_the_session_goe
         assert meta["errorId"] in caplog.text
     assert "the handler of resource 'unsendable'" in caplog.text
     assert [str(r.uri) for r in listed.resources] == ["text://unsendable", "text://refused"]
+    assert after.contents[0].text == "notes"  # type: ignore[union-attr]
+
+
+async def test_a_tool_whose_output_or_refusal_utf8_cannot_encode_leaves_the_session_working(
+    url: str, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="charter")
+    async with mcp_http_client(url, "ada-token", mode=mode, read_timeout_seconds=10) as client:
+        output = await client.call_tool("files.list", {"path": "here"})
+        refusal = await client.call_tool("files.list", {"path": "missing"})
+        after = await client.read_resource("file://notes")
+    assert output.is_error and refusal.is_error
+    failure = output.meta[OUTCOME_META_KEY] if output.meta else {}
+    assert failure["code"] == "INVALID_OUTPUT"
+    assert failure["meta"]["errorId"] in caplog.text
+    # A refusal keeps its words; the character no encoding can carry becomes U+FFFD.
+    assert "No folder caf\ufffd." in refusal.content[0].text  # type: ignore[union-attr]
     assert after.contents[0].text == "notes"  # type: ignore[union-attr]
 
 

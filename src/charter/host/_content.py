@@ -21,6 +21,7 @@ from typing import Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from .._limits._values import SURROGATE
 from .._safe_log import log_exception
 from .._wording import new_error_id
 from ..audit import AuditAction, AuditEvent, AuditSink
@@ -398,8 +399,6 @@ def _handler_failed(what: str, how: str, *args: object, raised: bool = False) ->
     )
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A UTF-16 surrogate code point: in a Python string, never half of a pair, so unsendable."""
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 """A C0 or C1 control character (NUL, line breaks, ESC, DEL...)."""
 
@@ -410,7 +409,7 @@ def _holds_surrogate(value: object) -> bool:
     while stack:
         node = stack.pop()
         if isinstance(node, str):
-            if not node.isascii() and _SURROGATE.search(node):
+            if not node.isascii() and SURROGATE.search(node):
                 return True
         elif isinstance(node, dict):
             stack.extend(node)

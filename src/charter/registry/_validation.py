@@ -160,9 +160,14 @@ def finish_output(registered: RegisteredTool, result: object) -> ToolOutcome:
                 {"loc": list(problem), "msg": _FINITE_MSG, "type": "finite_number"}
             ]
         else:
-            return _completed(
-                validator.__pydantic_serializer__.to_python(validated, mode="json", by_alias=True)
+            output = validator.__pydantic_serializer__.to_python(
+                validated, mode="json", by_alias=True
             )
+            # Text no JSON encoder can write (a lone surrogate: a file name or a process's
+            # output decoded with surrogateescape) would fail every transport afterwards,
+            # and drop an MCP session with it; encoding once here is cheaper than a walk.
+            to_json(output)
+            return _completed(output)
     except ValidationError as exc:
         issues = _issues(exc)
     except PydanticSerializationError:
