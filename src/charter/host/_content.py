@@ -21,6 +21,7 @@ from typing import Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from .._limits import PayloadLimits
 from .._limits._values import SURROGATE
 from .._safe_log import log_exception
 from .._wording import new_error_id
@@ -39,6 +40,7 @@ from ..resources import (
     complete_values,
 )
 from ._access import ScopeChecks, audience_visible, caller_audience
+from ._arguments import check_payload
 from ._ids import random_id
 
 __all__ = ("ContentContextFactory", "HostContent", "ResourceListener")
@@ -67,6 +69,7 @@ class HostContent:
         audit: AuditSink,
         access: ScopeChecks,
         clock: Callable[[], datetime],
+        limits: PayloadLimits,
     ) -> None:
         """Serve ``catalog``'s items; handlers get ``context_factory``'s context."""
         self.catalog = catalog
@@ -74,6 +77,7 @@ class HostContent:
         self._audit = audit
         self._access = access
         self._clock = clock
+        self._limits = limits
         self._listeners: list[ResourceListener] = []
 
     # -- listing ----------------------------------------------------------------------------
@@ -146,12 +150,17 @@ class HostContent:
     async def get_prompt(
         self,
         name: str,
-        arguments: Mapping[str, str] | None,
+        arguments: Mapping[str, str] | bytes | None,
         principal: Principal | None,
         *,
         audience: str | None = None,
     ) -> PromptResult | Failed:
-        """Get one prompt's messages as ``principal``, or why not (audited)."""
+        """Get one prompt's messages as ``principal``, or why not (audited).
+
+        ``arguments`` as parsed JSON or its raw bytes: read as a tool's arguments are
+        (``check_payload`` under the host's limits), so what a tool call refuses (a lone
+        surrogate, a repeated key, a payload past a limit) is refused with the same reason.
+        """
         started = time.perf_counter()
         tenant = principal.tenant_id if principal is not None else None
         found = self.catalog.prompt(name)
@@ -164,9 +173,11 @@ class HostContent:
             refused = refusal or _unknown("prompt", name)
             await self._record("prompt.get", name, principal, tenant, False, refused, started)
             return refused
-        given = dict(arguments or {})
-        result = _surrogate_arguments(name, given) or await self._get(
-            found, given, principal, tenant, audience
+        given = _prompt_arguments(arguments, self._limits)
+        result = (
+            given
+            if isinstance(given, Failed)
+            else await self._get(found, given, principal, tenant, audience)
         )
         await self._record("prompt.get", name, principal, tenant, False, result, started)
         return result
@@ -421,15 +432,24 @@ def _holds_surrogate(value: object) -> bool:
     return False
 
 
-def _surrogate_arguments(name: str, arguments: Mapping[str, str]) -> Failed | None:
-    """``INVALID_INPUT`` (``lone_surrogate``) for a prompt's arguments no one could store."""
-    if not _holds_surrogate(dict(arguments)):
-        return None
+def _prompt_arguments(
+    arguments: Mapping[str, str] | bytes | None, limits: PayloadLimits
+) -> dict[str, str] | Failed:
+    """A prompt's arguments, checked as a tool's are: a JSON object of strings.
+
+    An empty body or None is no arguments.
+    """
+    if arguments is None or (isinstance(arguments, bytes) and not arguments.strip()):
+        return {}
+    checked = check_payload(arguments, limits)
+    if isinstance(checked, Failed):
+        return checked
+    if all(isinstance(value, str) for value in checked.values()):
+        return dict(checked)
     return failed(
         ErrorCode.INVALID_INPUT,
-        f"The arguments of prompt {name!r} were rejected: a string contains an unpaired "
-        "UTF-16 surrogate.",
-        reason="lone_surrogate",
+        "A prompt's arguments are a JSON object whose values are strings.",
+        reason="invalid_arguments",
         issues=[],
     )
 

@@ -254,6 +254,7 @@ class Host(Pipeline):
             audit=self._audit_watch,
             access=access,
             clock=self._clock,
+            limits=self.limits,
         )
         """Resources, resource templates and prompts under this host's authority."""
 

@@ -6,10 +6,8 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
-from charter._limits import PayloadLimits, PayloadRejected, parse_json
-from charter.errors import ErrorCode
 from charter.host import Host
-from charter.outcome import Failed, failed
+from charter.outcome import Failed
 
 from ._authentication import caller_of
 from ._media_type import unsupported_body
@@ -53,10 +51,8 @@ class ContentRoutes:
         unsupported = unsupported_body(request.scope)
         if unsupported is not None:
             return unsupported
-        arguments = _arguments(await request.body(), self.host.limits)
-        if isinstance(arguments, Failed):
-            return failed_problem(arguments)
-        got = await self.host.content.get_prompt(name, arguments, caller)
+        # The host reads the body as it reads a tool call's (limits, keys, strings only).
+        got = await self.host.content.get_prompt(name, await request.body(), caller)
         if isinstance(got, Failed):
             return failed_problem(got)
         return _sparse(PromptResultBody.of(got))
@@ -66,32 +62,4 @@ def _sparse(body: BaseModel) -> Response:
     """A payload without its unset optional members (a text part has no ``blob``)."""
     return Response(
         body.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json"
-    )
-
-
-def _arguments(body: bytes, limits: PayloadLimits) -> dict[str, str] | Failed:
-    """The prompt's arguments: an empty body is none; anything else a JSON object of strings.
-
-    Read as a tool's arguments are (``parse_json`` under the host's limits), so what a
-    tool call refuses (a lone surrogate, a repeated key, a payload past a limit) is
-    refused here with the same ``reason``.
-    """
-    if not body.strip():
-        return {}
-    try:
-        parsed = parse_json(body, limits)
-    except PayloadRejected as exc:
-        return failed(
-            ErrorCode.INVALID_INPUT,
-            f"The arguments were rejected: {exc}",
-            reason=exc.reason,
-            issues=[],
-        )
-    if isinstance(parsed, dict) and all(isinstance(v, str) for v in parsed.values()):
-        return parsed
-    return failed(
-        ErrorCode.INVALID_INPUT,
-        "A prompt's arguments are a JSON object whose values are strings.",
-        reason="invalid_arguments",
-        issues=[],
     )
