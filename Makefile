@@ -64,7 +64,7 @@ lint: $(STAMP)
 TEST_DIRS = tests $(patsubst %/,%,$(sort $(dir $(wildcard tests/*/*.py))))
 TEST_FILES = $(wildcard $(addsuffix /*.py,$(TEST_DIRS)))
 TESTS_BY_PACKAGE = $(filter %/conftest.py,$(TEST_FILES)) tests/builders.py tests/doc_blocks.py \
-	tests/test_public_api.py tests/effects/kit.py tests/host/test_host_tenancy.py \
+	tests/test_public_api.py tests/unsendable_content.py tests/effects/kit.py tests/host/test_host_tenancy.py \
 	tests/mcp/test_mcp_stored_events.py tests/store/round_trips.py \
 	tests/store/store_records.py tests/store/test_sql_concurrency.py
 TEST_MODULES = $(subst /,.,$(TESTS_BY_PACKAGE:.py=)) \

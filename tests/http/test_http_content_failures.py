@@ -14,55 +14,14 @@ from urllib.parse import quote
 import httpx
 import pytest
 from http_support import serve
-from pydantic import BaseModel
+from tests.unsendable_content import build_host
 
-from charter import Registry
-from charter.auth import Principal, StaticAuthenticator
-from charter.host import Host
 from charter.http import create_app
-from charter.resources import prompt, resource
-
-ADA = Principal(subject="ada", tenant_id="acme", scopes=frozenset({"notes:read"}), kind="agent")
-READER = ("notes:read",)
-
-
-class PathRef(BaseModel):
-    """Any path: the handler checks it (here it only echoes it)."""
-
-    path: str
-
-
-@resource("file://{path}", name="file", required_scopes=READER)
-def echo_path(ref: PathRef) -> str:
-    """The decoded variable, as the handler got it."""
-    return ref.path
-
-
-@resource("text://unsendable", name="unsendable", required_scopes=READER)
-def unsendable() -> str:
-    """Text with an unpaired surrogate, which UTF-8 cannot encode."""
-    return "a\ud800b"
-
-
-class Topic(BaseModel):
-    """What to write about."""
-
-    topic: str
-    tone: str | None = None
-
-
-@prompt("brief", required_scopes=READER)
-def brief(args: Topic) -> str:
-    """Write a brief."""
-    return f"Write about {args.topic}."
 
 
 @pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
-    registry = Registry()
-    registry.register_content(echo_path, unsendable, brief)
-    host = Host(registry, authenticator=StaticAuthenticator({"ada-token": ADA}))
-    with serve(create_app(host, mcp=False)) as url:
+    with serve(create_app(build_host(), mcp=False)) as url:
         headers = {"Authorization": "Bearer ada-token", "Content-Type": "application/json"}
         with httpx.Client(base_url=url, headers=headers, timeout=10) as client:
             yield client
