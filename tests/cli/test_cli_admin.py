@@ -123,7 +123,7 @@ def test_approvals_with_bad_input_print_one_line_and_exit_2(
 
 def test_approvals_with_an_unreachable_database_print_one_line_and_exit_2() -> None:
     result = charter("approvals", "list", "--tenant", "acme", "--db", "sqlite:////no/dir/c.db")
-    assert "the folder /no/dir does not exist" in usage_error(result)
+    assert usage_error(result).startswith("error: no database at /no/dir/c.db")
 
 
 def test_approvals_over_url(notes_url: str) -> None:
@@ -158,7 +158,7 @@ def test_a_database_the_cli_creates_is_readable_by_its_owner_only(
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
     assert modes and set(modes.values()) == {0o600}, modes
     named = tmp_path / "named.db"
-    assert charter("keys", "list", "--db", sqlite(named)).exit_code == 0
+    assert charter("db", "upgrade", "--db", sqlite(named)).exit_code == 0
     assert stat.S_IMODE(named.stat().st_mode) == 0o600
     # A file that exists keeps the mode its owner gave it.
     named.chmod(0o640)
@@ -254,6 +254,27 @@ def test_db_upgrade_of_a_database_a_newer_charter_migrated_says_to_upgrade_chart
     message = usage_error(result)
     assert "at revision 9999_future, which this charter does not know" in message
     assert "Upgrade charter." in message
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["keys", "list"],
+        ["keys", "revoke", "k1"],
+        ["approvals", "list", "--tenant", "acme"],
+        ["effects", "list"],
+        ["limits"],
+        ["db", "prune"],
+    ],
+)
+def test_a_command_that_reads_a_database_refuses_one_that_does_not_exist(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # A mistyped --db must not answer from a new, empty database made on the spot.
+    missing = tmp_path / "typo.db"
+    result = charter(*command, "--db", sqlite(missing))
+    assert usage_error(result).startswith(f"error: no database at {missing}")
+    assert not missing.exists()
 
 
 @pytest.mark.parametrize("folder", ["/proc", "/sys"])

@@ -153,6 +153,7 @@ def test_discard_parks_a_pending_effect_for_good(target: str, tmp_path: Path) ->
 
 def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     db = sqlite(tmp_path / "effects.db")
+    assert charter("db", "upgrade", "--db", db).exit_code == 0
     result = charter("effects", "list", "--db", db, "--status", "lost")
     assert "--status must be one of" in usage_error(result)
     result = charter("effects", "show", "eff_nope", "--db", db)

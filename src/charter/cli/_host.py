@@ -43,6 +43,7 @@ __all__ = (
     "open_store",
     "prepare_sqlite_folder",
     "principal_for",
+    "sqlite_path",
 )
 
 STORE_PARAMETER = "store"
@@ -219,17 +220,27 @@ def _accepts(factory: Callable[..., object], name: str) -> bool:
 
 
 @asynccontextmanager
-async def open_store(url: str) -> AsyncIterator[SqlStore]:
+async def open_store(url: str, *, create: bool = True) -> AsyncIterator[SqlStore]:
     """Open the `SqlStore` at ``url`` (creating the default `.charter/` folder) and close it.
+
+    ``create=False``: a SQLite file that does not exist is refused, not created: a command
+    that only reads or changes what is there (``keys list``, ``approvals``) would otherwise
+    answer from a new, empty database made from a mistyped path.
 
     Raises:
         ConfigurationError: The URL is not one `SqlStore` supports.
         ImportError: The database driver is missing (the message names the extra).
         SchemaMismatch: The schema is behind; the message says to run `charter db upgrade`.
-        Unusable: The database cannot be reached or its file cannot be created.
+        Unusable: The database cannot be reached, its file cannot be created, or (with
+            ``create=False``) it does not exist.
     """
     from charter.store import SchemaMismatch, SqlStore, StoreError
 
+    path = sqlite_path(url)
+    if not create and path is not None and not path.exists():
+        raise Unusable(
+            f"no database at {path}: check --db (`charter db upgrade --db …` creates one)"
+        )
     prepare_sqlite_folder(url)
     store = SqlStore(url)
     try:
@@ -258,11 +269,8 @@ def prepare_sqlite_folder(url: str) -> None:
         Unusable: ``url`` names a SQLite file whose folder does not exist, or that cannot
             be created there (permissions, a read-only or special file system).
     """
-    scheme, sep, rest = url.partition(":///")
-    if not sep or not scheme.startswith("sqlite"):
-        return
-    path = Path(rest.partition("?")[0])
-    if not str(path) or str(path) == ":memory:":
+    path = sqlite_path(url)
+    if path is None:
         return
     if url == DEFAULT_DB_URL:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -274,6 +282,17 @@ def prepare_sqlite_folder(url: str) -> None:
         pass
     except OSError as exc:
         raise Unusable(f"cannot create the database {path}: {exc.strerror or exc}") from None
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite ``url`` names; None for another database or an in-memory one."""
+    scheme, sep, rest = url.partition(":///")
+    if not sep or not scheme.startswith("sqlite"):
+        return None
+    path = Path(rest.partition("?")[0])
+    if not str(path) or str(path) == ":memory:":
+        return None
+    return path
 
 
 def driver_reason(exc: BaseException) -> str:

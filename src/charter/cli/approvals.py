@@ -92,6 +92,7 @@ def list_approvals(
             params = {"status": status, "limit": str(limit)}
             rows = _remote(reach, "GET", "/v1/approvals", params=params)["approvals"]
         else:
+            _one_of_key_or_tenant(reach.key, tenant)  # before the database is opened
             rows = _run(reach, lambda host: _local_list(host, reach.key, tenant, wanted, limit))
     if reach.json_output:
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -162,7 +163,7 @@ def _run(reach: Reach, work: Callable[[Host], Awaitable[_T]]) -> _T:
         from charter.store import ApiKeyAuthenticator
 
         async with AsyncExitStack() as stack:
-            store = await stack.enter_async_context(open_store(resolve_db(reach.db)))
+            store = await stack.enter_async_context(open_store(resolve_db(reach.db), create=False))
             # Only the approvals and the authenticator are used: no tools are needed.
             host = Host(Registry(), store=store, authenticator=ApiKeyAuthenticator(store))
             return await work(host)
@@ -185,20 +186,29 @@ async def _principal(host: Host, key: str) -> Principal:
     return principal
 
 
-async def _local_list(
-    host: Host, key: str | None, tenant: str | None, status: ApprovalStatus | None, limit: int
-) -> list[dict[str, Any]]:
+def _one_of_key_or_tenant(key: str | None, tenant: str | None) -> None:
+    """Refuse a local listing that names neither whose approvals nor which tenant's, or both.
+
+    Raises:
+        Unusable: neither or both were given.
+    """
     if key is not None and tenant is not None:
         raise Unusable("give --key (what that principal may see) or --tenant, not both")
-    if key is not None:
-        records = await host.approvals.list(await _principal(host, key), status, limit)
-    elif tenant is not None:
-        records = await host.store.list_approvals(tenant, status, limit)
-    else:
+    if key is None and tenant is None:
         raise Unusable(
             "give --key (list what that principal may see) or --tenant (every approval of "
             "one tenant, read from the store)"
         )
+
+
+async def _local_list(
+    host: Host, key: str | None, tenant: str | None, status: ApprovalStatus | None, limit: int
+) -> list[dict[str, Any]]:
+    if key is not None:
+        records = await host.approvals.list(await _principal(host, key), status, limit)
+    else:
+        assert tenant is not None  # _one_of_key_or_tenant
+        records = await host.store.list_approvals(tenant, status, limit)
     return [_wire(record) for record in records]
 
 

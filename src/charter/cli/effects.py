@@ -201,7 +201,7 @@ async def _list(
 ) -> list[EffectRecord]:
     from charter.cli._host import open_store
 
-    async with open_store(url) as store:
+    async with open_store(url, create=False) as store:
         return await store.list_effects(
             tenant_id=tenant, status=status, request_id=request_id, limit=limit
         )
@@ -210,7 +210,7 @@ async def _list(
 async def _get(url: str, key: str) -> EffectRecord | None:
     from charter.cli._host import open_store
 
-    async with open_store(url) as store:
+    async with open_store(url, create=False) as store:
         return await store.get_effect(key)
 
 
@@ -219,7 +219,7 @@ async def _change(url: str, key: str, action: EffectAction) -> EffectRecord | Fa
     from charter.host import Host
     from charter.registry import Registry
 
-    async with open_store(url) as store:
+    async with open_store(url, create=False) as store:
         # The operator who holds the database acts: audited with no subject.
         host = Host(Registry(), store=store)
         return await host.effects.change(key, action, by=None)

@@ -62,7 +62,7 @@ def limits(
 async def _usage(url: str, now: float, tenant: str | None) -> list[BucketUsage]:
     from charter.cli._host import open_store  # the host's modules: not for --help
 
-    async with open_store(url) as store:
+    async with open_store(url, create=False) as store:
         return await store.budget_usage(now=now, tenant=tenant)
 
 

@@ -61,11 +61,13 @@ _DURATION = re.compile(r"^\s*(\d{1,6})\s*([smhd])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-def _with_store(reach: Reach, work: Callable[[SqlStore], Awaitable[_T]]) -> _T:
+def _with_store(
+    reach: Reach, work: Callable[[SqlStore], Awaitable[_T]], *, create: bool = False
+) -> _T:
     async def run() -> _T:
         from charter.cli._host import open_store  # the host's modules: not for --help
 
-        async with open_store(resolve_db(reach.db)) as store:
+        async with open_store(resolve_db(reach.db), create=create) as store:
             return await work(store)
 
     return asyncio.run(run())
@@ -122,7 +124,7 @@ def create_key(
             except ValueError as exc:
                 raise Unusable(str(exc)) from exc
 
-        secret, record = _with_store(reach, create)
+        secret, record = _with_store(reach, create, create=True)
     if reach.json_output:
         typer.echo(json.dumps({"key": secret, **record.model_dump(mode="json")}, indent=2))
         return
@@ -365,7 +367,7 @@ class _Pruned:
 async def _prune(url: str, before: datetime, batch_size: int, retention: _Retention) -> _Pruned:
     from charter.cli._host import open_store  # the host's modules: not for --help
 
-    async with open_store(url) as store:
+    async with open_store(url, create=False) as store:
         deleted = await store.prune(before, batch_size=batch_size)
         effects = await store.prune_effects(retention.effects, batch_size=batch_size)
         events = await store.prune_audit(
