@@ -3,6 +3,7 @@ confirmation, replay, conflicts, and corrected retries after rejections (L03-L10
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -287,3 +288,40 @@ async def test_a_replay_after_the_scope_was_revoked_is_denied_not_replayed() -> 
     outcome = await kit.call("create_note", rid, revoked)
     assert isinstance(outcome, Failed) and outcome.code is ErrorCode.AUTHORIZATION_DENIED
     assert "n1" not in outcome.model_dump_json()
+
+
+@pytest.mark.parametrize("cancellable", [True, False])
+async def test_a_handler_that_raises_cancelled_error_itself_fails_and_is_audited(
+    cancellable: bool,
+) -> None:
+    # It awaited a future something else cancelled; nothing cancelled the call, so that is
+    # the handler's failure (PROVIDER_ERROR), answered and audited like any other, and the
+    # request id stays free for a retry.
+    async def handler(note: NoteIn, ctx: ToolContext) -> NoteOut:
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(answer.cancel)
+        await answer
+        raise AssertionError("unreachable")
+
+    registry = Registry()
+    registry.register(
+        define_tool(
+            name="notes.sync",
+            description="Sync a note with a service whose client cancels its own futures.",
+            input_schema=NoteIn,
+            output_schema=NoteOut,
+            handler=handler,
+            tier="write",
+            risk_policy=WRITE_RISK,
+            required_scopes=["notes:write"],
+            cancellable=cancellable,
+        )
+    )
+    host = Host(registry)
+    request_id = _rid()
+    outcome = await host.invoke(
+        "notes.sync", {"title": "t", "_charter": {"requestId": request_id}}, WRITER
+    )
+    assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_ERROR, outcome
+    [event] = [e for e in await host.audit.events() if e.request_id == request_id]
+    assert (event.outcome, event.code) == ("failed", ErrorCode.PROVIDER_ERROR)

@@ -77,6 +77,10 @@ class HandlerRunner:
                 task = watch.task
                 if watch.fired and task is not None and task.uncancel() == 0:
                     raise _CancelledBySignal from None
+                if task is not None and task.cancelling() == 0:
+                    # Nothing is cancelling this task: the handler raised it itself (it
+                    # awaited a future something else cancelled), which is its failure.
+                    return provider_error(registered.name, "handler")
                 raise
             finally:
                 watch.done = True
