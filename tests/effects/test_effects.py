@@ -249,6 +249,11 @@ async def test_bad_effect_declarations_are_refused_at_definition() -> None:
         charter.effect("x.y")(one)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="max_attempts"):
         charter.effect("x.y", max_attempts=0)(ok)
+    # Seconds as a number, as a tool's timeout takes them: told what to write instead.
+    with pytest.raises(ConfigurationError, match=r"timeout must be a timedelta, e\.g\. timeout="):
+        charter.effect("x.y", timeout=5)(ok)  # type: ignore[call-overload]
+    with pytest.raises(ConfigurationError, match="backoff must be a timedelta"):
+        charter.effect("x.y", backoff=0.5)(ok)  # type: ignore[call-overload]
     assert charter.effect(ok).name == "ok"
 
 

@@ -108,8 +108,15 @@ def _build(
             f"{where}: the function takes exactly two parameters, (payload, key); "
             f"it takes {len(parameters)}"
         )
-    if max_attempts < 1:
-        raise ConfigurationError(f"{where}: max_attempts must be at least 1")
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ConfigurationError(f"{where}: max_attempts must be a whole number, at least 1")
+    given = {"backoff": backoff, "max_backoff": max_backoff, "timeout": timeout}
+    for option, value in given.items():
+        if not isinstance(value, timedelta):
+            raise ConfigurationError(
+                f"{where}: {option} must be a timedelta, e.g. {option}=timedelta(seconds=5), "
+                f"not {value!r}"
+            )
     if min(backoff, max_backoff, timeout) <= timedelta(0):
         raise ConfigurationError(f"{where}: backoff, max_backoff and timeout must be positive")
     return Effect(
