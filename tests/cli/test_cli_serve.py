@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import mcp.types as types
@@ -300,6 +302,78 @@ def test_serve_stdio_stops_once_its_principal_key_is_revoked(
         for pipe in (process.stdin, process.stdout, process.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+class StdioServer:
+    """``charter serve TARGET --stdio`` in a subprocess, spoken to one JSON-RPC line at a time."""
+
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [CHARTER, "serve", *args, "--stdio"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+            env={**os.environ, **env},
+        )  # fmt: skip
+        self.send(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            }}
+        )  # fmt: skip
+        assert self.answer()["id"] == 0
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, object]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+        return answer
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def test_serve_stdio_stopped_by_sigterm_lets_a_call_that_is_not_cancellable_commit(
+    tmp_path: Path,
+) -> None:
+    # The SDK's stdio client closes stdin, then sends SIGTERM two seconds later; a client
+    # may also keep stdin open. Either way the call runs to its end and commits first.
+    (tmp_path / "remote_tools_stdio.py").write_text(REMOTE_TOOLS, encoding="utf-8")
+    db = f"sqlite+aiosqlite:///{tmp_path / 'charter.db'}"
+    key = create_key(db, "acme", "agent", "remote:send")
+    marks = tmp_path / "marks.txt"
+    env = {"PYTHONPATH": str(tmp_path), "MARKS": str(marks)}
+    target = ("remote_tools_stdio:registry", "--db", db, "--principal-key", key)
+    arguments = {"text": "hello", "seconds": 2, "_charter": {"requestId": str(uuid.uuid4())}}
+    call = {"name": "remote.send", "arguments": arguments}
+    first = StdioServer(*target, cwd=tmp_path, env=env)
+    try:
+        first.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        deadline = time.monotonic() + 60
+        while "start hello" not in (marks.read_text() if marks.exists() else ""):
+            assert time.monotonic() < deadline, "the call never started"
+            time.sleep(0.05)
+        first.process.send_signal(signal.SIGTERM)  # stdin stays open
+        assert first.process.wait(timeout=60) == 0
+    finally:
+        first.close()
+    assert marks.read_text().splitlines() == ["start hello", "end hello"]
+    again = StdioServer(*target, cwd=tmp_path, env=env)
+    try:
+        again.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+        replayed = again.answer()
+    finally:
+        again.close()
+    assert replayed["result"]["_meta"]["charter/replayed"] is True, replayed
+    assert marks.read_text().splitlines() == ["start hello", "end hello"]
 
 
 # -- every command has --help ---------------------------------------------------------------------

@@ -7,6 +7,7 @@ import errno
 import gc
 import importlib
 import os
+import signal
 import socket
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -406,6 +407,9 @@ async def _serve_stdio(
         await _serve_while_accepted(opened.host, key, principal)
 
 
+EXIT_SIGNALLED = 130
+"""A stdio server stopped by a second signal, before its calls ended (as a shell's Ctrl+C)."""
+
 _KEY_CHECK_SECONDS = 5.0
 """How often a stdio server asks again whether its ``--principal-key`` is accepted: the time
 an HTTP server remembers a verified key, so a revoked key stops both within it."""
@@ -425,8 +429,33 @@ async def _serve_while_accepted(host: Host, key: str | None, principal: Principa
     async with anyio.create_task_group() as group:
         if key is not None:
             group.start_soon(_exit_once_refused, host, key)
+        group.start_soon(_exit_once_signalled, host)
         await serve_stdio(host, principal)
         group.cancel_scope.cancel()
+
+
+async def _exit_once_signalled(host: Host) -> None:
+    """On SIGTERM or SIGINT: let the calls that cannot be cancelled end, then exit (0).
+
+    The client may keep stdin open, and the SDK reads it in a thread that no cancellation
+    stops, so the process ends itself once ``host.aclose()`` has waited for the calls of
+    tools declared ``cancellable=False`` (their outcomes committed). A second signal exits
+    at once.
+    """
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+
+    def on_signal() -> None:
+        if stopping.is_set():
+            os._exit(EXIT_SIGNALLED)
+        stopping.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+    await stopping.wait()
+    await host.aclose()
+    error_console().print(Text("charter: stopped serving"))
+    os._exit(0)
 
 
 async def _exit_once_refused(host: Host, key: str) -> None:
