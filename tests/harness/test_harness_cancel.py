@@ -8,10 +8,13 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
-from harness_support import ALICE, World, calls
+from harness_support import ALICE, AddIn, AddOut, World, calls
+from tests.builders import tiered_tool
 
+from charter import ToolContext
 from charter.harness import ModelRequest, ModelResponse, SealCodes, Session, TurnResult
 from charter.harness.testing import FunctionModel, ScriptedModel
+from charter.risk import RiskTier
 
 pytestmark = pytest.mark.anyio
 
@@ -141,3 +144,44 @@ async def test_cancelling_the_task_during_a_model_step_cancels_the_task(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_a_run_whose_task_is_cancelled_mid_call_is_stopped_with_what_the_call_did(
+    world: World,
+) -> None:
+    # Not session.cancel(): the task awaiting run() is cancelled (an asyncio.timeout around
+    # it, a web request whose client left). The step was written before its calls ran, and
+    # the lease is given up, so stop() at once settles the call with what the ledger
+    # committed; the transcript never hides an action that ran.
+    runs: list[int] = []
+    done = asyncio.Event()
+
+    async def send(args: AddIn, ctx: ToolContext) -> AddOut:
+        runs.append(args.a)
+        world.entered_event("send").set()
+        await asyncio.sleep(0.3)  # a payment provider's answer
+        done.set()
+        return AddOut(sum=args.a + args.b)
+
+    world.registry.register(
+        tiered_tool("send", RiskTier.WRITE, send, AddIn, AddOut, cancellable=False)
+    )
+    model = ScriptedModel([calls(("send", "c1", {"a": 1, "b": 2})), ModelResponse(text="ok")])
+    session = world.harness(model).session(ALICE, "s1")
+    with anyio.fail_after(10):
+        running = asyncio.ensure_future(session.run("pay"))
+        await world.entered_event("send").wait()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await done.wait()
+        await asyncio.sleep(0.05)  # its commit
+        stopped = await session.stop()
+        after = await session.run("and then?")
+    assert stopped.status == "cancelled"
+    assert [(r.call_id, r.kind, r.replayed) for r in stopped.results] == [("c1", "completed", True)]
+    assert runs == [1]
+    assert after.status == "completed"
+    # The model's next request carries the call and its result.
+    last = model.requests[-1].messages
+    assert any(getattr(m, "results", None) for m in last)

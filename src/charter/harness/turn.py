@@ -145,8 +145,20 @@ class Turn:
             return await work
         except Rejected as rejected:
             return rejected.result(self.session_id)
+        except asyncio.CancelledError:
+            # The task running the turn was cancelled (not ``session.cancel()``): give the
+            # lease up now, the step kept, so ``stop`` can settle it at once.
+            await asyncio.shield(asyncio.ensure_future(self._give_up_lease()))
+            raise
         finally:
             self.end()
+
+    async def _give_up_lease(self) -> None:
+        """End this run's lease, keeping the record's step for ``stop`` to settle."""
+        try:
+            self.record = await self.lease.write(self.record, lease_until=self.runtime.clock())
+        except Exception:  # another run wrote first, or the store is down: the lease ends
+            log_exception(logger, "harness: giving up the lease of session %r", self.session_id)
 
     async def _advance_then_loop(self, pending: PendingStep) -> TurnResult:
         paused = await self._advance(pending)
@@ -202,6 +214,13 @@ class Turn:
                     call_record(p, session_id=self.session_id, new_id=runtime.new_id)
                     for p in planned
                 ),
+            )
+            # Written before the calls run: a run cut short (its task cancelled, its
+            # process dead) leaves the step and its invocation ids in the record, so
+            # ``stop`` settles each call with what the ledger committed for it, and the
+            # model never asks again for an action that ran.
+            self.record = await self.lease.write(
+                self.record, messages=tuple(self.messages), pending=pending
             )
             paused = await self._advance(pending)
             if paused is not None:
