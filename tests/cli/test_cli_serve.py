@@ -117,6 +117,7 @@ def test_serve_with_a_schema_behind_says_to_run_db_upgrade(tmp_path: Path) -> No
             "error: --allow-origin 'https://tools.example.com/console/' is not an origin",
         ),
         (["--allow-origin", "tools.example.com"], "error: --allow-origin 'tools.example.com'"),
+        (["--public-url", "https://tools.example.com:99999/"], "error: --public-url must be"),
     ],
 )
 def test_serve_with_conflicting_options_exits_2(args: list[str], message: str | None) -> None:

@@ -118,7 +118,11 @@ def _checked_public_url(url: str | None) -> str | None:
     if url is None:
         return None
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or past 65535
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise Unusable("--public-url must be an absolute http:// or https:// URL")
     return url
 
