@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from charter import (
     Completed,
@@ -193,3 +194,19 @@ def test_failed_builds_an_outcome_with_defaults_and_meta() -> None:
     assert outcome.next_steps == DEFAULT_NEXT_STEPS[ErrorCode.TIMEOUT]
     assert outcome.meta == {"reason": "deadline"}
     assert failed(ErrorCode.NOT_FOUND, "x").meta is None
+
+
+def test_a_tool_errors_text_and_meta_that_utf8_cannot_encode_keep_their_words() -> None:
+    # A handler quoting a file name decoded with surrogateescape: every transport must be
+    # able to send the failure, so each lone surrogate becomes U+FFFD and nothing else.
+    error = ToolError(
+        ErrorCode.NOT_FOUND,
+        "No file caf\udce9.txt.",
+        next_steps=["List caf\udce9/ first."],
+        meta={"name": "caf\udce9.txt", "sizes": [1, 2], "caf\udce9": True},
+    )
+    failure = failed_from_error(error)
+    assert failure.message == "No file caf\ufffd.txt."
+    assert failure.next_steps == ("List caf\ufffd/ first.",)
+    assert failure.meta == {"name": "caf\ufffd.txt", "sizes": [1, 2], "caf\ufffd": True}
+    assert json.loads(to_json(failure)) == failure.model_dump(mode="json")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
-from ._limits._values import SURROGATE
+from ._limits._values import replace_surrogates
 from .errors import DEFAULT_NEXT_STEPS, ErrorCode, ToolError
 
 __all__ = (
@@ -226,18 +227,26 @@ def not_found(
 def failed_from_error(error: ToolError) -> Failed:
     """Turn a raised ``ToolError`` into a ``Failed`` outcome.
 
-    A lone surrogate in its text (a handler quoting a name decoded with surrogateescape)
-    becomes U+FFFD: no transport could encode it, and the caller should still read why.
+    A lone surrogate in its text or meta (a handler quoting a name decoded with
+    surrogateescape) becomes U+FFFD: no transport could encode it, and the caller should
+    still read why.
     """
+    steps = error.next_steps or DEFAULT_NEXT_STEPS[error.code]
     return Failed(
         code=error.code,
-        message=_encodable(error.message),
+        message=replace_surrogates(error.message),
         retryable=error.retryable,
-        next_steps=tuple(map(_encodable, error.next_steps or DEFAULT_NEXT_STEPS[error.code])),
-        meta=to_jsonable_python(error.meta, fallback=str) if error.meta else None,
+        next_steps=tuple(map(replace_surrogates, steps)),
+        meta=_encodable_meta(error.meta) if error.meta else None,
     )
 
 
-def _encodable(text: str) -> str:
-    """``text`` with any lone surrogate replaced by U+FFFD, so UTF-8 can encode it."""
-    return text if text.isascii() else SURROGATE.sub("\ufffd", text)
+def _encodable_meta(meta: object) -> Any:
+    """``meta`` as JSON data; lone surrogates in its strings and keys, if any, as U+FFFD."""
+    try:
+        data = to_jsonable_python(meta, fallback=str)
+        to_json(data)
+    except (PydanticSerializationError, UnicodeEncodeError):  # a value's, or a key's
+        text = json.dumps(meta, ensure_ascii=False, default=str)
+        return json.loads(replace_surrogates(text))
+    return data

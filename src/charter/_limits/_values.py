@@ -17,10 +17,15 @@ from ._rejection import (
     reject_width,
 )
 
-__all__ = ("SURROGATE", "check_value")
+__all__ = ("SURROGATE", "check_value", "replace_surrogates")
 
 SURROGATE = re.compile(r"[\ud800-\udfff]")
 """A UTF-16 surrogate code point, which no store can hold unpaired."""
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, so that UTF-8 can encode it."""
+    return text if text.isascii() else SURROGATE.sub("\ufffd", text)
 
 
 def check_value(value: object, limits: PayloadLimits) -> None:

@@ -371,18 +371,14 @@ async def _read(
 async def _guarded(what: str, run: Callable[[], Awaitable[_T]]) -> _T | Failed:
     """Run a handler: its ``ToolError`` becomes ``Failed``; any other error, a generic one.
 
-    What the handler produced (its result, or its ``ToolError``'s text) must be sendable:
-    text holding an unpaired UTF-16 surrogate has no UTF-8 form, so no transport could
-    send it, and it is the handler's failure like an exception.
+    What the handler produced must be sendable: text holding an unpaired UTF-16 surrogate
+    has no UTF-8 form, so no transport could send it, and it is the handler's failure like
+    an exception (a ``ToolError``'s text keeps its words, ``failed_from_error``).
     """
     try:
         result = await run()
     except ToolError as exc:
-        refused = failed_from_error(exc)
-        if _holds_surrogate(refused):
-            # Its text only as a repr: written as is, it would fail the log handler too.
-            return _handler_failed(what, "raised a ToolError with unsendable text %r", exc.message)
-        return refused
+        return failed_from_error(exc)
     except Exception:
         return _handler_failed(what, "failed", raised=True)
     if _holds_surrogate(result):
@@ -390,18 +386,18 @@ async def _guarded(what: str, run: Callable[[], Awaitable[_T]]) -> _T | Failed:
     return result
 
 
-def _handler_failed(what: str, how: str, *args: object, raised: bool = False) -> Failed:
+def _handler_failed(what: str, how: str, *, raised: bool = False) -> Failed:
     """The ``PROVIDER_ERROR`` of a handler that failed, logged under a new error id.
 
-    ``how`` (a ``%``-format constant with ``args``) says how; ``raised``: with the
-    traceback of the exception being handled.
+    ``how`` (a constant) says how; ``raised``: with the traceback of the exception being
+    handled.
     """
     error_id = new_error_id()
     message = f"the handler of %s {how} (error id %s)"
     if raised:
-        log_exception(logger, message, what, *args, error_id)
+        log_exception(logger, message, what, error_id)
     else:
-        logger.error(message, what, *args, error_id)
+        logger.error(message, what, error_id)
     return failed(
         ErrorCode.PROVIDER_ERROR,
         f"The {what} could not be produced. Error id: {error_id}.",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import secrets
 from abc import abstractmethod
 from collections import OrderedDict
@@ -25,6 +24,7 @@ from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 from pydantic_core import PydanticSerializationError
 
+from .._limits._values import replace_surrogates
 from ..errors import ConfigurationError
 
 __all__ = (
@@ -119,9 +119,6 @@ class _BoundEvents(EventStore):
         )
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def event_text(message: JSONRPCMessage) -> str:
     """How a store keeps an event's message: its JSON, as the SDK would send it.
 
@@ -134,7 +131,7 @@ def event_text(message: JSONRPCMessage) -> str:
         return message.model_dump_json(by_alias=True, exclude_unset=True)
     except PydanticSerializationError:
         data = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        return _SURROGATE.sub("\ufffd", json.dumps(data, ensure_ascii=False))
+        return replace_surrogates(json.dumps(data, ensure_ascii=False))
 
 
 def event_message(text: str) -> JSONRPCMessage:
