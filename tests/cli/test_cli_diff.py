@@ -186,6 +186,19 @@ def server(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+def test_a_url_returning_json_nested_too_deeply_exits_2(tmp_path: Path, server: str) -> None:
+    # The JSON parser recurses per level; a traceback would exit 1, which CI reads as
+    # "breaking".
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000, encoding="utf-8")
+    (tmp_path / "old.json").write_text("[]", encoding="utf-8")
+    result = runner.invoke(app, ["diff", str(tmp_path / "old.json"), f"{server}/deep.json"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "nested too deeply to read" in lines[0]
+
+
 def test_diff_reads_a_discovery_document_from_a_url(
     tmp_path: Path, write_module: Any, server: str
 ) -> None:

@@ -8,9 +8,7 @@ deep nesting crashed with a traceback and exit 1, which CI reads as "breaking".
 from __future__ import annotations
 
 import copy
-import http.server
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +21,6 @@ import charter
 from charter.cli import app
 from charter.evolution import ManifestError, diff_manifests, parse_manifest
 from charter.testing import assert_compatible_with_lock
-from live_server import http_server
 
 runner = CliRunner()
 
@@ -234,25 +231,3 @@ def test_the_pytest_helper_refuses_a_lock_file_no_registry_would_write(tmp_path:
     registry.register(rename_tool())
     with pytest.raises(AssertionError, match="'capabilityVersion' must be a non-empty string"):
         assert_compatible_with_lock(registry, lock)
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    """A real HTTP server on localhost serving files from tmp_path."""
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, directory=str(tmp_path), **kwargs)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep the test output clean
-
-    with http_server(Handler) as url:
-        yield url
-
-
-def test_a_url_returning_json_nested_too_deeply_exits_2(tmp_path: Path, server: str) -> None:
-    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000, encoding="utf-8")
-    (tmp_path / "old.json").write_text("[]", encoding="utf-8")
-    result = runner.invoke(app, ["diff", str(tmp_path / "old.json"), f"{server}/deep.json"])
-    _assert_one_line_error(result, "nested too deeply to read")

@@ -288,11 +288,12 @@ async def _serve_http(
 
     async with AsyncExitStack() as stack:
         opened = await notifying.open(target, upstreams, db, stack)
+        hosts = _allowed_hosts(http.extra_hosts)
         app = create_app(
             opened.host,
             mcp_stateless=http.stateless,
-            allowed_hosts=_allowed_hosts(http.extra_hosts),
-            allowed_origins=_allowed_origins(http.extra_hosts, http.extra_origins),
+            allowed_hosts=hosts,
+            allowed_origins=_allowed_origins(hosts, http.extra_origins),
             body_timeout=http.limits.body_timeout,
             mcp_session_limits=http.session_limits(),
             mcp_request_state_keys=await _request_state_keys(opened, http.request_state_keys),
@@ -493,13 +494,13 @@ def _allowed_hosts(extra: list[str]) -> list[str] | None:
     return [*DEFAULT_ALLOWED_HOSTS, *extra, *(f"{name}:*" for name in extra)]
 
 
-def _allowed_origins(extra_hosts: list[str], extra: list[str]) -> list[str] | None:
-    """The ``Origin`` headers served: the allowed hosts' own (the default, None) plus ``extra``."""
+def _allowed_origins(hosts: list[str] | None, extra: list[str]) -> list[str] | None:
+    """The ``Origin`` headers served: the ``hosts``' own (the default, None) plus ``extra``."""
     from charter._asgi import DEFAULT_ALLOWED_HOSTS, default_origins
 
     if not extra:
         return None
-    return [*default_origins(_allowed_hosts(extra_hosts) or DEFAULT_ALLOWED_HOSTS), *extra]
+    return [*default_origins(hosts or DEFAULT_ALLOWED_HOSTS), *extra]
 
 
 def _extra_origins(given: list[str], public_url: str | None) -> list[str]:
