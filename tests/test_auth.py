@@ -23,6 +23,7 @@ from charter.auth import (
     check_auth_mode,
     enforce_audience,
     has_permission,
+    holds_control_character,
     is_valid_scope,
     js_trim,
     missing_scopes,
@@ -410,6 +411,29 @@ def test_a_blank_subject_or_tenant_is_rejected(name: str, blank: str) -> None:
 def test_a_tenant_padded_with_whitespace_is_rejected() -> None:
     with pytest.raises(ValueError, match="whitespace"):
         Principal(subject="u", tenant_id="t ", scopes=frozenset())
+
+
+IDENTITY_CONTROLS = ["\x00", "\n", "\x1b", "\x7f", "\x85", "\u2028", "\u202e", "\u200b", "\ud800"]
+
+
+@pytest.mark.parametrize("char", IDENTITY_CONTROLS, ids=[repr(c) for c in IDENTITY_CONTROLS])
+@pytest.mark.parametrize("name", ["subject", "tenant_id", "actor"])
+def test_a_control_character_in_an_identity_is_rejected(name: str, char: str) -> None:
+    fields = {"subject": "u", "tenant_id": "t", "actor": "staff"} | {name: f"acme{char}globex"}
+    assert holds_control_character(fields[name])
+    with pytest.raises(ValueError, match=f"Principal.{name} .* holds a control character"):
+        Principal(
+            subject=fields["subject"],
+            tenant_id=fields["tenant_id"],
+            actor=fields["actor"],
+            scopes=frozenset(),
+        )
+
+
+@pytest.mark.parametrize("value", ["société générale", "zoë@exämple", "株式会社", "a\xa0b", "ops"])
+def test_letters_of_any_script_and_inner_spaces_are_an_identity(value: str) -> None:
+    assert not holds_control_character(value)
+    assert Principal(subject=value, tenant_id=value, scopes=frozenset()).tenant_id == value
 
 
 def test_a_principal_built_directly_must_hold_only_valid_scopes() -> None:

@@ -213,6 +213,8 @@ def test_a_created_key_works_for_calls(tmp_path: Path, travel: TravelFiles) -> N
         (["--kind", "robot"], "error: --kind must be one of person, agent, service"),
         (["--scope", "not a scope"], "error: "),
         (["--expires-in", "soon"], "error: --expires-in must look like 90d, 12h, 30m or 45s"),
+        (["--tenant", "acme\nglobex"], "error: Principal.tenant_id 'acme\\nglobex' holds a "),
+        (["--subject", "bot\x1b[2J"], "error: Principal.subject 'bot\\x1b[2J' holds a "),
     ],
 )
 def test_keys_create_with_bad_input_prints_one_line_and_exits_2(

@@ -148,6 +148,10 @@ async def test_invalid_key_definitions_fail_at_creation(sql_store: SqlStore) -> 
         await sql_store.create_api_key(tenant_id="acme", subject="a", scopes="admin")
     with pytest.raises(ValueError, match="blank"):
         await sql_store.create_api_key(tenant_id=" ", subject="a", scopes=[])
+    with pytest.raises(ValueError, match="control character"):
+        await sql_store.create_api_key(tenant_id="acme\nglobex", subject="a", scopes=[])
+    with pytest.raises(ValueError, match="control character"):
+        await sql_store.create_api_key(tenant_id="acme", subject="a\u202e", scopes=[])
     with pytest.raises(ValueError, match="kind"):
         await sql_store.create_api_key(
             tenant_id="acme",
@@ -162,6 +166,19 @@ async def test_invalid_key_definitions_fail_at_creation(sql_store: SqlStore) -> 
     with pytest.raises(ValueError):
         await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[], name="n\x00")
     assert await sql_store.list_api_keys() == []
+
+
+async def test_a_key_row_edited_to_hold_a_control_character_authenticates_no_one(
+    sql_store: SqlStore,
+) -> None:
+    key, record = await sql_store.create_api_key(tenant_id="acme", subject="a", scopes=[])
+    async with sql_store.engine.begin() as conn:
+        await conn.execute(
+            sa.text("UPDATE charter_api_keys SET tenant_id = :t WHERE id = :id"),
+            {"t": "acme\nglobex", "id": record.id},
+        )
+    with pytest.raises(AuthenticationFailed):
+        await ApiKeyAuthenticator(sql_store).authenticate(Credentials(bearer=key))
 
 
 async def test_the_stored_hash_is_bound_to_the_key_id(sql_store: SqlStore) -> None:

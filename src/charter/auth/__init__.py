@@ -12,8 +12,9 @@ Import every name from ``charter.auth``; the modules behind it are private:
 - ``_scopes``: the scope grammar (``is_valid_scope``, ``parse_scopes``,
   ``validate_required_scope``) and matching grants against requirements
   (``AccessCatalog``, ``has_permission``, ``missing_scopes``, ``ScopeCheck``).
-- ``_principal``: the verified caller (``Principal``, ``PrincipalKind``) and its stored
-  key (``principal_key``, ``split_principal_key``).
+- ``_principal``: the verified caller (``Principal``, ``PrincipalKind``), the characters
+  no identity may hold (``holds_control_character``) and its stored key
+  (``principal_key``, ``split_principal_key``).
 - ``_modes``: a tool's auth mode (``AuthMode``, ``check_auth_mode``, ``AuthDecision``).
 - ``_audience``: tool visibility by audience (``audience_allows``) and the original's
   audience-pool rule (``enforce_audience``).
@@ -41,6 +42,7 @@ from ._modes import AuthMode as AuthMode
 from ._modes import check_auth_mode as check_auth_mode
 from ._principal import Principal as Principal
 from ._principal import PrincipalKind as PrincipalKind
+from ._principal import holds_control_character as holds_control_character
 from ._principal import principal_key as principal_key
 from ._principal import split_principal_key as split_principal_key
 from ._scopes import AccessCatalog as AccessCatalog
@@ -71,6 +73,7 @@ __all__ = (
     "check_auth_mode",
     "enforce_audience",
     "has_permission",
+    "holds_control_character",
     "is_valid_scope",
     "js_trim",
     "missing_scopes",

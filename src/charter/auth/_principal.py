@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, get_args
 from urllib.parse import unquote
@@ -9,7 +10,13 @@ from urllib.parse import unquote
 from ._scopes import is_valid_scope, parse_scopes
 from ._trim import js_trim
 
-__all__ = ("Principal", "PrincipalKind", "principal_key", "split_principal_key")
+__all__ = (
+    "Principal",
+    "PrincipalKind",
+    "holds_control_character",
+    "principal_key",
+    "split_principal_key",
+)
 
 PrincipalKind: TypeAlias = Literal["person", "agent", "service"]
 """What kind of caller a principal is: a person, an AI agent, or a service (a workflow,
@@ -38,6 +45,22 @@ def split_principal_key(key: str) -> tuple[str | None, str]:
     return unquote(tenant), subject
 
 
+_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories no subject, tenant or actor may hold: controls (NUL, newline, ESC,
+DEL, C1), format characters (bidi overrides, zero-width), lone surrogates, line and
+paragraph separators. Each could forge a line of a log or an audit trail, or make two
+identities that print alike."""
+
+
+def holds_control_character(value: str) -> bool:
+    """Whether ``value`` holds a character no identity may (see ``_CONTROL_CATEGORIES``)."""
+    # isprintable() is one pass in C and true for nearly every identity; it is also false
+    # for spaces other than U+0020 and for unassigned code points, which are allowed.
+    return not value.isprintable() and any(
+        unicodedata.category(char) in _CONTROL_CATEGORIES for char in value
+    )
+
+
 def _require_identifier(owner: str, name: str, value: object) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{owner}.{name} must be a str, got {type(value).__name__}")
@@ -45,6 +68,8 @@ def _require_identifier(owner: str, name: str, value: object) -> None:
         raise ValueError(f"{owner}.{name} must not be blank")
     if js_trim(value) != value:
         raise ValueError(f"{owner}.{name} {value!r} must not start or end with whitespace")
+    if holds_control_character(value):
+        raise ValueError(f"{owner}.{name} {value!r} holds a control character")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from ..auth import AuthenticationFailed, Credentials, Principal, presented_token
 from ..errors import ConfigurationError
-from ._checks import check_identity_characters, check_numeric_dates
+from ._checks import check_numeric_dates
 from ._claims import ClaimMapping, ClaimsMapper
 from ._config import HMAC_ALGORITHMS, allowed_algorithms, check_seconds, check_url
 from ._jwks import RemoteKeys
@@ -209,10 +209,10 @@ class JwtAuthenticator:
             if inspect.isawaitable(principal):
                 principal = await principal
         except (TypeError, ValueError):
+            # Principal itself refuses a blank, padded or control-character identity.
             raise reject("invalid_claim") from None
         if not isinstance(principal, Principal):
             raise TypeError(
                 f"claims_to_principal returned {type(principal).__name__}, not a Principal"
             )
-        check_identity_characters(principal)
         return principal

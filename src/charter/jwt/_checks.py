@@ -1,23 +1,16 @@
-"""Checks PyJWT does not make: NumericDate claims, and control characters in the identity."""
+"""A check PyJWT does not make: NumericDate claims."""
 
 from __future__ import annotations
 
-import unicodedata
-
 import jwt
 
-from ..auth import Principal
 from ._rejections import reject
 
-__all__ = ("check_identity_characters", "check_numeric_dates")
+__all__ = ("check_numeric_dates",)
 
 _TIME_CLAIMS = ("exp", "nbf", "iat")
 _LAST_NUMERIC_DATE = 253_402_300_799
 """9999-12-31T23:59:59Z, the last second a NumericDate may name (Python's datetime range)."""
-_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-"""Unicode categories no subject, tenant or actor may hold: controls (NUL, newline, ESC),
-format characters (bidi overrides, zero-width), lone surrogates, line and paragraph
-separators."""
 
 
 def check_numeric_dates(token: str) -> None:
@@ -49,18 +42,3 @@ def check_numeric_dates(token: str) -> None:
                 f"the token's '{name}' claim is not a NumericDate (seconds since 1970, a "
                 "JSON number)",
             )
-
-
-def check_identity_characters(principal: Principal) -> None:
-    """Refuse a principal whose subject, tenant or actor holds a control character.
-
-    Raises:
-        TokenRejected: ``malformed``, naming the field.
-    """
-    for what, value in (
-        ("subject", principal.subject),
-        ("tenant", principal.tenant_id),
-        ("actor", principal.actor),
-    ):
-        if any(unicodedata.category(char) in _CONTROL_CATEGORIES for char in value):
-            raise reject("malformed", f"the token's {what} holds a control character")

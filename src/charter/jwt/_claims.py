@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, get_args
 
-from ..auth import Principal, PrincipalKind
+from ..auth import Principal, PrincipalKind, holds_control_character
 from ..errors import ConfigurationError
 from ._rejections import reject
 
@@ -75,8 +75,9 @@ class ClaimMapping:
         """Build the principal from verified claims.
 
         Raises:
-            TokenRejected: The tenant, actor or kind claim is missing (``missing_claim``), or a
-                claim is not a string or is blank or padded (``invalid_claim``).
+            TokenRejected: The tenant, actor or kind claim is missing (``missing_claim``), a
+                claim is not a string or is blank or padded (``invalid_claim``), or the
+                subject, tenant or actor holds a control character (``malformed``).
         """
         tenant = _string_claim(claims, self.tenant_claim)
         actor = self.actor if self.actor_claim is None else _string_claim(claims, self.actor_claim)
@@ -93,6 +94,9 @@ class ClaimMapping:
                     f"the {self.kind_claim!r} claim must be one of {get_args(PrincipalKind)}",
                 )
             kind = claimed
+        for what, value in (("subject", claims.get("sub")), ("tenant", tenant), ("actor", actor)):
+            if isinstance(value, str) and holds_control_character(value):
+                raise reject("malformed", f"the token's {what} holds a control character")
         try:
             return Principal.from_claims(
                 subject=claims["sub"],
