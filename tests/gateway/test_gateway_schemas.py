@@ -56,6 +56,19 @@ def test_an_optional_secret_is_bound_and_masked_like_a_required_one() -> None:
     assert validated.sent() == sent
 
 
+def test_a_secret_behind_an_escaped_ref_is_still_masked() -> None:
+    # A definition name holding "/" or "~" is escaped in its pointer (RFC 6901: ~1, ~0);
+    # the walk that marks secrets reads it as jsonschema does when validating.
+    schema = {
+        "type": "object",
+        "properties": {"token": {"$ref": "#/$defs/vault~1token"}, "user": {"type": "string"}},
+        "$defs": {"vault/token": {"type": "string", "writeOnly": True}},
+    }
+    model = input_model("vault.read", schema)
+    validated = model.model_validate({"token": "s3cr3t", "user": "ada"})
+    assert shown_input(validated) == {"token": {"$secret": "bound"}, "user": "ada"}
+
+
 def test_a_pattern_is_checked_without_catastrophic_backtracking() -> None:
     # Python's re takes about 2**n steps on this pattern for n characters and a miss; one
     # caller could hold the event loop for hours. Under pytest's timeout, a hang fails.

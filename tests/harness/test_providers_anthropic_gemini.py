@@ -18,6 +18,7 @@ from charter.harness.providers import (
     gemini_tool_calls,
     gemini_tool_result,
     gemini_tools,
+    inline_refs,
 )
 
 
@@ -124,3 +125,33 @@ def test_gemini_calls_without_ids_get_stable_ones_and_results_pair_by_name() -> 
     contents = gemini_contents(DENIED_SEARCH)
     assert [c["role"] for c in contents] == ["user", "model", "user"]
     assert contents[2]["parts"][0]["functionResponse"]["response"] == {"error": "Denied: no"}
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("#/$defs/Missing", "does not point at a schema"),
+        ("#/$defs/Leg/type", "does not point at a schema"),
+        ("https://example.com/leg.json", "cannot resolve non-local"),
+    ],
+)
+def test_inlining_a_reference_to_nothing_is_a_value_error_naming_it(ref: str, message: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"leg": {"$ref": ref}},
+        "$defs": {"Leg": {"type": "string"}},
+    }
+    with pytest.raises(ValueError, match=message):
+        inline_refs(schema)
+
+
+def test_escaped_definition_names_are_inlined() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"leg": {"$ref": "#/$defs/trips~1Leg", "description": "one leg"}},
+        "$defs": {"trips/Leg": {"type": "string", "description": "a leg"}},
+    }
+    assert inline_refs(schema) == {
+        "type": "object",
+        "properties": {"leg": {"type": "string", "description": "one leg"}},
+    }

@@ -1,4 +1,4 @@
-"""Reading JSON Schema documents: local `$ref`s, union members, admitted types and values."""
+"""Reading JSON Schema documents: following `$ref`s, union members, admitted types and values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote
+
+from charter._json_pointer import resolve_pointer
 
 __all__ = (
     "ANNOTATIONS",
@@ -18,10 +19,8 @@ __all__ = (
     "label",
     "mapping",
     "merge",
-    "lookup",
     "names",
     "number",
-    "refs_in",
     "resolve",
     "show",
     "types_of",
@@ -126,38 +125,6 @@ def covers(types: frozenset[str] | None, type_name: str) -> bool:
     return type_name in types or (type_name == "integer" and "number" in types)
 
 
-def lookup(root: object, ref: str) -> object | None:
-    """Resolve a local JSON pointer (`#/$defs/Name`, `#`) inside `root`; None if absent."""
-    if not ref.startswith("#"):
-        return None
-    node: object = root
-    for raw in ref[1:].split("/")[1:]:
-        part = unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
-
-
-def refs_in(value: object) -> set[str]:
-    """Every `$ref` string anywhere inside a JSON value (not followed)."""
-    found: set[str] = set()
-    pending = [value]  # a list, not recursion: the walk must not depend on the nesting
-    while pending:
-        node = pending.pop()
-        if isinstance(node, Mapping):
-            target = node.get("$ref")
-            if isinstance(target, str):
-                found.add(target)
-            pending.extend(node.values())
-        elif isinstance(node, list):
-            pending.extend(node)
-    return found
-
-
 def merge(schema: object, siblings: Mapping[str, object]) -> object:
     """Apply keywords that sat beside a `$ref`/`allOf`/`anyOf` to the schema they qualify.
 
@@ -202,7 +169,7 @@ def resolve(schema: object, root: object) -> Resolved:
             if target in seen:
                 return Resolved(False, ref, site, f"$ref {target!r} refers to itself")
             seen.add(target)
-            found = lookup(root, target)
+            found = resolve_pointer(root, target)
             if found is None:
                 return Resolved(False, ref, site, f"$ref {target!r} cannot be resolved")
             siblings = {

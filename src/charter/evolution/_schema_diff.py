@@ -21,16 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from charter._json_pointer import iter_refs, resolve_pointer
 from charter.evolution._json_schema import (
     Resolved,
     branches,
     canon,
     covers,
     label,
-    lookup,
     mapping,
     names,
-    refs_in,
     resolve,
     types_of,
 )
@@ -158,7 +157,7 @@ class _Comparator:
         """
         if canon(old) != canon(new):
             return False
-        pending, seen = refs_in(old), set[str]()
+        pending, seen = set(iter_refs(old)), set[str]()
         while pending:  # a worklist, so self-referencing definitions terminate
             ref = pending.pop()
             if ref in seen:
@@ -172,9 +171,10 @@ class _Comparator:
     def _target_unchanged(self, ref: str) -> bool:
         """Whether `ref` points at the same text in both documents (both absent included)."""
         if ref not in self._same_target:
-            before, after = lookup(self._old_root, ref), lookup(self._new_root, ref)
+            before = resolve_pointer(self._old_root, ref)
+            after = resolve_pointer(self._new_root, ref)
             self._same_target[ref] = canon(before) == canon(after)
-            self._refs_of_target[ref] = refs_in(before)
+            self._refs_of_target[ref] = set(iter_refs(before))
         return self._same_target[ref]
 
     def compare(self, old: object, new: object, path: str) -> list[Finding]:

@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 from pydantic_core import SchemaError as SchemaError_
 from pydantic_core import ValidationError as ValidationError_
 
+from .._json_pointer import iter_refs, resolve_pointer
 from ..errors import ConfigurationError
 from ..mcp import ForwardedResult
 
@@ -143,12 +144,8 @@ def _marks_secret(rule: object, root: dict[str, Any], *, depth: int) -> bool:
     if rule.get("writeOnly") is True or rule.get("format") == "password":
         return True
     ref = rule.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: object = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, dict) else None
-        if _marks_secret(target, root, depth=depth + 1):
-            return True
+    if isinstance(ref, str) and _marks_secret(resolve_pointer(root, ref), root, depth=depth + 1):
+        return True
     return any(
         _marks_secret(branch, root, depth=depth + 1)
         for key in ("anyOf", "oneOf", "allOf")
@@ -158,17 +155,7 @@ def _marks_secret(rule: object, root: dict[str, Any], *, depth: int) -> bool:
 
 def _remote_ref(schema: object) -> str | None:
     """The first ``$ref`` in ``schema`` that is not a pointer into it (``#…``), if any."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and not ref.startswith("#"):
-                return ref
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
+    return next((ref for ref in iter_refs(schema) if not ref.startswith("#")), None)
 
 
 @functools.lru_cache(maxsize=256)

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..._json_pointer import resolve_pointer
 from ...manifest import RegisteredTool
 from ...tool import Tool
 from ..definitions import BoundToolDefinition, ToolSchema
@@ -346,11 +347,9 @@ def _resolve_ref(root: Mapping[str, Any], ref: str) -> dict[str, Any]:
     Raises:
         ValueError: the reference is not local, or points at no schema.
     """
-    if not ref.startswith("#/"):
+    if not ref.startswith("#"):
         raise ValueError(f"cannot resolve non-local $ref {ref!r}")
-    node: Any = root
-    for part in ref[2:].split("/"):
-        node = node[part.replace("~1", "/").replace("~0", "~")]
+    node = resolve_pointer(root, ref)
     if not isinstance(node, Mapping):
         raise ValueError(f"$ref {ref!r} does not point at a schema")
     return dict(node)
