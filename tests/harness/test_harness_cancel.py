@@ -176,8 +176,13 @@ async def test_a_run_whose_task_is_cancelled_mid_call_is_stopped_with_what_the_c
             await running
         await done.wait()
         await asyncio.sleep(0.05)  # its commit
+        refused = await session.run("and then?")
         stopped = await session.stop()
         after = await session.run("and then?")
+    # Until stop() settles the cut step, a new run is refused, saying why and what to do.
+    assert (refused.status, refused.code) == ("rejected", "execution.paused")
+    assert refused.reason is not None
+    assert "cut short" in refused.reason and "stop it" in refused.reason
     assert stopped.status == "cancelled"
     assert [(r.call_id, r.kind, r.replayed) for r in stopped.results] == [("c1", "completed", True)]
     assert runs == [1]

@@ -88,24 +88,36 @@ class SessionLease:
                 raise Rejected(ResumeCodes.CONFLICT, "Another run created this session.")
             return fresh
         record = await self.load_owned()
-        if for_turn and (record.status == "paused" or record.pending is not None):
+        if for_turn and record.status == "paused":
             raise Rejected(
                 ResumeCodes.PAUSED,
                 "The session is waiting on an interaction; resume or stop it first.",
+            )
+        if for_turn and record.pending is not None and not self._held(record):
+            # Running with a step on record and no lease: its run was cut short (a
+            # cancelled task, a dead process), and only stop() says what its calls did.
+            raise Rejected(
+                ResumeCodes.PAUSED,
+                "The session's last step was cut short before its calls were settled; "
+                "stop it to settle them, then run again.",
             )
         return await self.claim(record)
 
     async def claim(self, record: SessionRecord, **changes: Any) -> SessionRecord:
         """Mark ``record`` running under a fresh lease (with ``changes``), unless it is held."""
-        now = self.runtime.clock()
-        if (
-            record.status == "running"
-            and record.lease_until is not None
-            and record.lease_until > now
-        ):
+        if self._held(record):
             raise Rejected(ResumeCodes.CONFLICT, "Another run or resume holds this session.")
+        now = self.runtime.clock()
         return await self.write(
             record, status="running", lease_until=now + self.runtime.lease, **changes
+        )
+
+    def _held(self, record: SessionRecord) -> bool:
+        """Whether a run or resume holds ``record`` under a lease that is not over."""
+        return (
+            record.status == "running"
+            and record.lease_until is not None
+            and record.lease_until > self.runtime.clock()
         )
 
     async def write(self, record: SessionRecord, **changes: Any) -> SessionRecord:
