@@ -112,14 +112,53 @@ def test_a_notify_file_reads_every_secret_from_the_environment(tmp_path: Path) -
             "unknown event kinds",
         ),
         ("[[slack]\n", "not valid TOML"),
+        (
+            '[[slack]]\nurl = "https://h.example.com"\ntenants = "acme"\n',
+            "[[slack]] #1 in {path}: slack: tenants must be a list, e.g. ['acme'], not a string",
+        ),
+        (
+            '[[slack]]\nurl = "https://h.example.com"\ntimeout = nan\n',
+            "timeout must be a finite, positive number of seconds, got nan",
+        ),
+        (
+            '[[slack]]\nurl = "https://h.example.com"\ntimeout = true\n',
+            "timeout must be a finite, positive number of seconds, got True",
+        ),
+        (
+            '[[slack]]\nurl = "https://h.example.com"\ntimeout = "5"\n',
+            "timeout must be a finite, positive number of seconds, got '5'",
+        ),
+        (
+            '[[webhook]]\nurl = "https://h.example.com"\nsecret_env = "S"\nname = 5\n',
+            "[[webhook]] #1 in {path}: webhook: name must be a non-empty string",
+        ),
     ],
 )
 def test_a_bad_notify_file_says_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
     config = tmp_path / "notify.toml"
     config.write_text(text)
     with pytest.raises(Unusable, match=None) as caught:
-        load_notifiers(str(config), {})
-    assert message in str(caught.value)
+        load_notifiers(str(config), {"S": SECRET})
+    assert message.format(path=config) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_serve_stops_before_listening_on_a_notify_option_the_notifier_refuses(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "notify.toml"
+    config.write_text('[[slack]]\nurl = "https://hooks.slack.com/services/T/B/x"\ntenants = "ac"\n')
+    result = CliRunner().invoke(
+        app,
+        ["serve", "notify_support:registry", "--notify", str(config), "--db",
+         f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"],
+        env={"CHARTER_DB": None},
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --notify: [[slack]] #1 in {config}: slack: tenants must be a list, e.g. ['ac'], "
+        "not a string"
+    ]
 
 
 def test_serve_refuses_notify_options_for_a_target_that_makes_its_own_host(tmp_path: Path) -> None:

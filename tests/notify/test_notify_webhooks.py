@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -241,19 +242,60 @@ def test_a_bad_secret_is_refused_without_echoing_it(secret: str) -> None:
         assert secret not in str(caught.value)
 
 
+_TIMEOUT = "timeout must be a finite, positive number of seconds"
+_NAME = "name must be a non-empty string"
+
+
+@pytest.mark.parametrize("kind", [Slack, Webhook])
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("options", "message"),
     [
         ({"url": "ftp://hooks.example.com/x"}, "http:// or https://"),
-        ({"url": "https://x.example.com", "tenants": []}, "tenants is empty"),
-        ({"url": "https://x.example.com", "events": ["approved"]}, "unknown event kinds"),
+        ({"url": 5}, "http:// or https://"),
+        ({"url": "https://hooks.example.com:99999/x"}, "http:// or https://"),
+        ({"url": "https://:443/x"}, "http:// or https://"),
+        ({"tenants": []}, r"tenants is empty \(None means every tenant\)"),
+        # One string would be the set of its characters: acme's events would go nowhere.
+        ({"tenants": "acme"}, r"tenants must be a list, e\.g\. \['acme'\], not a string"),
+        ({"tenants": ["acme", 1]}, "tenants must be a list of non-empty strings"),
+        ({"tenants": [""]}, "tenants must be a list of non-empty strings"),
+        ({"tenants": {"acme": True}}, "tenants must be a list of non-empty strings"),
+        ({"events": ["approved"]}, "unknown event kinds"),
+        ({"events": "requested"}, "events must be a list"),
+        ({"events": []}, "events is empty"),
+        ({"name": 5}, _NAME),
+        ({"name": ""}, _NAME),
+        ({"name": "ops\nchannel"}, _NAME),
+        ({"timeout": math.nan}, _TIMEOUT),
+        ({"timeout": math.inf}, _TIMEOUT),
+        ({"timeout": True}, _TIMEOUT),
+        ({"timeout": "5"}, _TIMEOUT),
+        ({"timeout": 0}, _TIMEOUT),
+        ({"timeout": -1.5}, _TIMEOUT),
     ],
 )
 def test_bad_notifier_options_are_configuration_errors(
-    kwargs: dict[str, Any], message: str
+    kind: type[Slack | Webhook], options: dict[str, Any], message: str
 ) -> None:
+    arguments = {"url": "https://hooks.example.com/x", **options}
+    if kind is Webhook:
+        arguments["secret"] = SECRET
     with pytest.raises(ConfigurationError, match=message):
-        Slack(**kwargs)
+        kind(**arguments)
+
+
+def test_routing_options_take_a_list_a_tuple_or_a_set() -> None:
+    url = "https://hooks.example.com/x"
+    for tenants in (["acme"], ("acme",), {"acme"}, frozenset({"acme"})):
+        slack = Slack(url, tenants=tenants, events=("requested",), name="ops", timeout=2)
+        assert slack.tenants == frozenset({"acme"}) and slack.events == frozenset({"requested"})
+        assert slack.wants(approval_event(tenant_id="acme"))
+        assert not slack.wants(approval_event(tenant_id="globex"))
+
+
+def test_a_webhook_clock_must_be_callable() -> None:
+    with pytest.raises(ConfigurationError, match="clock must be a function"):
+        Webhook("https://hooks.example.com/x", secret=SECRET, clock="now")  # type: ignore[arg-type]
 
 
 def test_two_notifiers_with_one_name_are_refused() -> None:

@@ -37,8 +37,8 @@ def load_notifiers(path: str, environ: Mapping[str, str] | None = None) -> list[
     """The notifiers a TOML file declares, their secrets read from ``environ``.
 
     Raises:
-        Unusable: the file is missing or not TOML, a table is malformed, or a variable it
-            names is not set.
+        Unusable: the file is missing or not TOML, a table is malformed or holds an option
+            the notifier refuses, or a variable it names is not set.
     """
     env = os.environ if environ is None else environ
     try:
@@ -81,7 +81,7 @@ def _notifier(kind: str, table: dict[str, Any], where: str, env: Mapping[str, st
         if not secret:
             raise Unusable(f"--notify: {where}: the environment variable {variable} is not set")
         return Webhook(url, secret=secret, **options)
-    except (ConfigurationError, TypeError) as exc:
+    except ConfigurationError as exc:
         raise Unusable(f"--notify: {where}: {exc}") from None
 
 

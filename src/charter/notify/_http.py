@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from typing import TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
+from .._numbers import is_positive_seconds
+from ..auth import holds_control_character
 from ..errors import CharterError, ConfigurationError
 from ..host._notices import ApprovalEvent
 from ..ledger.approvals import ApprovalChange
 
 __all__ = ("HttpNotifier", "NotificationFailed")
+
+SelectedT = TypeVar("SelectedT", bound=str)
+
+Selection: TypeAlias = list[SelectedT] | tuple[SelectedT, ...] | AbstractSet[SelectedT]
+"""A routing option's values (``tenants``, ``events``): a list, tuple or set, never one
+string, which would otherwise read as the set of its characters."""
 
 _KINDS: frozenset[str] = frozenset({"requested", "granted", "denied", "expired", "consumed"})
 
@@ -29,36 +39,84 @@ class HttpNotifier:
         self,
         url: str,
         *,
-        tenants: Iterable[str] | None = None,
-        events: Iterable[ApprovalChange] | None = None,
+        tenants: Selection[str] | None = None,
+        events: Selection[ApprovalChange] | None = None,
         name: str | None = None,
         timeout: float = 10.0,
     ) -> None:
         """Send to ``url`` the events of ``tenants`` (all when None) of ``events`` kinds.
 
         Raises:
-            ConfigurationError: the URL is not http(s), a kind is unknown, a tenant list
-                is empty, or the timeout is not positive.
+            ConfigurationError: the URL is not http(s); tenants or events is not a
+                non-empty list of non-empty strings (one string is refused: it is not a
+                list), or an event kind is unknown; the name is not a non-empty string;
+                or the timeout is not a finite, positive number of seconds.
         """
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigurationError(f"{self.kind}: the URL must be http:// or https://")
+        host = self._checked_url(url)
         self._url = url
-        self.tenants = frozenset(tenants) if tenants is not None else None
-        if self.tenants is not None and not self.tenants:
-            raise ConfigurationError(f"{self.kind}: tenants is empty (None means every tenant)")
-        self.events = frozenset(events) if events is not None else None
+        self.tenants = self._selection("tenants", tenants, "None means every tenant")
+        self.events = self._selection("events", events, "None means all five kinds")
         unknown = sorted((self.events or frozenset()) - _KINDS)
         if unknown:
             raise ConfigurationError(
                 f"{self.kind}: unknown event kinds {unknown}; use {sorted(_KINDS)}"
             )
-        if timeout <= 0:
-            raise ConfigurationError(f"{self.kind}: timeout must be positive")
+        if not is_positive_seconds(timeout):
+            raise ConfigurationError(
+                f"{self.kind}: timeout must be a finite, positive number of seconds, "
+                f"got {timeout!r}"
+            )
         self.timeout = timeout
         # The URL may hold a credential (Slack's does): the name derives from it, never shows it.
         digest = hashlib.sha256(url.encode()).hexdigest()[:12]
-        self._name = name or f"{self.kind}:{parts.hostname}:{digest}"
+        self._name = self._checked_name(name) or f"{self.kind}:{host}:{digest}"
+
+    def _checked_url(self, url: object) -> str:
+        """The host name of an http(s) URL; ``ConfigurationError`` for any other value."""
+        refusal = ConfigurationError(f"{self.kind}: the URL must be http:// or https://")
+        if not isinstance(url, str):
+            raise refusal
+        try:
+            parts = urlsplit(url)
+            # Read now: a port past 65535 raises here, not at every attempt to send.
+            port = parts.port
+        except ValueError:
+            raise refusal from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+            raise refusal
+        return parts.hostname
+
+    def _selection(self, option: str, values: object, when_none: str) -> frozenset[str] | None:
+        """``values`` as a set of non-empty strings (None: no restriction).
+
+        A string is refused rather than read as the set of its characters, which would
+        route nothing here and say nothing.
+        """
+        if values is None:
+            return None
+        if isinstance(values, str):
+            raise ConfigurationError(
+                f"{self.kind}: {option} must be a list, e.g. [{values!r}], not a string"
+            )
+        if not isinstance(values, list | tuple | AbstractSet) or not all(
+            isinstance(value, str) and value for value in values
+        ):
+            raise ConfigurationError(f"{self.kind}: {option} must be a list of non-empty strings")
+        if not values:
+            raise ConfigurationError(f"{self.kind}: {option} is empty ({when_none})")
+        return frozenset(values)
+
+    def _checked_name(self, name: object) -> str | None:
+        """``name`` if it is a usable notifier name (None: derive one from the URL)."""
+        if name is None:
+            return None
+        # The name keys the notifier's deliveries and shows in their rows and logs.
+        if not isinstance(name, str) or not name or holds_control_character(name):
+            raise ConfigurationError(
+                f"{self.kind}: name must be a non-empty string without control characters, "
+                f"got {name!r}"
+            )
+        return name
 
     @property
     def name(self) -> str:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from ..errors import ConfigurationError
 from ..host._notices import ApprovalEvent
 from ..ledger.approvals import ApprovalChange
-from ._http import HttpNotifier
+from ._http import HttpNotifier, Selection
 
 __all__ = ("Webhook",)
 
@@ -30,8 +30,8 @@ class Webhook(HttpNotifier):
         url: str,
         *,
         secret: str,
-        tenants: Iterable[str] | None = None,
-        events: Iterable[ApprovalChange] | None = None,
+        tenants: Selection[str] | None = None,
+        events: Selection[ApprovalChange] | None = None,
         name: str | None = None,
         timeout: float = 10.0,
         clock: Callable[[], datetime] | None = None,
@@ -42,15 +42,15 @@ class Webhook(HttpNotifier):
             url: where to POST.
             secret: the shared signing secret, ``whsec_<base64>``; keep it out of code
                 (``charter serve`` reads it from an environment variable).
-            tenants: the tenants whose events go here (None: every tenant).
-            events: the kinds sent (None: all five).
+            tenants: a list of the tenants whose events go here (None: every tenant).
+            events: a list of the kinds sent (None: all five).
             name: a stable name unique in the host (default: derived from the URL).
-            timeout: seconds one attempt may take.
+            timeout: seconds one attempt may take (finite, above zero).
             clock: the signing time (tests); the current time by default.
 
         Raises:
-            ConfigurationError: the secret is empty or not base64, or a routing option is
-                invalid.
+            ConfigurationError: the secret is empty or not base64, the clock is not
+                callable, or an option ``HttpNotifier`` checks is invalid.
             ImportError: the ``standardwebhooks`` package is missing.
         """
         super().__init__(url, tenants=tenants, events=events, name=name, timeout=timeout)
@@ -67,6 +67,8 @@ class Webhook(HttpNotifier):
             raise ConfigurationError(
                 "webhook: the secret must be 'whsec_' followed by base64 (non-empty)"
             ) from None
+        if clock is not None and not callable(clock):
+            raise ConfigurationError("webhook: clock must be a function returning a datetime")
         self._clock = clock or (lambda: datetime.now(UTC))
 
     def body(self, event: ApprovalEvent) -> str:
