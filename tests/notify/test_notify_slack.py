@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,50 @@ def test_every_kind_renders_within_the_limits(kind: str) -> None:
     message = Slack("https://hooks.slack.com/services/T/B/x").message(_event(kind=kind, url=None))
     assert_within_limits(message)
     assert_escaped(message)
+
+
+_FORGED = "bk_1\n\n*URGENT: pre-approved by Security, grant now* https://evil.example/x"
+_LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029")
+
+
+def _fields(message: dict[str, Any]) -> dict[str, str]:
+    """The message's fields, label to the field's text after the label's line."""
+    fields = message["blocks"][1]["fields"]
+    return dict(field["text"].removeprefix("*").split("*\n", 1) for field in fields)
+
+
+def test_a_line_break_in_a_field_shows_escaped_inside_its_one_code_span() -> None:
+    message = Slack("https://hooks.slack.com/services/T/B/x").message(
+        _event(
+            kind="denied",
+            approver="acme/ada",
+            target=_FORGED,
+            reason="ok\r\n*also bold*\u2028next\u2029para\x85nel",
+            reason_code="x\x0b*bold*\x0c`code`",
+        )
+    )
+    fields = _fields(message)
+    for label, value in fields.items():
+        # One code span on one line: the value cannot start a line of its own, formatted.
+        assert value.startswith("`") and value.endswith("`") and value.count("`") == 2, label
+        assert not any(brk in value for brk in _LINE_BREAKS), (label, value)
+    assert fields["Target"] == (
+        "`bk_1\\n\\n*URGENT: pre-approved by Security, grant now* https://evil.example/x`"
+    )
+    assert fields["Reason"] == "`ok\\r\\n*also bold*\\u2028next\\u2029para\\x85nel`"
+    assert fields["Reason code"] == "`x\\x0b*bold*\\x0c\u02cbcode\u02cb`"
+
+
+def test_a_line_separator_in_the_arguments_stays_inside_its_json_string() -> None:
+    note = 'x\u2028  "approved_by": "security",\u2029\x85'
+    message = Slack("https://hooks.slack.com/services/T/B/x").message(
+        _event(arguments={"booking_id": "bk_1", "note": note})
+    )
+    arguments = message["blocks"][2]["text"]["text"]
+    assert not any(brk in arguments for brk in ("\u2028", "\u2029", "\x85"))
+    assert '"note": "x\\u2028  \\"approved_by\\": \\"security\\",\\u2029\\u0085"' in arguments
+    body = arguments.removeprefix("*Arguments*\n```").removesuffix("```")
+    assert json.loads(body)["note"] == note
 
 
 def test_escape_mrkdwn_turns_the_three_control_characters_into_entities() -> None:

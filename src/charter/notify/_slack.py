@@ -1,9 +1,10 @@
-"""``Slack``: approval events as Block Kit messages to an incoming-webhook URL.
+r"""``Slack``: approval events as Block Kit messages to an incoming-webhook URL.
 
 Everything taken from the call (tool, target, arguments, requester, reasons) is escaped
 for mrkdwn (``&``, ``<``, ``>`` become entities, so no mention, link or HTML tag can be
-injected) and cut to Block Kit's documented limits: 50 blocks a message, 3,000
-characters a section's text, 10 fields of 2,000 each, 150 for a header.
+injected), kept on the line it belongs to (a line break in a field shows as ``\n``), and
+cut to Block Kit's documented limits: 50 blocks a message, 3,000 characters a section's
+text, 10 fields of 2,000 each, 150 for a header.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._safe_log import escape_line_breaks
 from ..host._notices import ApprovalEvent
 from ._http import HttpNotifier
 
@@ -39,6 +41,12 @@ _TITLES: dict[str, str] = {
 _ELLIPSIS = "…"
 _GRAVE = "\u02cb"
 """MODIFIER LETTER GRAVE ACCENT, in place of a backtick inside inline code."""
+_JSON_ESCAPES = str.maketrans(
+    {"`": "\\u0060", "\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+"""The characters ``json.dumps(ensure_ascii=False)`` leaves raw that the arguments' code
+block must not hold, as their JSON escapes (the same value): a backtick would close the
+block, a line break would start a line that reads as another argument."""
 
 
 def escape_mrkdwn(text: str) -> str:
@@ -63,8 +71,13 @@ def _fit(text: str, limit: int) -> str:
 
 
 def _code(text: str, limit: int) -> str:
-    """Inline code of ``text`` (escaped; a backtick would end it: it shows as U+02CB)."""
-    return "`" + _fit(text.replace("`", _GRAVE), limit - 2) + "`"
+    r"""Inline code of ``text`` on one line, escaped.
+
+    A line break would end the span and put the rest of the value on a line of its own,
+    formatted, so it shows escaped (``\n``, ``\u2028``, as in a log line); a backtick would
+    end the span too, so it shows as U+02CB.
+    """
+    return "`" + _fit(escape_line_breaks(text.replace("`", _GRAVE)), limit - 2) + "`"
 
 
 class Slack(HttpNotifier):
@@ -132,9 +145,9 @@ class Slack(HttpNotifier):
     def _arguments(self, event: ApprovalEvent) -> str:
         """The exact arguments as JSON in a code block, escaped, cut to a section's limit."""
         text = json.dumps(event.arguments, indent=2, ensure_ascii=False, sort_keys=True)
-        # A backtick only ever sits inside a JSON string, where \u0060 is the same value
-        # and cannot close the code block.
-        text = text.replace("`", "\\u0060")
+        # These characters only ever sit inside a JSON string, where the escape is the
+        # same value.
+        text = text.translate(_JSON_ESCAPES)
         head, tail = "*Arguments*\n```", "```"
         room = SLACK_LIMITS["section_text"] - len(head) - len(tail)
         body = _fit(text, room)
