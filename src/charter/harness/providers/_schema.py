@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..._json_pointer import resolve_pointer
+from ..._json_pointer import iter_refs, resolve_pointer
 from ...manifest import RegisteredTool
 from ...tool import Tool
 from ..definitions import BoundToolDefinition, ToolSchema
@@ -96,7 +96,9 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     * a ``$ref`` with sibling keywords (``{"$ref": ..., "description": ...}``) and an
       ``allOf`` of one schema are inlined, because strict mode takes a ``$ref`` only on
       its own and has no ``allOf``; lone ``$ref``s and ``$defs`` are kept (strict mode
-      supports them, recursion included).
+      supports them, recursion included). A ``$ref`` to a schema that refers back to
+      itself is not inlined (it would never end) but put alone in a one-branch
+      ``anyOf`` carrying the keywords.
 
     The model then sends ``null`` for an optional argument it leaves out; pass the call's
     arguments through ``drop_strict_nulls`` with the original schema (the parsers do, when
@@ -112,7 +114,11 @@ def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
             says where. ``openai_tools`` sends such a tool with ``strict: false``.
     """
     root = copy.deepcopy(dict(schema))
-    result = _strict(root, root, "")
+    top = root
+    ref = top.get("$ref")
+    if isinstance(ref, str):  # a recursive model's schema: {"$ref": ..., "$defs": ...}
+        top = with_ref_target(top, ref, root)  # strict mode wants the object itself
+    result = _strict(top, root, "")
     kind = result.get("type")
     if (kind != "object" and not (kind is None and "properties" in result)) or "anyOf" in result:
         raise _NotStrict("the root: strict mode takes only an object schema there")
@@ -152,13 +158,13 @@ def _strict(node: Any, root: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(node, Mapping):
         raise _NotStrict(f"{_at(where)}: the schema {json.dumps(node)}, not an object")
     node = dict(node)
+    members = node.get("allOf")
+    if isinstance(members, list) and len(members) == 1 and isinstance(members[0], Mapping):
+        # One schema and the node's own keywords: a $ref there is handled below.
+        node = {**members[0], **{k: v for k, v in node.items() if k != "allOf"}}
     ref = node.get("$ref")
     if isinstance(ref, str) and len(node) > 1:
-        return _strict(copy.deepcopy(with_ref_target(node, ref, root)), root, where)
-    members = node.get("allOf")
-    if isinstance(members, list) and len(members) == 1:
-        merged = {**_deref(members[0], root), **{k: v for k, v in node.items() if k != "allOf"}}
-        return _strict(merged, root, where)
+        return _strict(_alone(node, ref, root, where), root, where)
     _refuse(node, where)
     for key in ("$defs", "definitions"):
         defs = node.get(key)
@@ -189,6 +195,36 @@ def _strict(node: Any, root: dict[str, Any], where: str) -> dict[str, Any]:
         node["anyOf"] = [_strict(v, root, f"{where}.anyOf.{i}") for i, v in enumerate(variants)]
     node.pop("discriminator", None)
     return _noted(node)
+
+
+def _alone(node: dict[str, Any], ref: str, root: dict[str, Any], where: str) -> dict[str, Any]:
+    """A ``$ref`` with sibling keywords without them: its target inlined, or an ``anyOf``.
+
+    Strict mode takes a ``$ref`` only alone. Inlining a target that refers back to
+    itself would never end (a self-reference with a description), so such a ``$ref``
+    stays alone in a one-branch ``anyOf`` that carries the keywords.
+    """
+    if not _refers_to_itself(ref, root):
+        return copy.deepcopy(with_ref_target(node, ref, root))
+    siblings = {k: v for k, v in node.items() if k != "$ref"}
+    if "anyOf" in siblings or "oneOf" in siblings:
+        raise _NotStrict(f"{_at(where)}: a recursive $ref beside anyOf or oneOf")
+    return {**siblings, "anyOf": [{"$ref": ref}]}
+
+
+def _refers_to_itself(ref: str, root: Mapping[str, Any]) -> bool:
+    """Whether the schema ``ref`` points at holds a ``$ref`` back to it, at any depth."""
+    target = resolve_pointer(root, ref)
+    pending, seen = [target], {id(target)}
+    while pending:
+        for inner in iter_refs(pending.pop()):
+            reached = resolve_pointer(root, inner)
+            if reached is target:
+                return True
+            if id(reached) not in seen:
+                seen.add(id(reached))
+                pending.append(reached)
+    return False
 
 
 def _refuse(node: Mapping[str, Any], where: str) -> None:
@@ -239,11 +275,6 @@ def _open_object(node: Mapping[str, Any]) -> bool:
 def _split_object(node: Mapping[str, Any]) -> bool:
     """``{"type": "object", "anyOf": [...]}``: the branches declare the properties."""
     return "properties" not in node and ("anyOf" in node or "oneOf" in node or "$ref" in node)
-
-
-def _deref(node: Any, root: Mapping[str, Any]) -> Any:
-    ref = node.get("$ref") if isinstance(node, Mapping) else None
-    return with_ref_target(node, ref, root) if isinstance(ref, str) else node
 
 
 def _at(where: str) -> str:
@@ -304,6 +335,10 @@ def _nullable(prop: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
         if isinstance(kind, list):
             prop["type"] = [*kind, "null"]
             return prop
+    variants = prop.get("anyOf")
+    if isinstance(variants, list) and not any(k in prop for k in ("type", "$ref", "enum", "const")):
+        prop["anyOf"] = [*variants, {"type": "null"}]  # a union: null is one more variant
+        return prop
     description = prop.pop("description", None)
     wrapped: dict[str, Any] = {"anyOf": [prop, {"type": "null"}]}
     if description is not None:
