@@ -24,6 +24,7 @@ from charter.harness.providers import (
     drop_strict_nulls,
     openai_tool_calls,
     openai_tools,
+    strict_schema,
 )
 from charter.host import Host
 
@@ -193,6 +194,24 @@ def test_a_null_that_one_fitting_branch_accepts_as_a_value_is_never_dropped() ->
     }
     leg = {"city": "Rome", "nights": None}
     assert drop_strict_nulls({"leg": leg}, schema) == {"leg": leg}
+
+
+class Seating(BaseModel):
+    side: Literal["left", "right", None] = "left"
+
+
+@pytest.mark.parametrize(
+    "side",
+    [
+        Seating.model_json_schema()["properties"]["side"],  # enum: ["left", "right", null]
+        {"anyOf": [{"const": "left"}, {"const": None}], "default": "left"},
+    ],
+)
+def test_a_null_an_enum_or_const_lists_is_a_value_and_stays(side: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": {"side": side}}
+    jsonschema.validate({"side": None}, strict_schema(schema))
+    assert drop_strict_nulls({"side": None}, schema) == {"side": None}
+    assert Seating.model_validate(drop_strict_nulls({"side": None}, schema)).side is None
 
 
 def test_a_value_no_branch_fits_is_left_for_validation_to_report() -> None:

@@ -347,7 +347,7 @@ def _nullable(prop: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 
 
 def allows_null(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> bool:
-    """Whether ``schema`` itself accepts ``null``: by its type or one of its variants.
+    """Whether ``schema`` itself accepts ``null``: by its type, enum, const or a variant.
 
     With ``root`` (the whole schema), ``$ref``s are followed.
     """
@@ -364,6 +364,9 @@ def _accepts_null(
     kind = node.get("type")
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
         return True
+    enum = node.get("enum")
+    if (isinstance(enum, list) and None in enum) or ("const" in node and node["const"] is None):
+        return True  # Literal["a", None], Literal[None]
     variants = node.get("anyOf") or node.get("oneOf") or ()
     return any(isinstance(v, Mapping) and _accepts_null(v, root, seen) for v in variants)
 
