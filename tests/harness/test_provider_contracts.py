@@ -116,6 +116,8 @@ def check_gemini(schema: dict[str, Any]) -> None:
         assert set(node) <= _GEMINI_KEYS, set(node) - _GEMINI_KEYS
         if "type" in node:
             assert node["type"] in _GEMINI_TYPES, node
+        if "enum" in node:  # Schema.enum is list[str]
+            assert all(isinstance(value, str) for value in node["enum"]), node
 
 
 # -- tools --------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+from typing import Any, Literal
+
 import pytest
 from provider_tools import DENIED_SEARCH, SEARCH
 from pydantic import BaseModel
@@ -84,6 +87,67 @@ def test_gemini_declarations_inline_refs_and_keep_to_the_openapi_subset() -> Non
     assert params["properties"]["lead"]["properties"]["age"]["nullable"] is True
     assert params["properties"]["cabin"]["enum"] == ["economy", "business"]
     assert params["required"] == ["city", "lead"]
+
+
+class Priority(IntEnum):
+    low = 1
+    high = 2
+
+
+class HotelQuery(BaseModel):
+    stars: Literal[1, 2, 3, 4, 5]
+    priority: Priority = Priority.low
+    refundable: Literal[True] = True
+    cabin: Literal["economy", "business", None] = None
+
+
+class HotelsOut(BaseModel):
+    hotels: list[str]
+
+
+def enums(schema: Any) -> list[list[Any]]:
+    """Every ``enum`` list inside a schema."""
+    if isinstance(schema, list):
+        return [e for item in schema for e in enums(item)]
+    if not isinstance(schema, dict):
+        return []
+    found = [schema["enum"]] if isinstance(schema.get("enum"), list) else []
+    return found + [e for key, value in schema.items() if key != "enum" for e in enums(value)]
+
+
+def test_gemini_enums_are_strings_and_other_allowed_values_are_stated_in_the_description() -> None:
+    hotels = tiered_tool(
+        "hotels_search", "read", lambda args: HotelsOut(hotels=[]), HotelQuery, HotelsOut
+    )
+    ((declaration,),) = [t["functionDeclarations"] for t in gemini_tools([hotels])]
+    params = declaration["parameters"]
+    # Gemini's Schema.enum is list[str]: one number or boolean there refuses the whole Tool.
+    assert all(isinstance(value, str) for enum in enums(params) for value in enum)
+    props = params["properties"]
+    assert props["stars"] == {
+        "title": "Stars",
+        "type": "integer",
+        "description": "(enum [1, 2, 3, 4, 5])",
+    }
+    assert props["priority"] == {
+        "title": "Priority",
+        "type": "integer",
+        "description": "(enum [1, 2])",
+    }
+    assert props["refundable"] == {
+        "title": "Refundable",
+        "type": "boolean",
+        "description": "(const true)",
+    }
+    # A null among string values is Gemini's nullable.
+    assert props["cabin"] == {
+        "title": "Cabin",
+        "type": "string",
+        "enum": ["economy", "business"],
+        "nullable": True,
+    }
+    # The values the model reads there are the ones validation takes.
+    assert HotelQuery.model_validate({"stars": 4, "priority": 2, "refundable": True})
 
 
 def test_gemini_refuses_a_recursive_schema() -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..messages import Message, ToolCall, ToolResult, result_text
-from ._schema import ToolLike, inline_refs, tool_schemas
+from ._schema import ToolLike, add_note, inline_refs, tool_schemas
 from ._util import field
 
 __all__ = (
@@ -47,8 +47,9 @@ def gemini_tools(tools: Iterable[ToolLike]) -> list[dict[str, Any]]:
 
     Gemini's ``parameters`` is an OpenAPI 3.0 subset: ``$ref``s are inlined (a recursive
     schema raises ``ValueError``), ``anyOf: [T, null]`` becomes ``T`` with
-    ``nullable: true``, and keywords outside the subset (``additionalProperties``,
-    ``default``, ``const``...) are dropped. The server validates arguments anyway.
+    ``nullable: true``, an ``enum`` or ``const`` keeps to strings (see ``_fit_enum``), and
+    keywords outside the subset (``additionalProperties``, ``default``...) are dropped.
+    The server validates arguments anyway.
     """
     declarations = [
         {
@@ -85,7 +86,7 @@ def _openapi(node: Mapping[str, Any]) -> dict[str, Any]:
         if "null" in kind:
             out["nullable"] = True
     for key, value in node.items():
-        if key not in _KEEP or key in out:
+        if key not in _KEEP or key in out or key == "enum":
             continue
         if key == "properties" and isinstance(value, Mapping):
             out[key] = {name: _openapi(prop) for name, prop in value.items()}
@@ -95,9 +96,51 @@ def _openapi(node: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = [_openapi(v) for v in value]
         else:
             out[key] = value
-    if "const" in node and "enum" not in out:
-        out["enum"] = [node["const"]]
+    _fit_enum(node, out)
     return out
+
+
+def _fit_enum(node: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """Write ``node``'s ``enum`` or ``const`` into ``out`` as Gemini takes it: strings only.
+
+    Gemini's ``enum`` is a list of strings (the SDK refuses the whole ``Tool`` otherwise):
+    a ``null`` among the values becomes ``nullable``; other values (``Literal[1, 2]``, an
+    ``IntEnum``, ``Literal[True]``) are stated in the description instead, since writing
+    them as strings would ask the model for ``"1"``, which validation then refuses.
+    """
+    keyword = "enum" if "enum" in node else "const" if "const" in node else None
+    if keyword is None:
+        return
+    values = node[keyword] if keyword == "enum" else [node[keyword]]
+    if not isinstance(values, list):
+        return
+    if None in values:
+        out["nullable"] = True
+        values = [v for v in values if v is not None]
+    if not values:
+        return
+    if all(isinstance(v, str) for v in values):
+        out["enum"] = values
+        out.setdefault("type", "string")
+        return
+    stated = values if keyword == "enum" else values[0]
+    add_note(out, f"{keyword} {json.dumps(stated, ensure_ascii=False)}")
+    kinds = {_json_type(v) for v in values}
+    if len(kinds) == 1:
+        out.setdefault("type", kinds.pop())
+
+
+def _json_type(value: object) -> str:
+    """The JSON Schema type name of a JSON value (``bool`` before ``int``)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def gemini_tool_calls(response: object) -> list[ToolCall]:

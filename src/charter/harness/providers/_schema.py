@@ -15,6 +15,7 @@ from ..names import ModelNames, model_name_for
 
 __all__ = (
     "ToolLike",
+    "add_note",
     "allows_null",
     "inline_refs",
     "strict_or_reason",
@@ -316,10 +317,14 @@ def _noted(node: dict[str, Any]) -> dict[str, Any]:
     if isinstance(fmt, str) and fmt not in _STRICT_FORMATS:
         notes.append(f"format {json.dumps(node.pop('format'))}")
     if notes:
-        text = "; ".join(notes)
-        described = node.get("description")
-        node["description"] = f"{described} ({text})" if described else f"({text})"
+        add_note(node, "; ".join(notes))
     return node
+
+
+def add_note(node: dict[str, Any], note: str) -> None:
+    """Append ``(note)`` to ``node``'s description: what a provider refuses, still read."""
+    described = node.get("description")
+    node["description"] = f"{described} ({note})" if described else f"({note})"
 
 
 def _nullable(prop: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
