@@ -9,9 +9,16 @@ from typing import Any
 import httpx
 import pytest
 from harness_support import ALICE, World
-from typed_params import sdk
+from typed_params import assert_conforms, sdk
 
-from charter.harness.providers import AnthropicModel, OpenAIChatModel
+from charter.harness import AssistantMessage, Message, UserMessage
+from charter.harness.providers import (
+    AnthropicModel,
+    OpenAIChatModel,
+    anthropic_messages,
+    gemini_contents,
+    openai_messages,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -61,6 +68,19 @@ def chat_answer(message: dict[str, Any]) -> dict[str, Any]:
         "created": 0,
         "model": "gpt-test",
         "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+    }
+
+
+def anthropic_answer(content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
     }
 
 
@@ -139,3 +159,65 @@ async def test_a_harness_turn_over_the_anthropic_sdk(world: World) -> None:
     assert block["content"].startswith(
         "[tool.invalid-arguments] b: Input should be a valid integer"
     )
+
+
+async def test_an_openai_refusal_is_the_turns_text_and_the_session_runs_on(world: World) -> None:
+    seen: list[dict[str, Any]] = []
+    refusal = "I can't help with that."
+    answers = [
+        chat_answer({"role": "assistant", "content": None, "refusal": refusal}),
+        chat_answer({"role": "assistant", "content": "42"}),
+    ]
+    openai = sdk("openai")
+    client = sdk_client(openai.AsyncOpenAI, "http://openai.test/v1", answers, seen)
+    session = world.harness(OpenAIChatModel(client, model="gpt-test")).session(ALICE)
+
+    result = await session.run("Do something bad.")
+    assert (result.status, result.text) == ("completed", refusal)
+    await session.run("Then what is 20+22?")
+    history = seen[1]["messages"]
+    # Content is required unless the message has tool calls: the refusal is sent as it.
+    assert history[1] == {"role": "assistant", "content": refusal}
+    for message in history:
+        assert_conforms(sdk("openai.types.chat").ChatCompletionMessageParam, message)
+
+
+async def test_an_empty_anthropic_answer_is_left_out_of_the_next_request(world: World) -> None:
+    seen: list[dict[str, Any]] = []
+    answers = [anthropic_answer([]), anthropic_answer([{"type": "text", "text": "Hello."}])]
+    anthropic = sdk("anthropic")
+    client = sdk_client(anthropic.AsyncAnthropic, "http://anthropic.test", answers, seen)
+    session = world.harness(AnthropicModel(client, model="claude-test")).session(ALICE)
+
+    result = await session.run("Hi.")
+    assert (result.status, result.text) == ("completed", None)
+    await session.run("Hi again.")
+    # The API refuses an assistant message with no content; two user turns are fine.
+    assert seen[1]["messages"] == [
+        {"role": "user", "content": "Hi."},
+        {"role": "user", "content": "Hi again."},
+    ]
+
+
+SILENT_STEP: list[Message] = [
+    UserMessage(content="Hi."),
+    AssistantMessage(),
+    UserMessage(content="Hi again."),
+]
+"""A transcript whose model step answered with neither text nor tool calls."""
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [
+        openai_messages,
+        lambda messages: openai_messages(messages, api="responses"),
+        anthropic_messages,
+        gemini_contents,
+    ],
+)
+def test_no_format_sends_an_assistant_step_that_said_nothing(
+    convert: Callable[[list[Message]], list[dict[str, Any]]],
+) -> None:
+    converted = convert(SILENT_STEP)
+    assert len(converted) == 2 and all(m["role"] == "user" for m in converted)

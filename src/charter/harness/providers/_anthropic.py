@@ -8,7 +8,7 @@ from typing import Any
 
 from ..messages import Message, ToolCall, ToolResult, result_text
 from ._schema import ToolLike, tool_schemas
-from ._util import field
+from ._util import field, sendable
 
 __all__ = (
     "anthropic_messages",
@@ -57,7 +57,7 @@ def anthropic_tool_result(result: ToolResult) -> dict[str, Any]:
 def anthropic_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """A harness transcript as Messages API ``MessageParam``s."""
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for message in sendable(messages):
         if message.role == "user":
             out.append({"role": "user", "content": message.content})
         elif message.role == "tool":

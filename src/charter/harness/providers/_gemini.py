@@ -8,7 +8,7 @@ from typing import Any
 
 from ..messages import Message, ToolCall, ToolResult, result_text
 from ._schema import ToolLike, add_note, inline_refs, tool_schemas
-from ._util import field
+from ._util import field, sendable
 
 __all__ = (
     "gemini_contents",
@@ -187,7 +187,7 @@ def gemini_tool_result(result: ToolResult) -> dict[str, Any]:
 def gemini_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """A harness transcript as Gemini ``contents`` (roles ``user`` and ``model``)."""
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for message in sendable(messages):
         if message.role == "user":
             out.append({"role": "user", "parts": [{"text": message.content}]})
         elif message.role == "tool":

@@ -17,7 +17,8 @@ class OpenAIChatModel:
 
     Tools go out in strict mode by default (see ``strict_schema``; a tool strict mode
     cannot express goes out with ``strict: false``); the nulls strict mode makes the
-    model send for left-out optional arguments are removed before sealing.
+    model send for left-out optional arguments are removed before sealing. A refusal
+    is the answer's text.
     """
 
     def __init__(
@@ -57,7 +58,8 @@ class OpenAIChatModel:
         )
         message = field(field(response, "choices")[0], "message")
         return ModelResponse(
-            text=field(message, "content"),
+            # A refusal comes with content null: it is the assistant's answer.
+            text=field(message, "content") or field(message, "refusal"),
             tool_calls=openai_tool_calls(message, tools=request.tools, strict=self.strict),
         )
 

@@ -11,7 +11,7 @@ from ..definitions import ToolSchema
 from ..messages import Message, ToolCall, ToolResult, result_text
 from ._nulls import drop_strict_nulls
 from ._schema import ToolLike, strict_or_reason, tool_schemas
-from ._util import field, schemas_by_name
+from ._util import field, schemas_by_name, sendable
 
 __all__ = (
     "OpenAIApi",
@@ -153,7 +153,7 @@ def openai_messages(
 ) -> list[dict[str, Any]]:
     """A harness transcript as Chat Completions messages or Responses input items."""
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for message in sendable(messages):
         if message.role == "user":
             out.append({"role": "user", "content": message.content})
         elif message.role == "tool":
