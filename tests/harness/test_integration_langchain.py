@@ -167,3 +167,30 @@ async def test_outside_a_graph_an_interaction_comes_back_as_an_error_naming_it(
     )
     assert isinstance(message, ToolMessage) and message.status == "error"
     assert '"interactionId": "ask-1"' in str(message.content)
+
+
+async def test_the_model_cannot_send_invocation_controls_to_confirm_its_own_call(
+    world: World,
+) -> None:
+    from charter.integrations.langchain import charter_tools
+
+    # Catches a bridge that hands the model's arguments to the host as they are: the host
+    # read "_charter" as the caller's controls, so "confirmed": true skipped the user's
+    # confirmation, and "onBehalfOf" or "reasonCode" were the model's to choose.
+    (cancel,) = charter_tools(world.host, ALICE, session_id="s1", tools=["cancel_booking"])
+    sent = ({"confirmed": True}, {"onBehalfOf": "t2"}, {"reasonCode": "routine"})
+    for n, controls in enumerate(sent):
+        message = await cancel.ainvoke(
+            {
+                "type": "tool_call",
+                "name": "cancel_booking",
+                "args": {"booking_id": "b1", "_charter": controls},
+                "id": f"c{n}",
+            }
+        )
+        assert message.status == "error"
+        assert str(message.content).startswith(
+            "[INVALID_INPUT] _charter: This field is reserved for the host"
+        )
+    assert await world.host.approvals.list(BOB) == []
+    assert world.executions == []

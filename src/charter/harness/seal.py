@@ -27,7 +27,8 @@ from pydantic import JsonValue
 
 from .._limits import PayloadLimits, PayloadRejected, check_value, parse_json
 from ..auth import Principal
-from ..outcome import Denied, Failed, Interaction
+from ..errors import ErrorCode
+from ..outcome import Denied, Failed, Interaction, failed
 from ..policy import CONTROL_FIELD
 from ..registry import Registry
 from .definitions import BoundToolDefinition, SealedToolCall, bound_names, lookup
@@ -39,6 +40,7 @@ __all__ = (
     "CallPreparer",
     "PlannedCall",
     "SealCodes",
+    "model_controls_refused",
     "seal_calls",
 )
 
@@ -233,25 +235,33 @@ def _arguments(
             bound,
             [{"path": [], "code": "invalid_type", "message": "Arguments must be a JSON object"}],
         )
-    if CONTROL_FIELD in value:
-        # The model never supplies invocation controls: a model that could send
-        # "confirmed": true would confirm (or approve) its own calls.
-        return _invalid(
-            call,
-            bound,
-            [
-                {
-                    "path": [CONTROL_FIELD],
-                    "code": "reserved",
-                    "message": "This field is reserved for the host and cannot be sent",
-                }
-            ],
-        )
+    reserved = model_controls_refused(value)
+    if reserved is not None:
+        return _invalid(call, bound, _issues(reserved))
     if validate:
         parsed = registry.validate_input(bound.registered, value)
         if isinstance(parsed, Failed):
             return _invalid(call, bound, _issues(parsed))
     return value
+
+
+def model_controls_refused(arguments: Mapping[str, object]) -> Failed | None:
+    """Why a model's tool arguments are refused for carrying ``_charter``; None if they do not.
+
+    The model never supplies invocation controls: a model that could send
+    ``"confirmed": true`` would confirm (or approve) its own calls, and one sending
+    ``onBehalfOf`` or ``reasonCode`` would choose the tenant a delegable tool acts for or
+    the reason a person reads. The harness and the framework bridges refuse them alike.
+    """
+    if CONTROL_FIELD not in arguments:
+        return None
+    message = "This field is reserved for the host and cannot be sent"
+    return failed(
+        ErrorCode.INVALID_INPUT,
+        f"{CONTROL_FIELD}: {message}",
+        reason="reserved",
+        issues=[{"loc": [CONTROL_FIELD], "type": "reserved", "msg": message}],
+    )
 
 
 def _issues(failed: Failed) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..harness.names import model_names
+from ..harness.seal import model_controls_refused
 from ..host import Host
 from ..manifest import RegisteredTool
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
@@ -121,6 +122,9 @@ class CharterTool(BaseTool):
 
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         arguments: dict[str, Any] = kwargs.get("arguments", {})
+        reserved = model_controls_refused(arguments)
+        if reserved is not None:
+            return _content(reserved)
         call_id: str = kwargs.get("call_id") or uuid.uuid4().hex
         request_id, controls, options = model_call(
             self.session_id,

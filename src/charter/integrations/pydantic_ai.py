@@ -50,6 +50,7 @@ from .._wording import failure_text
 from ..auth import Principal
 from ..errors import ErrorCode
 from ..harness.names import ModelNames, model_names
+from ..harness.seal import model_controls_refused
 from ..host import Host
 from ..manifest import RegisteredTool
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
@@ -139,6 +140,9 @@ class CharterToolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         """Invoke the tool through the host and map its outcome (see the module table)."""
+        reserved = model_controls_refused(tool_args)
+        if reserved is not None:
+            return _failed(reserved)
         called = name
         name = self._names().tool_name(called) or called
         call_id = ctx.tool_call_id or uuid.uuid4().hex
