@@ -194,3 +194,51 @@ async def test_the_model_cannot_send_invocation_controls_to_confirm_its_own_call
         )
     assert await world.host.approvals.list(BOB) == []
     assert world.executions == []
+
+
+async def test_two_tenants_threads_with_the_same_tool_call_id_settle_their_own_deferred_calls(
+    world: World,
+) -> None:
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from charter import Completed, ErrorCode, Principal
+    from charter.integrations.langchain import charter_tools
+
+    # Catches deferred records keyed by the tool call id alone ("lc_call_0"): the second
+    # thread's deferral overwrote the first's, resuming the first settled the second's
+    # call, and the second thread was handed the first tenant's output.
+    other = Principal(subject="alice", tenant_id="t2", scopes=ALICE.scopes)
+    config: Any = {"configurable": {"thread_id": "thread-1"}}
+    agents = [
+        create_agent(
+            model(("start_job", {"job": f"export-{who.tenant_id}"}, "call_0")),
+            tools=charter_tools(world.host, who, session_id="thread-1", tools=["start_job"]),
+            checkpointer=InMemorySaver(),
+        )
+        for who in (ALICE, other)
+    ]
+    for a in agents:
+        paused = await a.ainvoke({"messages": [{"role": "user", "content": "go"}]}, config)
+        assert paused["__interrupt__"][0].value["charter"] == "deferred"
+    mine, theirs = (str(invocation) for _, invocation, _ in world.executions)
+    assert mine != theirs
+
+    refused = await world.host.settle(mine, Completed(output={"status": "x"}), tenant="t2")
+    assert not refused and refused.refused is not None
+    assert refused.refused.code is ErrorCode.NOT_FOUND
+
+    for agent, status in zip(agents, ("done-t1", "done-t2"), strict=True):
+        done = await agent.ainvoke(Command(resume={"status": status}), config)
+        (message,) = tool_messages(done)
+        assert json.loads(str(message.content)) == {"status": status}
+    records = [await world.ledger.get_deferred(i) for i in (mine, theirs)]
+    assert [(r.tenant_id, r.status) for r in records if r is not None] == [
+        ("t1", "settled"),
+        ("t2", "settled"),
+    ]
+    assert [json.loads(r.outcome or "")["output"] for r in records if r is not None] == [
+        {"status": "done-t1"},
+        {"status": "done-t2"},
+    ]

@@ -420,15 +420,23 @@ class Host(Pipeline):
         where = tenant if tenant is not None else principal.tenant_id
         return await self._gate.status(where, principal_id(principal), key)
 
-    async def settle(self, invocation_id: str, outcome: ToolOutcome) -> Settlement:
+    async def settle(
+        self, invocation_id: str, outcome: ToolOutcome, *, tenant: str | None = None
+    ) -> Settlement:
         """Complete a deferred call once with a completed, denied or failed outcome.
 
         A completed outcome's output is validated like every completed call's: output that
         does not match the tool's output model is refused (``INVALID_OUTPUT``) and nothing
         is stored. The result is falsy when nothing was stored, with the reason.
+
+        ``tenant`` names the tenant of the caller settling (the bridges pass their
+        principal's): a deferred call neither made by that tenant nor acting for it is
+        refused like an unknown one (``NOT_FOUND``, ``deferred_not_found``) and left as
+        it is. None, for the application itself (an external system's webhook), settles
+        any.
         """
         return await _settle.settle(
-            self.store, self.registry, invocation_id, outcome, self._clock()
+            self.store, self.registry, invocation_id, outcome, self._clock(), tenant=tenant
         )
 
     def audit_losses(self) -> AuditLosses:

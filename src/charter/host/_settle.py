@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ..auth import split_principal_key
 from ..errors import ErrorCode
-from ..ledger import LedgerStore
+from ..ledger import DeferredRecord, LedgerStore
 from ..outcome import Completed, Denied, Failed, ToolOutcome, failed, outcome_adapter
 from ..registry import Registry, finish_output
 from ._calls import Settlement
@@ -19,10 +20,13 @@ async def settle(
     invocation_id: str,
     outcome: ToolOutcome,
     now: datetime,
+    *,
+    tenant: str | None = None,
 ) -> Settlement:
     """Store ``outcome`` as the deferred call's, once, if it is valid (``Host.settle``)."""
     record = await store.get_deferred(invocation_id)
-    if record is None:
+    # Another tenant's deferred call answers exactly like a missing one (no oracle).
+    if record is None or not _settles(tenant, record):
         return _refused(
             ErrorCode.NOT_FOUND,
             f"No deferred call {invocation_id[:200]!r} to settle.",
@@ -50,6 +54,19 @@ async def settle(
         f"The deferred call {invocation_id[:200]!r} was already settled.",
         "already_settled",
     )
+
+
+def _settles(tenant: str | None, record: DeferredRecord) -> bool:
+    """Whether ``tenant`` may settle the record: the tenant the call acted for, or its caller's.
+
+    The caller's home tenant counts too, as for an approval: an admin's delegated call acts
+    for another tenant, and the admin's own side settles it. None is a caller of no tenant
+    (the application itself, say the external system's webhook), which may settle any.
+    """
+    if tenant is None:
+        return True
+    home, _ = split_principal_key(record.principal_id)
+    return tenant in (record.tenant_id, home)
 
 
 def _refused(code: ErrorCode, message: str, reason: str) -> Settlement:

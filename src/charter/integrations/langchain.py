@@ -41,8 +41,7 @@ from ..harness.seal import model_controls_refused
 from ..host import Host
 from ..manifest import RegisteredTool
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
-from ..registry import finish_output
-from ._calls import model_call
+from ._calls import model_call, settle_model_call
 
 __all__ = ("CharterTool", "charter_tools")
 
@@ -126,21 +125,25 @@ class CharterTool(BaseTool):
         if reserved is not None:
             return _content(reserved)
         call_id: str = kwargs.get("call_id") or uuid.uuid4().hex
-        request_id, controls, options = model_call(
+        planned = model_call(
+            self.principal,
             self.session_id,
             call_id,
-            invocation_id=f"lc_{call_id}",
+            bridge="lc",
             audience=self.audience,
             model_name=self.name,
         )
-        tool = self.registered.name
+        tool, controls, options = self.registered.name, planned.controls, planned.options
         outcome = await self.host.invoke(tool, arguments, self.principal, controls, call=options)
         for _ in range(_MAX_INTERACTIONS):
             if not isinstance(outcome, InteractionRequired | Deferred):
                 return _content(outcome)
-            answer = self._ask(outcome, request_id)
+            answer = self._ask(outcome, planned.request_id)
             if isinstance(outcome, Deferred):
-                return _content(await self._settle(f"lc_{call_id}", answer))
+                settled = await settle_model_call(
+                    self.host, self.registered, self.principal, planned.invocation_id, answer
+                )
+                return _content(settled)
             if outcome.interaction.kind == "approval":
                 approved = answer.get("approved") if isinstance(answer, dict) else answer
                 outcome = await self.host.resume(
@@ -164,17 +167,6 @@ class CharterTool(BaseTool):
                     call=options,
                 )
         raise ToolException(f"[{ErrorCode.ACTION_POLICY_REQUIRED.value}] Too many interactions.")
-
-    async def _settle(self, invocation_id: str, answer: Any) -> ToolOutcome:
-        """Settle a deferred call with the resume value (validated like any output)."""
-        settlement = await self.host.settle(invocation_id, Completed(output=answer))
-        if settlement.stored is not None:
-            return settlement.stored
-        refused = settlement.refused
-        if refused is not None and refused.reason != "deferred_not_found":
-            return refused
-        # An unledgered call keeps no deferred record: validate the output here.
-        return finish_output(self.registered, Completed(output=answer))
 
     def _ask(self, outcome: InteractionRequired | Deferred, request_id: str) -> Any:
         """Pause the graph on the interaction and return the resume value."""

@@ -146,13 +146,15 @@ class CharterToolset(AbstractToolset[Any]):
         called = name
         name = self._names().tool_name(called) or called
         call_id = ctx.tool_call_id or uuid.uuid4().hex
-        request_id, controls, options = model_call(
+        planned = model_call(
+            self.principal,
             self.session_id,
             call_id,
-            invocation_id=f"pai_{call_id}",
+            bridge="pai",
             audience=self.audience,
             model_name=called,
         )
+        request_id, controls, options = planned.request_id, planned.controls, planned.options
         if not ctx.tool_call_approved:
             outcome = await self.host.invoke(
                 name, tool_args, self.principal, controls, call=options
