@@ -7,7 +7,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from harness_support import ALICE, BOB, World
+from harness_support import ALICE, BOB, AddIn, AddOut, World
+
+from charter import Interaction, InteractionRequired, ToolContext
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent
@@ -147,6 +149,61 @@ async def test_an_approval_resumed_twice_runs_the_tool_once(world: World) -> Non
 
     assert outputs == ["done", "done"]
     assert world.count("cancel_booking") == 1
+
+
+async def test_the_handlers_own_approval_reaches_it_when_the_app_approves_without_metadata(
+    world: World,
+) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
+    from charter import Host, Registry, define_tool
+    from charter.integrations.pydantic_ai import CharterToolset
+
+    # Catches a toolset that continued only the host's gates: approving the standard way,
+    # DeferredToolResults(approvals={"c1": True}), called the tool afresh, the handler
+    # never saw the approval and asked again on every approval.
+    answers: list[bool | None] = []
+
+    async def pay(args: AddIn, ctx: ToolContext) -> AddOut | InteractionRequired:
+        answers.append(ctx.resume.approved if ctx.resume is not None else None)
+        if ctx.resume is not None and ctx.resume.approved:
+            return AddOut(sum=args.a + args.b)
+        prompt = f"Pay {args.a + args.b}?"
+        return InteractionRequired(
+            interaction=Interaction(id="pay-1", kind="approval", prompt=prompt)
+        )
+
+    registry = Registry()
+    registry.register(
+        define_tool(
+            name="pay",
+            description="Pay.",
+            input_schema=AddIn,
+            output_schema=AddOut,
+            handler=pay,
+            tier="read",
+        )
+    )
+    ag = Agent(
+        scripted(("pay", {"a": 2, "b": 3}, "c1")),
+        toolsets=[CharterToolset(Host(registry), ALICE, session_id="s1")],
+        output_type=[str, DeferredToolRequests],
+    )
+    first = await ag.run("pay")
+    assert isinstance(first.output, DeferredToolRequests)
+    assert first.output.metadata["c1"]["gate"] == "handler"
+
+    second = await ag.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"c1": True}),
+    )
+    assert second.output == "done"
+    (ret,) = returns(second.new_messages())
+    assert ret.content == {"sum": 5}
+    # Without the metadata the toolset finds the pause as the call answers now (the
+    # handler asks once more), then continues that one with the approval.
+    assert answers == [None, None, True]
 
 
 async def test_a_denied_call_is_a_terminal_failure_the_model_sees(world: World) -> None:

@@ -19,7 +19,8 @@ tool call id (``charter.host.derive_request_id``), which pydantic-ai keeps acros
 history) replays the stored outcome instead of running the tool again, and the approval
 the host checks is bound to the call's exact arguments and request id. The approval
 request's metadata carries the host's pause; an approved call continues it with
-``Host.resume``. Needs ``pip install 'charter[pydantic-ai]'``.
+``Host.resume`` (without the metadata, the pause the call answers with now: a host gate,
+or the handler's own approval request). Needs ``pip install 'charter[pydantic-ai]'``.
 """
 
 from __future__ import annotations
@@ -168,7 +169,10 @@ class CharterToolset(AbstractToolset[Any]):
             outcome = await self.host.invoke(
                 name, tool_args, self.principal, controls, call=options
             )
-        else:
+            # The pause the call answers with now may be the handler's own approval
+            # request: the person approved that one (a host gate passes in the loop).
+            paused = _handler_approval(outcome)
+        if paused is not None:
             outcome = await self.host.resume(
                 paused, name, tool_args, self.principal, controls=controls, call=options
             )
@@ -189,6 +193,17 @@ def _continuable(outcome: ToolOutcome) -> bool:
         and outcome.gate != "handler"
         and outcome.approval_status in (None, "approved")
     )
+
+
+def _handler_approval(outcome: ToolOutcome) -> InteractionRequired | None:
+    """The handler's own approval request, if that is the outcome."""
+    if (
+        isinstance(outcome, InteractionRequired)
+        and outcome.gate == "handler"
+        and outcome.interaction.kind == "approval"
+    ):
+        return outcome
+    return None
 
 
 def _paused(ctx: RunContext[Any]) -> InteractionRequired | None:
