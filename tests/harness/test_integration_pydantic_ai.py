@@ -239,3 +239,47 @@ async def test_a_deferred_tool_becomes_an_external_call_with_its_invocation_id(
     (call,) = result.output.calls
     assert call.tool_name == "start_job"
     assert result.output.metadata["c1"]["job"] == "export"
+
+
+async def test_a_deferred_calls_result_is_validated_and_settles_the_hosts_record(
+    world: World,
+) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import ToolFailed
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
+    from charter.integrations.pydantic_ai import CharterToolset
+
+    # Catches a result handed back as pydantic-ai has it, DeferredToolResults(calls=...):
+    # pydantic-ai never calls the toolset again, so the model read output that broke the
+    # tool's schema and the host's deferred record stayed active.
+    toolset = CharterToolset(world.host, ALICE, session_id="s1")
+    ag = Agent(
+        scripted(("start_job", {"job": "export"}, "c1")),
+        toolsets=[toolset],
+        output_type=[str, DeferredToolRequests],
+    )
+    first = await ag.run("go")
+    assert isinstance(first.output, DeferredToolRequests)
+    (call,) = first.output.calls
+    ((_, invocation, _),) = world.executions
+
+    refused = await toolset.settle(call, {"state": "done"})
+    assert isinstance(refused, ToolFailed) and "[INVALID_OUTPUT]" in refused.message
+    record = await world.ledger.get_deferred(str(invocation))
+    assert record is not None and record.status == "active"
+
+    value = await toolset.settle(call, {"status": "exported"})
+    assert value == {"status": "exported"}
+    record = await world.ledger.get_deferred(str(invocation))
+    assert record is not None and record.status == "settled"
+    twice = await toolset.settle(call, {"status": "other"})
+    assert isinstance(twice, ToolFailed) and "[IDEMPOTENCY_CONFLICT]" in twice.message
+
+    second = await ag.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=DeferredToolResults(calls={call.tool_call_id: value}),
+    )
+    assert second.output == "done"
+    (ret,) = returns(second.new_messages())
+    assert ret.content == {"status": "exported"}

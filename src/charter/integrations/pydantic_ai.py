@@ -13,6 +13,9 @@ Outcomes map onto pydantic-ai's own control flow:
 | ``InteractionRequired`` (response)       | ``CallDeferred(metadata, kind="question")``         |
 | ``Deferred``                             | ``CallDeferred(metadata, kind="external")``         |
 
+A deferred call's result goes back through ``CharterToolset.settle``, which validates it
+and settles the host's record: pydantic-ai never calls the toolset for it.
+
 Each call's ledger request id is derived from the toolset's session id and the model's
 tool call id (``charter.host.derive_request_id``), which pydantic-ai keeps across
 ``DeferredToolResults``. So resuming the same approval twice (or replaying the persisted
@@ -36,6 +39,7 @@ try:
         ModelRetry,
         ToolFailed,
     )
+    from pydantic_ai.messages import ToolCallPart
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
@@ -55,7 +59,7 @@ from ..harness.seal import model_controls_refused
 from ..host import Host
 from ..manifest import RegisteredTool
 from ..outcome import Completed, Deferred, Denied, Failed, InteractionRequired, ToolOutcome
-from ._calls import model_call
+from ._calls import model_call, settle_model_call
 
 __all__ = ("CharterToolset",)
 
@@ -184,6 +188,43 @@ class CharterToolset(AbstractToolset[Any]):
                 outcome, name, tool_args, self.principal, controls=controls, call=options
             )
         return _map(outcome, request_id)
+
+    async def settle(self, call: ToolCallPart, output: object) -> Any:
+        """The value for ``DeferredToolResults.calls`` of a deferred call whose work ended.
+
+        pydantic-ai hands a deferred call's result to the model without calling the toolset
+        again, so pass it through here: ``output`` is validated against the tool's output
+        model and stored as the host's deferred record's outcome (once, as the principal's
+        tenant), like the harness and the LangChain bridge settle theirs.
+
+        Args:
+            call: the call, from ``DeferredToolRequests.calls``.
+            output: what the work produced, as the handler would have returned it.
+
+        Returns:
+            The validated output; or, when it is refused (it breaks the output model, the
+            call was already settled), the ``ToolFailed`` or ``ModelRetry`` that tells the
+            model why, to pass back as it is.
+        """
+        name = self._names().tool_name(call.tool_name) or call.tool_name
+        registered = self.host.registry.get(name)
+        if registered is None:
+            return ToolFailed(f"[{ErrorCode.NOT_FOUND.value}] No tool {call.tool_name!r}.")
+        planned = model_call(
+            self.principal,
+            self.session_id,
+            call.tool_call_id,
+            bridge="pai",
+            audience=self.audience,
+            model_name=call.tool_name,
+        )
+        outcome = await settle_model_call(
+            self.host, registered, self.principal, planned.invocation_id, output
+        )
+        try:
+            return _map(outcome, planned.request_id)
+        except (ToolFailed, ModelRetry) as refused:
+            return refused
 
 
 def _continuable(outcome: ToolOutcome) -> bool:
