@@ -15,10 +15,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from ._numbers import is_positive_int, is_positive_seconds
+from ._numbers import is_positive_int
 from .errors import ConfigurationError
 
-__all__ = ("InFlight", "Limit", "LimitKey", "RateLimit", "check_limits")
+__all__ = ("MAX_WINDOW", "MIN_UNIT", "InFlight", "Limit", "LimitKey", "RateLimit", "check_limits")
+
+MAX_WINDOW = 3_660 * 86_400
+"""The longest ``RateLimit.per``: ten years (3,660 days, 316,224,000 seconds).
+
+A bucket is a theoretical arrival time in Unix seconds, a float: a window this long keeps
+it well within the range a float counts to the microsecond, and every retry-after and
+``RateLimit-Policy`` window a finite, printable number."""
+
+MIN_UNIT = 1e-5
+"""The least seconds one unit of a ``RateLimit`` may be worth (``per / calls``): 10 µs.
+
+A spend moves the bucket's arrival time, a float of Unix seconds, by ``units * per /
+calls``; near today's time a float counts in steps of about a quarter of a microsecond,
+so a unit worth less would be rounded away (a quota of 10**13 units a day counted
+nothing). At 10 µs a one-unit spend is off by at most about 1.2 % (2.4 % once Unix times
+pass 2**31, in 2038): at most 100,000 units a second, 8.64 billion a day."""
 
 LimitKey: TypeAlias = Literal["principal", "tenant", "tool"]
 """Whose budget a call spends: its principal's (home tenant and subject), its tenant's
@@ -36,9 +52,10 @@ class RateLimit:
     """
 
     calls: int
-    """Units allowed per window (calls, or what ``cost`` counts)."""
+    """Units allowed per window (calls, or what ``cost`` counts); one unit is worth
+    ``per / calls`` seconds, at least ``MIN_UNIT`` (at most 100,000 units a second)."""
     per: float
-    """The window, in seconds (60 a minute, 86,400 a day)."""
+    """The window, in seconds (60 a minute, 86,400 a day), at most ``MAX_WINDOW`` (ten years)."""
     key: LimitKey = "principal"
     cost: Callable[[Any], int] | None = None
     """The units a call spends, from its validated input (default 1): a quota."""
@@ -75,19 +92,18 @@ def check_limits(owner: str, limits: object) -> tuple[Limit, ...]:
     Args:
         owner: what declares them, for the message (``tool 'trips.search'``, ``the host``).
         limits: a sequence of ``RateLimit`` and ``InFlight``.
+
+    Each limit's label (its ``name``, or the one derived) must differ from the others'
+    in ``limits``: the label is the bucket's identity, so two limits under one label would
+    share a bucket.
     """
     if isinstance(limits, str | bytes) or not hasattr(limits, "__iter__"):
         raise ConfigurationError(f"{owner}: limits must be a list of RateLimit or InFlight")
     checked: list[Limit] = []
+    labels: set[str] = set()
     for limit in limits:
         if isinstance(limit, RateLimit):
-            if not (is_positive_int(limit.calls) and is_positive_seconds(limit.per)):
-                raise ConfigurationError(
-                    f"{owner}: RateLimit needs calls > 0 (an integer) and per > 0 seconds, "
-                    f"got calls={limit.calls!r}, per={limit.per!r}"
-                )
-            if limit.cost is not None and not callable(limit.cost):
-                raise ConfigurationError(f"{owner}: RateLimit.cost must be callable")
+            _check_rate_limit(owner, limit)
         elif isinstance(limit, InFlight):
             if not is_positive_int(limit.limit):
                 raise ConfigurationError(
@@ -101,8 +117,44 @@ def check_limits(owner: str, limits: object) -> tuple[Limit, ...]:
             raise ConfigurationError(
                 f"{owner}: a limit's key is 'principal', 'tenant' or 'tool', not {limit.key!r}"
             )
+        name = limit.name
+        if name is not None and not (isinstance(name, str) and name.strip() and name.isprintable()):
+            raise ConfigurationError(
+                f"{owner}: a limit's name is None (derived) or a non-empty, printable str "
+                f"(no control characters, tabs or line breaks), got {name!r}"
+            )
+        if limit.label in labels:
+            raise ConfigurationError(
+                f"{owner}: two limits are named {limit.label!r}; a limit's name is its "
+                "bucket, so give each one a name of its own (name=...)"
+            )
+        labels.add(limit.label)
         checked.append(limit)
     return tuple(checked)
+
+
+def _check_rate_limit(owner: str, limit: RateLimit) -> None:
+    calls, per = limit.calls, limit.per
+    # Compared, not converted: an int too large for a float is refused, not an OverflowError.
+    seconds = isinstance(per, int | float) and not isinstance(per, bool) and per > 0
+    if not (is_positive_int(calls) and seconds):
+        raise ConfigurationError(
+            f"{owner}: RateLimit needs calls > 0 (an integer) and per > 0 seconds, "
+            f"got calls={calls!r}, per={per!r}"
+        )
+    if per > MAX_WINDOW:  # infinity too
+        raise ConfigurationError(
+            f"{owner}: RateLimit per={per!r} is longer than the longest window, "
+            f"{MAX_WINDOW:,} seconds (ten years)"
+        )
+    if not per / calls >= MIN_UNIT:
+        raise ConfigurationError(
+            f"{owner}: RateLimit calls={calls!r} per={per!r} makes one unit worth "
+            f"{per / calls:.3g} s, under the least, {MIN_UNIT:g} s (at most 100,000 units a "
+            "second): count in larger units (kilobytes rather than bytes) or a longer window"
+        )
+    if limit.cost is not None and not callable(limit.cost):
+        raise ConfigurationError(f"{owner}: RateLimit.cost must be callable")
 
 
 def _seconds(value: float) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ from charter.errors import ConfigurationError, ErrorCode
 from charter.host import Host
 from charter.ledger import MemoryStore
 from charter.ledger.budgets import bucket_key
+from charter.limits import MAX_WINDOW, MIN_UNIT
 from charter.outcome import Completed, Failed, InteractionRequired, ToolOutcome
 
 pytestmark = pytest.mark.anyio
@@ -277,6 +279,7 @@ async def test_a_cost_function_returning_no_whole_number_fails_the_call_clearly(
     outcome = await host.invoke("bookings.refund", refund_args(100), agent())
     assert isinstance(outcome, Failed) and outcome.code is ErrorCode.PROVIDER_ERROR
     assert outcome.reason == "invalid_limit_cost" and ran == []
+    assert outcome.meta is not None and outcome.meta["limit"] == "10/60s by principal"
 
 
 async def test_in_flight_caps_refuse_calls_beyond_the_cap_until_one_ends() -> None:
@@ -333,6 +336,84 @@ async def test_malformed_limits_are_configuration_errors_naming_the_problem() ->
     for build, words in bad:
         with pytest.raises(ConfigurationError, match=words):
             build()
+
+
+async def test_limits_sharing_a_name_in_one_scope_are_configuration_errors() -> None:
+    # A limit's name is its bucket: two limits under one name would share one bucket.
+    hourly = RateLimit(calls=100, per=3_600, name="q")
+    shared: list[list[Any]] = [
+        [RateLimit(calls=10, per=60)] * 2,  # the same derived name twice
+        [RateLimit(calls=10, per=60, name="q"), hourly],
+        [InFlight(limit=2, name="q"), hourly],
+    ]
+    for limits in shared:
+        with pytest.raises(ConfigurationError, match="two limits are named"):
+            registry(search_limits=limits)
+        with pytest.raises(ConfigurationError, match="the host's rate_limits: two limits"):
+            Host(registry(), rate_limits=limits)
+    # One name on two tools, or on a tool and the host, is two buckets: allowed.
+    host = Host(registry(search_limits=[hourly], refund_limits=[hourly]), rate_limits=[hourly])
+    assert isinstance(await host.invoke("trips.search", {"destination": "x"}, agent()), Completed)
+
+
+async def test_windows_units_and_names_out_of_range_are_configuration_errors() -> None:
+    # Ill-typed names on purpose (mypy refuses them too).
+    bad: list[tuple[Any, str]] = [
+        (RateLimit(calls=1, per=1e308), "longer than the longest window"),
+        (RateLimit(calls=1, per=MAX_WINDOW + 1), "316,224,000 seconds"),
+        (RateLimit(calls=1, per=10**400), "longer than the longest window"),
+        (RateLimit(calls=1, per=math.inf), "longer than the longest window"),
+        (RateLimit(calls=1, per=math.nan), "per > 0"),
+        (RateLimit(calls=10**13, per=86_400), "one unit worth"),  # 10 trillion a day
+        (RateLimit(calls=10**400, per=60), "one unit worth"),
+        (RateLimit(calls=5, per=60, name=5), "got 5"),  # type: ignore[arg-type]
+        (InFlight(limit=5, name=5), "got 5"),  # type: ignore[arg-type]
+        (RateLimit(calls=5, per=60, name=""), "non-empty"),
+        (RateLimit(calls=5, per=60, name="  "), "non-empty"),
+        (InFlight(limit=5, name="burst\nx"), "control characters"),
+    ]
+    for limit, words in bad:
+        with pytest.raises(ConfigurationError, match=words):
+            registry(search_limits=[limit])
+        with pytest.raises(ConfigurationError, match=words):
+            Host(registry(), rate_limits=[limit])
+    # The bounds themselves are allowed.
+    registry(search_limits=[RateLimit(calls=1, per=MAX_WINDOW)])
+    registry(search_limits=[RateLimit(calls=round(1 / MIN_UNIT), per=1)])
+
+
+async def test_a_refusal_under_the_longest_window_says_a_finite_wait() -> None:
+    host = search_host(RateLimit(calls=1, per=MAX_WINDOW), clock=Clock(START))
+    assert isinstance(await host.invoke("trips.search", {"destination": "x"}, agent()), Completed)
+    refused = await host.invoke("trips.search", {"destination": "x"}, agent())
+    assert rate_limited(refused)
+    assert isinstance(refused, Failed) and refused.meta is not None
+    assert refused.meta["retryAfter"] == MAX_WINDOW
+
+
+async def test_a_pending_refusal_count_is_recorded_by_any_refusal_after_its_window() -> None:
+    clock = Clock(START)
+    store = MemoryStore()
+    host = search_host(RateLimit(calls=1, per=3_600), store=store, clock=clock)
+
+    async def planner_counts() -> list[int]:
+        events = await store.events(tenant="acme")
+        return [e.count for e in events if e.code == "RATE_LIMITED" and e.subject == "planner"]
+
+    for _ in range(51):
+        await host.invoke("trips.search", {"destination": "x"}, agent())
+    assert await planner_counts() == [1]  # the first; 49 more counted
+    clock.advance(timedelta(seconds=59))
+    await host.invoke("trips.search", {"destination": "x"}, agent("booker"))
+    await host.invoke("trips.search", {"destination": "x"}, agent("booker"))
+    assert await planner_counts() == [1]  # the window still runs
+    clock.advance(timedelta(seconds=1))
+    # Another caller's refusal, after the planner's window: the planner's count is recorded
+    # now, not when the planner is refused again or the host closes.
+    await host.invoke("trips.search", {"destination": "x"}, agent("booker"))
+    assert sorted(await planner_counts()) == [1, 49]
+    await host.aclose()
+    assert sorted(await planner_counts()) == [1, 49]
 
 
 async def test_each_refusal_counts_in_the_rate_limit_metric_by_tool_and_limit(otel: Any) -> None:

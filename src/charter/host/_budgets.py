@@ -11,19 +11,28 @@ runs it; what it spent is given back when the handler did not run after all (a r
 request still in progress, an approval that stops it), so a replay is free. A ledgered
 call on a ``SpendingStore`` (``SqlStore``) leaves its rate limits to its ledger
 transaction, which spends them as it opens, on its own connection (``Spent.charge``).
+
+A spend that stops early gives back what it spent first, whatever stops it: a limit
+without room, a store busy or unreachable, an error, a cancellation (a store's spend under
+way then runs to its end, and is given back; a give-back is never cut short). A ``cost``
+function is called before anything is spent; one that raises fails the call
+(``PROVIDER_ERROR``, ``invalid_limit_cost``, naming the limit).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .._safe_log import log_exception
+from .._wording import new_error_id
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable
+from ..ledger import LedgerKey
 from ..ledger.budgets import (
     Bucket,
     BucketUsage,
@@ -31,16 +40,19 @@ from ..ledger.budgets import (
     BudgetStore,
     BudgetUnavailable,
     Charge,
+    MemoryBudgets,
     SpendingStore,
     bucket_key,
 )
-from ..limits import InFlight, Limit, RateLimit
+from ..limits import MAX_WINDOW, InFlight, Limit, RateLimit
 from ..outcome import Completed, Failed, ToolOutcome, failed
 from ._calls import PreparedCall
 
 __all__ = ("Budgets", "Spent", "handler_skipped")
 
 logger = logging.getLogger("charter")
+
+_T = TypeVar("_T")
 
 _NOT_RUN = frozenset({ErrorCode.REQUEST_IN_PROGRESS, ErrorCode.IDEMPOTENCY_CONFLICT})
 """Failures the ledger answers without running the handler."""
@@ -58,6 +70,17 @@ class Spent:
     """The rate limits the call's ledger transaction spends as it opens (not yet spent)."""
     limits: list[RateLimit] = field(default_factory=list)
     """The limit of each bucket in ``charge``, in its order (to word a refusal)."""
+    request: LedgerKey | None = None
+    """The ledgered request the call runs, counted as running here until it ends."""
+
+
+@dataclass(slots=True)
+class _Running:
+    """The calls of one ledgered request that spent here and have not ended."""
+
+    calls: int = 1
+    ended: asyncio.Event | None = None
+    """Set when the last of them ends (made for the first retry that waits)."""
 
 
 class Budgets:
@@ -77,28 +100,85 @@ class Budgets:
         self.host_limits = tuple(host_limits)
         self._clock = clock
         self._in_flight: dict[str, int] = {}
+        # The in-memory buckets never suspend, so nothing can cut their spend short.
+        self._atomic = type(store) is MemoryBudgets
+        self._running: dict[LedgerKey, _Running] = {}
+        self._refunds: set[asyncio.Future[None]] = set()
 
     def applies(self, prepared: PreparedCall) -> bool:
         """Whether any budget applies to the call (most calls have none: a fast no)."""
         return bool(self.host_limits or prepared.action.tool.tool.limits)
 
     async def spend(self, prepared: PreparedCall) -> Spent | Failed:
-        """Spend every budget the call is under, or refuse it with nothing spent."""
-        try:
-            return await self._spend_all(prepared)
-        except (StoreBusy, StoreUnavailable):
-            return _unavailable()
+        """Spend every budget the call is under, or refuse it with nothing spent.
 
-    async def _spend_all(self, prepared: PreparedCall) -> Spent | Failed:
+        Whatever ends the spend early gives back what it spent before it answers or
+        raises (see the module's docstring).
+        """
+        units = self._units(prepared)
+        if isinstance(units, Failed):
+            return units
         spent = Spent()
+        # A ledgered call on a SpendingStore only counts here: its transaction spends.
         deferred = self.in_transaction and prepared.ledger_key is not None
+        try:
+            if self._atomic or deferred:
+                refused = await self._spend_all(prepared, units, spent, deferred=deferred)
+            else:
+                spending = self._spend_all(prepared, units, spent, deferred=False)
+                refused = await _to_its_end(spending)
+        except (StoreBusy, StoreUnavailable):
+            await self.give_back(spent)
+            return _unavailable()
+        except BaseException:
+            await self.give_back(spent)
+            raise
+        if refused is not None:
+            await self.give_back(spent)
+            return refused
+        if prepared.ledger_key is not None:
+            self._start(prepared.ledger_key, spent)
+        return spent
+
+    def _units(self, prepared: PreparedCall) -> list[tuple[str, Limit, int]] | Failed:
+        """Each limit the call is under, its scope and the units it costs; or why it cannot."""
         tool = prepared.action.tool
         declared = [(tool.name, limit) for limit in tool.tool.limits]
         declared += [("*", limit) for limit in self.host_limits]
+        units: list[tuple[str, Limit, int]] = []
         for scope, limit in declared:
+            if isinstance(limit, InFlight) or limit.cost is None:
+                units.append((scope, limit, 1))
+                continue
+            try:
+                cost = limit.cost(prepared.action.input)
+            except Exception:
+                return _cost_failed(limit, prepared.name)
+            if not isinstance(cost, int) or isinstance(cost, bool) or cost < 0:
+                return _invalid_cost(limit, "did not return a whole number of units (0 or more)")
+            if cost > limit.calls:
+                return _never(limit, cost)
+            units.append((scope, limit, cost))
+        return units
+
+    async def _spend_all(
+        self,
+        prepared: PreparedCall,
+        units: list[tuple[str, Limit, int]],
+        spent: Spent,
+        *,
+        deferred: bool,
+    ) -> Failed | None:
+        """Spend each limit into ``spent``; the refusal of the first without room, or None.
+
+        ``deferred``: leave the rate limits to the call's ledger transaction (``charge``).
+        """
+        for scope, limit, cost in units:
             holder = _holder(limit, prepared)
             if isinstance(limit, InFlight):
                 refused = self._hold(bucket_key(scope, limit.label, holder), limit, spent)
+            elif cost == 0:
+                continue
             else:
                 bucket = Bucket(
                     tool=scope,
@@ -109,11 +189,10 @@ class Budgets:
                     interval=limit.per / limit.calls,
                     window=float(limit.per),
                 )
-                refused = await self._spend(bucket, limit, prepared, spent, deferred=deferred)
+                refused = await self._spend(bucket, limit, cost, spent, deferred=deferred)
             if refused is not None:
-                await self.give_back(spent)
                 return refused
-        return spent
+        return None
 
     async def refusal(self, spent: Spent, error: BudgetRefused | BudgetUnavailable) -> Failed:
         """The answer to a call whose ledger transaction could not spend ``spent.charge``."""
@@ -140,9 +219,38 @@ class Budgets:
             self.release(spent)
 
     async def give_back(self, spent: Spent) -> None:
-        """Return what ``spent`` spent and release its holds."""
+        """Return what ``spent`` spent and release its holds; a cancellation does not stop it."""
         self.release(spent)
         buckets, spent.buckets = spent.buckets, []
+        if not buckets:
+            return
+        if self._atomic:
+            await self._refund(buckets)
+            return
+        refund = asyncio.ensure_future(self._refund(buckets))
+        self._refunds.add(refund)
+        refund.add_done_callback(self._refunds.discard)
+        await asyncio.shield(refund)
+
+    def running(self, key: LedgerKey) -> bool:
+        """Whether a call of the ledgered request ``key`` spent here and has not ended."""
+        return key in self._running
+
+    async def until_ended(self, key: LedgerKey, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for request ``key``'s calls to end; whether they did."""
+        running = self._running.get(key)
+        if running is None:
+            return True
+        if running.ended is None:
+            running.ended = asyncio.Event()
+        try:
+            async with asyncio.timeout(timeout):
+                await running.ended.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def _refund(self, buckets: list[tuple[Bucket, float]]) -> None:
         for bucket, cost in buckets:
             try:
                 await self.store.refund_budget(bucket, cost=cost)
@@ -165,6 +273,27 @@ class Budgets:
             else:
                 self._in_flight.pop(key, None)
         spent.held.clear()
+        request, spent.request = spent.request, None
+        if request is not None:
+            self._stop(request)
+
+    def _start(self, key: LedgerKey, spent: Spent) -> None:
+        running = self._running.get(key)
+        if running is None:
+            self._running[key] = _Running()
+        else:
+            running.calls += 1
+        spent.request = key
+
+    def _stop(self, key: LedgerKey) -> None:
+        running = self._running.get(key)
+        if running is None:
+            return
+        running.calls -= 1
+        if running.calls <= 0:
+            del self._running[key]
+            if running.ended is not None:
+                running.ended.set()
 
     def _hold(self, key: str, limit: InFlight, spent: Spent) -> Failed | None:
         running = self._in_flight.get(key, 0)
@@ -178,23 +307,11 @@ class Budgets:
         self,
         bucket: Bucket,
         limit: RateLimit,
-        prepared: PreparedCall,
+        units: int,
         spent: Spent,
         *,
         deferred: bool,
     ) -> Failed | None:
-        units = 1 if limit.cost is None else limit.cost(prepared.action.input)
-        if not isinstance(units, int) or isinstance(units, bool) or units < 0:
-            return failed(
-                ErrorCode.PROVIDER_ERROR,
-                f"The cost function of the limit {limit.label!r} did not return a whole "
-                "number of units (0 or more).",
-                reason="invalid_limit_cost",
-            )
-        if units == 0:
-            return None
-        if units > limit.calls:
-            return _never(limit, units)
         cost = units * bucket.interval
         now = self._clock().timestamp()
         if deferred:
@@ -213,8 +330,12 @@ class Budgets:
         """``RATE_LIMITED``, with the wait until ``cost`` fits in ``bucket`` again."""
         arrival = await self.store.budget_arrival(bucket)
         wait = max(arrival if arrival is not None else now, now) + cost - now - bucket.window
+        # Never more than a window (a replica's clock ahead of ours could say more).
         return _refused(
-            limit.label, retry_after=max(wait, 0.0), quota=limit.calls, window=limit.per
+            limit.label,
+            retry_after=min(max(wait, 0.0), bucket.window),
+            quota=limit.calls,
+            window=limit.per,
         )
 
 
@@ -234,6 +355,55 @@ def _holder(limit: Limit, prepared: PreparedCall) -> str:
         return "tenant:" + prepared.context.tenant_id
     principal = prepared.principal
     return principal.key if principal is not None else "anonymous"
+
+
+async def _to_its_end(work: Coroutine[Any, Any, _T]) -> _T:
+    """Await ``work`` in a task of its own that a cancellation does not cut short.
+
+    A cancellation that arrives meanwhile is raised once ``work`` is done, so whatever it
+    spent is known (and given back) by then.
+    """
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+        except BaseException:
+            break  # the work failed: its exception is raised below
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller gets
+        raise cancelled
+    return task.result()
+
+
+def _cost_failed(limit: RateLimit, tool: str) -> Failed:
+    """A cost function raised; call it in the ``except`` block (it logs the error)."""
+    error_id = new_error_id()
+    log_exception(
+        logger,
+        "the cost function of the limit %r raised on a call to %r (error id %s)",
+        limit.label,
+        tool,
+        error_id,
+    )
+    return _invalid_cost(limit, f"failed (error id {error_id})", errorId=error_id)
+
+
+def _invalid_cost(limit: RateLimit, what: str, **meta: Any) -> Failed:
+    return failed(
+        ErrorCode.PROVIDER_ERROR,
+        f"The cost function of the limit {limit.label!r} {what}; nothing ran and nothing "
+        "was spent.",
+        next_steps=(
+            "Report the limit (and the error id, if any) to the operator; retrying will not help.",
+        ),
+        reason="invalid_limit_cost",
+        limit=limit.label,
+        **meta,
+    )
 
 
 def _unavailable() -> Failed:
@@ -269,6 +439,8 @@ def _refused(
     quota: int | None = None,
     window: float | None = None,
 ) -> Failed:
+    if not retry_after <= MAX_WINDOW:  # never expected: a bound, for infinity and NaN too
+        retry_after = float(MAX_WINDOW)
     seconds = math.ceil(retry_after * 10) / 10 or 0.1
     meta: dict[str, Any] = {"limit": label, "retryAfter": seconds}
     if quota is not None:

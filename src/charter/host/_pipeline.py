@@ -48,7 +48,7 @@ from ..audit import AuditEvent, AuditSink
 from ..auth import Principal
 from ..context import discard_after_commit
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
-from ..ledger import LedgerGate, LedgerKey, confirmation_required
+from ..ledger import LedgerGate, LedgerKey, confirmation_required, in_progress
 from ..ledger.budgets import BudgetRefused, BudgetUnavailable, Charge
 from ..manifest import RegisteredTool
 from ..outcome import Completed, Failed, ReportsToolError, ToolOutcome, failed, failed_from_error
@@ -424,19 +424,37 @@ class Pipeline:
         await self._audit(trace, outcome)
 
     async def _refused_by_budget(self, prepared: PreparedCall, refusal: Failed) -> ToolOutcome:
-        """A refused call's answer: the stored outcome when it is a replay (always free)."""
+        """A refused call's answer: the stored outcome when it is a replay (always free).
+
+        A retry of a request still running on this host is answered as the ledger answers
+        one: it waits for the request (up to ``in_progress_wait``) and replays its stored
+        outcome, or is ``REQUEST_IN_PROGRESS`` when it still runs. (A ``SpendingStore``'s
+        transaction waits so for the request's claim; a ``MemoryStore`` shows no claim
+        before it commits, and an ``InFlight`` cap refuses before any transaction.)
+        """
         key = prepared.ledger_key
-        if key is not None and prepared.fingerprint is not None:
-            try:
-                replay = await self._gate.replay_of(key, prepared.fingerprint)
-            except (StoreBusy, StoreUnavailable):
-                replay = None
+        fingerprint = prepared.fingerprint
+        if key is not None and fingerprint is not None:
+            replay = await self._stored(key, fingerprint)
+            budgets = self._budgets
+            if replay is None and budgets.running(key):
+                if await budgets.until_ended(key, self._gate.in_progress_wait):
+                    replay = await self._stored(key, fingerprint)
+                else:
+                    replay = in_progress(key.request_id)
             if replay is not None:
                 return replay
         if refusal.code is ErrorCode.RATE_LIMITED:
             limit = str((refusal.meta or {}).get("limit"))
             self._telemetry.rate_limited(tool=prepared.name, limit=limit)
         return refusal
+
+    async def _stored(self, key: LedgerKey, fingerprint: str) -> ToolOutcome | None:
+        """The replay of the request's stored outcome, if it has one (None when unreadable)."""
+        try:
+            return await self._gate.replay_of(key, fingerprint)
+        except (StoreBusy, StoreUnavailable):
+            return None
 
     async def _run(self, prepared: PreparedCall, charge: Charge | None = None) -> ToolOutcome:
         key = prepared.ledger_key

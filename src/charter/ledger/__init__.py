@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..outcome import ApprovalStatus as ApprovalStatus
 from ._answers import confirmation_required as confirmation_required
+from ._answers import in_progress as in_progress
 from .approval_service import Approvals as Approvals
 from .approvals import ApprovalDecision as ApprovalDecision
 from .approvals import ApprovalRecord as ApprovalRecord
@@ -52,4 +53,5 @@ __all__ = (
     "LedgerTransaction",
     "MemoryStore",
     "confirmation_required",
+    "in_progress",
 )

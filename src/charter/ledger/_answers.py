@@ -187,6 +187,7 @@ def effect_key_in_use(key: str) -> Failed:
 
 
 def in_progress(request_id: str) -> Failed:
+    """The answer to a retry of ``request_id`` while the request still runs (retryable)."""
     return failed(
         ErrorCode.REQUEST_IN_PROGRESS,
         "The same request is still running; retry with the same requestId shortly.",
