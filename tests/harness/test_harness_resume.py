@@ -7,10 +7,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from harness_support import ALICE, BOB, World, calls, last_results
+from harness_support import ALICE, BOB, AskIn, AskOut, World, calls, last_results
 from tests.builders import tiered_tool
 
-from charter import Completed, Failed
+from charter import Completed, Failed, Interaction, InteractionRequired, ToolContext
 from charter.errors import ErrorCode
 from charter.harness import (
     Approve,
@@ -124,6 +124,36 @@ async def test_a_response_resume_passes_the_saved_token_and_the_value(world: Wor
     assert done.results[0].output == {"answer": "May 3 (token {'asked': 'Which date?'})"}
     ids = {invocation for name, invocation, _ in world.executions if name == "ask_user"}
     assert ids == {asked.invocation_id}
+
+
+async def test_a_handlers_question_after_the_users_confirmation_gets_the_answer(
+    world: World,
+) -> None:
+    # Answering runs the call again past the confirmation the user gave; it used to stop
+    # at the confirmation again, so the handler never got the answer.
+    async def refund(args: AskIn, ctx: ToolContext) -> AskOut | InteractionRequired:
+        world.executions.append(("refund", ctx.invocation_id, args.model_dump()))
+        if ctx.resume is None:
+            card = Interaction(id="card-1", kind="response", prompt=args.question)
+            return InteractionRequired(interaction=card)
+        return AskOut(answer=f"refunded to {ctx.resume.value}")
+
+    world.registry.register(tiered_tool("refund", "sensitive", refund, AskIn, AskOut))
+    model = ScriptedModel(
+        [calls(("refund", "c1", {"question": "Which card?"})), ModelResponse(text="done")]
+    )
+    session = world.harness(model).session(ALICE)
+    paused = await session.run("refund my trip")
+    (confirmation,) = paused.interactions
+    assert confirmation.gate == "confirmation"
+    asked = await session.resume(Approve(interaction_id=confirmation.interaction.id))
+    assert asked.status == "paused", asked
+    (question,) = asked.interactions
+    assert question.interaction.id == "card-1"
+    done = await session.resume(Respond(interaction_id="card-1", value="visa"))
+    assert done.status == "completed", done
+    assert [r.output for r in done.results] == [{"answer": "refunded to visa"}]
+    assert [name for name, _, _ in world.executions] == ["refund", "refund"]
 
 
 async def test_a_stale_interaction_id_is_rejected_without_a_model_call(world: World) -> None:
@@ -440,8 +470,6 @@ async def test_a_tool_asking_for_approval_itself_resumes_with_ctx_resume_and_its
     # and re-runs the same invocation with ctx.resume; catches a harness that treats every
     # approval as a host approval (sending an approvalId the host never issued).
     from harness_support import AddOut, Empty
-
-    from charter import Interaction, InteractionRequired, ToolContext
 
     seen: list[tuple[str | None, object]] = []
 

@@ -16,9 +16,10 @@ from tests.builders import destructive_risk, risk, tiered_tool
 from tests.builders import request_id as rid
 
 from charter import ActionPolicy, Host, Principal, Registry, ToolContext
+from charter.context import ResumeInfo
 from charter.errors import ErrorCode
 from charter.host import CallOptions, PreparedCall, derive_request_id
-from charter.outcome import Completed, Deferred, Denied, Failed, InteractionRequired
+from charter.outcome import Completed, Deferred, Denied, Failed, Interaction, InteractionRequired
 
 pytestmark = pytest.mark.anyio
 
@@ -302,6 +303,95 @@ async def test_a_pause_cannot_continue_another_request() -> None:
     assert kit.runs == {}
     done = await kit.host.resume(paused, "delete_note", arguments, ALICE)
     assert isinstance(done, Completed) and kit.runs == {"delete_note": 1}
+
+
+# -- a handler's own question behind the host's gates --------------------------------------
+
+
+class Asking:
+    """Tools whose handler asks which card to refund to before it runs; ``answers`` it got."""
+
+    def __init__(self) -> None:
+        self.answers: list[ResumeInfo | None] = []
+        registry = Registry()
+
+        async def handler(note: Note, ctx: ToolContext) -> Saved | InteractionRequired:
+            self.answers.append(ctx.resume)
+            if ctx.resume is None:
+                card = Interaction(id="card", kind="response", prompt="Which card?")
+                return InteractionRequired(interaction=card, token={"step": 1})
+            return Saved(ok=ctx.resume.approved is not False, run=len(self.answers))
+
+        for name, tier, policy in (
+            ("refund_note", "sensitive", WRITE),
+            ("purge_note", "destructive", DESTRUCTIVE),
+        ):
+            registry.register(
+                tiered_tool(
+                    name,
+                    tier,
+                    handler,
+                    Note,
+                    Saved,
+                    required_scopes=["notes:write"],
+                    risk_policy=policy,
+                )
+            )
+        self.host = Host(registry)
+
+
+async def test_a_handlers_question_after_the_confirmation_gets_its_answer() -> None:
+    # Answering the question runs the call again: it must pass the confirmation it passed
+    # before, not stop at it again with the handler never getting the answer.
+    kit = Asking()
+    arguments = {"title": "t", "_charter": {"requestId": rid()}}
+    confirm = await kit.host.invoke("refund_note", arguments, ALICE)
+    assert isinstance(confirm, InteractionRequired) and confirm.gate == "confirmation"
+    asked = await kit.host.resume(confirm, "refund_note", arguments, ALICE)
+    assert isinstance(asked, InteractionRequired) and asked.gate == "handler"
+    assert asked.continuation is not None and asked.continuation.confirmed is True
+    done = await kit.host.resume(asked, "refund_note", arguments, ALICE, value={"card": "visa"})
+    assert isinstance(done, Completed) and done.output == {"ok": True, "run": 2}
+    assert kit.answers == [
+        None,
+        ResumeInfo(interaction_id="card", kind="response", approved=True, value={"card": "visa"},
+                   token={"step": 1}),
+    ]  # fmt: skip
+    replay = await kit.host.resume(asked, "refund_note", arguments, ALICE, value={"card": "x"})
+    assert isinstance(replay, Completed) and replay.replayed and len(kit.answers) == 2
+
+
+async def test_a_declined_question_after_the_confirmation_is_the_handlers_to_decide() -> None:
+    kit = Asking()
+    arguments = {"title": "t", "_charter": {"requestId": rid(), "confirmed": True}}
+    asked = await kit.host.invoke("refund_note", arguments, ALICE)
+    assert isinstance(asked, InteractionRequired) and asked.gate == "handler"
+    declined = await kit.host.resume(asked, "refund_note", arguments, ALICE, approved=False)
+    assert isinstance(declined, Completed) and declined.output == {"ok": False, "run": 2}
+
+
+async def test_a_handlers_question_after_an_approval_uses_the_approval_once() -> None:
+    kit = Asking()
+    arguments = {"title": "t", "_charter": {"requestId": rid(), "confirmed": True}}
+    waiting = await kit.host.invoke("purge_note", arguments, ALICE)
+    assert isinstance(waiting, InteractionRequired) and waiting.approval_id is not None
+    await kit.host.approvals.grant(waiting.approval_id, APPROVER)
+    asked = await kit.host.resume(waiting, "purge_note", arguments, ALICE)
+    assert isinstance(asked, InteractionRequired) and asked.gate == "handler"
+    assert asked.continuation is not None
+    assert asked.continuation.approval_id == waiting.approval_id
+    # The pause rolled the call back: the approval is still unused ...
+    approval = await kit.host.approvals.get(APPROVER, waiting.approval_id)
+    assert approval is not None and approval.status == "approved"
+    done = await kit.host.resume(asked, "purge_note", arguments, ALICE, value={"card": "visa"})
+    assert isinstance(done, Completed) and done.output == {"ok": True, "run": 2}
+    # ... and the run that completed used it.
+    used = await kit.host.approvals.get(APPROVER, waiting.approval_id)
+    assert used is not None and used.status == "consumed"
+    other = {"title": "t", "_charter": {"requestId": rid()}}
+    refused = await kit.host.resume(asked, "purge_note", other, ALICE, value={"card": "visa"})
+    assert isinstance(refused, Failed) and refused.reason == "request_id_mismatch"
+    assert len(kit.answers) == 2
 
 
 # -- the handler's context -------------------------------------------------------------------

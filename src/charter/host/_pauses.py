@@ -51,10 +51,12 @@ async def resume(
             value=value,
             token=paused.token,
         )
-        return await pipeline.invoke(
-            name, arguments, principal, controls, call=replace(call, resume=answer)
-        )
-    if not approved:
+        call = replace(call, resume=answer)
+        if paused.continuation is None:  # the call passed no gate: nothing to carry
+            return await pipeline.invoke(name, arguments, principal, controls, call=call)
+        # Else the call runs again past the gates it passed (its continuation), and the
+        # person's answer, whatever it is, goes to the handler.
+    elif not approved:
         what = "confirm" if paused.gate == "confirmation" else "go ahead with"
         return Denied(
             reason=f"The user declined to {what} this action; it did not run.",

@@ -51,7 +51,16 @@ from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..ledger import LedgerGate, LedgerKey, confirmation_required, in_progress
 from ..ledger.budgets import BudgetRefused, BudgetUnavailable, Charge
 from ..manifest import RegisteredTool
-from ..outcome import Completed, Failed, ReportsToolError, ToolOutcome, failed, failed_from_error
+from ..outcome import (
+    Completed,
+    Continuation,
+    Failed,
+    InteractionRequired,
+    ReportsToolError,
+    ToolOutcome,
+    failed,
+    failed_from_error,
+)
 from ..policy import InvocationControls, command_fingerprint
 from ..registry import Registry
 from ._access import ScopeChecks, caller_audience, visible
@@ -142,6 +151,8 @@ class Pipeline:
                         outcome = await self._execute(prepared)
                     else:
                         outcome = await self._execute_to_end(prepared)
+                    if isinstance(outcome, InteractionRequired):
+                        outcome = past_the_gates(outcome, prepared.controls)
                 else:
                     outcome = prepared
             except Exception as exc:
@@ -194,7 +205,10 @@ class Pipeline:
                 step = self._guarded(trace, self._execute(prepared))
             else:
                 step = self._guarded(trace, self._execute_to_end(prepared))
-            outcome = reported_failure(trace, await step)
+            outcome = await step
+            if isinstance(outcome, InteractionRequired):
+                outcome = past_the_gates(outcome, prepared.controls)
+            outcome = reported_failure(trace, outcome)
             self._finish(span, trace, outcome)
         await self._audit(trace, outcome)
         return outcome
@@ -526,6 +540,34 @@ def _internal_error(tool: str) -> Failed:
         f"The call to {tool!r} failed inside the server. Error id: {error_id}.",
         errorId=error_id,
     )
+
+
+def past_the_gates(
+    paused: InteractionRequired, controls: InvocationControls
+) -> InteractionRequired:
+    """A handler's own pause, with the controls that took its call past the host's gates.
+
+    Continuing it runs the call again: without the confirmation and the approval that let
+    it through, it would stop at its gate again and the handler never get its answer.
+    """
+    if paused.gate != "handler":
+        return paused
+    continuation = Continuation(
+        request_id=controls.request_key,
+        confirmed=True if controls.is_confirmed else None,
+        approval_id=controls.approval_id,
+    )
+    if continuation == _NOTHING_TO_CONTINUE:
+        return paused
+    return paused.model_copy(
+        update={
+            "continuation": continuation,
+            "request_id": paused.request_id or controls.request_key,
+        }
+    )
+
+
+_NOTHING_TO_CONTINUE = Continuation()
 
 
 def reported_failure(trace: Trace, outcome: ToolOutcome) -> ToolOutcome:
