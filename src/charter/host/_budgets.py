@@ -24,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
+from .._completion import to_completion
 from .._safe_log import log_exception
 from .._wording import new_error_id
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable
@@ -51,8 +52,6 @@ from ._calls import PreparedCall
 __all__ = ("Budgets", "Spent", "handler_skipped")
 
 logger = logging.getLogger("charter")
-
-_T = TypeVar("_T")
 
 _NOT_RUN = frozenset({ErrorCode.REQUEST_IN_PROGRESS, ErrorCode.IDEMPOTENCY_CONFLICT})
 """Failures the ledger answers without running the handler."""
@@ -126,7 +125,7 @@ class Budgets:
                 refused = await self._spend_all(prepared, units, spent, deferred=deferred)
             else:
                 spending = self._spend_all(prepared, units, spent, deferred=False)
-                refused = await _to_its_end(spending)
+                refused = await to_completion(spending)
         except (StoreBusy, StoreUnavailable):
             await self.give_back(spent)
             return _unavailable()
@@ -355,28 +354,6 @@ def _holder(limit: Limit, prepared: PreparedCall) -> str:
         return "tenant:" + prepared.context.tenant_id
     principal = prepared.principal
     return principal.key if principal is not None else "anonymous"
-
-
-async def _to_its_end(work: Coroutine[Any, Any, _T]) -> _T:
-    """Await ``work`` in a task of its own that a cancellation does not cut short.
-
-    A cancellation that arrives meanwhile is raised once ``work`` is done, so whatever it
-    spent is known (and given back) by then.
-    """
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError as exc:
-            cancelled = exc
-        except BaseException:
-            break  # the work failed: its exception is raised below
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved: the cancellation is what the caller gets
-        raise cancelled
-    return task.result()
 
 
 def _cost_failed(limit: RateLimit, tool: str) -> Failed:

@@ -18,7 +18,6 @@ written on their own first) instead of polling for it in SQLite's busy handler.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import weakref
 from collections import deque
@@ -27,6 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from .._completion import to_completion
 from ..errors import StoreBusy
 from ..ledger._scope import Scope
 from ._dialects import READ_ONLY_OPTION, begin_deferred, begin_write, execution_options
@@ -37,44 +37,6 @@ __all__ = ("ConnectionScope", "Prelude", "WriteQueue", "run_to_completion", "to_
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
-
-_shielded: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "charter_store_shielded", default=False
-)
-"""True inside the task ``to_completion`` runs its work in."""
-
-
-async def _run_shielded(work: Awaitable[_T]) -> _T:
-    _shielded.set(True)  # in the task's own copy of the context
-    return await work
-
-
-async def to_completion(
-    work: Awaitable[_T], *, on_cancel: Callable[[_T], Awaitable[object]] | None = None
-) -> _T:
-    """Await ``work`` in its own task, so a cancellation cannot cut it short.
-
-    A cancellation that arrives meanwhile is re-raised once the work is done; ``on_cancel``
-    then receives the result it would have returned (to release it). Inside such a task
-    already, ``work`` is awaited directly: nothing outside can cancel it there.
-    """
-    if _shielded.get():
-        return await work
-    task = asyncio.ensure_future(_run_shielded(work))
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError as exc:
-            cancelled = exc
-        except BaseException:
-            break  # the work failed: its exception is raised below
-    if cancelled is None:
-        return task.result()
-    # Cancelled meanwhile, possibly just as the work finished: release what it returned.
-    if not task.cancelled() and task.exception() is None and on_cancel is not None:
-        await to_completion(on_cancel(task.result()))
-    raise cancelled
 
 
 def run_to_completion(
