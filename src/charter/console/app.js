@@ -53,8 +53,43 @@ function svgIcon(path) {
   return svg;
 }
 
+// -- text the agent chose ---------------------------------------------------------------------
+// Arguments, targets, reason codes, tool names and subjects can carry characters that are not
+// seen but change what is read: a right-to-left override shows "\u202emoc.knabdoog@ecila" as
+// "alice@goodbank.com", a zero-width space hides inside "acct\u200b_1", a line separator makes a
+// fake line. Every such value is shown with those characters written out as escapes (\u202e, in
+// their own style) and inside a bidi isolate, so it cannot reorder the words around it either.
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
+
+function escapeOf(char) {
+  const code = char.codePointAt(0);
+  return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, "0")}`;
+}
+
+/** Agent text for an attribute or an announcement: its hidden characters written as escapes. */
+function reveal(text) {
+  return String(text).replace(HIDDEN, escapeOf);
+}
+
+/** Agent text as page content: isolated, its hidden characters shown as marked escapes. */
+function agentText(text, cls) {
+  const span = h("span", { class: cls ? `agent ${cls}` : "agent" });
+  const value = String(text);
+  let shown = 0;
+  for (const match of value.matchAll(HIDDEN)) {
+    const code = match[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    span.append(
+      value.slice(shown, match.index),
+      h("span", { class: "hidden-char", title: `invisible character U+${code}`, text: escapeOf(match[0]) })
+    );
+    shown = match.index + match[0].length;
+  }
+  span.append(value.slice(shown));
+  return span;
+}
+
 function jsonBlock(value, label) {
-  const pre = h("pre", { class: "json", tabindex: "0", "aria-label": label });
+  const pre = h("pre", { class: "json", tabindex: "0", "aria-label": reveal(label) });
   renderJson(pre, value, 0);
   return pre;
 }
@@ -75,13 +110,13 @@ function renderJson(into, value, depth) {
     if (entries.length === 0) return into.append("{}");
     into.append("{\n");
     entries.forEach(([k, v], i) => {
-      into.append(pad + "  ", h("span", { class: "k", text: JSON.stringify(k) }), ": ");
+      into.append(pad + "  ", agentText(JSON.stringify(k), "k"), ": ");
       renderJson(into, v, depth + 1);
       into.append(i < entries.length - 1 ? ",\n" : "\n");
     });
     into.append(pad + "}");
   } else if (typeof value === "string") {
-    into.append(h("span", { class: "s", text: JSON.stringify(value) }));
+    into.append(agentText(JSON.stringify(value), "s"));
   } else if (typeof value === "number") {
     into.append(h("span", { class: "n", text: String(value) }));
   } else {
@@ -148,9 +183,9 @@ function announce(text) {
 }
 
 let toastTimer = null;
-function toast(text) {
+function toast(...parts) {
   const el = $("toast");
-  el.textContent = text;
+  el.replaceChildren(...parts.flat().filter((part) => part !== null));
   el.hidden = false;
   window.clearTimeout(toastTimer);
   toastTimer = window.setTimeout(() => { el.hidden = true; }, 4000);
@@ -192,8 +227,9 @@ async function signIn(key) {
   sessionStorage.setItem(KEY_STORAGE, key);
   state.me = me;
   $("who").replaceChildren(
-    h("strong", { text: me.displayName || me.subject }),
-    ` · ${me.tenantId}`
+    h("strong", {}, agentText(me.displayName || me.subject)),
+    " · ",
+    agentText(me.tenantId)
   );
   $("signin-view").hidden = true;
   $("session").hidden = false;
@@ -239,7 +275,7 @@ $("signin-form").addEventListener("submit", async (event) => {
   } catch (error) {
     state.key = null;
     if (!(error instanceof ApiError && error.status === 401)) {
-      $("signin-error").textContent = `Could not sign in: ${error.message}`;
+      $("signin-error").replaceChildren("Could not sign in: ", agentText(error.message));
     }
   } finally {
     $("signin-submit").disabled = false;
@@ -306,7 +342,7 @@ async function refreshApprovals() {
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;
     $("live").classList.add("stale");
-    $("approvals-error").textContent = `Could not load approvals: ${error.message}`;
+    $("approvals-error").replaceChildren("Could not load approvals: ", agentText(error.message));
     if (state.linked !== null) renderApprovals([]);
     updateLiveText();
     return false;
@@ -360,7 +396,7 @@ function renderApprovals(list) {
   if (state.filter === "pending" && state.linked === null) setPendingCount(pending);
   if (fresh.length === 1) {
     const a = fresh[0];
-    announce(`New approval request: ${a.tool}${a.target ? ` on ${a.target}` : ""}, ${a.risk} risk.`);
+    announce(reveal(`New approval request: ${a.tool}${a.target ? ` on ${a.target}` : ""}, ${a.risk} risk.`));
   } else if (fresh.length > 1) {
     announce(`${fresh.length} new approval requests.`);
   }
@@ -390,19 +426,19 @@ function approvalCard(a) {
         "div",
         { class: "card-title" },
         riskBadge(a.risk),
-        h("h3", { id: titleId, text: a.tool }),
+        h("h3", { id: titleId }, agentText(a.tool)),
         a.tier ? h("span", { class: "badge badge-tier", text: a.tier }) : null,
         a.status !== "pending" ? statusBadge(a.status) : null
       ),
       h("div", { class: "clock" })
     ),
-    a.description ? h("p", { class: "card-desc", text: a.description }) : h("div", { class: "card-desc" }),
+    a.description ? h("p", { class: "card-desc" }, agentText(a.description)) : h("div", { class: "card-desc" }),
     h(
       "dl",
       { class: "facts" },
       fact("Target", a.target || "—"),
       fact("Requested by", a.requesterId),
-      fact("Requested", `${relative(created)} · ${created.toLocaleTimeString()}`),
+      fact("Requested", h("time", { datetime: a.createdAt, text: `${relative(created)} · ${created.toLocaleTimeString()}` })),
       fact("Request id", a.requestId, "mono"),
       a.reasonCode ? fact("Reason code", a.reasonCode) : null
     ),
@@ -416,7 +452,9 @@ function approvalCard(a) {
 }
 
 function fact(label, value, cls) {
-  return h("div", {}, h("dt", { text: label }), h("dd", { class: cls, text: value }));
+  // A string is the server's (so possibly the agent's) text; a node is the page's own.
+  const shown = value === null || value === undefined || value instanceof Node ? value : agentText(value);
+  return h("div", {}, h("dt", { text: label }), h("dd", { class: cls }, shown));
 }
 
 function statusBadge(status) {
@@ -452,7 +490,7 @@ function updateClock(card, a) {
 function decisionForm(a) {
   const reasonId = `${cardId(a.id)}-reason`;
   const errorId = `${cardId(a.id)}-error`;
-  const label = `${a.tool}${a.target ? ` on ${a.target}` : ""}`;
+  const label = reveal(`${a.tool}${a.target ? ` on ${a.target}` : ""}`);
   const reason = h("textarea", {
     id: reasonId,
     rows: "1",
@@ -483,7 +521,7 @@ function decisionForm(a) {
         body: text ? { reason: text } : {},
       });
       const verbPast = verb === "grant" ? "Approved" : "Denied";
-      toast(`${verbPast} ${label}.`);
+      toast(verbPast, " ", agentText(a.tool), a.target ? [" on ", agentText(a.target)] : null, ".");
       announce(`${verbPast} ${label}.`);
       state.approvals.set(updated.id, updated);
       const card = document.getElementById(cardId(a.id));
@@ -493,7 +531,7 @@ function decisionForm(a) {
       window.setTimeout(refreshApprovals, 800);
     } catch (e) {
       approve.disabled = deny.disabled = false;
-      error.textContent = e instanceof ApiError && e.problem ? e.problem.detail : e.message;
+      error.replaceChildren(agentText(e instanceof ApiError && e.problem ? e.problem.detail : e.message));
     }
   };
   approve.addEventListener("click", () => decide("grant"));
@@ -520,17 +558,17 @@ function focusAfterDecision(card) {
 }
 
 function decisionNote(a) {
-  const who = a.decidedBy ? ` by ${a.decidedBy}` : "";
+  const who = a.decidedBy ? [" by ", agentText(a.decidedBy)] : [];
   const words = {
-    approved: `Approved${who}; waiting for the requester to retry.`,
-    denied: `Denied${who}.`,
-    consumed: `Approved${who} and executed.`,
+    approved: ["Approved", who, "; waiting for the requester to retry."],
+    denied: ["Denied", who, "."],
+    consumed: ["Approved", who, " and executed."],
   };
   const note = h(
     "p",
     { class: "decision" },
-    h("strong", { text: words[a.status] || a.status }),
-    a.decisionReason ? ` Reason: “${a.decisionReason}”` : ""
+    h("strong", {}, words[a.status] || agentText(a.status)),
+    a.decisionReason ? [" Reason: “", agentText(a.decisionReason), "”"] : ""
   );
   const history = a.history || [];
   if (history.length < 2) return note;
@@ -547,10 +585,12 @@ function decisionHistory(a, history) {
     return h(
       "li",
       {},
-      h("strong", { text: revoked ? "Revoked" : verbs[d.status] || d.status }),
-      ` by ${d.decidedBy} · `,
+      h("strong", {}, revoked ? "Revoked" : verbs[d.status] || agentText(d.status)),
+      " by ",
+      agentText(d.decidedBy),
+      " · ",
       h("time", { datetime: d.decidedAt, title: at.toLocaleString(), text: relative(at) }),
-      d.reason ? ` · “${d.reason}”` : ""
+      d.reason ? [" · “", agentText(d.reason), "”"] : ""
     );
   });
   return h(
@@ -583,7 +623,7 @@ async function refreshActivity() {
     renderActivity(data.events, outbox.effects);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
-      $("activity-error").textContent = `Could not load activity: ${error.message}`;
+      $("activity-error").replaceChildren("Could not load activity: ", agentText(error.message));
     }
   }
 }
@@ -628,11 +668,7 @@ function effectBadges(effects) {
               ? ["badge-warn", "failed, retrying"]
               : ["badge-info", "pending"];
       const detail = `${e.attempts}/${e.maxAttempts} attempts${e.lastError ? ` · ${e.lastError}` : ""}`;
-      const badge = h("span", {
-        class: `badge ${style}`,
-        title: detail,
-        text: `${e.name} ${label}`,
-      });
+      const badge = h("span", { class: `badge ${style}`, title: reveal(detail) }, agentText(e.name), ` ${label}`);
       // Admins re-drive or give up on a dead effect here (POST /v1/effects/{key}:retry|:discard).
       if (e.status !== "dead" || !(state.me && state.me.admin && state.me.kind === "person")) return badge;
       return h("span", { class: "effect-actions" }, badge, effectButton(e, "retry"), effectButton(e, "discard"));
@@ -644,22 +680,25 @@ function effectButton(effect, action) {
   const button = h("button", {
     type: "button",
     class: `button button-small ${action === "retry" ? "button-quiet" : "button-deny"}`,
-    "aria-label": `${verb} ${effect.name} ${effect.key}`,
+    "aria-label": reveal(`${verb} ${effect.name} ${effect.key}`),
     text: verb,
   });
   button.addEventListener("click", async () => {
     button.disabled = true;
     try {
       await api(`effects/${encodeURIComponent(effect.key)}:${action}`, { method: "POST" });
-      const done = `${effect.name} ${action === "retry" ? "is pending again" : "is discarded"}.`;
-      toast(done);
-      announce(done);
+      const done = ` ${action === "retry" ? "is pending again" : "is discarded"}.`;
+      toast(agentText(effect.name), done);
+      announce(reveal(effect.name) + done);
       await refreshActivity();
     } catch (e) {
       button.disabled = false;
-      $("activity-error").textContent = `Could not ${action} ${effect.name}: ${
-        e instanceof ApiError && e.problem ? e.problem.detail : e.message
-      }`;
+      $("activity-error").replaceChildren(
+        `Could not ${action} `,
+        agentText(effect.name),
+        ": ",
+        agentText(e instanceof ApiError && e.problem ? e.problem.detail : e.message)
+      );
     }
   });
   return button;
@@ -705,11 +744,11 @@ function renderActivity(events, outbox = []) {
       "tr",
       {},
       h("td", {}, h("time", { datetime: e.time, title: time.toLocaleString(), text: relative(time) })),
-      h("td", { class: "mono", text: e.tool }),
+      h("td", { class: "mono" }, agentText(e.tool)),
       h("td", {}, activityBadge(e), e.replayed ? h("span", { class: "badge badge-tier", text: "replay" }) : null),
-      h("td", { class: "mono", text: [e.code, e.reason].filter(Boolean).join(" · ") || "—" }),
-      h("td", { text: activityCaller(e) }),
-      h("td", { class: "mono", title: e.requestId || "", text: e.requestId ? `${e.requestId.slice(0, 8)}…` : "—" }),
+      h("td", { class: "mono" }, agentText([e.code, e.reason].filter(Boolean).join(" · ") || "—")),
+      h("td", {}, agentText(activityCaller(e))),
+      h("td", { class: "mono", title: reveal(e.requestId || "") }, e.requestId ? [agentText(e.requestId.slice(0, 8)), "…"] : "—"),
       h("td", {}, activityEffects(e, effects, byKey)),
       h("td", { class: "num", text: `${Math.round(e.durationMs)} ms` })
     );
@@ -727,7 +766,7 @@ async function refreshLimits() {
     renderLimits(data.budgets);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
-      $("limits-error").textContent = `Could not load limits: ${error.message}`;
+      $("limits-error").replaceChildren("Could not load limits: ", agentText(error.message));
     }
   }
 }
@@ -760,9 +799,9 @@ function renderLimits(budgets) {
     h(
       "tr",
       {},
-      h("td", { class: "mono", text: b.tool === "*" ? "every tool" : b.tool }),
-      h("td", { text: b.limit }),
-      h("td", { class: "mono", text: b.holder }),
+      h("td", { class: "mono" }, b.tool === "*" ? "every tool" : agentText(b.tool)),
+      h("td", {}, agentText(b.limit)),
+      h("td", { class: "mono" }, agentText(b.holder)),
       h("td", {}, usageMeter(b)),
       h("td", { class: "num", text: `${Math.ceil(b.fullIn)} s` })
     )
@@ -782,7 +821,7 @@ async function refreshUpstreams() {
     renderUpstreams(data.upstreams);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
-      $("upstreams-error").textContent = `Could not load upstreams: ${error.message}`;
+      $("upstreams-error").replaceChildren("Could not load upstreams: ", agentText(error.message));
     }
   }
 }
@@ -794,14 +833,14 @@ function renderUpstreams(upstreams) {
     return h(
       "tr",
       {},
-      h("td", { class: "mono", text: u.name }),
-      h("td", { class: "mono", text: `${u.namespace}.*` }),
+      h("td", { class: "mono" }, agentText(u.name)),
+      h("td", { class: "mono" }, agentText(u.namespace), ".*"),
       h("td", {}, h("span", { class: `badge ${levels[u.state] || "badge-warn"}`, text: u.state })),
       h("td", {}, h("time", { datetime: u.since, title: since.toLocaleString(), text: relative(since) })),
       h("td", { class: "num", text: String(u.tools) }),
       h("td", { class: "num", text: String(u.calls) }),
       h("td", { class: "num", text: String(u.reconnects) }),
-      h("td", { text: u.lastError || "" })
+      h("td", {}, agentText(u.lastError || ""))
     );
   });
   const headings = ["Upstream", "Tools as", "State", "Since", "Tools", "Calls", "Reconnects", "Last error"];
@@ -820,7 +859,7 @@ async function refreshTools() {
     renderTools();
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) {
-      $("tools-error").textContent = `Could not load tools: ${error.message}`;
+      $("tools-error").replaceChildren("Could not load tools: ", agentText(error.message));
     }
   }
 }
@@ -857,9 +896,9 @@ function contentEntry(title, kind, description, facts) {
     h(
       "summary",
       {},
-      h("span", { class: "tool-name", text: title }),
+      h("span", { class: "tool-name" }, agentText(title)),
       h("span", { class: "tool-badges" }, h("span", { class: "badge badge-tier", text: kind })),
-      h("p", { class: "tool-summary", text: description })
+      h("p", { class: "tool-summary" }, description ? agentText(description) : null)
     ),
     h("div", { class: "tool-body" }, h("dl", { class: "facts" }, ...facts))
   );
@@ -879,7 +918,7 @@ function renderTools() {
   if (shown.length === 0) {
     container.replaceChildren(
       query
-        ? emptyState("No tool matches", `Nothing matches “${query}”.`)
+        ? emptyState("No tool matches", `Nothing matches “${reveal(query)}”.`)
         : emptyState("No tools", "This key may not call any tool.")
     );
     return;
@@ -896,14 +935,14 @@ function toolEntry(t) {
     h(
       "summary",
       {},
-      h("span", { class: "tool-name", text: t.name }),
+      h("span", { class: "tool-name" }, agentText(t.name)),
       h(
         "span",
         { class: "tool-badges" },
         h("span", { class: "badge badge-tier", text: t.tier }),
         riskBadge(t.deploymentRisk)
       ),
-      h("p", { class: "tool-summary", text: t.description })
+      h("p", { class: "tool-summary" }, t.description ? agentText(t.description) : null)
     ),
     h(
       "div",

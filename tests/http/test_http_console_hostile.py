@@ -1,0 +1,132 @@
+"""The approvals console against an agent that shapes its requests to mislead the approver.
+
+Real headless Chromium (Debian's, driven by Playwright), as in ``test_http_console_browser``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from http_support import TOKENS, Lab, Live, serve
+from playwright.sync_api import Page, expect
+from pydantic import BaseModel, Field
+from test_http_console_browser import sign_in
+from tests.builders import destructive_risk
+
+from charter import ActionPolicy, Registry, tool
+from charter.auth import StaticAuthenticator
+from charter.host import Host
+from charter.http import create_app
+
+pytestmark = pytest.mark.browser
+
+# Characters that are not seen but change what is read (the JSON block's own newlines aside).
+INVISIBLE = re.compile(
+    "[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+)
+
+
+class Payout(BaseModel):
+    account: str = Field(min_length=1, max_length=100_000)
+    amount_cents: int = Field(gt=0)
+    note: str = Field(default="", max_length=100_000)
+
+
+class Paid(BaseModel):
+    ok: bool
+
+
+def build_payout_host() -> Host:
+    """One tool whose target and note are free text the agent writes."""
+
+    @tool(
+        name="payments.payout",
+        tier="destructive",
+        risk_policy=destructive_risk("payment"),
+        required_scopes=["bookings:refund"],
+        action_policy=ActionPolicy(
+            target_type="account",
+            command_target_field="account",
+            confirmation="required",
+            approval="required",
+        ),
+    )
+    def payout(arguments: Payout) -> Paid:
+        """Pay money out to an account."""
+        return Paid(ok=True)
+
+    registry = Registry()
+    registry.register_all([payout])
+    return Host(registry, authenticator=StaticAuthenticator(TOKENS))
+
+
+@pytest.fixture
+def payouts() -> Iterator[Live]:
+    host = build_payout_host()
+    with serve(create_app(host, mcp=False)) as url:
+        yield Live(url=url, host=host, lab=Lab())
+
+
+def ask_payout(live: Live, arguments: dict[str, Any], reason_code: str | None = None) -> str:
+    """The agent asks for a payout; the approval id it waits on."""
+    body: dict[str, Any] = dict(arguments)
+    if reason_code is not None:
+        body["_charter"] = {"reasonCode": reason_code}
+    with live.client("agent-token") as agent:
+        response = agent.post(
+            "/v1/tools/payments.payout:call",
+            json=body,
+            headers={"Idempotency-Key": str(uuid.uuid4()), "Charter-Confirm": "true"},
+        )
+    assert response.status_code == 202, response.text
+    approval_id: str = response.json()["approvalId"]
+    return approval_id
+
+
+def status_of(live: Live, approval_id: str) -> str:
+    with live.client("approver-token") as approver:
+        response: httpx.Response = approver.get(f"/v1/approvals/{approval_id}")
+    status: str = response.json()["status"]
+    return status
+
+
+def test_bidi_overrides_and_invisible_characters_are_shown_as_escapes(
+    payouts: Live, page: Page
+) -> None:
+    """An account that would read "alice@goodbank.com" through U+202E is shown as it is."""
+    account = "\u202emoc.knabdoog@ecila"
+    note = "refund \u202e0001 :tnuoma\u202c only, acct\u200b_1\u2028fake line"
+    arguments = {"account": account, "amount_cents": 250_000, "note": note}
+    approval_id = ask_payout(payouts, arguments, reason_code="\u202edevorppa-erp OFC")
+    sign_in(page, payouts.url, "approver-token")
+    card = page.locator(f"#approval-{approval_id}")
+    expect(card).to_be_visible()
+    target = card.locator("dt", has_text="Target").locator("xpath=following-sibling::dd")
+    expect(target).to_have_text("\\u202emoc.knabdoog@ecila")
+    reason_code = card.locator("dt", has_text="Reason code").locator("xpath=following-sibling::dd")
+    expect(reason_code).to_have_text("\\u202edevorppa-erp OFC")
+    shown = card.locator("pre.json")
+    expect(shown).to_contain_text(
+        '"refund \\u202e0001 :tnuoma\\u202c only, acct\\u200b_1\\u2028fake line"'
+    )
+    # The escapes are marked as such, and each value is isolated from the text around it.
+    expect(target.locator(".hidden-char")).to_have_text("\\u202e")
+    expect(shown.locator(".hidden-char")).to_have_count(5)
+    isolation = target.locator(".agent").evaluate("el => getComputedStyle(el).unicodeBidi")
+    assert isolation == "isolate"
+    # Nothing invisible is left anywhere on the card: not in its text, not in its labels.
+    text = card.evaluate("el => el.textContent")
+    labels = card.evaluate(
+        "el => [...el.querySelectorAll('[aria-label], [title]')]"
+        ".map(e => (e.getAttribute('aria-label') || '') + (e.getAttribute('title') || ''))"
+        ".join(' ')"
+    )
+    assert not INVISIBLE.search(text + labels), (text, labels)
+    expect(
+        card.get_by_role("button", name="Approve payments.payout on \\u202emoc.knabdoog@ecila")
+    ).to_be_visible()
