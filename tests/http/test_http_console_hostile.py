@@ -130,3 +130,39 @@ def test_bidi_overrides_and_invisible_characters_are_shown_as_escapes(
     expect(
         card.get_by_role("button", name="Approve payments.payout on \\u202emoc.knabdoog@ecila")
     ).to_be_visible()
+
+
+def test_a_new_request_does_not_slide_under_the_pointer_and_take_its_click(
+    payouts: Live, page: Page
+) -> None:
+    """The agent's next request, the same height, would have taken the place of the one read."""
+    read = ask_payout(payouts, {"account": "acct_read", "amount_cents": 1_200})
+    sign_in(page, payouts.url, "approver-token")
+    approve_read = page.locator(f"#approval-{read}").get_by_role("button", name="Approve")
+    expect(approve_read).not_to_have_attribute("aria-disabled", "true")
+    before = approve_read.bounding_box()
+    assert before is not None
+    x, y = before["x"] + before["width"] / 2, before["y"] + before["height"] / 2
+    page.mouse.move(x, y)
+
+    unread = ask_payout(payouts, {"account": "acct_unread", "amount_cents": 9_999})
+    show = page.get_by_role("button", name="Show 1 new request")
+    expect(show).to_be_visible()
+    expect(page.locator(f"#approval-{unread}")).to_have_count(0)
+    assert approve_read.bounding_box() == before
+    page.mouse.click(x, y)
+    expect(page.locator("#toast")).to_contain_text("Approved payments.payout on acct_read")
+    assert status_of(payouts, read) == "approved"
+
+    # Shown on request, the new card's buttons wait a moment before they take a click.
+    show.click()
+    card = page.locator(f"#approval-{unread}")
+    expect(card).to_be_focused()
+    approve_unread = card.get_by_role("button", name="Approve")
+    box = approve_unread.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(card).to_contain_text("just appeared or moved")
+    assert status_of(payouts, unread) == "pending"
+    approve_unread.click()  # once it stood still (Playwright waits for aria-disabled to go)
+    expect(page.locator("#toast")).to_contain_text("Approved payments.payout on acct_unread")

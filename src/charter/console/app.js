@@ -16,6 +16,7 @@ const state = {
   lastUpdate: null,
   timer: null,
   linked: null, // the approval id of a deep link (#/approvals/{id}), else null
+  lastList: null, // the approvals last fetched, with the ones held behind "Show N new requests"
 };
 
 const $ = (id) => document.getElementById(id);
@@ -249,8 +250,9 @@ function signOut(message) {
   sessionStorage.removeItem(KEY_STORAGE);
   window.clearTimeout(state.timer);
   Object.assign(state, {
-    key: null, me: null, approvals: new Map(), seen: new Set(), firstLoad: true, tools: [],
+    key: null, me: null, approvals: new Map(), seen: new Set(), firstLoad: true, tools: [], lastList: null,
   });
+  showHeldCount(0);
   $("approvals").replaceChildren();
   $("app-view").hidden = true;
   $("session").hidden = true;
@@ -351,36 +353,45 @@ async function refreshApprovals() {
   return true;
 }
 
-function renderApprovals(list) {
+function renderApprovals(list, { showHeld = false } = {}) {
   const container = $("approvals");
-  const ids = new Set(list.map((a) => a.id));
-  for (const id of [...state.approvals.keys()]) {
-    if (ids.has(id)) continue;
-    const card = document.getElementById(cardId(id));
-    // A card that holds the keyboard focus stays until the focus moves on.
-    if (card && card.contains(document.activeElement)) continue;
-    if (card) card.remove();
-    state.approvals.delete(id);
-  }
+  state.lastList = list;
+  removeGone(list);
+  // While cards are shown, new requests wait behind "Show N new requests": inserted above,
+  // they would push the card under the approver's pointer and take the click meant for it.
+  const hold =
+    !showHeld && !state.firstLoad && state.linked === null && container.querySelector(".card") !== null;
   const fresh = [];
-  list.forEach((approval, index) => {
+  const held = [];
+  const inserted = [];
+  let below = null; // the card the next one (going up the list) goes above
+  for (const approval of [...list].reverse()) {
+    if (!state.seen.has(approval.id) && !state.firstLoad && approval.status === "pending") {
+      fresh.unshift(approval);
+    }
+    state.seen.add(approval.id);
     const existing = document.getElementById(cardId(approval.id));
+    if (!existing && hold) {
+      held.unshift(approval);
+      continue;
+    }
     const known = state.approvals.get(approval.id);
     if (existing && known && known.status === approval.status) {
       // Keep the card (and whatever the approver is typing in it); refresh its clock.
       updateClock(existing, approval);
+      below = existing;
     } else {
       const card = approvalCard(approval);
       if (existing) existing.replaceWith(card);
-      else container.insertBefore(card, container.children[index] || null);
-      if (!state.firstLoad && !state.seen.has(approval.id) && approval.status === "pending") {
-        card.classList.add("is-new");
-        fresh.push(approval);
+      else {
+        container.insertBefore(card, below);
+        inserted.unshift(card);
+        if (!state.firstLoad) card.classList.add("is-new");
       }
+      below = card;
     }
     state.approvals.set(approval.id, approval);
-    state.seen.add(approval.id);
-  });
+  }
   container.querySelectorAll(".empty").forEach((el) => el.remove());
   if (list.length === 0 && state.linked === null && !container.querySelector(".card")) {
     container.append(
@@ -394,14 +405,80 @@ function renderApprovals(list) {
   }
   const pending = list.filter((a) => a.status === "pending").length;
   if (state.filter === "pending" && state.linked === null) setPendingCount(pending);
+  showHeldCount(held.length);
+  announceFresh(fresh, held.length);
+  state.firstLoad = false;
+  return inserted;
+}
+
+function removeGone(list) {
+  const ids = new Set(list.map((a) => a.id));
+  for (const id of [...state.approvals.keys()]) {
+    if (ids.has(id)) continue;
+    const card = document.getElementById(cardId(id));
+    // A card that holds the keyboard focus stays until the focus moves on.
+    if (card && card.contains(document.activeElement)) continue;
+    if (card) card.remove();
+    state.approvals.delete(id);
+  }
+}
+
+function announceFresh(fresh, held) {
+  const where = held > 0 ? ` ${showHeldText(held)} at the top of the list shows it.` : "";
   if (fresh.length === 1) {
     const a = fresh[0];
-    announce(reveal(`New approval request: ${a.tool}${a.target ? ` on ${a.target}` : ""}, ${a.risk} risk.`));
+    announce(reveal(`New approval request: ${a.tool}${a.target ? ` on ${a.target}` : ""}, ${a.risk} risk.`) + where);
   } else if (fresh.length > 1) {
-    announce(`${fresh.length} new approval requests.`);
+    announce(`${fresh.length} new approval requests.${where}`);
   }
-  state.firstLoad = false;
 }
+
+const showHeldText = (n) => (n === 1 ? "Show 1 new request" : `Show ${n} new requests`);
+
+function showHeldCount(n) {
+  $("new-requests").hidden = n === 0;
+  $("show-new").textContent = showHeldText(n);
+}
+
+$("show-new").addEventListener("click", () => {
+  const inserted = renderApprovals(state.lastList || [], { showHeld: true });
+  if (inserted.length === 0) return;
+  inserted[0].setAttribute("tabindex", "-1");
+  inserted[0].focus();
+});
+
+// -- decisions wait for a card to stand still ------------------------------------------------
+// A card that just appeared or moved (a request inserted or removed above it, an error line
+// shown) may have slid under a pointer aimed at another: its buttons ignore clicks for a moment.
+
+const SETTLE_MS = 1000;
+const cardTops = new WeakMap();
+const settleTimers = new WeakMap();
+
+function noteMoves() {
+  for (const card of $("approvals").querySelectorAll(".card")) {
+    const top = Math.round(card.getBoundingClientRect().top + window.scrollY);
+    if (cardTops.get(card) === top) continue;
+    cardTops.set(card, top);
+    holdDecisions(card);
+  }
+}
+
+function holdDecisions(card) {
+  const buttons = [...card.querySelectorAll(".decide .actions .button")];
+  for (const button of buttons) button.setAttribute("aria-disabled", "true");
+  window.clearTimeout(settleTimers.get(card));
+  settleTimers.set(
+    card,
+    window.setTimeout(() => buttons.forEach((button) => button.removeAttribute("aria-disabled")), SETTLE_MS)
+  );
+}
+
+new MutationObserver(noteMoves).observe($("panel-approvals"), {
+  childList: true,
+  characterData: true,
+  subtree: true,
+});
 
 function setPendingCount(n) {
   const badge = $("pending-count");
@@ -534,8 +611,13 @@ function decisionForm(a) {
       error.replaceChildren(agentText(e instanceof ApiError && e.problem ? e.problem.detail : e.message));
     }
   };
-  approve.addEventListener("click", () => decide("grant"));
-  deny.addEventListener("click", () => decide("deny"));
+  const settled = (button) => {
+    if (button.getAttribute("aria-disabled") !== "true") return true;
+    error.textContent = "This request just appeared or moved: read it, then decide.";
+    return false;
+  };
+  approve.addEventListener("click", () => settled(approve) && decide("grant"));
+  deny.addEventListener("click", () => settled(deny) && decide("deny"));
   return h(
     "div",
     { class: "decide" },
