@@ -166,3 +166,42 @@ def test_a_new_request_does_not_slide_under_the_pointer_and_take_its_click(
     assert status_of(payouts, unread) == "pending"
     approve_unread.click()  # once it stood still (Playwright waits for aria-disabled to go)
     expect(page.locator("#toast")).to_contain_text("Approved payments.payout on acct_unread")
+
+
+def test_a_second_enter_after_a_keyboard_approval_decides_nothing(
+    payouts: Live, page: Page
+) -> None:
+    """Enter approves the card read; the focus moves to the next card, not to its Approve."""
+    unread = ask_payout(payouts, {"account": "acct_unread", "amount_cents": 5_000_000})
+    read = ask_payout(payouts, {"account": "acct_read", "amount_cents": 1})  # newest: on top
+    sign_in(page, payouts.url, "approver-token")
+    approve = page.locator(f"#approval-{read}").get_by_role("button", name="Approve")
+    expect(approve).not_to_have_attribute("aria-disabled", "true")
+    approve.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#toast")).to_contain_text("Approved payments.payout on acct_read")
+    expect(page.locator(f"#approval-{unread}")).to_be_focused()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(500)
+    assert status_of(payouts, read) == "approved"
+    assert status_of(payouts, unread) == "pending"
+
+
+def test_a_held_key_reaching_a_decision_button_decides_nothing(payouts: Live, page: Page) -> None:
+    """Auto-repeat keydowns (event.repeat) are not presses: only a fresh Enter decides."""
+    approval_id = ask_payout(payouts, {"account": "acct_held", "amount_cents": 10})
+    sign_in(page, payouts.url, "approver-token")
+    card = page.locator(f"#approval-{approval_id}")
+    approve = card.get_by_role("button", name="Approve")
+    expect(approve).not_to_have_attribute("aria-disabled", "true")
+    card.locator("pre.json").focus()
+    page.keyboard.down("Enter")  # held on the arguments...
+    approve.focus()  # ...while the focus reaches Approve
+    page.keyboard.down("Enter")  # Playwright sends this one as a repeat
+    page.keyboard.down("Enter")
+    page.keyboard.up("Enter")
+    page.wait_for_timeout(500)
+    assert status_of(payouts, approval_id) == "pending"
+    page.keyboard.press("Enter")
+    expect(page.locator("#toast")).to_contain_text("Approved payments.payout on acct_held")

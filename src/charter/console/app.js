@@ -618,6 +618,12 @@ function decisionForm(a) {
   };
   approve.addEventListener("click", () => settled(approve) && decide("grant"));
   deny.addEventListener("click", () => settled(deny) && decide("deny"));
+  for (const button of [approve, deny]) {
+    // A held key repeats: only a fresh press decides.
+    button.addEventListener("keydown", (event) => {
+      if (event.repeat) event.preventDefault();
+    });
+  }
   return h(
     "div",
     { class: "decide" },
@@ -629,13 +635,13 @@ function decisionForm(a) {
 }
 
 function focusAfterDecision(card) {
-  // Move on to the next request still waiting (below, else above), or stay on this card.
-  const waiting = [...$("approvals").querySelectorAll(".button-approve")];
-  const after = waiting.find(
-    (b) => card.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING
-  );
+  // Move on to the next request still waiting (below, else above), or stay on this card. The
+  // focus goes to the card itself, never to its Approve: a second Enter (a double press, a
+  // held key) must not decide a request the approver has not read.
+  const waiting = [...$("approvals").querySelectorAll(".card")].filter((c) => c.querySelector(".decide"));
+  const after = waiting.find((c) => card.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING);
   const target = after || waiting[waiting.length - 1] || card;
-  if (target === card) card.setAttribute("tabindex", "-1");
+  target.setAttribute("tabindex", "-1");
   target.focus();
 }
 
