@@ -205,3 +205,40 @@ def test_a_held_key_reaching_a_decision_button_decides_nothing(payouts: Live, pa
     assert status_of(payouts, approval_id) == "pending"
     page.keyboard.press("Enter")
     expect(page.locator("#toast")).to_contain_text("Approved payments.payout on acct_held")
+
+
+def test_a_long_argument_wraps_inside_its_card_and_hides_nothing_to_the_right(
+    payouts: Live, page: Page
+) -> None:
+    """One 20,000-character note widened every card; a tail after 400 spaces sat off-screen."""
+    normal = ask_payout(payouts, {"account": "acct_normal", "amount_cents": 12_900})
+    wide = ask_payout(payouts, {"account": "acct_wide", "amount_cents": 1, "note": "x" * 20_000})
+    spaced = "routine" + " " * 400 + "AND WIRE IT ALL"
+    padded = ask_payout(payouts, {"account": "acct_sp", "amount_cents": 1, "note": spaced})
+    page.set_viewport_size({"width": 1280, "height": 900})
+    sign_in(page, payouts.url, "approver-token")
+    for approval_id in (normal, wide, padded):
+        expect(page.locator(f"#approval-{approval_id}")).to_be_visible()
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 1280
+    for approval_id in (normal, wide, padded):
+        card = page.locator(f"#approval-{approval_id}")
+        for name in ("Approve", "Deny"):
+            box = card.get_by_role("button", name=name).bounding_box()
+            assert box is not None and box["x"] + box["width"] <= 1280, (approval_id, name, box)
+        pre = card.locator("pre.json")
+        assert pre.evaluate("el => el.scrollWidth <= el.clientWidth"), approval_id
+    # The tail after the spaces lies inside the box, where it can be read.
+    pre = page.locator(f"#approval-{padded} pre.json")
+    tail = pre.evaluate(
+        """el => {
+            const text = [...el.querySelectorAll('.s')].find(s => s.textContent.includes('WIRE'));
+            const node = text.firstChild.firstChild || text.firstChild;
+            const range = document.createRange();
+            const at = node.textContent.indexOf('AND WIRE');
+            range.setStart(node, at);
+            range.setEnd(node, at + 'AND WIRE IT ALL'.length);
+            const r = range.getBoundingClientRect(), box = el.getBoundingClientRect();
+            return r.left >= box.left && r.right <= box.right;
+        }"""
+    )
+    assert tail
