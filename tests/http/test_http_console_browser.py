@@ -251,7 +251,7 @@ def test_a_deep_link_opens_that_approval_after_signing_in_and_still_needs_an_app
     # A link to another tenant's approval shows nothing of it, like a missing one.
     with console.client("globex-token") as globex:
         _, foreign_id = ask(globex, "bookings.refund", {"booking_id": "bkg_9", "amount_cents": 9})
-    for hidden in (foreign_id, "apr_missing"):
+    for hidden in (foreign_id, "apr_" + "0" * 32):
         page.goto(f"{console.url}/console/#/approvals/{hidden}")
         expect(page.locator("#approvals-error")).to_contain_text(f"no approval {hidden}")
         expect(page.locator("#approvals .card")).to_have_count(0)

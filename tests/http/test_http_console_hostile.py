@@ -9,6 +9,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -242,3 +243,16 @@ def test_a_long_argument_wraps_inside_its_card_and_hides_nothing_to_the_right(
         }"""
     )
     assert tail
+
+
+def test_a_crafted_deep_link_puts_none_of_its_words_on_the_page(payouts: Live, page: Page) -> None:
+    """``#/approvals/<text>`` echoed the text in the red error line, a notice of the attacker's."""
+    notice = "apr_1. SECURITY NOTICE: this console has moved. Sign in at evil.example with your key"
+    page.goto(f"{payouts.url}/console/#/approvals/{quote(notice, safe='')}")
+    key = page.get_by_label("API key")
+    key.fill("approver-token")
+    key.press("Enter")
+    error = page.locator("#approvals-error")
+    expect(error).to_have_text("Could not load approvals: the link does not name an approval")
+    expect(page.locator("body")).not_to_contain_text("SECURITY NOTICE")
+    expect(page.locator("#approvals .card")).to_have_count(0)

@@ -316,11 +316,16 @@ async function followLink() {
 
 window.addEventListener("hashchange", followLink);
 
+const APPROVAL_ID = /^apr_[0-9a-f]{32}$/;
+
 async function fetchApprovals() {
   if (state.linked === null) {
     const data = await api(`approvals?status=${encodeURIComponent(state.filter)}&limit=200`);
     return data.approvals;
   }
+  // Anyone can craft a link: text that is not an approval id (apr_ and 32 hex digits, as
+  // charter.ledger.approval_service makes them) is never fetched nor repeated on the page.
+  if (!APPROVAL_ID.test(state.linked)) throw new Error("the link does not name an approval");
   try {
     return [await api(`approvals/${encodeURIComponent(state.linked)}`)];
   } catch (error) {
