@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from ._canonical import sha256_fingerprint
-from .auth import js_trim
+from .auth import holds_control_character, js_trim
 from .errors import ErrorCode, ToolError
 from .risk import DeploymentRisk, RiskPolicy, RiskTier
 
@@ -198,10 +198,26 @@ def _nullable(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {**schema, "type": [kind, "null"]} if isinstance(kind, str) else dict(schema)
 
 
+def _printable_id(value: str) -> str:
+    """``value`` if it holds no character an identity may not (``holds_control_character``)."""
+    # A bidi override or a zero-width character makes a reason code read otherwise than it
+    # is ("\u202edevorppa-erp OFC" shows as "CFO pre-approved") to the person deciding.
+    if holds_control_character(value):
+        raise ValueError(
+            "must not hold control or format characters (line breaks, bidi overrides, "
+            "zero-width characters)"
+        )
+    return value
+
+
 # Trimmed like every other id charter compares (JavaScript's whitespace set, js_trim), so
-# a tenant named in onBehalfOf and one named in a tenant field resolve alike.
+# a tenant named in onBehalfOf and one named in a tenant field resolve alike; and printable
+# as every identity is, since a person reads them.
 _TrimmedId = Annotated[
-    str, AfterValidator(js_trim), StringConstraints(min_length=1, max_length=200)
+    str,
+    AfterValidator(js_trim),
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(_printable_id),
 ]
 
 

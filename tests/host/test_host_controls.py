@@ -118,6 +118,26 @@ async def test_a_request_id_that_is_not_a_uuid_is_invalid_input(request_id: obje
     assert kit.store.entries == {}
 
 
+@pytest.mark.parametrize("control", ["reasonCode", "approvalId", "onBehalfOf"])
+@pytest.mark.parametrize(
+    "value",
+    ["\u202edevorppa-erp OFC", "CFO\u200b ok", "line\nbreak", "para\u2029graph", "\x00"],
+    ids=["bidi-override", "zero-width", "newline", "paragraph-separator", "nul"],
+)
+async def test_a_control_a_person_would_misread_is_invalid_input(control: str, value: str) -> None:
+    # "\u202edevorppa-erp OFC" shows as "CFO pre-approved" to the person deciding.
+    kit = Kit()
+    outcome = await kit.host.invoke(
+        "write_note", {"_charter": {"requestId": _rid(), control: value}}, PRINCIPAL
+    )
+    failed = assert_invalid_controls(outcome)
+    assert failed.meta is not None
+    issues = failed.meta["issues"]
+    assert isinstance(issues, list) and len(issues) == 1 and isinstance(issues[0], dict)
+    assert issues[0]["loc"] == ["_charter", control]
+    assert kit.inputs == [] and kit.store.entries == {}
+
+
 async def test_an_upper_case_request_id_is_the_same_request_in_canonical_form() -> None:
     kit = Kit()
     rid = _rid()

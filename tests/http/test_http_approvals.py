@@ -6,7 +6,7 @@ import uuid
 
 import httpx
 import pytest
-from http_support import Live, assert_challenged
+from http_support import Live, assert_challenged, assert_problem
 
 from charter import ErrorCode
 
@@ -219,3 +219,37 @@ def test_decisions_over_rest_are_audited_with_the_decider_and_the_reason(
     ]
     assert ("approval.grant", "ana", "ok") in decided
     assert ("approval.revoke", "ana", "oops") in decided
+
+
+def test_a_reason_code_with_a_bidi_override_is_refused_before_any_approval_is_asked(
+    agent: httpx.Client, approver: httpx.Client
+) -> None:
+    # Shown raw, "\u202edevorppa-erp OFC" reads "CFO pre-approved" to the approver.
+    response = agent.post(
+        REFUND,
+        json={
+            "booking_id": "bkg_bidi",
+            "amount_cents": 1250,
+            "_charter": {"reasonCode": "\u202edevorppa-erp OFC"},
+        },
+        headers={"Idempotency-Key": str(uuid.uuid4()), "Charter-Confirm": "true"},
+    )
+    problem = assert_problem(response, 422, reason="invalid_controls")
+    assert [issue["loc"] for issue in problem["meta"]["issues"]] == [["_charter", "reasonCode"]]
+    listed = approver.get("/v1/approvals", params={"status": "all"}).json()["approvals"]
+    assert not [a for a in listed if a["target"] == "bkg_bidi"]
+
+
+def test_an_approval_header_with_a_zero_width_character_is_malformed(agent: httpx.Client) -> None:
+    response = agent.post(
+        REFUND,
+        json={"booking_id": "bkg_zw", "amount_cents": 1250},
+        headers={
+            b"Idempotency-Key": str(uuid.uuid4()).encode(),
+            b"Charter-Confirm": b"true",
+            # UTF-8 read as latin-1 (as HTTP headers are): "\u200b" arrives as C1 controls.
+            b"Charter-Approval": "apr_1\u200b".encode(),
+        },
+    )
+    problem = assert_problem(response, 400, reason="invalid_header")
+    assert problem["meta"] == {"header": "Charter-Approval"}
