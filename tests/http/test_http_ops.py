@@ -210,6 +210,41 @@ def test_the_console_is_served_with_a_strict_content_security_policy(
     assert missing.headers["content-type"] == "application/problem+json"
 
 
+def test_every_rest_answer_is_never_stored_nor_sniffed(
+    live: Live, agent: httpx.Client, approver: httpx.Client, anonymous: httpx.Client
+) -> None:
+    # The key travels as X-API-Key, which RFC 9111's rule for Authorization does not cover:
+    # a shared cache could keep an approval's arguments for the next caller.
+    asked = agent.post(
+        "/v1/tools/bookings.refund:call",
+        json={"booking_id": "bkg_headers", "amount_cents": 100},
+        headers={"Idempotency-Key": str(uuid.uuid4()), "Charter-Confirm": "true"},
+    )
+    answers = {
+        "call": asked,
+        "list": approver.get("/v1/approvals"),
+        "one": approver.get(f"/v1/approvals/{asked.json()['approvalId']}"),
+        "tools": agent.get("/v1/tools"),
+        "unauthenticated": anonymous.get("/v1/audit"),
+        "unknown route": agent.get("/v1/nothing"),
+        "other origin": agent.get("/v1/tools", headers={"Origin": "https://evil.example"}),
+    }
+    assert {name: r.status_code for name, r in answers.items()} == {
+        "call": 202,
+        "list": 200,
+        "one": 200,
+        "tools": 200,
+        "unauthenticated": 401,
+        "unknown route": 404,
+        "other origin": 403,
+    }
+    for name, response in answers.items():
+        assert response.headers.get_list("cache-control") == ["no-store"], name
+        assert response.headers.get_list("x-content-type-options") == ["nosniff"], name
+    # The console's files are revalidated rather than never stored, as before.
+    assert anonymous.get("/console/app.js").headers["cache-control"] == "no-cache"
+
+
 def test_the_console_can_be_left_out() -> None:
     host = build_host(Lab())
     with serve(create_app(host, mcp=False, console=False)) as url:

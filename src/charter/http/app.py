@@ -202,7 +202,7 @@ def create_app(
             Mount(
                 "/console",
                 app=StaticFiles(directory=CONSOLE_DIRECTORY, html=True),
-                middleware=[Middleware(_ConsoleHeaders)],
+                middleware=[Middleware(_SecurityHeaders, headers=_CONSOLE_HEADERS)],
                 name="console",
             )
         )
@@ -226,15 +226,16 @@ def create_app(
         # traffic of an MCP server) is not matched against every REST route before it; no
         # other route's path is /mcp, so the order changes no answer.
         routes.insert(0, Route("/mcp", mounted, methods=["GET", "POST", "DELETE"], name="mcp"))
-    # Outermost: the Host check (DNS rebinding) and the Origin check (cross-site
-    # requests) every route gets, REST, console and MCP alike.
+    # Outermost: the REST API's headers, then the Host check (DNS rebinding) and the
+    # Origin check (cross-site requests) every route gets, REST, console and MCP alike.
     middleware: list[Middleware] = [
+        Middleware(_SecurityHeaders, headers=_API_HEADERS, prefix=_API_PREFIX),
         Middleware(
             HostCheck,
             allowed_hosts=hosts,
             allowed_origins=origins,
             exempt=("/healthz", "/readyz"),
-        )
+        ),
     ]
     if body_timeout is not None:
         middleware.append(Middleware(BodyDeadline, seconds=body_timeout))
@@ -420,26 +421,59 @@ async def _to_console(request: Request) -> Response:
     return RedirectResponse(f"{request.scope.get('root_path', '')}/console/", status_code=307)
 
 
-class _ConsoleHeaders:
-    """Security headers for the console: same-origin scripts only, no framing, no caching."""
+_CONSOLE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", _CONSOLE_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-cache"),
+)
+"""The console's page and files: same-origin scripts only, no framing, revalidated."""
 
-    def __init__(self, app: ASGIApp) -> None:
+_API_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+)
+"""Every ``/v1`` answer: never stored, never sniffed. The key travels as ``X-API-Key``, not
+``Authorization``, so RFC 9111's rule keeping shared caches from storing authorised answers
+does not cover it, and an answer holds approvals' arguments, audit events and outcomes."""
+
+_API_PREFIX = "/v1/"
+
+
+class _SecurityHeaders:
+    """Adds fixed headers to every answer (under ``prefix`` only, when one is given).
+
+    Outermost for ``/v1``, so the authentication's 401, the Host and Origin checks'
+    refusals and a routing 404 carry them too.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, headers: Sequence[tuple[bytes, bytes]], prefix: str = ""
+    ) -> None:
         self.app = app
+        self.headers = list(headers)
+        self.names = {name for name, _ in headers}
+        self.prefix = prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _route_path(scope).startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers += [
-                    (b"content-security-policy", _CONSOLE_POLICY.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
-                    (b"cache-control", b"no-cache"),
-                ]
-                message = {**message, "headers": headers}
+                kept = [h for h in message.get("headers", []) if h[0].lower() not in self.names]
+                message = {**message, "headers": kept + self.headers}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _route_path(scope: Scope) -> str:
+    """The request's path below the app's ``root_path`` (behind a proxy's prefix)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
