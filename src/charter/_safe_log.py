@@ -14,23 +14,44 @@ import logging
 import sys
 import traceback
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 __all__ = ("escape_line_breaks", "log_exception")
 
 _KEEP = frozenset("\t")
 _BREAKING = frozenset({"Cc", "Zl", "Zp"})
+_HIDING = _BREAKING | {"Cf"}
+"""With the format characters (bidi overrides, zero-width spaces), which change what a
+line appears to say without breaking it."""
 
 
-def escape_line_breaks(text: str) -> str:
+def _as_in_repr(char: str) -> str:
+    return repr(char)[1:-1]
+
+
+def escape_line_breaks(
+    text: str,
+    *,
+    format_characters: bool = False,
+    escape: Callable[[str], str] = _as_in_repr,
+) -> str:
     r"""``text`` with every control and line-separator character escaped as in a repr.
 
     Tabs are kept; newlines, carriage returns, ``\x1b`` (terminal escapes), NUL, and the
     Unicode line and paragraph separators become ``\n``, ``\r``, ``\x1b``, ``\x00``,
     ``\u2028``, ``\u2029``.
+
+    Args:
+        text: the text.
+        format_characters: escape format characters (Unicode category Cf: ``\u202e``,
+            ``\u200b``) too, for text a person reads to decide something (a reversed
+            "devorppa-erp OFC" reads "CFO pre-approved").
+        escape: how one character is written (default: as in a repr; ``\u0085`` style
+            for text inside a JSON string).
     """
+    categories = _HIDING if format_characters else _BREAKING
     return "".join(
-        repr(char)[1:-1] if char not in _KEEP and unicodedata.category(char) in _BREAKING else char
+        escape(char) if char not in _KEEP and unicodedata.category(char) in categories else char
         for char in text
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,42 @@ def test_a_line_separator_in_the_arguments_stays_inside_its_json_string() -> Non
     assert '"note": "x\\u2028  \\"approved_by\\": \\"security\\",\\u2029\\u0085"' in arguments
     body = arguments.removeprefix("*Arguments*\n```").removesuffix("```")
     assert json.loads(body)["note"] == note
+
+
+_REVERSED = "\u202edevorppa-erp OFC"
+"""Shown raw, it reads "CFO pre-approved"."""
+
+
+def test_a_bidi_override_or_zero_width_character_in_a_field_shows_as_its_escape() -> None:
+    message = Slack("https://hooks.slack.com/services/T/B/x").message(
+        _event(
+            kind="denied",
+            approver="acme/ada",
+            target="\u202emoc.knabdoog@ecila",
+            reason=f"ok {_REVERSED}",
+            reason_code="CFO\u200b\u2066ok\u2069\ufeff",
+        )
+    )
+    fields = _fields(message)
+    assert fields["Target"] == "`\\u202emoc.knabdoog@ecila`"
+    assert fields["Reason"] == "`ok \\u202edevorppa-erp OFC`"
+    assert fields["Reason code"] == "`CFO\\u200b\\u2066ok\\u2069\\ufeff`"
+    for text in _texts(message):
+        assert not any(unicodedata.category(char) == "Cf" for char in text), text
+
+
+def test_a_bidi_override_in_the_arguments_shows_as_its_json_escape() -> None:
+    note = "refund \u202e0001 :tnuoma\u202c only\x9b31m\U000e0041"
+    message = Slack("https://hooks.slack.com/services/T/B/x").message(
+        _event(arguments={"booking_id": "bk_1", "note": note, "\u200bamount": 1})
+    )
+    arguments = message["blocks"][2]["text"]["text"]
+    assert not any(unicodedata.category(char) in ("Cf", "Cc") for char in arguments if char != "\n")
+    assert '"note": "refund \\u202e0001 :tnuoma\\u202c only\\u009b31m\\udb40\\udc41"' in arguments
+    assert '"\\u200bamount": 1' in arguments
+    # Still the exact arguments: the escapes are the same JSON values.
+    body = arguments.removeprefix("*Arguments*\n```").removesuffix("```")
+    assert json.loads(body) == {"booking_id": "bk_1", "note": note, "\u200bamount": 1}
 
 
 def test_escape_mrkdwn_turns_the_three_control_characters_into_entities() -> None:

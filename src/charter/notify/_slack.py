@@ -2,7 +2,8 @@ r"""``Slack``: approval events as Block Kit messages to an incoming-webhook URL.
 
 Everything taken from the call (tool, target, arguments, requester, reasons) is escaped
 for mrkdwn (``&``, ``<``, ``>`` become entities, so no mention, link or HTML tag can be
-injected), kept on the line it belongs to (a line break in a field shows as ``\n``), and
+injected), kept on the line it belongs to (a line break in a field shows as ``\n``), shown as
+it is (a bidi override or a zero-width character shows as ``\u202e``, ``\u200b``), and
 cut to Block Kit's documented limits: 50 blocks a message, 3,000 characters a section's
 text, 10 fields of 2,000 each, 150 for a header.
 """
@@ -41,12 +42,9 @@ _TITLES: dict[str, str] = {
 _ELLIPSIS = "…"
 _GRAVE = "\u02cb"
 """MODIFIER LETTER GRAVE ACCENT, in place of a backtick inside inline code."""
-_JSON_ESCAPES = str.maketrans(
-    {"`": "\\u0060", "\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
-"""The characters ``json.dumps(ensure_ascii=False)`` leaves raw that the arguments' code
-block must not hold, as their JSON escapes (the same value): a backtick would close the
-block, a line break would start a line that reads as another argument."""
+_BACKTICK_AS_JSON = str.maketrans({"`": "\\u0060"})
+"""A backtick would close the arguments' code block; inside a JSON string (the only place
+``json.dumps`` writes one) its escape is the same value."""
 
 
 def escape_mrkdwn(text: str) -> str:
@@ -74,10 +72,32 @@ def _code(text: str, limit: int) -> str:
     r"""Inline code of ``text`` on one line, escaped.
 
     A line break would end the span and put the rest of the value on a line of its own,
-    formatted, so it shows escaped (``\n``, ``\u2028``, as in a log line); a backtick would
-    end the span too, so it shows as U+02CB.
+    formatted, so it shows escaped (``\n``, ``\u2028``, as in a log line), and so does a
+    format character (``\u202e``, ``\u200b``), which would make the value read otherwise
+    than it is; a backtick would end the span too, so it shows as U+02CB.
     """
-    return "`" + _fit(escape_line_breaks(text.replace("`", _GRAVE)), limit - 2) + "`"
+    shown = escape_line_breaks(text.replace("`", _GRAVE), format_characters=True)
+    return "`" + _fit(shown, limit - 2) + "`"
+
+
+def _json_escape(char: str) -> str:
+    r"""``char`` as a JSON string escape (``\u0085``; a surrogate pair beyond the BMP)."""
+    return json.dumps(char)[1:-1]
+
+
+def _json_lines(value: object) -> str:
+    """``value`` as indented JSON whose strings hold no character that hides or breaks a line.
+
+    ``json.dumps(ensure_ascii=False)`` leaves C1 controls, line separators and format
+    characters raw: a line break would start a line that reads as another argument, a bidi
+    override would reverse what the approver reads. Each is written as its JSON escape
+    (the same value); the indentation's own newlines are the only raw ones.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    return "\n".join(
+        escape_line_breaks(line, format_characters=True, escape=_json_escape)
+        for line in text.translate(_BACKTICK_AS_JSON).split("\n")
+    )
 
 
 class Slack(HttpNotifier):
@@ -144,10 +164,7 @@ class Slack(HttpNotifier):
 
     def _arguments(self, event: ApprovalEvent) -> str:
         """The exact arguments as JSON in a code block, escaped, cut to a section's limit."""
-        text = json.dumps(event.arguments, indent=2, ensure_ascii=False, sort_keys=True)
-        # These characters only ever sit inside a JSON string, where the escape is the
-        # same value.
-        text = text.translate(_JSON_ESCAPES)
+        text = _json_lines(event.arguments)
         head, tail = "*Arguments*\n```", "```"
         room = SLACK_LIMITS["section_text"] - len(head) - len(tail)
         body = _fit(text, room)
