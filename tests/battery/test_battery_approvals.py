@@ -48,6 +48,7 @@ from battery_support import (
 )
 
 from charter import Completed, ErrorCode, Failed, InteractionRequired, Principal, ToolOutcome
+from charter.auth import holds_control_character
 from charter.host import Host
 from charter.ledger import ApprovalRecord
 from charter.policy import command_fingerprint
@@ -195,6 +196,10 @@ async def test_A03_approval_forgery(make_env: EnvFactory, observer: Observer) ->
         outcome = await host.invoke(
             "refund_order", refund("o-1", 100, request_id, approval_id=forged), ALICE
         )
+        if holds_control_character(forged):
+            # Refused for its shape before any lookup, whether or not such an id exists.
+            failure(outcome, ErrorCode.INVALID_INPUT, "invalid_controls")
+            continue
         answer = denied(outcome, "not_found")
         # Only the caller's own id, echoed back, differs from one forgery to the next.
         meta = dict(answer.meta or {})
