@@ -253,3 +253,44 @@ def test_an_approval_header_with_a_zero_width_character_is_malformed(agent: http
     )
     problem = assert_problem(response, 400, reason="invalid_header")
     assert problem["meta"] == {"header": "Charter-Approval"}
+
+
+def test_the_list_pages_back_with_the_next_cursor_to_an_older_request(
+    agent: httpx.Client, approver: httpx.Client
+) -> None:
+    _, oldest = request_refund(agent, "bkg_page0")
+    for i in range(1, 6):
+        request_refund(agent, f"bkg_page{i}")
+    seen: list[str] = []
+    query: dict[str, str | int] = {"limit": 2}
+    while oldest not in seen:
+        page = approver.get("/v1/approvals", params=query)
+        assert page.status_code == 200, page.text
+        body = page.json()
+        assert len(body["approvals"]) <= 2
+        seen += [a["id"] for a in body["approvals"]]
+        assert body["next"] is not None or oldest in seen
+        query = {"limit": 2, "before": body["next"]}
+    assert len(seen) == len(set(seen))  # no page repeats one
+
+
+def test_a_cursor_that_no_page_gave_is_422(approver: httpx.Client) -> None:
+    for cursor in ("x", "not base64!", "MjAyNi0wMS0wMQ", "é"):
+        response = approver.get("/v1/approvals", params={"before": cursor})
+        problem = assert_problem(response, 422, reason="invalid_query")
+        assert problem["meta"] == {"parameter": "before"}
+
+
+def test_a_requester_lists_its_own_request_past_a_page_of_others(
+    live: Live, agent: httpx.Client, approver: httpx.Client
+) -> None:
+    _, mine = request_refund(agent, "bkg_ownlist")
+    with live.client("approver-token") as other:  # a person asking for approvals too
+        for i in range(3):
+            other.post(
+                REFUND,
+                json={"booking_id": f"bkg_other{i}", "amount_cents": 1},
+                headers={"Idempotency-Key": str(uuid.uuid4()), "Charter-Confirm": "true"},
+            )
+    listed = agent.get("/v1/approvals", params={"limit": 1}).json()["approvals"]
+    assert [a["id"] for a in listed] == [mine]

@@ -241,11 +241,18 @@ def fixed_paths() -> dict[str, Any]:
                         "status",
                         {
                             "type": "string",
-                            "enum": ["pending", "approved", "denied", "consumed", "all"],
+                            "enum": ["pending", "approved", "denied", "consumed", "expired", "all"],
                             "default": "pending",
                         },
+                        "Where each stands now: pending and approved leave out those past "
+                        "their expiry, which are expired.",
                     ),
                     _query_limit(100),
+                    _query(
+                        "before",
+                        {"type": "string"},
+                        "The next page: the 'next' of the page before (newest first).",
+                    ),
                 ],
             )
         },

@@ -9,7 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from charter.audit import AuditEvent
 from charter.effects import EffectRecord
-from charter.ledger import ActionStatus, ApprovalDecision, ApprovalRecord, ApprovalStatus
+from charter.ledger import (
+    ActionStatus,
+    ApprovalDecision,
+    ApprovalRecord,
+    ListedStatus,
+)
 from charter.outcome import Interaction
 
 from ._wire import WireModel
@@ -124,7 +129,9 @@ class ApprovalBody(WireModel):
     """The exact, validated arguments the approval is bound to."""
     risk: str
     reason_code: str | None = None
-    status: ApprovalStatus
+    status: ListedStatus
+    """Where it stands now: ``expired`` once pending or granted past ``expiresAt`` (it can
+    no longer be decided or used)."""
     created_at: datetime
     expires_at: datetime
     decided_by: str | None = None
@@ -136,12 +143,18 @@ class ApprovalBody(WireModel):
 
     @classmethod
     def from_record(
-        cls, record: ApprovalRecord, *, description: str | None, tier: str | None
+        cls,
+        record: ApprovalRecord,
+        *,
+        description: str | None,
+        tier: str | None,
+        now: datetime,
     ) -> ApprovalBody:
-        """Render a stored approval; the fingerprint stays on the server."""
-        data = record.model_dump(exclude={"fingerprint"})
+        """Render a stored approval as it stands at ``now``; the fingerprint stays here."""
+        data = record.model_dump(exclude={"fingerprint", "status"})
         return cls(
             **data,
+            status=record.status_at(now),
             requester_tenant=record.requester_tenant,
             requester_subject=record.requester_subject,
             description=description,
@@ -153,6 +166,8 @@ class ApprovalListBody(WireModel):
     """Approvals in the caller's tenant, newest first."""
 
     approvals: list[ApprovalBody]
+    next: str | None = None
+    """The ``before`` cursor of the next page (older approvals); None on the last page."""
 
 
 class DecisionBody(WireModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+from datetime import datetime
 from typing import get_args
 
 from pydantic import ValidationError
@@ -9,10 +11,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from charter._limits import PayloadRejected, parse_json
-from charter.auth import Principal
+from charter.auth import Principal, holds_control_character
 from charter.errors import ErrorCode
 from charter.host import Host
-from charter.ledger import ApprovalRecord, ApprovalStatus
+from charter.ledger import ApprovalCursor, ApprovalRecord, ListedStatus
 from charter.outcome import Failed, failed, not_found
 
 from ._authentication import required_caller
@@ -21,10 +23,17 @@ from ._payloads import ApprovalBody, ApprovalListBody, DecisionBody
 from ._problem import failed_problem, invalid_input
 from ._responses import json_response
 
-__all__ = ("ApprovalRoutes", "bad_query", "int_query", "listing_caller")
+__all__ = (
+    "ApprovalRoutes",
+    "bad_query",
+    "decode_cursor",
+    "encode_cursor",
+    "int_query",
+    "listing_caller",
+)
 
-_STATUSES: dict[str, ApprovalStatus | None] = {
-    **{status: status for status in get_args(ApprovalStatus)},
+_STATUSES: dict[str, ListedStatus | None] = {
+    **{status: status for status in get_args(ListedStatus)},
     "all": None,
 }
 
@@ -37,7 +46,7 @@ class ApprovalRoutes:
         self.host = host
 
     async def list_approvals(self, request: Request) -> Response:
-        """``GET /v1/approvals?status=pending&limit=100``: the caller's tenant, newest first."""
+        """``GET /v1/approvals?status=pending&limit=100&before=<next>``: newest first, paged."""
         caller = required_caller(request)
         if isinstance(caller, Response):
             return caller
@@ -47,8 +56,21 @@ class ApprovalRoutes:
         limit = int_query(request, "limit", default=100, maximum=500)
         if isinstance(limit, Response):
             return limit
-        records = await self.host.approvals.list(caller, _STATUSES[status], limit)
-        return json_response(ApprovalListBody(approvals=[self._body(r) for r in records]))
+        before = _cursor_query(request)
+        if isinstance(before, Response):
+            return before
+        # One more than the page: whether it exists says whether there is a next page.
+        records = await self.host.approvals.list(
+            caller, _STATUSES[status], limit + 1, before=before
+        )
+        page = records[:limit]
+        more = len(records) > limit
+        return json_response(
+            ApprovalListBody(
+                approvals=[self._body(r) for r in page],
+                next=encode_cursor(page[-1].cursor) if more else None,
+            )
+        )
 
     async def get_approval(self, request: Request) -> Response:
         """``GET /v1/approvals/{approval_id}``: 404 unless the caller may see it."""
@@ -118,6 +140,7 @@ class ApprovalRoutes:
             record,
             description=registered.tool.description if registered is not None else None,
             tier=registered.tool.tier.value if registered is not None else None,
+            now=self.host.approvals.clock(),
         )
 
 
@@ -126,6 +149,38 @@ _LIST_APPROVALS = "List the pending approvals with GET /v1/approvals and use one
 
 def _not_found(approval_id: str) -> Failed:
     return not_found("approval", approval_id, "in your tenant", next_step=_LIST_APPROVALS)
+
+
+def encode_cursor(cursor: ApprovalCursor) -> str:
+    """An approval cursor as the opaque ``next``/``before`` text (base64url, no padding)."""
+    at, approval_id = cursor
+    raw = f"{at.isoformat(timespec='microseconds')} {approval_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(text: str) -> ApprovalCursor | None:
+    """The cursor ``encode_cursor`` wrote, or None for any other text."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+        stamp, _, approval_id = raw.partition(" ")
+        at = datetime.fromisoformat(stamp)
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return None
+    if at.tzinfo is None or not approval_id or holds_control_character(approval_id):
+        return None
+    return at, approval_id
+
+
+_BAD_CURSOR = "must be the 'next' of an earlier page of GET /v1/approvals"
+
+
+def _cursor_query(request: Request) -> ApprovalCursor | Response | None:
+    """The ``before`` query parameter, decoded (None when not sent), or the 422 for it."""
+    text = request.query_params.get("before")
+    if text is None:
+        return None
+    cursor = decode_cursor(text) if len(text) <= 400 and text.isascii() else None
+    return cursor if cursor is not None else bad_query("before", _BAD_CURSOR)
 
 
 def listing_caller(request: Request, *, default_limit: int) -> tuple[Principal, int] | Response:

@@ -18,8 +18,10 @@ from ..outcome import ApprovalStatus as ApprovalStatus
 from ._answers import confirmation_required as confirmation_required
 from ._answers import in_progress as in_progress
 from .approval_service import Approvals as Approvals
+from .approvals import ApprovalCursor as ApprovalCursor
 from .approvals import ApprovalDecision as ApprovalDecision
 from .approvals import ApprovalRecord as ApprovalRecord
+from .approvals import ListedStatus as ListedStatus
 from .gate import LedgerGate as LedgerGate
 from .gate import LedgerKey as LedgerKey
 from .memory import MemoryStore as MemoryStore
@@ -36,6 +38,7 @@ from .records import LedgerEntry as LedgerEntry
 
 __all__ = (
     "ActionStatus",
+    "ApprovalCursor",
     "ApprovalDecision",
     "ApprovalRecord",
     "ApprovalStatus",
@@ -51,6 +54,7 @@ __all__ = (
     "LedgerKey",
     "LedgerStore",
     "LedgerTransaction",
+    "ListedStatus",
     "MemoryStore",
     "confirmation_required",
     "in_progress",

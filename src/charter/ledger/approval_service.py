@@ -22,7 +22,14 @@ from ..auth import Principal
 from ..errors import ErrorCode, StoreBusy, StoreUnavailable, ToolError
 from ..outcome import ApprovalStatus, Failed, failed, failed_from_error
 from ..registry import PreparedAction, Registry
-from .approvals import ApprovalChange, ApprovalDecision, ApprovalRecord, decision_arguments
+from .approvals import (
+    ApprovalChange,
+    ApprovalCursor,
+    ApprovalDecision,
+    ApprovalRecord,
+    ListedStatus,
+    decision_arguments,
+)
 from .protocols import ApprovalStore, LedgerTransaction
 from .records import bound_command
 
@@ -190,13 +197,29 @@ class Approvals:
     # -- used by approvers --------------------------------------------------------------------
 
     async def list(
-        self, principal: Principal, status: ApprovalStatus | None = "pending", limit: int = 100
+        self,
+        principal: Principal,
+        status: ListedStatus | None = "pending",
+        limit: int = 100,
+        *,
+        before: ApprovalCursor | None = None,
     ) -> list[ApprovalRecord]:
-        """Approvals in the caller's tenant (approvers see all, others their own)."""
-        records = await self.store.list_approvals(principal.tenant_id, status, limit)
-        if self.oversees(principal):
-            return records
-        return [r for r in records if r.requester_id == principal.key]
+        """Approvals in the caller's tenant, newest first (approvers see all, others their own).
+
+        ``status`` is where each stands now (``ApprovalRecord.status_at``): ``pending``
+        leaves out those past their expiry, which no one can decide any more, and
+        ``expired`` lists them. ``before`` (the last one's ``cursor``) pages back.
+        """
+        # The store filters by requester before it counts the limit: filtered after, a
+        # requester's own requests would be crowded off the page by everyone else's.
+        return await self.store.list_approvals(
+            principal.tenant_id,
+            status,
+            limit,
+            requester_id=None if self.oversees(principal) else principal.key,
+            before=before,
+            now=self.clock(),
+        )
 
     async def get(self, principal: Principal, approval_id: str) -> ApprovalRecord | None:
         """One approval, if the caller may see it (``oversees`` its tenant, or requested it).

@@ -16,12 +16,23 @@ from .records import Record
 
 __all__ = (
     "ApprovalChange",
+    "ApprovalCursor",
     "ApprovalDecision",
     "ApprovalRecord",
     "ApprovalStatus",
     "DecisionArguments",
+    "ListedStatus",
     "decision_arguments",
 )
+
+ListedStatus: TypeAlias = Literal["pending", "approved", "denied", "consumed", "expired"]
+"""Where an approval stands as it is listed and shown: its stored status, except that a
+pending or granted approval past its ``expires_at`` is ``expired``. Expiry is never stored;
+such an approval can no longer be decided or used (``ApprovalRecord.status_at``)."""
+
+ApprovalCursor: TypeAlias = tuple[datetime, str]
+"""Where a page of approvals ends: its last approval's (``created_at``, ``id``). Lists are
+newest first, by that pair, so the next page holds the approvals before it."""
 
 
 class ApprovalDecision(Record):
@@ -63,6 +74,17 @@ class ApprovalRecord(Record):
     """The request id whose execution consumed the approval."""
     history: tuple[ApprovalDecision, ...] = ()
     """Every decision, oldest first: a revocation never erases who granted."""
+
+    def status_at(self, now: datetime) -> ListedStatus:
+        """Where this approval stands at ``now``: ``expired`` once unused past its expiry."""
+        if self.status in ("pending", "approved") and self.expires_at <= now:
+            return "expired"
+        return self.status
+
+    @property
+    def cursor(self) -> ApprovalCursor:
+        """Where a page of approvals ending with this one ends (``ApprovalCursor``)."""
+        return (self.created_at, self.id)
 
     @property
     def requester_tenant(self) -> str | None:

@@ -13,7 +13,7 @@ from ..effects import EffectRecord, EffectStatus, changes
 from ..errors import StoreBusy, ToolError
 from ..outcome import ApprovalStatus
 from ._scope import Scope
-from .approvals import ApprovalDecision, ApprovalRecord
+from .approvals import ApprovalCursor, ApprovalDecision, ApprovalRecord, ListedStatus
 from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
 __all__ = ("MemoryStore",)
@@ -110,15 +110,27 @@ class MemoryStore(_ApprovalWrites, MemoryAuditSink):
         return self._approval_for(tenant_id, requester_id, request_id)
 
     async def list_approvals(
-        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+        self,
+        tenant_id: str,
+        status: ListedStatus | None,
+        limit: int,
+        *,
+        requester_id: str | None = None,
+        before: ApprovalCursor | None = None,
+        now: datetime | None = None,
     ) -> list[ApprovalRecord]:
-        """List a tenant's approvals, newest first."""
-        records = [
-            r
-            for r in self.approvals.values()
-            if r.tenant_id == tenant_id and (status is None or r.status == status)
-        ]
-        return sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
+        """List a tenant's approvals, newest first (see ``ApprovalStore.list_approvals``)."""
+
+        def listed(r: ApprovalRecord) -> bool:
+            return (
+                r.tenant_id == tenant_id
+                and (requester_id is None or r.requester_id == requester_id)
+                and (status is None or (r.status if now is None else r.status_at(now)) == status)
+                and (before is None or r.cursor < before)
+            )
+
+        records = [r for r in self.approvals.values() if listed(r)]
+        return sorted(records, key=lambda r: r.cursor, reverse=True)[: max(limit, 0)]
 
     async def get_deferred(self, invocation_id: str) -> DeferredRecord | None:
         """Read a deferred record."""

@@ -17,7 +17,7 @@ from ..audit import AuditEvent
 from ..effects import EffectRecord
 from ..errors import ToolError
 from ..outcome import ApprovalStatus
-from .approvals import ApprovalDecision, ApprovalRecord
+from .approvals import ApprovalCursor, ApprovalDecision, ApprovalRecord, ListedStatus
 from .records import ClaimRecord, DeferredRecord, LedgerEntry
 
 __all__ = (
@@ -74,9 +74,27 @@ class ApprovalStore(ApprovalWrites, Protocol):
         ...
 
     async def list_approvals(
-        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+        self,
+        tenant_id: str,
+        status: ListedStatus | None,
+        limit: int,
+        *,
+        requester_id: str | None = None,
+        before: ApprovalCursor | None = None,
+        now: datetime | None = None,
     ) -> list[ApprovalRecord]:
-        """List a tenant's approvals, newest first."""
+        """List a tenant's approvals, newest first by (``created_at``, ``id``).
+
+        Args:
+            tenant_id: the tenant whose approvals to list.
+            status: only approvals of this status (None: every one). With ``now``, the
+                status at ``now`` (``ApprovalRecord.status_at``): ``pending`` and
+                ``approved`` leave out those past their expiry, ``expired`` lists them.
+            limit: at most this many.
+            requester_id: only the approvals this principal key asked for.
+            before: only the approvals after this cursor in the order (older ones).
+            now: the time the status is read at; None compares the stored status.
+        """
         ...
 
 

@@ -10,7 +10,13 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import StoreError
-from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus
+from ..ledger import (
+    ApprovalCursor,
+    ApprovalDecision,
+    ApprovalRecord,
+    ApprovalStatus,
+    ListedStatus,
+)
 from ._schema import approvals
 from ._statements import insert
 
@@ -46,15 +52,47 @@ def by_request(tenant_id: str, requester_id: str, request_id: str) -> sa.Select[
     )
 
 
-def newest(tenant_id: str, status: ApprovalStatus | None, limit: int) -> sa.Select[Any]:
-    """A tenant's approvals, of one status or all, newest first."""
+def newest(
+    tenant_id: str,
+    status: ListedStatus | None,
+    limit: int,
+    *,
+    requester_id: str | None = None,
+    before: ApprovalCursor | None = None,
+    now: datetime | None = None,
+) -> sa.Select[Any]:
+    """A tenant's approvals, newest first (see ``ApprovalStore.list_approvals``)."""
     statement = (
         sa.select(approvals)
         .where(_c.tenant_id == tenant_id)
         .order_by(_c.created_at.desc(), _c.id.desc())
         .limit(limit)
     )
-    return statement if status is None else statement.where(_c.status == status)
+    if requester_id is not None:
+        statement = statement.where(_c.requester_id == requester_id)
+    if before is not None:
+        at, approval_id = before
+        statement = statement.where(
+            sa.or_(_c.created_at < at, sa.and_(_c.created_at == at, _c.id < approval_id))
+        )
+    if status is not None:
+        statement = statement.where(_listed_as(status, now))
+    return statement
+
+
+def _listed_as(status: ListedStatus, now: datetime | None) -> sa.ColumnElement[bool]:
+    """Whether a row's status at ``now`` is ``status`` (``ApprovalRecord.status_at``)."""
+    if now is None:
+        return _c.status == status
+    if status == "expired":
+        return sa.and_(_c.status.in_(_UNUSED), _c.expires_at <= now)
+    if status in _UNUSED:
+        return sa.and_(_c.status == status, _c.expires_at > now)
+    return _c.status == status
+
+
+_UNUSED = ("pending", "approved")
+"""The statuses an approval leaves for ``expired`` once its time runs out."""
 
 
 async def decide(

@@ -8,7 +8,13 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..ledger import ApprovalDecision, ApprovalRecord, ApprovalStatus
+from ..ledger import (
+    ApprovalCursor,
+    ApprovalDecision,
+    ApprovalRecord,
+    ApprovalStatus,
+    ListedStatus,
+)
 from . import _approval_rows as rows
 from ._access import SqlAccess
 from ._connections import run_to_completion
@@ -102,9 +108,23 @@ class SqlApprovalStore(SqlAccess, SqlApprovalWrites):
 
     @run_to_completion
     async def list_approvals(
-        self, tenant_id: str, status: ApprovalStatus | None, limit: int
+        self,
+        tenant_id: str,
+        status: ListedStatus | None,
+        limit: int,
+        *,
+        requester_id: str | None = None,
+        before: ApprovalCursor | None = None,
+        now: datetime | None = None,
     ) -> list[ApprovalRecord]:
-        """List a tenant's approvals, newest first."""
+        """List a tenant's approvals, newest first (see ``ApprovalStore.list_approvals``)."""
         if limit <= 0 or not is_storable(tenant_id):
             return []
-        return [rows.record(row) for row in await self._read(rows.newest(tenant_id, status, limit))]
+        if (requester_id is not None and not is_storable(requester_id)) or (
+            before is not None and not is_storable(before[1])
+        ):
+            return []
+        statement = rows.newest(
+            tenant_id, status, limit, requester_id=requester_id, before=before, now=now
+        )
+        return [rows.record(row) for row in await self._read(statement)]
