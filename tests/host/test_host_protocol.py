@@ -290,6 +290,20 @@ async def test_request_approval_never_runs_the_tool_whatever_its_policy() -> Non
     assert kit.runs == {}
 
 
+async def test_request_approval_names_the_control_it_refuses() -> None:
+    kit = Kit()
+    bidi = await kit.host.request_approval(
+        "delete_note", {"title": "t"}, ALICE, request_id=rid(), reason_code="\u202edevorppa"
+    )
+    assert isinstance(bidi, Failed) and bidi.reason == "invalid_controls"
+    assert "reason_code" in bidi.message and "requestId must be a UUID" not in bidi.message
+    not_uuid = await kit.host.request_approval(
+        "delete_note", {"title": "t"}, ALICE, request_id="one", reason_code=None
+    )
+    assert isinstance(not_uuid, Failed) and "request_id" in not_uuid.message
+    assert kit.runs == {}
+
+
 async def test_a_pause_cannot_continue_another_request() -> None:
     kit = Kit()
     first = rid()

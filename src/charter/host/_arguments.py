@@ -14,7 +14,14 @@ from ..outcome import Failed, InteractionRequired, failed
 from ..policy import CONTROL_FIELD, InvocationControls
 from ._calls import canonical_request_id
 
-__all__ = ("NO_CONTROLS", "check_payload", "foreign_pause", "merge_controls", "split_controls")
+__all__ = (
+    "NO_CONTROLS",
+    "check_payload",
+    "foreign_pause",
+    "invalid_controls",
+    "merge_controls",
+    "split_controls",
+)
 
 NO_CONTROLS = InvocationControls()
 """The controls of a call that sent none (frozen, so one instance serves every call)."""
@@ -62,23 +69,7 @@ def split_controls(
         # Sent, it must be an object, as the manifest publishes it: ``null`` is refused.
         body = InvocationControls.model_validate(raw) if sent else NO_CONTROLS
     except ValidationError as exc:
-        return failed(
-            ErrorCode.INVALID_INPUT,
-            f"Invalid {CONTROL_FIELD} controls: "
-            + "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}"
-                for e in exc.errors(include_input=False, include_url=False)
-            ),
-            reason="invalid_controls",
-            issues=[
-                {
-                    "loc": [CONTROL_FIELD, *map(str, e["loc"])],
-                    "msg": e["msg"],
-                    "type": e["type"],
-                }
-                for e in exc.errors(include_input=False, include_url=False, include_context=False)
-            ],
-        )
+        return invalid_controls(exc)
     merged = merge_controls(body, given)
     if isinstance(merged, Failed):
         return merged
@@ -118,6 +109,21 @@ def merge_controls(
             merged[field_name] = value
     return InvocationControls.model_validate(
         {InvocationControls.model_fields[k].alias or k: v for k, v in merged.items()}
+    )
+
+
+def invalid_controls(exc: ValidationError) -> Failed:
+    """``INVALID_INPUT`` (``invalid_controls``) naming each control ``exc`` refused, and why."""
+    errors = exc.errors(include_input=False, include_url=False, include_context=False)
+    return failed(
+        ErrorCode.INVALID_INPUT,
+        f"Invalid {CONTROL_FIELD} controls: "
+        + "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in errors),
+        reason="invalid_controls",
+        issues=[
+            {"loc": [CONTROL_FIELD, *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]}
+            for e in errors
+        ],
     )
 
 

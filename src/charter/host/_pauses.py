@@ -22,7 +22,7 @@ from ..errors import ErrorCode
 from ..ledger import ApprovalRecord, LedgerStore
 from ..outcome import Continuation, Denied, Failed, InteractionRequired, ToolOutcome, failed
 from ..policy import CONTROL_FIELD, InvocationControls
-from ._arguments import check_payload, foreign_pause, merge_controls
+from ._arguments import check_payload, foreign_pause, invalid_controls, merge_controls
 from ._calls import CallOptions, PreparedCall
 from ._pipeline import Pipeline
 
@@ -109,13 +109,8 @@ async def request_approval(
             confirmed=True,
             reason_code=reason_code,
         )
-    except ValidationError:
-        return failed(
-            ErrorCode.INVALID_INPUT,
-            "The requestId must be a UUID you generate once for the action.",
-            reason="invalid_controls",
-            issues=[],
-        )
+    except ValidationError as exc:
+        return invalid_controls(exc)
     prepared = await pipeline.prepare(name, arguments, principal, controls, call=call)
     if isinstance(prepared, PreparedCall):
         pipeline.discard(prepared)
