@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from ._canonical import sha256_fingerprint
-from .auth import holds_control_character, js_trim
+from .auth import IDENTITY_PATTERN, holds_control_character, js_trim
 from .errors import ErrorCode, ToolError
 from .risk import DeploymentRisk, RiskPolicy, RiskTier
 
@@ -124,7 +124,12 @@ class ControlSpec:
         return cls(required=tuple(required), optional=tuple(optional))
 
 
-_ID_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"}
+_ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "pattern": IDENTITY_PATTERN,
+}
 
 CONTROL_SCHEMAS: Mapping[str, dict[str, Any]] = {
     "requestId": {

@@ -275,9 +275,9 @@ def test_the_list_pages_back_with_the_next_cursor_to_an_older_request(
 
 
 def test_a_cursor_that_no_page_gave_is_422(approver: httpx.Client) -> None:
-    for cursor in ("x", "not base64!", "MjAyNi0wMS0wMQ", "é"):
+    for cursor in ("", "x", "not base64!", "MjAyNi0wMS0wMQ", "é"):
         response = approver.get("/v1/approvals", params={"before": cursor})
-        problem = assert_problem(response, 422, reason="invalid_query")
+        problem = assert_problem(response, 422, reason="invalid_cursor")
         assert problem["meta"] == {"parameter": "before"}
 
 

@@ -103,14 +103,13 @@ def test_bidi_overrides_and_invisible_characters_are_shown_as_escapes(
     account = "\u202emoc.knabdoog@ecila"
     note = "refund \u202e0001 :tnuoma\u202c only, acct\u200b_1\u2028fake line"
     arguments = {"account": account, "amount_cents": 250_000, "note": note}
-    approval_id = ask_payout(payouts, arguments, reason_code="\u202edevorppa-erp OFC")
+    # (A reason code holding one is refused before any approval is asked: invalid_controls.)
+    approval_id = ask_payout(payouts, arguments, reason_code="quarterly payout")
     sign_in(page, payouts.url, "approver-token")
     card = page.locator(f"#approval-{approval_id}")
     expect(card).to_be_visible()
     target = card.locator("dt", has_text="Target").locator("xpath=following-sibling::dd")
     expect(target).to_have_text("\\u202emoc.knabdoog@ecila")
-    reason_code = card.locator("dt", has_text="Reason code").locator("xpath=following-sibling::dd")
-    expect(reason_code).to_have_text("\\u202edevorppa-erp OFC")
     shown = card.locator("pre.json")
     expect(shown).to_contain_text(
         '"refund \\u202e0001 :tnuoma\\u202c only, acct\\u200b_1\\u2028fake line"'

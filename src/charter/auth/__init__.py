@@ -40,6 +40,7 @@ from ._errors import AuthenticationUnavailable as AuthenticationUnavailable
 from ._modes import AuthDecision as AuthDecision
 from ._modes import AuthMode as AuthMode
 from ._modes import check_auth_mode as check_auth_mode
+from ._principal import IDENTITY_PATTERN as IDENTITY_PATTERN
 from ._principal import Principal as Principal
 from ._principal import PrincipalKind as PrincipalKind
 from ._principal import holds_control_character as holds_control_character
@@ -57,6 +58,7 @@ from ._tenancy import resolve_tenant as resolve_tenant
 from ._trim import js_trim as js_trim
 
 __all__ = (
+    "IDENTITY_PATTERN",
     "AccessCatalog",
     "AuthDecision",
     "AuthMode",

@@ -13,6 +13,7 @@ from ._trim import js_trim
 __all__ = (
     "Principal",
     "PrincipalKind",
+    "IDENTITY_PATTERN",
     "holds_control_character",
     "principal_key",
     "split_principal_key",
@@ -50,6 +51,22 @@ _CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 DEL, C1), format characters (bidi overrides, zero-width), lone surrogates, line and
 paragraph separators. Each could forge a line of a log or an audit trail, or make two
 identities that print alike."""
+
+
+_CONTROL_CLASS = (
+    r"\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
+    r"\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+    r"\ufff9-\ufffb"
+)
+"""The characters of ``_CONTROL_CATEGORIES`` in the Basic Multilingual Plane but the
+surrogates, as a regular-expression class body (tested against ``unicodedata``)."""
+
+IDENTITY_PATTERN = rf"^[^{_CONTROL_CLASS}]*[^\s{_CONTROL_CLASS}][^{_CONTROL_CLASS}]*$"
+"""A JSON Schema ``pattern`` for a string with a character that is not a space and none
+``holds_control_character`` refuses. Portable (ECMA-262 and Python), so it leaves out what
+no portable class can name: the dozen format characters past U+FFFF, and lone surrogates
+(which a class would refuse, with every astral character, in ECMA-262 without its ``u``
+flag; charter refuses them when it reads a body)."""
 
 
 def holds_control_character(value: str) -> bool:

@@ -250,7 +250,12 @@ def fixed_paths() -> dict[str, Any]:
                     _query_limit(100),
                     _query(
                         "before",
-                        {"type": "string"},
+                        {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 400,
+                            "pattern": "^[A-Za-z0-9_-]+$",
+                        },
                         "The next page: the 'next' of the page before (newest first).",
                     ),
                 ],

@@ -180,7 +180,12 @@ def _cursor_query(request: Request) -> ApprovalCursor | Response | None:
     if text is None:
         return None
     cursor = decode_cursor(text) if len(text) <= 400 and text.isascii() else None
-    return cursor if cursor is not None else bad_query("before", _BAD_CURSOR)
+    if cursor is not None:
+        return cursor
+    # Its own reason: the OpenAPI document states a cursor's form, not which ones a page gave.
+    return invalid_input(
+        f"The query parameter 'before' {_BAD_CURSOR}.", "invalid_cursor", parameter="before"
+    )
 
 
 def listing_caller(request: Request, *, default_limit: int) -> tuple[Principal, int] | Response:
