@@ -306,6 +306,27 @@ def test_two_notifiers_with_one_name_are_refused() -> None:
         Host(registry(), notifiers=[object()])  # type: ignore[list-item]
 
 
+class Numbered:
+    """A notifier of one's own whose name is not a string."""
+
+    name = 5
+
+    def wants(self, event: object) -> bool:
+        return True
+
+    async def send(self, event: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("name", [5, "", None])
+def test_a_notifier_of_ones_own_must_be_named_by_a_string(name: object) -> None:
+    # Such a name failed every approval-gated call at its first notification.
+    notifier = Numbered()
+    notifier.name = name  # type: ignore[assignment]
+    with pytest.raises(ConfigurationError, match="name is a non-empty string"):
+        Host(registry(), notifiers=[notifier])  # type: ignore[list-item]
+
+
 def test_a_notifier_never_shows_its_url() -> None:
     url = "https://hooks.slack.com/services/T0/B0/very-secret-token"
     slack = Slack(url)

@@ -156,7 +156,8 @@ class Notifications:
         """Bind the notifiers to the host's outbox; register their effect when there are any.
 
         Raises:
-            ConfigurationError: two notifiers share a name, one is not a ``Notifier``, the
+            ConfigurationError: two notifiers share a name, one is not a ``Notifier`` or
+                its name is not a non-empty string, the
                 retry settings are not positive, or the registry already delivers another
                 host's notifications.
         """
@@ -166,6 +167,14 @@ class Notifications:
                 raise ConfigurationError(
                     f"notifiers: {notifier!r} is not a notifier (charter.notify.Webhook, "
                     "charter.notify.Slack, or an object with name, wants() and send())"
+                )
+            name: object = notifier.name
+            if not isinstance(name, str) or not name:
+                # It keys each delivery (a string in the outbox's payload): any other value
+                # failed every call an approval gates, at its first notification.
+                raise ConfigurationError(
+                    f"notifiers: {notifier!r} has the name {name!r}; a notifier's name is a "
+                    "non-empty string"
                 )
             if notifier.name in self.notifiers:
                 raise ConfigurationError(
