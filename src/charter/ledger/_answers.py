@@ -96,7 +96,7 @@ def approval_refusal(record: ApprovalRecord, now: datetime) -> Denied | None:
         )
         cause, at, decision_reason = "approval_denied", record.decided_at, record.decision_reason
         step = "Tell the user the action was denied and why; do not retry this request."
-    elif record.status in ("pending", "approved") and record.expires_at <= now:
+    elif record.status_at(now) == "expired":
         reason = (
             f"Approval {record.id} for {record.tool!r} expired at "
             f"{record.expires_at.isoformat()} before it was "

@@ -306,7 +306,7 @@ class Approvals:
         )
         if record.status not in allowed:
             return _denied(approval_id, f"already_{record.status}")
-        if record.expires_at <= self.clock():
+        if record.status_at(self.clock()) == "expired":
             return _denied(approval_id, "expired")
         at = self.clock()
         entry = ApprovalDecision(

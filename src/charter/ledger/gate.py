@@ -196,7 +196,7 @@ class LedgerGate:
         if isinstance(checked, Failed):
             # The same request may have committed in between (a concurrent resumer).
             return await self.replay_of(key, fingerprint) or checked
-        if checked.status == "approved" and checked.expires_at > self.clock():
+        if checked.status_at(self.clock()) == "approved":
             return None
         return await self._standing(checked, key, fingerprint, replayed=True)
 

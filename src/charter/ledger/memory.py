@@ -381,7 +381,7 @@ class _MemoryTransaction(_ApprovalWrites):
     async def consume_approval(self, approval_id: str, request_id: str, now: datetime) -> bool:
         # This transaction's own writes first: an approval is consumed once.
         record = self._approval(approval_id)
-        if record is None or record.status != "approved" or record.expires_at <= now:
+        if record is None or record.status_at(now) != "approved":
             return False
         self._approvals[approval_id] = record.model_copy(
             update={"status": "consumed", "consumed_by": request_id}
