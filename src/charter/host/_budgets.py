@@ -102,7 +102,6 @@ class Budgets:
         # The in-memory buckets never suspend, so nothing can cut their spend short.
         self._atomic = type(store) is MemoryBudgets
         self._running: dict[LedgerKey, _Running] = {}
-        self._refunds: set[asyncio.Future[None]] = set()
 
     def applies(self, prepared: PreparedCall) -> bool:
         """Whether any budget applies to the call (most calls have none: a fast no)."""
@@ -225,11 +224,8 @@ class Budgets:
             return
         if self._atomic:
             await self._refund(buckets)
-            return
-        refund = asyncio.ensure_future(self._refund(buckets))
-        self._refunds.add(refund)
-        refund.add_done_callback(self._refunds.discard)
-        await asyncio.shield(refund)
+        else:
+            await to_completion(self._refund(buckets))
 
     def running(self, key: LedgerKey) -> bool:
         """Whether a call of the ledgered request ``key`` spent here and has not ended."""
