@@ -151,8 +151,7 @@ class Pipeline:
                         outcome = await self._execute(prepared)
                     else:
                         outcome = await self._execute_to_end(prepared)
-                    if isinstance(outcome, InteractionRequired):
-                        outcome = past_the_gates(outcome, prepared.controls)
+                    outcome = past_the_gates(outcome, prepared.controls)
                 else:
                     outcome = prepared
             except Exception as exc:
@@ -205,9 +204,7 @@ class Pipeline:
                 step = self._guarded(trace, self._execute(prepared))
             else:
                 step = self._guarded(trace, self._execute_to_end(prepared))
-            outcome = await step
-            if isinstance(outcome, InteractionRequired):
-                outcome = past_the_gates(outcome, prepared.controls)
+            outcome = past_the_gates(await step, prepared.controls)
             outcome = reported_failure(trace, outcome)
             self._finish(span, trace, outcome)
         await self._audit(trace, outcome)
@@ -542,27 +539,26 @@ def _internal_error(tool: str) -> Failed:
     )
 
 
-def past_the_gates(
-    paused: InteractionRequired, controls: InvocationControls
-) -> InteractionRequired:
+def past_the_gates(outcome: ToolOutcome, controls: InvocationControls) -> ToolOutcome:
     """A handler's own pause, with the controls that took its call past the host's gates.
 
     Continuing it runs the call again: without the confirmation and the approval that let
-    it through, it would stop at its gate again and the handler never get its answer.
+    it through, it would stop at its gate again and the handler never get its answer. Any
+    other outcome is returned as it is.
     """
-    if paused.gate != "handler":
-        return paused
+    if not isinstance(outcome, InteractionRequired) or outcome.gate != "handler":
+        return outcome
     continuation = Continuation(
         request_id=controls.request_key,
         confirmed=True if controls.is_confirmed else None,
         approval_id=controls.approval_id,
     )
     if continuation == _NOTHING_TO_CONTINUE:
-        return paused
-    return paused.model_copy(
+        return outcome
+    return outcome.model_copy(
         update={
             "continuation": continuation,
-            "request_id": paused.request_id or controls.request_key,
+            "request_id": outcome.request_id or controls.request_key,
         }
     )
 
