@@ -318,12 +318,12 @@ class Numbered:
         return None
 
 
-@pytest.mark.parametrize("name", [5, "", None])
+@pytest.mark.parametrize("name", [5, "", None, "ops\nalerts"])
 def test_a_notifier_of_ones_own_must_be_named_by_a_string(name: object) -> None:
     # Such a name failed every approval-gated call at its first notification.
     notifier = Numbered()
     notifier.name = name  # type: ignore[assignment]
-    with pytest.raises(ConfigurationError, match="name is a non-empty string"):
+    with pytest.raises(ConfigurationError, match="name must be a non-empty string"):
         Host(registry(), notifiers=[notifier])  # type: ignore[list-item]
 
 

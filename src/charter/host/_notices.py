@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
+from ..auth import holds_control_character
 from ..effects import EffectRecord, effect
 from ..errors import ConfigurationError
 from ..ledger import ApprovalRecord, LedgerStore, LedgerTransaction
@@ -34,6 +35,7 @@ __all__ = (
     "Notifier",
     "approval_link",
     "event_id",
+    "notifier_name_problem",
 )
 
 logger = logging.getLogger("charter")
@@ -132,6 +134,17 @@ class Delivery(BaseModel):
     ``expired`` event, due at the expiry."""
 
 
+def notifier_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a notifier; None when it can.
+
+    The name keys each delivery (a string in the outbox's payload) and shows in its rows
+    and logs: any other value failed every call an approval gates, at its first notice.
+    """
+    if not isinstance(name, str) or not name or holds_control_character(name):
+        return f"name must be a non-empty string without control characters, got {name!r}"
+    return None
+
+
 class Notifications:
     """The host's notifiers, and the ``ApprovalNotices`` that writes their deliveries.
 
@@ -157,7 +170,7 @@ class Notifications:
 
         Raises:
             ConfigurationError: two notifiers share a name, one is not a ``Notifier`` or
-                its name is not a non-empty string, the
+                has a name ``notifier_name_problem`` refuses, the
                 retry settings are not positive, or the registry already delivers another
                 host's notifications.
         """
@@ -168,14 +181,9 @@ class Notifications:
                     f"notifiers: {notifier!r} is not a notifier (charter.notify.Webhook, "
                     "charter.notify.Slack, or an object with name, wants() and send())"
                 )
-            name: object = notifier.name
-            if not isinstance(name, str) or not name:
-                # It keys each delivery (a string in the outbox's payload): any other value
-                # failed every call an approval gates, at its first notification.
-                raise ConfigurationError(
-                    f"notifiers: {notifier!r} has the name {name!r}; a notifier's name is a "
-                    "non-empty string"
-                )
+            problem = notifier_name_problem(notifier.name)
+            if problem is not None:
+                raise ConfigurationError(f"notifiers: {notifier!r}: {problem}")
             if notifier.name in self.notifiers:
                 raise ConfigurationError(
                     f"notifiers: two notifiers are named {notifier.name!r}; give each a "

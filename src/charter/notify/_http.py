@@ -9,9 +9,8 @@ from typing import TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
 from .._numbers import is_positive_seconds
-from ..auth import holds_control_character
 from ..errors import CharterError, ConfigurationError
-from ..host._notices import ApprovalEvent
+from ..host._notices import ApprovalEvent, notifier_name_problem
 from ..ledger.approvals import ApprovalChange
 
 __all__ = ("HttpNotifier", "NotificationFailed")
@@ -110,12 +109,10 @@ class HttpNotifier:
         """``name`` if it is a usable notifier name (None: derive one from the URL)."""
         if name is None:
             return None
-        # The name keys the notifier's deliveries and shows in their rows and logs.
-        if not isinstance(name, str) or not name or holds_control_character(name):
-            raise ConfigurationError(
-                f"{self.kind}: name must be a non-empty string without control characters, "
-                f"got {name!r}"
-            )
+        problem = notifier_name_problem(name)
+        if problem is not None:
+            raise ConfigurationError(f"{self.kind}: {problem}")
+        assert isinstance(name, str)
         return name
 
     @property
