@@ -356,7 +356,7 @@ def test_an_unknown_enforcement_is_rejected() -> None:
         define(enforcement="strict")
 
 
-@pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, True, "5"])
+@pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, True, "5", 10**400])
 def test_a_timeout_that_is_not_a_finite_positive_number_is_rejected(timeout: object) -> None:
     with pytest.raises(ConfigurationError, match="timeout must be a finite, positive number"):
         define(timeout=timeout)

@@ -13,10 +13,14 @@ def is_positive_int(value: object) -> bool:
 
 
 def is_positive_seconds(value: object) -> bool:
-    """Whether ``value`` is a finite number of seconds above zero (not a bool, not NaN)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
+    """Whether ``value`` is a finite number of seconds above zero (not a bool, not NaN).
+
+    An int too large for a float is not: every clock and timer reads seconds as one.
+    """
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(seconds) and seconds > 0
