@@ -1,10 +1,10 @@
-"""Local ``$ref``s: where a JSON pointer points (RFC 6901) and which references a schema holds."""
+"""Local ``$ref``s (where a JSON pointer points, which references a schema holds) and types."""
 
 from __future__ import annotations
 
 import pytest
 
-from charter._json_pointer import iter_refs, resolve_pointer
+from charter._json_schema import iter_refs, json_type, resolve_pointer
 
 SCHEMA = {
     "type": "object",
@@ -66,3 +66,21 @@ def test_references_are_found_at_any_depth_without_recursion() -> None:
     for _ in range(100_000):  # far past the interpreter's recursion limit
         deep = {"items": [deep]}
     assert list(iter_refs(deep)) == ["#/bottom"]
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        (None, "null"),
+        (True, "boolean"),
+        (3, "integer"),
+        (3.0, "integer"),  # JSON Schema: a number with a zero fraction is an integer
+        (3.5, "number"),
+        (float("inf"), "number"),
+        ("3", "string"),
+        ([3], "array"),
+        ({"n": 3}, "object"),
+    ],
+)
+def test_a_json_value_has_the_type_name_json_schema_gives_it(value: object, name: str) -> None:
+    assert json_type(value) == name

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from charter._json_pointer import resolve_pointer
+from charter._json_schema import json_type, resolve_pointer
 
 __all__ = (
     "ANNOTATIONS",
@@ -80,23 +79,6 @@ def number(value: object) -> float | None:
     return float(value)
 
 
-def _json_type(value: object) -> str:
-    """The JSON Schema type name of a JSON value (`1.0` is an integer, as the spec says)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if math.isfinite(value) and value.is_integer() else "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    return "array"
-
-
 def values_of(schema: Mapping[str, object]) -> list[object] | None:
     """The values a schema is limited to by `const` or `enum`, or None."""
     if "const" in schema:
@@ -114,7 +96,7 @@ def types_of(schema: Mapping[str, object]) -> frozenset[str] | None:
         return frozenset(t for t in declared if isinstance(t, str))
     values = values_of(schema)
     if values is not None:
-        return frozenset(_json_type(v) for v in values)
+        return frozenset(json_type(v) for v in values)
     return None
 
 

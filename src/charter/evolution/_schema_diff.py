@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from charter._json_pointer import iter_refs, resolve_pointer
+from charter._json_schema import iter_refs, resolve_pointer
 from charter.evolution._json_schema import (
     Resolved,
     branches,

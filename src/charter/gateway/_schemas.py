@@ -27,7 +27,7 @@ from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 from pydantic_core import SchemaError as SchemaError_
 from pydantic_core import ValidationError as ValidationError_
 
-from .._json_pointer import iter_refs, resolve_pointer
+from .._json_schema import iter_refs, resolve_pointer
 from ..errors import ConfigurationError
 from ..mcp import ForwardedResult
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..._json_schema import json_type
 from ..messages import Message, ToolCall, ToolResult, result_text
 from ._schema import ToolLike, add_note, inline_refs, tool_schemas
 from ._util import field, sendable
@@ -125,22 +126,9 @@ def _fit_enum(node: Mapping[str, Any], out: dict[str, Any]) -> None:
         return
     stated = values if keyword == "enum" else values[0]
     add_note(out, f"{keyword} {json.dumps(stated, ensure_ascii=False)}")
-    kinds = {_json_type(v) for v in values}
+    kinds = {json_type(v) for v in values}
     if len(kinds) == 1:
         out.setdefault("type", kinds.pop())
-
-
-def _json_type(value: object) -> str:
-    """The JSON Schema type name of a JSON value (``bool`` before ``int``)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def gemini_tool_calls(response: object) -> list[ToolCall]:

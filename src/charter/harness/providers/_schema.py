@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..._json_pointer import iter_refs, resolve_pointer
+from ..._json_schema import iter_refs, resolve_pointer
 from ...manifest import RegisteredTool
 from ...tool import Tool
 from ..definitions import BoundToolDefinition, ToolSchema

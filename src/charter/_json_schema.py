@@ -1,17 +1,19 @@
-"""Local ``$ref``s in JSON Schema: where one points (RFC 6901) and which ones a schema holds.
+"""Reading JSON Schema: local ``$ref``s, and the type name of a JSON value.
 
-One reading for every package that follows references: ``charter diff`` comparing
-definitions, the gateway reading an upstream's schemas, the provider formats inlining
-targets. Standard library only, walked without recursion, so no schema's nesting can
-exhaust the stack.
+Where a reference points (RFC 6901) and which ones a schema holds; one reading for every
+package that reads schemas: ``charter diff`` comparing definitions, the gateway reading an
+upstream's schemas, the provider formats inlining targets and rewriting enums. Standard
+library only; references are walked without recursion, so no schema's nesting can exhaust
+the stack.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from urllib.parse import unquote
 
-__all__ = ("iter_refs", "resolve_pointer")
+__all__ = ("iter_refs", "json_type", "resolve_pointer")
 
 
 def resolve_pointer(root: object, ref: str) -> object | None:
@@ -47,3 +49,20 @@ def iter_refs(value: object) -> Iterator[str]:
             pending.extend(node.values())
         elif isinstance(node, list):
             pending.extend(node)
+
+
+def json_type(value: object) -> str:
+    """The JSON Schema type name of a JSON value (``1.0`` is an integer, as the spec says)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if math.isfinite(value) and value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    return "array"
