@@ -408,6 +408,24 @@ async def test_a_handlers_question_after_an_approval_uses_the_approval_once() ->
     assert len(kit.answers) == 2
 
 
+async def test_a_handlers_pause_carries_no_approval_another_tenants_principal_can_use() -> None:
+    # The continuation names ALICE's approval: alice of another tenant, resuming the same
+    # pause with the same request id, is a stranger to it and reaches no handler.
+    kit = Asking()
+    arguments = {"title": "t", "_charter": {"requestId": rid(), "confirmed": True}}
+    waiting = await kit.host.invoke("purge_note", arguments, ALICE)
+    assert isinstance(waiting, InteractionRequired) and waiting.approval_id is not None
+    await kit.host.approvals.grant(waiting.approval_id, APPROVER)
+    asked = await kit.host.resume(waiting, "purge_note", arguments, ALICE)
+    assert isinstance(asked, InteractionRequired) and asked.gate == "handler"
+    stranger = Principal(subject="alice", tenant_id="globex", scopes=ALICE.scopes)
+    taken = await kit.host.resume(asked, "purge_note", arguments, stranger, value={"c": 1})
+    assert not isinstance(taken, Completed)
+    assert len(kit.answers) == 1
+    approval = await kit.host.approvals.get(APPROVER, waiting.approval_id)
+    assert approval is not None and approval.status == "approved"
+
+
 # -- the handler's context -------------------------------------------------------------------
 
 
